@@ -1,0 +1,263 @@
+// Package store is the contract between relay's domain and its storage: an
+// ordered key/value space per partition with atomic, guarded batches.
+//
+// A partition is one namespace. Every key of a partition lives in one Redis
+// Cluster slot, so a batch on it is one atomic step. Keys are compared as raw
+// bytes; a Key is a Go string only so that it is immutable and comparable.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// MaxBatchOps bounds preconditions plus writes in one batch. A larger batch
+// is refused whole, never applied in part.
+const MaxBatchOps = 100
+
+// MaxKeyBytes and MaxValueBytes bound one row. They are far above what relay
+// writes; they exist so a bug cannot grow a row without limit.
+const (
+	MaxKeyBytes   = 1024
+	MaxValueBytes = 4 << 20
+)
+
+// TimerTag is the first byte of every timer row key. The 8 bytes after it are
+// the timer's due time in Unix milliseconds, big-endian, so the first timer
+// key of a partition in byte order is its earliest. Apply keeps each bucket's
+// due index equal to that earliest due time; this is the only row layout the
+// store knows.
+const TimerTag byte = 't'
+
+var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Errors callers branch on.
+var (
+	// ErrBatchTooLarge: more than MaxBatchOps operations. Nothing was written.
+	ErrBatchTooLarge = errors.New("store: batch exceeds 100 operations")
+	// ErrInvalidBatch: a malformed operation (empty or oversized key or value,
+	// unknown kind). Nothing was written.
+	ErrInvalidBatch = errors.New("store: invalid batch")
+	// ErrInvalidPartition: the namespace name is not a valid partition.
+	ErrInvalidPartition = errors.New("store: invalid partition")
+	// ErrCorrupt: a row does not decode. Returned by decoders above the store.
+	ErrCorrupt = errors.New("store: corrupt row")
+)
+
+// Partition names one namespace's rows, the unit of atomicity.
+type Partition struct {
+	Namespace string
+}
+
+// Validate reports whether p names a valid namespace.
+func (p Partition) Validate() error {
+	if !namespacePattern.MatchString(p.Namespace) {
+		return fmt.Errorf("%w: namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", ErrInvalidPartition, p.Namespace)
+	}
+	return nil
+}
+
+func (p Partition) String() string { return p.Namespace }
+
+// Key is a row key, compared as raw bytes.
+type Key string
+
+// Value is a row value. A present row may have an empty value.
+type Value []byte
+
+// Cursor marks a position in a scan: the last key a page returned. It is
+// opaque to callers, who may persist its bytes and restore it.
+type Cursor struct {
+	after Key
+}
+
+// NewCursor restores a cursor from the bytes of Cursor.Bytes.
+func NewCursor(b []byte) *Cursor { return &Cursor{after: Key(b)} }
+
+// Bytes is the cursor's persistent form.
+func (c *Cursor) Bytes() []byte { return []byte(c.after) }
+
+// After is the key the cursor points past. Stores use it; callers should not.
+func (c *Cursor) After() Key { return c.after }
+
+// CursorAfter is the cursor that resumes just after key. Stores build page
+// cursors with it.
+func CursorAfter(key Key) *Cursor { return &Cursor{after: key} }
+
+// Entry is one row of a scan page.
+type Entry struct {
+	Key   Key
+	Value Value
+}
+
+// Page is one page of a scan. Next is nil when the range holds no key after
+// the page's last one.
+type Page struct {
+	Entries []Entry
+	Next    *Cursor
+}
+
+// PreconditionKind says what a precondition requires of its key.
+type PreconditionKind uint8
+
+const (
+	// Equals requires the row to exist with exactly the given value.
+	Equals PreconditionKind = iota + 1
+	// Absent requires the row not to exist.
+	Absent
+)
+
+// Precondition is checked before any write of its batch.
+type Precondition struct {
+	Kind  PreconditionKind
+	Key   Key
+	Value Value
+}
+
+// WriteKind says what a write does to its key.
+type WriteKind uint8
+
+const (
+	// Put sets the row to the value, creating it if needed.
+	Put WriteKind = iota + 1
+	// Delete removes the row; deleting an absent row is not an error.
+	Delete
+)
+
+// Write is one change in a batch. Writes apply in order.
+type Write struct {
+	Kind  WriteKind
+	Key   Key
+	Value Value
+}
+
+// Batch is applied all or nothing: every precondition is checked before the
+// first write, and a failing one leaves the partition unchanged.
+type Batch struct {
+	Preconditions []Precondition
+	Writes        []Write
+	// Drain marks a batch that acknowledges or deletes. It still runs on a
+	// Redis at maxmemory, so a full store can drain; a batch that grows the
+	// store (ingest) leaves it unset and is refused whole when memory is full.
+	Drain bool
+}
+
+// RequireEquals adds a precondition that key holds exactly value.
+func (b *Batch) RequireEquals(key Key, value Value) {
+	b.Preconditions = append(b.Preconditions, Precondition{Kind: Equals, Key: key, Value: value})
+}
+
+// RequireAbsent adds a precondition that key does not exist.
+func (b *Batch) RequireAbsent(key Key) {
+	b.Preconditions = append(b.Preconditions, Precondition{Kind: Absent, Key: key})
+}
+
+// Guard requires key to be as last read: absent when found is false, else
+// equal to value. It is the precondition of a read-modify-write.
+func (b *Batch) Guard(key Key, value Value, found bool) {
+	if found {
+		b.RequireEquals(key, value)
+	} else {
+		b.RequireAbsent(key)
+	}
+}
+
+// Put adds a write that sets key to value.
+func (b *Batch) Put(key Key, value Value) {
+	b.Writes = append(b.Writes, Write{Kind: Put, Key: key, Value: value})
+}
+
+// Delete adds a write that removes key.
+func (b *Batch) Delete(key Key) {
+	b.Writes = append(b.Writes, Write{Kind: Delete, Key: key})
+}
+
+// Ops is the number of operations the batch holds, as counted by MaxBatchOps.
+func (b *Batch) Ops() int { return len(b.Preconditions) + len(b.Writes) }
+
+// Validate reports a batch that no store may apply. It checks shapes only.
+func (b *Batch) Validate() error {
+	if n := b.Ops(); n > MaxBatchOps {
+		return fmt.Errorf("%w: %d operations", ErrBatchTooLarge, n)
+	}
+	for i, pc := range b.Preconditions {
+		if pc.Kind != Equals && pc.Kind != Absent {
+			return fmt.Errorf("%w: precondition %d has unknown kind %d", ErrInvalidBatch, i, pc.Kind)
+		}
+		if err := checkRow(pc.Key, pc.Value); err != nil {
+			return fmt.Errorf("%w: precondition %d: %v", ErrInvalidBatch, i, err)
+		}
+		if pc.Kind == Absent && len(pc.Value) > 0 {
+			return fmt.Errorf("%w: precondition %d: absent carries a value", ErrInvalidBatch, i)
+		}
+	}
+	for i, w := range b.Writes {
+		if w.Kind != Put && w.Kind != Delete {
+			return fmt.Errorf("%w: write %d has unknown kind %d", ErrInvalidBatch, i, w.Kind)
+		}
+		if err := checkRow(w.Key, w.Value); err != nil {
+			return fmt.Errorf("%w: write %d: %v", ErrInvalidBatch, i, err)
+		}
+		if w.Kind == Delete && len(w.Value) > 0 {
+			return fmt.Errorf("%w: write %d: delete carries a value", ErrInvalidBatch, i)
+		}
+	}
+	return nil
+}
+
+func checkRow(key Key, value Value) error {
+	switch {
+	case len(key) == 0:
+		return errors.New("empty key")
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("key of %d bytes exceeds %d", len(key), MaxKeyBytes)
+	case len(value) > MaxValueBytes:
+		return fmt.Errorf("value of %d bytes exceeds %d", len(value), MaxValueBytes)
+	}
+	return nil
+}
+
+// Result is the outcome of Apply.
+type Result struct {
+	// Committed reports that every write was applied.
+	Committed bool
+	// Failed is the index of the first failing precondition when the batch
+	// was not committed; nothing was written.
+	Failed int
+}
+
+// NamespaceStore is the storage of every partition.
+//
+// A network error may make a client retry Apply, and so run a batch twice.
+// Every batch must therefore be idempotent or guarded by a precondition its
+// own first run falsifies.
+type NamespaceStore interface {
+	// Get returns the row's value and whether it exists.
+	Get(ctx context.Context, p Partition, key Key) (Value, bool, error)
+	// Scan returns up to limit rows with keys in [start, end) in byte order,
+	// strictly after the cursor when one is given.
+	Scan(ctx context.Context, p Partition, start, end Key, after *Cursor, limit int) (Page, error)
+	// Apply applies the batch atomically, or reports the first failing
+	// precondition and writes nothing.
+	Apply(ctx context.Context, p Partition, b Batch) (Result, error)
+}
+
+// DueIndex finds partitions with due timers. Each bucket of namespaces keeps
+// one index, maintained by Apply from the partitions' timer rows.
+type DueIndex interface {
+	// Buckets is the number of buckets, fixed for the life of a keyspace.
+	Buckets() int
+	// BucketOf is the bucket that holds the partition.
+	BucketOf(p Partition) int
+	// Due returns up to limit partitions of the bucket whose earliest timer is
+	// due at or before upToMs, earliest first.
+	Due(ctx context.Context, bucket int, upToMs int64, limit int) ([]DuePartition, error)
+}
+
+// DuePartition is one entry of a bucket's due index.
+type DuePartition struct {
+	Partition Partition
+	DueAtMs   int64
+}

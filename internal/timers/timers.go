@@ -1,0 +1,70 @@
+// Package timers runs due work inside a partition. A timer is a row; a worker
+// claims a due timer with a lease, fires its handler, and applies the
+// handler's result in one batch guarded by the leased row, so only the
+// lease's owner can complete it.
+package timers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// DueTimer is what a handler sees of the timer it fires.
+type DueTimer struct {
+	// DueAtMs is when the timer was due, before any lease moved it.
+	DueAtMs   int64
+	Kind      Kind
+	Reference string
+	// State is the handler's own state, as it last left it.
+	State []byte
+}
+
+// FireContext is the partition a handler works in.
+type FireContext struct {
+	Store     store.NamespaceStore
+	Partition store.Partition
+	NowMs     int64
+}
+
+// Fired is a handler's result. Done deletes the timer; otherwise the timer
+// moves to DueAtMs with State. Batch is applied in the same atomic step, and
+// a batch whose preconditions fail leaves the timer due for the next fire to
+// re-plan.
+type Fired struct {
+	Done    bool
+	DueAtMs int64
+	State   []byte
+	Batch   store.Batch
+}
+
+// Handler fires the timers of one kind.
+type Handler interface {
+	Kind() Kind
+	Fire(ctx context.Context, fc FireContext, t DueTimer) (Fired, error)
+}
+
+// Registry maps kinds to handlers.
+type Registry struct {
+	handlers map[Kind]Handler
+}
+
+// NewRegistry returns a registry of the given handlers. Two handlers of one
+// kind are a programming error.
+func NewRegistry(handlers ...Handler) (*Registry, error) {
+	r := &Registry{handlers: make(map[Kind]Handler, len(handlers))}
+	for _, h := range handlers {
+		if _, dup := r.handlers[h.Kind()]; dup {
+			return nil, fmt.Errorf("timers: two handlers of kind %d", h.Kind())
+		}
+		r.handlers[h.Kind()] = h
+	}
+	return r, nil
+}
+
+// Handler returns the handler of a kind.
+func (r *Registry) Handler(k Kind) (Handler, bool) {
+	h, ok := r.handlers[k]
+	return h, ok
+}
