@@ -1,0 +1,16 @@
+package redisstore
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// ApplyBody is apply.lua without a shebang, for tests that call it directly.
+var ApplyBody = applyBody
+
+// Client is the store's client, for tests that inspect or disturb Redis.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// PartitionKeys are p's values HASH, order ZSET and bucket due index.
+func (s *Store) PartitionKeys(p store.Partition) []string { return s.partitionKeys(p) }

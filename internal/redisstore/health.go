@@ -1,0 +1,56 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrEvictingPolicy: a Redis node may evict keys under memory pressure, which
+// would silently drop outbox rows. relay needs maxmemory-policy noeviction.
+var ErrEvictingPolicy = errors.New("redisstore: maxmemory-policy evicts keys")
+
+// Check pings every node and checks that none may evict keys. A node that
+// does not answer CONFIG GET (a managed Redis may forbid it) passes: its
+// policy cannot be known from here.
+func (s *Store) Check(ctx context.Context) error {
+	var (
+		mu       sync.Mutex
+		evicting []string
+	)
+	check := func(ctx context.Context, c *redis.Client) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redisstore: ping %s: %w", c.Options().Addr, err)
+		}
+		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return nil
+		}
+		if p := policy["maxmemory-policy"]; p != "" && p != "noeviction" {
+			mu.Lock()
+			evicting = append(evicting, fmt.Sprintf("%s has %s", c.Options().Addr, p))
+			mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		err = check(ctx, c)
+	default:
+		err = s.client.Ping(ctx).Err()
+	}
+	if err != nil {
+		return err
+	}
+	if len(evicting) > 0 {
+		return fmt.Errorf("%w: %s", ErrEvictingPolicy, strings.Join(evicting, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,535 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+var acme = store.Partition{Namespace: "acme"}
+
+func timerKey(dueMs int64, ref string) store.Key {
+	b := make([]byte, 11, 11+len(ref))
+	b[0] = store.TimerTag
+	binary.BigEndian.PutUint64(b[1:9], uint64(dueMs))
+	binary.BigEndian.PutUint16(b[9:11], 8)
+	return store.Key(append(b, ref...))
+}
+
+// eachBackend runs fn on every backend as a parallel subtest.
+func eachBackend(t *testing.T, fn func(t *testing.T, s *redisstore.Store)) {
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b.New(t))
+		})
+	}
+}
+
+func mustCommit(t *testing.T, s *redisstore.Store, p store.Partition, b store.Batch) {
+	t.Helper()
+	r, err := s.Apply(t.Context(), p, b)
+	if err != nil {
+		t.Fatalf("apply on %s: %v", p, err)
+	}
+	if !r.Committed {
+		t.Fatalf("apply on %s: precondition %d failed", p, r.Failed)
+	}
+}
+
+// wantEmpty checks that p has no row, no order entry and no due entry.
+func wantEmpty(t *testing.T, s *redisstore.Store, p store.Partition) {
+	t.Helper()
+	keys := s.PartitionKeys(p)
+	c := s.Client()
+	ctx := t.Context()
+	if n := c.HLen(ctx, keys[0]).Val(); n != 0 {
+		t.Fatalf("%s holds %d rows, want none", p, n)
+	}
+	if n := c.ZCard(ctx, keys[1]).Val(); n != 0 {
+		t.Fatalf("%s orders %d keys, want none", p, n)
+	}
+	if err := c.ZScore(ctx, keys[2], p.Namespace).Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("%s is in the due index (%v), want absent", p, err)
+	}
+}
+
+func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		keys := s.PartitionKeys(acme)
+		ctx := t.Context()
+		for _, tc := range []struct {
+			name string
+			argv []any
+		}{
+			{"101 operations", append([]any{"acme", "t", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
+			{"argument count short", []any{"acme", "t", "", "pp", "k1", "v"}},
+			{"argument count long", []any{"acme", "t", "", "p", "k1", "v", "extra"}},
+			{"unknown kind in the last write", []any{"acme", "t", "", "px", "k1", "v", "k2", "v"}},
+			{"unknown precondition kind", []any{"acme", "t", "p", "p", "k0", "", "k1", "v"}},
+			{"empty precondition key", []any{"acme", "t", "a", "p", "", "", "k1", "v"}},
+			{"empty key in the last write", []any{"acme", "t", "", "pd", "k1", "v", "", ""}},
+			{"timer tag of two bytes", []any{"acme", "tt", "", "p", "k1", "v"}},
+		} {
+			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
+			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
+				t.Fatalf("%s: script answered %v, want a relay apply error", tc.name, err)
+			}
+			wantEmpty(t, s, acme)
+		}
+		// The same script commits a well-formed batch.
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "t", "a", "p", "k0", "", "k1", "v").Result()
+		if err != nil || fmt.Sprint(res) != "[1]" {
+			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
+		}
+	})
+}
+
+func TestErrorsDoNotCarryValues(t *testing.T) {
+	s := redistest.Miniredis(t)
+	secret := store.Value("payload-secret-7f3a")
+	var b store.Batch
+	b.RequireEquals("k", secret)
+	for i := range store.MaxBatchOps {
+		b.Put(store.Key("k"+strconv.Itoa(i)), secret)
+	}
+	_, err := s.Apply(t.Context(), acme, b)
+	if !errors.Is(err, store.ErrBatchTooLarge) {
+		t.Fatalf("apply = %v, want ErrBatchTooLarge", err)
+	}
+	if strings.Contains(err.Error(), string(secret)) {
+		t.Fatalf("error %q carries a row value", err)
+	}
+}
+
+func TestShortTimerKeyIsRefused(t *testing.T) {
+	s := redistest.Miniredis(t)
+	var b store.Batch
+	b.Put("ok", nil)
+	b.Put("tiny", store.Value("x")) // starts with the timer tag, no due time
+	_, err := s.Apply(t.Context(), acme, b)
+	if !errors.Is(err, store.ErrInvalidBatch) {
+		t.Fatalf("apply = %v, want ErrInvalidBatch", err)
+	}
+	wantEmpty(t, s, acme)
+	// Deleting such a key is harmless and allowed.
+	b = store.Batch{}
+	b.Delete("tiny")
+	mustCommit(t, s, acme, b)
+}
+
+func TestBucketCountIsFixedOnFirstUse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"miniredis", func(t *testing.T) redis.UniversalClient {
+			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
+			return s.Client()
+		}},
+		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := tc.client(t)
+			prefix := redistest.Prefix(t, client)
+			ctx := t.Context()
+			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 64}); err != nil {
+				t.Fatalf("first New: %v", err)
+			}
+			_, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 32})
+			if !errors.Is(err, redisstore.ErrBucketMismatch) {
+				t.Fatalf("New with 32 buckets after 64 = %v, want ErrBucketMismatch", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "64") || !strings.Contains(msg, "32") {
+				t.Fatalf("mismatch error %q does not name both counts", msg)
+			}
+			// The default is 64, so a store without options still opens.
+			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
+				t.Fatalf("New with the default bucket count: %v", err)
+			}
+		})
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	s := redistest.Miniredis(t)
+	for _, opts := range []redisstore.Options{
+		{Prefix: "relay:{x}:"},
+		{Prefix: "relay}"},
+		{Buckets: -1},
+		{Buckets: redisstore.MaxBuckets + 1},
+	} {
+		if _, err := redisstore.New(t.Context(), s.Client(), opts); err == nil {
+			t.Fatalf("New(%+v) succeeded, want an error", opts)
+		}
+	}
+}
+
+func TestKeyLayout(t *testing.T) {
+	s, m := redistest.MiniredisServer(t, redisstore.Options{})
+	var b store.Batch
+	b.Put("row", nil)
+	b.Put(timerKey(1000, "ep"), store.Value{0})
+	mustCommit(t, s, acme, b)
+
+	h := fnv.New32a()
+	h.Write([]byte("acme"))
+	bucket := int(h.Sum32() % 64)
+	if got := s.BucketOf(acme); got != bucket {
+		t.Fatalf("bucket of acme = %d, want FNV-1a %% 64 = %d", got, bucket)
+	}
+	tag := fmt.Sprintf("relay:{%d}", bucket)
+	want := []string{"relay:buckets", tag + ":due", tag + ":ns:acme:keys", tag + ":ns:acme:rows"}
+	if got := m.Keys(); !slices.Equal(got, want) {
+		t.Fatalf("redis keys %q, want %q", got, want)
+	}
+}
+
+func TestShebangIsUsedWhereTheServerSupportsIt(t *testing.T) {
+	if redistest.Miniredis(t).Shebang() {
+		t.Fatal("miniredis store claims shebang support; miniredis cannot compile #!lua")
+	}
+	t.Run("redis", func(t *testing.T) {
+		if !redistest.Real(t).Shebang() {
+			t.Fatal("store on Redis 7 runs without shebang flags")
+		}
+	})
+}
+
+func TestParkedTimerIsDueAtMaxInt64(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		var b store.Batch
+		b.Put(timerKey(math.MaxInt64, "parked"), store.Value{0})
+		mustCommit(t, s, acme, b)
+		list, err := s.Due(t.Context(), s.BucketOf(acme), math.MaxInt64-1, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A score is a double, so MaxInt64-1 and MaxInt64 are one value.
+		want := []store.DuePartition{{Partition: acme, DueAtMs: math.MaxInt64}}
+		if !slices.Equal(list, want) {
+			t.Fatalf("due = %v, want %v", list, want)
+		}
+		if list, _ := s.Due(t.Context(), s.BucketOf(acme), 1<<53, 10); len(list) != 0 {
+			t.Fatalf("parked timer is due by 2^53 ms: %v", list)
+		}
+	})
+}
+
+func TestDueAllReadsEveryBucket(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		// One namespace in each of several buckets, due 1000, 2000, ...
+		var want []store.DuePartition
+		seen := map[int]bool{}
+		for i := 0; len(want) < 8; i++ {
+			p := store.Partition{Namespace: "ns-" + strconv.Itoa(i)}
+			if seen[s.BucketOf(p)] {
+				continue
+			}
+			seen[s.BucketOf(p)] = true
+			due := int64(8-len(want)) * 1000
+			var b store.Batch
+			b.Put(timerKey(due, "ep"), store.Value{0})
+			b.Put(timerKey(due+500, "other"), store.Value{0})
+			mustCommit(t, s, p, b)
+			want = append(want, store.DuePartition{Partition: p, DueAtMs: due})
+		}
+		slices.SortFunc(want, func(a, b store.DuePartition) int { return int(a.DueAtMs - b.DueAtMs) })
+		got, err := s.DueAll(t.Context(), 5_000, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want[:5]) {
+			t.Fatalf("DueAll up to 5000 = %v, want %v", got, want[:5])
+		}
+		if _, err := s.DueAll(t.Context(), 5_000, 0); err == nil {
+			t.Fatal("DueAll with limit 0 succeeded")
+		}
+		if _, err := s.Due(t.Context(), s.Buckets(), 5_000, 1); err == nil {
+			t.Fatal("Due of a bucket out of range succeeded")
+		}
+	})
+}
+
+func TestApplyAllAppliesEachBatchAndReportsEachResult(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		var items []redisstore.Item
+		for i := range 20 {
+			p := store.Partition{Namespace: "tenant-" + strconv.Itoa(i)}
+			var b store.Batch
+			if i%4 == 3 {
+				b.RequireEquals("missing", nil) // fails
+			} else {
+				b.RequireAbsent("claimed")
+			}
+			b.Put("claimed", store.Value(strconv.Itoa(i)))
+			b.Put(timerKey(int64(1000+i), "ep"), store.Value{0})
+			items = append(items, redisstore.Item{Partition: p, Batch: b})
+		}
+		results, err := s.ApplyAll(t.Context(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range results {
+			p := items[i].Partition
+			v, found, err := s.Get(t.Context(), p, "claimed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%4 == 3 {
+				if r.Committed || r.Failed != 0 || found {
+					t.Fatalf("item %d: %+v, row found %v; want precondition 0 failed and no row", i, r, found)
+				}
+				continue
+			}
+			if !r.Committed || string(v) != strconv.Itoa(i) {
+				t.Fatalf("item %d: %+v, row %q; want committed with %d", i, r, v, i)
+			}
+		}
+		// Applied again, every guard is falsified by the first run.
+		results, err = s.ApplyAll(t.Context(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range results {
+			if r.Committed {
+				t.Fatalf("item %d committed twice", i)
+			}
+		}
+	})
+}
+
+func TestApplyAllSendsNothingWhenAnItemIsInvalid(t *testing.T) {
+	s := redistest.Miniredis(t)
+	var good, bad store.Batch
+	good.Put("row", nil)
+	bad.Put("", nil)
+	_, err := s.ApplyAll(t.Context(), []redisstore.Item{
+		{Partition: acme, Batch: good},
+		{Partition: store.Partition{Namespace: "globex"}, Batch: bad},
+	})
+	if !errors.Is(err, store.ErrInvalidBatch) || !strings.Contains(err.Error(), "item 1") {
+		t.Fatalf("ApplyAll = %v, want ErrInvalidBatch naming item 1", err)
+	}
+	wantEmpty(t, s, acme)
+	_, err = s.ApplyAll(t.Context(), []redisstore.Item{
+		{Partition: acme, Batch: good},
+		{Partition: store.Partition{Namespace: "Not Valid"}, Batch: good},
+	})
+	if !errors.Is(err, store.ErrInvalidPartition) {
+		t.Fatalf("ApplyAll = %v, want ErrInvalidPartition", err)
+	}
+	wantEmpty(t, s, acme)
+}
+
+// TestScriptsSurviveScriptFlush: after SCRIPT FLUSH (or a failover to a
+// replica that never loaded them), single and pipelined batches still run.
+func TestScriptsSurviveScriptFlush(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		new  func(t *testing.T) *redisstore.Store
+	}{
+		{"miniredis", func(t *testing.T) *redisstore.Store { return redistest.Miniredis(t) }},
+		{"own-redis-server", func(t *testing.T) *redisstore.Store {
+			srv := redistest.StartServer(t)
+			return redistest.NewStore(t, srv.Client, redisstore.Options{})
+		}},
+		// CI starts this cluster for the tests alone, so flushing it is fine.
+		{"cluster", func(t *testing.T) *redisstore.Store { return redistest.Cluster(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := tc.new(t)
+			ctx := t.Context()
+			flush := func() {
+				t.Helper()
+				if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+					t.Fatalf("SCRIPT FLUSH: %v", err)
+				}
+			}
+			claim := func(p store.Partition, id string) store.Batch {
+				var b store.Batch
+				b.RequireAbsent(store.Key("claim/" + id))
+				b.Put(store.Key("claim/"+id), nil)
+				return b
+			}
+
+			flush()
+			var items []redisstore.Item
+			for i := range 16 {
+				p := store.Partition{Namespace: "ns-" + strconv.Itoa(i)}
+				items = append(items, redisstore.Item{Partition: p, Batch: claim(p, "pipelined")})
+			}
+			drain := claim(acme, "drain")
+			drain.Drain = true
+			items = append(items, redisstore.Item{Partition: acme, Batch: drain})
+			results, err := s.ApplyAll(ctx, items)
+			if err != nil {
+				t.Fatalf("ApplyAll after SCRIPT FLUSH: %v", err)
+			}
+			for i, r := range results {
+				if !r.Committed {
+					t.Fatalf("item %d after SCRIPT FLUSH: %+v, want committed", i, r)
+				}
+			}
+
+			flush()
+			mustCommit(t, s, acme, claim(acme, "single"))
+
+			flush()
+			page, err := s.Scan(ctx, acme, "claim/", "claim0", nil, 10)
+			if err != nil {
+				t.Fatalf("scan after SCRIPT FLUSH: %v", err)
+			}
+			if len(page.Entries) != 2 {
+				t.Fatalf("scan after SCRIPT FLUSH found %d rows, want 2", len(page.Entries))
+			}
+		})
+	}
+}
+
+// TestFullRedisRefusesGrowingBatchWholeAndStillDrains: at maxmemory with
+// noeviction, a growing batch is refused before its first write, and a drain
+// batch still commits and frees memory.
+func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	s := redistest.NewStore(t, srv.Client, redisstore.Options{})
+	if !s.Shebang() {
+		t.Fatal("redis-server runs scripts without shebang flags; this test needs Redis 7")
+	}
+	ctx := t.Context()
+	payload := bytes.Repeat([]byte{'x'}, 8<<10)
+
+	// Fill until a growing batch is refused.
+	var filled int
+	var refused error
+	for filled = 0; filled < 10_000; filled++ {
+		var b store.Batch
+		b.RequireAbsent(store.Key(fmt.Sprintf("fill/%05d", filled)))
+		b.Put(store.Key(fmt.Sprintf("fill/%05d", filled)), payload)
+		if _, err := s.Apply(ctx, acme, b); err != nil {
+			refused = err
+			break
+		}
+	}
+	if !errors.Is(refused, redisstore.ErrOutOfMemory) {
+		t.Fatalf("after %d batches: %v, want ErrOutOfMemory", filled, refused)
+	}
+	t.Logf("refused after %d batches of %d bytes", filled, len(payload))
+
+	// A batch of several puts is refused whole. Its first write is a delete,
+	// which a full Redis would allow on its own: a script that started would
+	// apply it and then fail at the first put.
+	var grow store.Batch
+	grow.Delete("fill/00060")
+	for i := range 5 {
+		grow.Put(store.Key(fmt.Sprintf("refused/%d", i)), payload)
+	}
+	grow.Put(timerKey(1000, "refused"), store.Value{0})
+	if _, err := s.Apply(ctx, acme, grow); !errors.Is(err, redisstore.ErrOutOfMemory) {
+		t.Fatalf("growing batch on a full Redis: %v, want ErrOutOfMemory", err)
+	}
+	results, err := s.ApplyAll(ctx, []redisstore.Item{{Partition: acme, Batch: grow}})
+	if !errors.Is(err, redisstore.ErrOutOfMemory) || len(results) != 1 || results[0].Committed {
+		t.Fatalf("pipelined growing batch on a full Redis: %v, %v; want ErrOutOfMemory", results, err)
+	}
+	// Reads still work on a full Redis, and show nothing of the refused batch.
+	page, err := s.Scan(ctx, acme, "refused/", "refused0", nil, 10)
+	if err != nil {
+		t.Fatalf("scan on a full Redis: %v", err)
+	}
+	if len(page.Entries) != 0 {
+		t.Fatalf("refused batch wrote %d rows", len(page.Entries))
+	}
+	if _, found, err := s.Get(ctx, acme, "fill/00060"); err != nil || !found {
+		t.Fatalf("row deleted by the refused batch: found %v, err %v; want present", found, err)
+	}
+	for _, w := range grow.Writes[1:] {
+		if _, found, err := s.Get(ctx, acme, w.Key); err != nil || found {
+			t.Fatalf("row %q of the refused batch: found %v, err %v; want absent", w.Key, found, err)
+		}
+	}
+	if list, _ := s.Due(ctx, s.BucketOf(acme), 1<<62, 10); len(list) != 0 {
+		t.Fatalf("refused batch changed the due index: %v", list)
+	}
+
+	// A drain batch acknowledges (deletes) and writes a small row.
+	before := usedMemory(t, srv.Client)
+	drain := store.Batch{Drain: true}
+	for i := range 50 {
+		drain.Delete(store.Key(fmt.Sprintf("fill/%05d", i)))
+	}
+	drain.Put("backlog", store.Value("rows=0"))
+	mustCommit(t, s, acme, drain)
+	after := usedMemory(t, srv.Client)
+	if after >= before {
+		t.Fatalf("used memory %d after draining, was %d; want less", after, before)
+	}
+	if _, found, _ := s.Get(ctx, acme, "fill/00000"); found {
+		t.Fatal("drained row is still present")
+	}
+	if v, _, _ := s.Get(ctx, acme, "backlog"); string(v) != "rows=0" {
+		t.Fatalf("backlog after drain = %q", v)
+	}
+	// With memory freed, growth is accepted again.
+	mustCommit(t, s, acme, grow)
+}
+
+func usedMemory(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.InfoMap(t.Context(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestClusterSpreadsBucketsOverMasters(t *testing.T) {
+	s := redistest.Cluster(t)
+	cluster, ok := s.Client().(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("cluster store uses %T", s.Client())
+	}
+	masters := map[string]int{}
+	for i := range 64 {
+		p := store.Partition{Namespace: "spread-" + strconv.Itoa(i)}
+		keys := s.PartitionKeys(p)
+		var addr string
+		for j, k := range keys {
+			node, err := cluster.MasterForKey(t.Context(), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j == 0 {
+				addr = node.Options().Addr
+			} else if node.Options().Addr != addr {
+				t.Fatalf("keys of %s live on %s and %s", p, addr, node.Options().Addr)
+			}
+		}
+		masters[addr]++
+	}
+	if len(masters) < 2 {
+		t.Fatalf("64 namespaces landed on masters %v, want at least two", masters)
+	}
+	t.Logf("namespaces per master: %v", masters)
+}

@@ -1,0 +1,222 @@
+// Package redistest gives tests a fresh, isolated redisstore.Store on
+// miniredis, on a real Redis, or on a Redis Cluster.
+//
+// A real server is shared with other tests and other people: each store gets
+// its own random key prefix, and cleanup deletes only that prefix. Nothing
+// here flushes, reconfigures or flushes scripts on a shared server.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// Environment variables that point the tests at real servers.
+const (
+	// EnvRedisURL is a redis:// URL of a single Redis, e.g.
+	// redis://127.0.0.1:6379/0.
+	EnvRedisURL = "RELAY_TEST_REDIS_URL"
+	// EnvRedisCluster is comma-separated seed addresses of a Redis Cluster.
+	EnvRedisCluster = "RELAY_TEST_REDIS_CLUSTER"
+	// EnvRequireReal, set to 1, fails a test whose real server is not
+	// configured instead of skipping it.
+	EnvRequireReal = "RELAY_TEST_REQUIRE_REAL"
+)
+
+// Backend names one way to get a store.
+type Backend struct {
+	Name string
+	// New returns a fresh, isolated store, or skips the test when the
+	// backend is not configured.
+	New func(t testing.TB) *redisstore.Store
+}
+
+// Backends lists every backend. Those that are not configured skip the tests
+// that use them (or fail them under RELAY_TEST_REQUIRE_REAL=1), so a run
+// shows which backends it covered.
+func Backends(t testing.TB) []Backend {
+	t.Helper()
+	return []Backend{
+		{Name: "miniredis", New: Miniredis},
+		{Name: "redis", New: Real},
+		{Name: "cluster", New: Cluster},
+	}
+}
+
+// Miniredis returns a store on a fresh in-process miniredis, closed when the
+// test ends.
+func Miniredis(t testing.TB) *redisstore.Store {
+	t.Helper()
+	s, _ := MiniredisServer(t, redisstore.Options{})
+	return s
+}
+
+// MiniredisServer is Miniredis with options, returning the server too, for
+// tests that inject faults or inspect keys.
+func MiniredisServer(t testing.TB, opts redisstore.Options) (*redisstore.Store, *miniredis.Miniredis) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	return NewStore(t, client, opts), m
+}
+
+// Real returns a store on the Redis at RELAY_TEST_REDIS_URL under a fresh
+// random prefix, whose keys are deleted when the test ends.
+func Real(t testing.TB) *redisstore.Store {
+	t.Helper()
+	client := RealClient(t)
+	return NewStore(t, client, redisstore.Options{Prefix: Prefix(t, client)})
+}
+
+// RealClient is a client of the Redis at RELAY_TEST_REDIS_URL, closed when
+// the test ends; it skips the test when the variable is unset.
+func RealClient(t testing.TB) *redis.Client {
+	t.Helper()
+	url := env(t, EnvRedisURL)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvRedisURL, err)
+	}
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	ping(t, client)
+	return client
+}
+
+// Cluster returns a store on the Redis Cluster at RELAY_TEST_REDIS_CLUSTER
+// under a fresh random prefix, whose keys are deleted when the test ends.
+func Cluster(t testing.TB) *redisstore.Store {
+	t.Helper()
+	client := ClusterClient(t)
+	return NewStore(t, client, redisstore.Options{Prefix: Prefix(t, client)})
+}
+
+// ClusterClient is a client of the Redis Cluster at RELAY_TEST_REDIS_CLUSTER,
+// closed when the test ends; it skips the test when the variable is unset.
+func ClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	addrs := strings.Split(env(t, EnvRedisCluster), ",")
+	for i := range addrs {
+		addrs[i] = strings.TrimSpace(addrs[i])
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = client.Close() })
+	ping(t, client)
+	return client
+}
+
+// Prefix returns a fresh random key prefix and deletes every key under it
+// when the test ends (on every master of a Cluster). Register it after the
+// client, so cleanup runs before the client closes.
+func Prefix(t testing.TB, client redis.UniversalClient) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "relaytest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := DeletePrefix(ctx, client, prefix); err != nil {
+			t.Errorf("delete test keys under %q: %v", prefix, err)
+		}
+	})
+	return prefix
+}
+
+// DeletePrefix deletes every key that starts with prefix. The prefix must
+// hold no glob characters.
+func DeletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		flush := func() error {
+			if len(keys) == 0 {
+				return nil
+			}
+			// One key per command: keys of different buckets are in
+			// different slots.
+			_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				for _, k := range keys {
+					pipe.Unlink(ctx, k)
+				}
+				return nil
+			})
+			keys = keys[:0]
+			return err
+		}
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+			if len(keys) == 500 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		panic("redistest: DeletePrefix needs a *redis.Client or *redis.ClusterClient")
+	}
+}
+
+// NewStore is redisstore.New that fails the test on an error.
+func NewStore(t testing.TB, client redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := redisstore.New(ctx, client, opts)
+	if err != nil {
+		t.Fatalf("redisstore.New: %v", err)
+	}
+	return s
+}
+
+func ping(t testing.TB, client redis.UniversalClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping test redis: %v", err)
+	}
+}
+
+// env returns the variable, or skips the test when it is unset (fails it
+// under RELAY_TEST_REQUIRE_REAL=1).
+func env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		requireOrSkip(t, name+" is not set")
+	}
+	return v
+}
+
+// RequireReal reports whether RELAY_TEST_REQUIRE_REAL=1.
+func RequireReal() bool { return os.Getenv(EnvRequireReal) == "1" }
+
+func requireOrSkip(t testing.TB, why string) {
+	t.Helper()
+	if RequireReal() {
+		t.Fatalf("%s and %s=1", why, EnvRequireReal)
+	}
+	t.Skip(why)
+}

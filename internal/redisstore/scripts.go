@@ -1,0 +1,112 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// The .lua files hold the script bodies; the shebang line that declares a
+// script's flags to Redis 7 is prepended here, so each script has one source.
+var (
+	//go:embed apply.lua
+	applyBody string
+	//go:embed scan.lua
+	scanBody string
+)
+
+// Shebang lines. A growing batch has no flags: a Redis at maxmemory with
+// noeviction refuses it before it starts, so it never writes in part. A drain
+// batch may run on a full Redis so that acknowledgements can free memory.
+// Scans only read; no-writes already implies allow-oom, which is spelled
+// out because a full Redis must still answer them.
+const (
+	applyShebang      = "#!lua\n"
+	applyDrainShebang = "#!lua flags=allow-oom\n"
+	scanShebang       = "#!lua flags=no-writes,allow-oom\n"
+)
+
+type script struct {
+	src string
+	sha string
+}
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// run calls the script by its digest. NOSCRIPT means it did not run (the
+// cache was flushed, or a failover promoted a replica without it), so it is
+// sent once more in full, which also caches it on that node again.
+func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) (any, error) {
+	res, err := c.EvalSha(ctx, sc.sha, keys, args...).Result()
+	if isNoScript(err) {
+		res, err = c.Eval(ctx, sc.src, keys, args...).Result()
+	}
+	return res, err
+}
+
+func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+type scripts struct {
+	shebang bool
+	apply   *script // growing batches
+	drain   *script // Batch.Drain: allow-oom
+	scan    *script
+}
+
+func (sc *scripts) applyFor(b store.Batch) *script {
+	if b.Drain {
+		return sc.drain
+	}
+	return sc.apply
+}
+
+func (sc *scripts) all() []*script { return []*script{sc.apply, sc.drain, sc.scan} }
+
+// loadScripts loads every script on every master (go-redis fans SCRIPT LOAD
+// out on a ClusterClient), so pipelined EVALSHAs find them. A server that
+// cannot compile a "#!lua" line (Redis before 7, miniredis) gets the bodies
+// alone.
+func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error) {
+	with := &scripts{
+		shebang: true,
+		apply:   newScript(applyShebang + applyBody),
+		drain:   newScript(applyDrainShebang + applyBody),
+		scan:    newScript(scanShebang + scanBody),
+	}
+	err := with.load(ctx, c)
+	if err == nil {
+		return with, nil
+	}
+	if !isCompileError(err) {
+		return nil, err
+	}
+	plain := newScript(applyBody)
+	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody)}
+	if err := without.load(ctx, c); err != nil {
+		return nil, err
+	}
+	return without, nil
+}
+
+func (sc *scripts) load(ctx context.Context, c redis.UniversalClient) error {
+	for _, s := range sc.all() {
+		if err := c.ScriptLoad(ctx, s.src).Err(); err != nil {
+			return fmt.Errorf("redisstore: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+func isCompileError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Error compiling script")
+}

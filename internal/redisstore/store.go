@@ -1,0 +1,319 @@
+// Package redisstore is relay's store on Redis: each partition is a HASH of
+// rows and a ZSET of the same keys for ordered scans, changed only by one Lua
+// script per batch. A single Redis and a Redis Cluster share one code path:
+// every key of a partition, and its bucket's due index, carries the bucket's
+// hash tag, so every script touches one slot.
+//
+// Redis keys, for namespace ns in bucket b = FNV-1a(ns) mod buckets:
+//
+//	<prefix>buckets              the bucket count, recorded on first use
+//	<prefix>{b}:ns:<ns>:rows     HASH  row key -> value
+//	<prefix>{b}:ns:<ns>:keys     ZSET  row keys, score 0 (byte-ordered by ZRANGEBYLEX)
+//	<prefix>{b}:due              ZSET  namespace -> earliest timer due ms
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// DefaultPrefix and DefaultBuckets are used when Options leaves them unset.
+const (
+	DefaultPrefix  = "relay:"
+	DefaultBuckets = 64
+	// MaxBuckets is the number of Redis Cluster slots: more buckets could not
+	// spread any further.
+	MaxBuckets = 16384
+	// MaxScanLimit caps one Scan page; a larger limit is clamped to it.
+	MaxScanLimit = 1000
+)
+
+var (
+	// ErrBucketMismatch: the keyspace was first used with another bucket
+	// count. Changing it would move namespaces between due indexes.
+	ErrBucketMismatch = errors.New("redisstore: bucket count mismatch")
+	// ErrOutOfMemory: Redis is at maxmemory with noeviction and refused a
+	// batch that could grow it. Nothing was written.
+	ErrOutOfMemory = errors.New("redisstore: redis out of memory")
+)
+
+// Options configure a Store.
+type Options struct {
+	// Prefix starts every Redis key, "relay:" when empty. It must not
+	// contain '{' or '}', which would break the bucket hash tags.
+	Prefix string
+	// Buckets is the number of due-index buckets, 64 when zero. It is fixed
+	// when a keyspace is first used.
+	Buckets int
+}
+
+// Store is a store.NamespaceStore and store.DueIndex on Redis. It is safe for
+// concurrent use. It does not own the client: the caller closes it.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	buckets int
+	tags    []string // "<prefix>{<b>}" by bucket, built once
+	dues    []string // "<prefix>{<b>}:due" by bucket
+	scripts *scripts
+}
+
+var (
+	_ store.NamespaceStore = (*Store)(nil)
+	_ store.DueIndex       = (*Store)(nil)
+)
+
+// New checks the options, records or checks the keyspace's bucket count, and
+// loads the scripts on every master.
+func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", opts.Prefix)
+	}
+	if opts.Buckets == 0 {
+		opts.Buckets = DefaultBuckets
+	}
+	if opts.Buckets < 1 || opts.Buckets > MaxBuckets {
+		return nil, fmt.Errorf("redisstore: buckets %d out of range 1..%d", opts.Buckets, MaxBuckets)
+	}
+	s := &Store{client: client, prefix: opts.Prefix, buckets: opts.Buckets, tags: make([]string, opts.Buckets), dues: make([]string, opts.Buckets)}
+	for b := range s.tags {
+		s.tags[b] = opts.Prefix + "{" + strconv.Itoa(b) + "}"
+		s.dues[b] = s.tags[b] + ":due"
+	}
+	if err := s.checkBuckets(ctx); err != nil {
+		return nil, err
+	}
+	sc, err := loadScripts(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	s.scripts = sc
+	return s, nil
+}
+
+func (s *Store) checkBuckets(ctx context.Context) error {
+	key := s.prefix + "buckets"
+	if err := s.client.SetNX(ctx, key, s.buckets, 0).Err(); err != nil {
+		return fmt.Errorf("redisstore: record bucket count: %w", err)
+	}
+	got, err := s.client.Get(ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("redisstore: read bucket count: %w", err)
+	}
+	n, err := strconv.Atoi(got)
+	if err != nil {
+		return fmt.Errorf("redisstore: recorded bucket count %q at %s is not a number", got, key)
+	}
+	if n != s.buckets {
+		return fmt.Errorf("%w: keyspace %q was created with %d buckets, configured %d", ErrBucketMismatch, s.prefix, n, s.buckets)
+	}
+	return nil
+}
+
+// Shebang reports whether the server runs scripts with a "#!lua" line
+// (Redis 7+). Without it no batch can declare allow-oom: on a full Redis a
+// drain batch that puts any row is refused like an ingest batch, and the
+// store cannot drain. The binary warns when this is false.
+func (s *Store) Shebang() bool { return s.scripts.shebang }
+
+// Buckets is the number of due-index buckets.
+func (s *Store) Buckets() int { return s.buckets }
+
+// BucketOf is FNV-1a (32-bit) of the namespace modulo the bucket count.
+func (s *Store) BucketOf(p store.Partition) int {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(p.Namespace); i++ {
+		h ^= uint32(p.Namespace[i])
+		h *= prime
+	}
+	return int(h % uint32(s.buckets))
+}
+
+// partitionKeys are the values HASH, the order ZSET and the bucket's due
+// index of p, in the order apply.lua takes them.
+func (s *Store) partitionKeys(p store.Partition) []string {
+	b := s.BucketOf(p)
+	return []string{s.tags[b] + ":ns:" + p.Namespace + ":rows", s.tags[b] + ":ns:" + p.Namespace + ":keys", s.dues[b]}
+}
+
+func (s *Store) dueKey(b int) string { return s.dues[b] }
+
+// Get returns the row's value and whether it exists.
+func (s *Store) Get(ctx context.Context, p store.Partition, key store.Key) (store.Value, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	b := s.BucketOf(p)
+	v, err := s.client.HGet(ctx, s.tags[b]+":ns:"+p.Namespace+":rows", string(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get %s: %w", p, err)
+	}
+	return store.Value(v), true, nil
+}
+
+// Scan returns up to limit rows with keys in [start, end) in byte order,
+// strictly after the cursor when one is given. A limit above MaxScanLimit is
+// clamped to it (Next says whether more remain); a limit below 1 is an error.
+func (s *Store) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	if err := p.Validate(); err != nil {
+		return store.Page{}, err
+	}
+	if limit < 1 {
+		return store.Page{}, fmt.Errorf("scan %s: limit %d must be at least 1", p, limit)
+	}
+	limit = min(limit, MaxScanLimit)
+	lower := "[" + string(start)
+	if after != nil && after.After() >= start {
+		lower = "(" + string(after.After())
+	}
+	if end <= start || (after != nil && after.After() >= end) {
+		return store.Page{}, nil
+	}
+	keys := s.partitionKeys(p)
+	res, err := s.scripts.scan.run(ctx, s.client, keys[:2], lower, "("+string(end), limit)
+	if err != nil {
+		return store.Page{}, fmt.Errorf("scan %s: %w", p, err)
+	}
+	page, err := decodePage(res)
+	if err != nil {
+		return store.Page{}, fmt.Errorf("scan %s: %w", p, err)
+	}
+	return page, nil
+}
+
+func decodePage(res any) (store.Page, error) {
+	arr, ok := res.([]any)
+	if !ok || len(arr) == 0 || len(arr)%2 != 1 {
+		return store.Page{}, fmt.Errorf("unexpected scan reply of type %T", res)
+	}
+	more, ok := arr[0].(int64)
+	if !ok {
+		return store.Page{}, fmt.Errorf("unexpected scan reply head %T", arr[0])
+	}
+	var page store.Page
+	if n := (len(arr) - 1) / 2; n > 0 {
+		page.Entries = make([]store.Entry, 0, n)
+	}
+	for i := 1; i < len(arr); i += 2 {
+		k, ok := arr[i].(string)
+		if !ok {
+			return store.Page{}, fmt.Errorf("unexpected scan key of type %T", arr[i])
+		}
+		v, ok := arr[i+1].(string)
+		if !ok {
+			// The order set names a row the values hash lacks.
+			return store.Page{}, fmt.Errorf("%w: row %q is indexed but has no value", store.ErrCorrupt, k)
+		}
+		page.Entries = append(page.Entries, store.Entry{Key: store.Key(k), Value: store.Value(v)})
+	}
+	if more == 1 && len(page.Entries) > 0 {
+		page.Next = store.CursorAfter(page.Entries[len(page.Entries)-1].Key)
+	}
+	return page, nil
+}
+
+// Apply applies the batch atomically in one script, or reports the first
+// failing precondition and writes nothing. It also keeps the bucket's due
+// index equal to the partition's earliest timer row, read from the row key:
+// a put of a key that starts with store.TimerTag but is shorter than the tag
+// and its 8-byte due time is refused with store.ErrInvalidBatch.
+//
+// go-redis retries a command after a network error, so a batch may run
+// twice; the NamespaceStore contract makes every batch idempotent or guarded
+// by a precondition its first run falsifies, which makes the retry harmless.
+func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	keys, args, err := s.applyArgs(p, b)
+	if err != nil {
+		return store.Result{}, err
+	}
+	res, err := s.scripts.applyFor(b).run(ctx, s.client, keys, args...)
+	if err != nil {
+		return store.Result{}, applyError(p, err)
+	}
+	r, err := decodeResult(res)
+	if err != nil {
+		return store.Result{}, fmt.Errorf("apply %s: %w", p, err)
+	}
+	return r, nil
+}
+
+// applyArgs validates p and b and builds apply.lua's KEYS and ARGV.
+func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if err := b.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("apply %s: %w", p, err)
+	}
+	for i, w := range b.Writes {
+		// The due index reads a timer's due time from its key.
+		if w.Kind == store.Put && len(w.Key) > 0 && w.Key[0] == store.TimerTag && len(w.Key) < 9 {
+			return nil, nil, fmt.Errorf("apply %s: %w: write %d: timer key of %d bytes lacks its 8-byte due time",
+				p, store.ErrInvalidBatch, i, len(w.Key))
+		}
+	}
+	pkinds := make([]byte, len(b.Preconditions))
+	wkinds := make([]byte, len(b.Writes))
+	args := make([]any, 4, 4+2*b.Ops())
+	for i, pc := range b.Preconditions {
+		pkinds[i] = 'e'
+		if pc.Kind == store.Absent {
+			pkinds[i] = 'a'
+		}
+		args = append(args, string(pc.Key), []byte(pc.Value))
+	}
+	for i, w := range b.Writes {
+		wkinds[i] = 'p'
+		if w.Kind == store.Delete {
+			wkinds[i] = 'd'
+		}
+		args = append(args, string(w.Key), []byte(w.Value))
+	}
+	args[0], args[1], args[2], args[3] = p.Namespace, timerTag, pkinds, wkinds
+	return s.partitionKeys(p), args, nil
+}
+
+var timerTag = string([]byte{store.TimerTag})
+
+func decodeResult(res any) (store.Result, error) {
+	arr, ok := res.([]any)
+	if !ok || len(arr) == 0 {
+		return store.Result{}, fmt.Errorf("unexpected apply reply of type %T", res)
+	}
+	code, _ := arr[0].(int64)
+	switch {
+	case code == 1 && len(arr) == 1:
+		return store.Result{Committed: true}, nil
+	case code == 0 && len(arr) == 2:
+		i, ok := arr[1].(int64)
+		if ok {
+			return store.Result{Failed: int(i)}, nil
+		}
+	}
+	return store.Result{}, fmt.Errorf("unexpected apply reply %v", arr)
+}
+
+func applyError(p store.Partition, err error) error {
+	if isOOM(err) {
+		return fmt.Errorf("apply %s: %w: %w", p, ErrOutOfMemory, err)
+	}
+	return fmt.Errorf("apply %s: %w", p, err)
+}
+
+func isOOM(err error) bool {
+	return redis.HasErrorPrefix(err, "OOM") || (err != nil && strings.Contains(err.Error(), "OOM command not allowed"))
+}
