@@ -12,9 +12,15 @@ import (
 // Kind tells which handler fires a timer.
 type Kind uint16
 
-// KindOutcomeDelivery is the outcome-delivery timer of one stream; its
-// reference is the endpoint id.
-const KindOutcomeDelivery Kind = 8
+// Timer kinds, allocated here so that no two handlers share one.
+const (
+	// KindOutcomeDelivery is the outcome-delivery timer of one stream; its
+	// reference is the endpoint id.
+	KindOutcomeDelivery Kind = 8
+	// KindSeenSweep deletes a namespace's idempotency rows once their window
+	// has passed; its reference is empty.
+	KindSeenSweep Kind = 9
+)
 
 // NeverMs is a due time that never comes: a parked timer waits at it until
 // something pulls it forward.
@@ -99,6 +105,9 @@ type Row struct {
 	State []byte
 	// Lease is nil while no worker holds the timer.
 	Lease *Lease
+	// Err is set when the key parsed but the value did not decode. Such a
+	// row is kept for an operator and left alone by planners.
+	Err error
 }
 
 // EncodeIdle is the stored value of an unleased timer with the given state.
@@ -181,7 +190,10 @@ func Find(ctx context.Context, s Scanner, p store.Partition, kind Kind, referenc
 	return Row{}, false, nil
 }
 
-// All returns every timer row of the partition in due order.
+// All returns every timer row of the partition in due order. A row whose
+// value does not decode is returned with Err set, so that one corrupt timer
+// neither hides its stream's timer nor blocks the others; a key in the timer
+// range that does not parse belongs to no stream and is skipped.
 func All(ctx context.Context, s Scanner, p store.Partition) ([]Row, error) {
 	start, end := Range()
 	var rows []Row
@@ -194,7 +206,11 @@ func All(ctx context.Context, s Scanner, p store.Partition) ([]Row, error) {
 		for _, e := range page.Entries {
 			row, err := DecodeRow(e.Key, e.Value)
 			if err != nil {
-				return nil, fmt.Errorf("timer row of %s: %w", p, err)
+				due, kind, ref, ok := ParseKey(e.Key)
+				if !ok {
+					continue
+				}
+				row = Row{Key: e.Key, Raw: e.Value, DueAtMs: due, Kind: kind, Reference: ref, Err: err}
 			}
 			rows = append(rows, row)
 		}

@@ -1,0 +1,283 @@
+package timers
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// Defaults of a run.
+const (
+	DefaultMaxTimers = 16
+	// DefaultLease must outlast a fire: a delivery fire is bounded by twice
+	// the 5 s sink timeout.
+	DefaultLease = 30 * time.Second
+)
+
+// Budget bounds one run over a partition.
+type Budget struct {
+	// MaxTimers bounds the due timers claimed in one run.
+	MaxTimers int
+	// Lease is how long a claim holds a timer. A fire that outlasts it may
+	// be taken over, and its completion is then refused.
+	Lease time.Duration
+}
+
+func (b Budget) withDefaults() Budget {
+	if b.MaxTimers <= 0 {
+		b.MaxTimers = DefaultMaxTimers
+	}
+	if b.Lease <= 0 {
+		b.Lease = DefaultLease
+	}
+	return b
+}
+
+// Report counts what one run did. The zero Report means nothing was due.
+type Report struct {
+	// Claimed timers, of which TakenOver had an expired lease of another claim.
+	Claimed, TakenOver int
+	// Contended claims lost to another worker.
+	Contended int
+	// Fired handlers, and how their results ended.
+	Fired, Done, Rescheduled int
+	// Replanned fires whose batch failed the handler's own guard: the timer
+	// was released, due at once, for the next fire to re-plan.
+	Replanned int
+	// LeaseLost fires whose lease ran out or was taken over; they wrote nothing.
+	LeaseLost int
+	// Deferred timers that could not be fired (corrupt row, unknown kind, or
+	// a failed fire); each waits one lease before it is tried again.
+	Deferred int
+}
+
+// Empty reports whether the run did nothing worth logging.
+func (r Report) Empty() bool { return r == Report{} }
+
+func (r *Report) add(o Report) {
+	r.Claimed += o.Claimed
+	r.TakenOver += o.TakenOver
+	r.Contended += o.Contended
+	r.Fired += o.Fired
+	r.Done += o.Done
+	r.Rescheduled += o.Rescheduled
+	r.Replanned += o.Replanned
+	r.LeaseLost += o.LeaseLost
+	r.Deferred += o.Deferred
+}
+
+// Claimed is a timer held under a lease by this worker.
+type Claimed struct {
+	Partition store.Partition
+	Timer     DueTimer
+	// Key and Value are the leased row: the guard of the completion.
+	Key   store.Key
+	Value store.Value
+	// ExpiresAtMs is when the lease runs out.
+	ExpiresAtMs int64
+}
+
+// Claim leases a due timer row: it rewrites the row to be due when the lease
+// expires, carrying a fresh token, guarded by the row as read. ok is false
+// when another worker changed the row first.
+func Claim(ctx context.Context, st store.NamespaceStore, p store.Partition, row Row, nowMs int64, lease time.Duration) (c Claimed, ok bool, err error) {
+	var l Lease
+	if _, err := rand.Read(l.Token[:]); err != nil {
+		return Claimed{}, false, fmt.Errorf("lease token: %w", err)
+	}
+	l.DueAtMs = row.DueAtMs
+	if row.Lease != nil {
+		l.DueAtMs = row.Lease.DueAtMs
+	}
+	expires := nowMs + lease.Milliseconds()
+	c = Claimed{
+		Partition:   p,
+		Timer:       DueTimer{DueAtMs: l.DueAtMs, Kind: row.Kind, Reference: row.Reference, State: row.State},
+		Key:         Key(expires, row.Kind, row.Reference),
+		Value:       encodeLeased(l, row.State),
+		ExpiresAtMs: expires,
+	}
+	// A claim rewrites a row of the same size: it must run on a full store.
+	b := store.Batch{Drain: true}
+	b.RequireEquals(row.Key, row.Raw)
+	if c.Key != row.Key {
+		b.Delete(row.Key)
+	}
+	b.Put(c.Key, c.Value)
+	res, err := st.Apply(ctx, p, b)
+	if err != nil {
+		return Claimed{}, false, fmt.Errorf("claim timer of %s: %w", p, err)
+	}
+	return c, res.Committed, nil
+}
+
+// Outcome of Complete.
+type Outcome int
+
+const (
+	// Completed: the handler's batch and the timer's deletion or move committed.
+	Completed Outcome = iota + 1
+	// Replanned: the handler's own guard failed; the timer is due again now.
+	Replanned
+	// LeaseLost: the lease expired or was taken over; nothing was written.
+	LeaseLost
+)
+
+// Complete applies a fire's result under the claim's lease: the handler's
+// batch, and the leased row deleted (Done) or moved (Reschedule), in one
+// batch guarded by the leased row. When the handler's own precondition fails,
+// the timer is released due at its original time, so the next fire re-plans
+// against fresh rows.
+func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
+	if clk.Now().UnixMilli() >= c.ExpiresAtMs {
+		// Another worker may already hold the timer; writing now would at
+		// best be refused.
+		return LeaseLost, nil
+	}
+	b := store.Batch{
+		Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
+		Writes:        append([]store.Write(nil), f.Batch.Writes...),
+		Drain:         f.Batch.Drain,
+	}
+	leaseGuard := len(b.Preconditions)
+	b.RequireEquals(c.Key, c.Value)
+	b.Delete(c.Key)
+	if !f.Done {
+		b.Put(Key(f.DueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(f.State))
+	}
+	if err := b.Validate(); err != nil {
+		return 0, fmt.Errorf("complete timer %d/%s of %s: %w", c.Timer.Kind, c.Timer.Reference, c.Partition, err)
+	}
+	res, err := st.Apply(ctx, c.Partition, b)
+	if err != nil {
+		return 0, fmt.Errorf("complete timer of %s: %w", c.Partition, err)
+	}
+	switch {
+	case res.Committed:
+		return Completed, nil
+	case res.Failed == leaseGuard:
+		return LeaseLost, nil
+	}
+	return release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State)
+}
+
+// release puts a leased timer back, idle and due at dueAtMs.
+func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte) (Outcome, error) {
+	b := store.Batch{Drain: true}
+	b.RequireEquals(c.Key, c.Value)
+	b.Delete(c.Key)
+	b.Put(Key(dueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(state))
+	res, err := st.Apply(ctx, c.Partition, b)
+	if err != nil {
+		return 0, fmt.Errorf("release timer of %s: %w", c.Partition, err)
+	}
+	if !res.Committed {
+		return LeaseLost, nil
+	}
+	return Replanned, nil
+}
+
+// RunDue fires the partition's due timers, at most budget.MaxTimers of them,
+// one after another. Each is claimed with a lease first, so several workers
+// may run the same partition and each timer fires once per claim. Errors of
+// single timers are joined into the returned error after the run; the timer
+// stays leased and is tried again when its lease expires.
+func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, nowMs int64, budget Budget) (Report, error) {
+	budget = budget.withDefaults()
+	var report Report
+	start, end := DueRange(nowMs)
+	page, err := st.Scan(ctx, p, start, end, nil, budget.MaxTimers)
+	if err != nil {
+		return report, fmt.Errorf("scan due timers of %s: %w", p, err)
+	}
+	var errs []error
+	for _, e := range page.Entries {
+		r, err := runOne(ctx, st, p, reg, clk, nowMs, budget.Lease, e)
+		report.add(r)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return report, errors.Join(errs...)
+}
+
+func runOne(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, nowMs int64, lease time.Duration, e store.Entry) (Report, error) {
+	var report Report
+	row, err := DecodeRow(e.Key, e.Value)
+	if err != nil {
+		slog.WarnContext(ctx, "undecodable timer row; deferring", "partition", p.Namespace, "error", err)
+		report.Deferred++
+		return report, deferRaw(ctx, st, p, e, nowMs+lease.Milliseconds())
+	}
+	h, known := reg.Handler(row.Kind)
+	c, ok, err := Claim(ctx, st, p, row, nowMs, lease)
+	if err != nil || !ok {
+		report.Contended += btoi(err == nil)
+		return report, err
+	}
+	report.Claimed++
+	if row.Lease != nil {
+		report.TakenOver++
+	}
+	if !known {
+		// A timer of a kind this process does not know (a newer version
+		// wrote it) waits out the lease rather than spinning the driver.
+		slog.WarnContext(ctx, "timer of unknown kind; deferring", "partition", p.Namespace, "kind", row.Kind)
+		report.Deferred++
+		return report, nil
+	}
+	fireCtx, cancel := context.WithTimeout(ctx, lease)
+	defer cancel()
+	report.Fired++
+	fired, err := h.Fire(fireCtx, FireContext{Store: st, Partition: p, NowMs: nowMs}, c.Timer)
+	if err != nil {
+		report.Deferred++
+		return report, fmt.Errorf("fire timer %d/%s of %s: %w", row.Kind, row.Reference, p, err)
+	}
+	out, err := Complete(ctx, st, clk, c, fired)
+	if err != nil {
+		return report, err
+	}
+	switch {
+	case out == Replanned:
+		report.Replanned++
+	case out == LeaseLost:
+		report.LeaseLost++
+	case fired.Done:
+		report.Done++
+	default:
+		report.Rescheduled++
+	}
+	return report, nil
+}
+
+// deferRaw moves a row that does not decode out of the way for one lease,
+// keeping its bytes, so an operator can inspect it and the driver does not
+// spin on it.
+func deferRaw(ctx context.Context, st store.NamespaceStore, p store.Partition, e store.Entry, dueAtMs int64) error {
+	due, kind, ref, ok := ParseKey(e.Key)
+	if !ok || due >= dueAtMs {
+		return nil
+	}
+	b := store.Batch{Drain: true}
+	b.RequireEquals(e.Key, e.Value)
+	b.Delete(e.Key)
+	b.Put(Key(dueAtMs, kind, ref), e.Value)
+	if _, err := st.Apply(ctx, p, b); err != nil {
+		return fmt.Errorf("defer corrupt timer of %s: %w", p, err)
+	}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
