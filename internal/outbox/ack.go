@@ -1,0 +1,125 @@
+package outbox
+
+import (
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// MaxAcksPerBatch is the most rows one acknowledgement plan may hold. A plan
+// of n rows costs 4n+2 operations (AckOps); at 23 rows that is 94, which
+// leaves room in the 100-operation batch for the timer runner's completion
+// (guard, delete and put of the timer row).
+const MaxAcksPerBatch = 23
+
+// AckOps is the most batch operations a plan of n acknowledged rows adds:
+// the backlog guard, four per row (record guard, record, pending and attempt
+// deletions) and one backlog write.
+func AckOps(n int) int { return 4*n + 2 }
+
+// Acks plans the acknowledgement of delivered rows of one stream, against a
+// backlog read after the deliveries: the reference's plan_ack. Its plan is
+// guarded by that read, so an ingest that lands in between fails the batch
+// and the next fire re-plans; the receiver may see a row twice.
+type Acks struct {
+	endpoint   string
+	backlogKey store.Key
+	raw        store.Value
+	found      bool
+	backlog    Backlog
+	rows       []ackRow
+	bytes      uint64
+	rids       map[string]struct{}
+}
+
+type ackRow struct {
+	rid    string
+	seq    uint64
+	record store.Value
+}
+
+// NewAcks starts a plan for the stream of endpoint, given its backlog row as
+// just read (found false when absent). A corrupt backlog is an error.
+func NewAcks(endpoint string, backlog store.Value, found bool) (*Acks, error) {
+	key, err := BacklogKey(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	b, err := backlogOf(backlog, found)
+	if err != nil {
+		return nil, fmt.Errorf("backlog of endpoint %s: %w", endpoint, err)
+	}
+	return &Acks{endpoint: endpoint, backlogKey: key, raw: backlog, found: found, backlog: b, rids: map[string]struct{}{}}, nil
+}
+
+// Add acknowledges the pending row (seq, rid) whose record was read as
+// record. The record is guarded, so a row replaced since it was delivered is
+// not deleted. A row the backlog does not count (more rows than it holds), a
+// repeated rid or a missing record is refused with an error and leaves the
+// plan as it was; the caller keeps that row.
+func (a *Acks) Add(rid string, seq uint64, record store.Value) error {
+	if err := ValidateReservationID(rid); err != nil {
+		return err
+	}
+	if len(record) == 0 {
+		return fmt.Errorf("acknowledge %s/%s: no record", a.endpoint, rid)
+	}
+	if _, dup := a.rids[rid]; dup {
+		return fmt.Errorf("acknowledge %s/%s: acknowledged twice", a.endpoint, rid)
+	}
+	if uint64(len(a.rows)) >= a.backlog.Rows {
+		return fmt.Errorf("acknowledge %s/%s: %w of %d rows", a.endpoint, rid, ErrBacklogUnderflow, a.backlog.Rows)
+	}
+	a.rids[rid] = struct{}{}
+	a.rows = append(a.rows, ackRow{rid: rid, seq: seq, record: record})
+	a.bytes += uint64(len(record))
+	return nil
+}
+
+// Len is the number of rows acknowledged.
+func (a *Acks) Len() int { return len(a.rows) }
+
+// Backlog is the backlog as read.
+func (a *Acks) Backlog() Backlog { return a.backlog }
+
+// Remaining is the backlog the plan leaves. Rows reaching 0 means every row
+// is acknowledged and the stream's timer may be done. Bytes are a gauge and
+// saturate at 0 rather than refusing a plan over an accounting drift.
+func (a *Acks) Remaining() Backlog {
+	r := Backlog{Rows: a.backlog.Rows - uint64(len(a.rows))}
+	if a.bytes < a.backlog.Bytes {
+		r.Bytes = a.backlog.Bytes - a.bytes
+	}
+	return r
+}
+
+// Plan adds the plan to b: the backlog guard as read, then per row the
+// record guard and the deletion of its record, pending and attempt rows,
+// then one backlog write: a deletion when no row remains (also of a backlog
+// row that already counted none), else the decremented backlog. With no rows
+// acknowledged and some remaining it is the guard alone. It costs at most
+// AckOps(Len()) operations and marks b as a Drain batch: it only deletes and
+// shrinks, so it must run on a full store.
+func (a *Acks) Plan(b *store.Batch) {
+	b.Drain = true
+	b.Guard(a.backlogKey, a.raw, a.found)
+	if len(a.rows) == 0 {
+		if a.found && a.backlog.Rows == 0 {
+			b.Delete(a.backlogKey)
+		}
+		return
+	}
+	for _, r := range a.rows {
+		b.RequireEquals(streamKey(ClassRecord, a.endpoint, r.rid), r.record)
+	}
+	for _, r := range a.rows {
+		b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))
+		b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
+		b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
+	}
+	if rest := a.Remaining(); rest.Rows == 0 {
+		b.Delete(a.backlogKey)
+	} else {
+		b.Put(a.backlogKey, EncodeBacklog(rest))
+	}
+}

@@ -1,0 +1,227 @@
+package outbox_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// freshAcks starts an acknowledgement plan against the stream's backlog as
+// it is now.
+func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
+	t.Helper()
+	key, _ := outbox.BacklogKey(endpoint)
+	v, found := e.get(key)
+	acks, err := outbox.NewAcks(endpoint, v, found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acks
+}
+
+func putAttempt(t *testing.T, e *env, endpoint, rid string) store.Key {
+	t.Helper()
+	key, _ := outbox.AttemptKey(endpoint, rid)
+	v, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: e.nowMs(), Status: 503, ErrorClass: "status", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.Put(key, v)
+	e.apply(b)
+	return key
+}
+
+func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.append(committed("a"), aborted("b"), committed("c"))
+		attemptA := putAttempt(t, e, "billing", "a")
+		attemptC := putAttempt(t, e, "billing", "c")
+		pending := e.pending("billing")
+		acks := freshAcks(t, e, "billing")
+		for _, pk := range pending[:2] {
+			rec, _ := e.record("billing", pk.RID)
+			if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		if !b.Drain || b.Ops() != outbox.AckOps(2) {
+			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), outbox.AckOps(2))
+		}
+		if res := e.apply(b); !res.Committed {
+			t.Fatalf("failed precondition %d", res.Failed)
+		}
+		for _, rid := range []string{"a", "b"} {
+			if _, found := e.record("billing", rid); found {
+				t.Errorf("record %s kept", rid)
+			}
+		}
+		if _, found := e.get(attemptA); found {
+			t.Error("attempt row of an acknowledged row kept")
+		}
+		if _, found := e.get(attemptC); !found {
+			t.Error("attempt row of an unacknowledged row deleted")
+		}
+		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "c" {
+			t.Errorf("pending %+v", p)
+		}
+		want := outbox.Backlog{Rows: 1, Bytes: uint64(len(mustRecord(t, committed("c"))))}
+		if got, _ := e.backlog("billing"); got != want || acks.Remaining() != want {
+			t.Errorf("backlog %+v, remaining %+v, want %+v", got, acks.Remaining(), want)
+		}
+		// The other stream is untouched.
+		if b, _ := e.backlog("audit"); b.Rows != 3 || len(e.pending("audit")) != 3 {
+			t.Errorf("audit backlog %+v", b)
+		}
+		// The last row deletes the backlog.
+		ackAll(t, e, "billing")
+		if _, found := e.backlog("billing"); found {
+			t.Error("empty backlog row kept")
+		}
+		if _, found := e.get(attemptC); found {
+			t.Error("attempt row kept")
+		}
+	})
+}
+
+// An append after the fresh read fails the plan's backlog guard: nothing is
+// written, and the next fire re-plans.
+func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("first"))
+		acks := freshAcks(t, e, "billing")
+		rec, _ := e.record("billing", "first")
+		if err := acks.Add("first", 0, rec); err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		e.append(committed("second"))
+		before := e.all()
+		if res := e.apply(b); res.Committed || res.Failed != 0 {
+			t.Fatalf("result %+v, want the backlog guard (0) to fail", res)
+		}
+		if len(e.all()) != len(before) {
+			t.Error("a failed plan wrote rows")
+		}
+	})
+}
+
+func TestAReplacedRecordIsNotAcknowledged(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r"))
+		acks := freshAcks(t, e, "billing")
+		if err := acks.Add("r", 0, mustRecord(t, aborted("r"))); err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		if res := e.apply(b); res.Committed {
+			t.Fatal("acknowledged a record that differs from the one delivered")
+		}
+		if _, found := e.record("billing", "r"); !found {
+			t.Error("record deleted")
+		}
+	})
+}
+
+func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
+	rec := mustRecord(t, committed("r"))
+	absent, err := outbox.NewAcks("billing", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := absent.Add("r", 0, rec); !errors.Is(err, outbox.ErrBacklogUnderflow) {
+		t.Errorf("absent backlog: %v", err)
+	}
+	one, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 1}), true)
+	if err := one.Add("r", 0, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Add("s", 1, rec); !errors.Is(err, outbox.ErrBacklogUnderflow) {
+		t.Errorf("second row of one: %v", err)
+	}
+	if err := one.Add("r", 0, rec); err == nil {
+		t.Error("same row twice")
+	}
+	if one.Len() != 1 || one.Remaining() != (outbox.Backlog{}) {
+		t.Errorf("len %d, remaining %+v (bytes saturate at 0)", one.Len(), one.Remaining())
+	}
+	two, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 2, Bytes: 1000}), true)
+	if err := two.Add("r", 0, nil); err == nil {
+		t.Error("row without a record")
+	}
+	if err := two.Add("bad/rid", 0, rec); !errors.Is(err, outbox.ErrInvalid) {
+		t.Errorf("bad rid: %v", err)
+	}
+	if _, err := outbox.NewAcks("billing", []byte{9}, true); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("corrupt backlog: %v", err)
+	}
+	if _, err := outbox.NewAcks("Bad", nil, false); !errors.Is(err, outbox.ErrInvalid) {
+		t.Errorf("bad endpoint: %v", err)
+	}
+	var b store.Batch
+	absent.Plan(&b)
+	if b.Ops() != 1 || b.Preconditions[0].Kind != store.Absent {
+		t.Errorf("an empty plan is the absent guard alone: %+v", b)
+	}
+	// A backlog row that counts nothing is deleted under its guard, as the
+	// reference's fire does before it is Done.
+	zero := outbox.EncodeBacklog(outbox.Backlog{})
+	empty, _ := outbox.NewAcks("billing", zero, true)
+	b = store.Batch{}
+	empty.Plan(&b)
+	if b.Ops() != outbox.AckOps(0) || b.Preconditions[0].Kind != store.Equals || b.Writes[0].Kind != store.Delete {
+		t.Errorf("zero backlog plan: %+v", b)
+	}
+}
+
+// 23 rows and the timer's completion fit one batch, with the reference's four
+// operations to spare for the completion.
+func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		var in []outbox.Outcome
+		for i := range outbox.MaxAcksPerBatch {
+			in = append(in, committed(fmt.Sprintf("r-%02d", i)))
+		}
+		e.append(in...)
+		acks := freshAcks(t, e, "billing")
+		for _, pk := range e.pending("billing") {
+			rec, _ := e.record("billing", pk.RID)
+			if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		if b.Ops() != 94 || b.Ops()+4 > store.MaxBatchOps {
+			t.Fatalf("%d ops", b.Ops())
+		}
+		timer, _ := e.deliveryTimer("billing")
+		b.RequireEquals(timer.Key, timer.Raw)
+		b.Delete(timer.Key)
+		if res := e.apply(b); !res.Committed {
+			t.Fatalf("failed precondition %d", res.Failed)
+		}
+		if _, found := e.backlog("billing"); found || len(e.pending("billing")) != 0 {
+			t.Error("rows remain")
+		}
+		if _, found := e.deliveryTimer("billing"); found {
+			t.Error("timer remains")
+		}
+		if rows := e.timers(timers.KindOutcomeDelivery, "billing"); len(rows) != 0 {
+			t.Errorf("%d timers", len(rows))
+		}
+	})
+}

@@ -1,0 +1,379 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// Appender defaults and bounds.
+const (
+	// DefaultWindow is how long an accepted reservation id answers as a
+	// duplicate or conflict.
+	DefaultWindow = 24 * time.Hour
+	// DefaultMaxEndpoints bounds the endpoints of a namespace, so that one
+	// outcome always fits one batch: IngestOps(8) = 77.
+	DefaultMaxEndpoints = 8
+	// HardMaxEndpoints is the most MaxEndpoints may be: IngestOps(10) = 95.
+	HardMaxEndpoints = 10
+	// DefaultMaxRetries bounds consecutive batches of one Append that fail
+	// their guards because another writer changed the namespace.
+	DefaultMaxRetries = 16
+	// MaxAppendOutcomes is the most outcomes one Append takes, the API's
+	// request limit.
+	MaxAppendOutcomes = 100
+)
+
+// IngestOps is the worst case operations of an ingest batch holding one
+// outcome for e endpoints:
+//
+//	sequence guard and write                     2
+//	seen row guard and write                     2
+//	sweep timer creation                         1
+//	per endpoint: endpoint guard, backlog guard,
+//	  record absent guard, record, pending row,
+//	  backlog write, delivery timer move (3)     9
+//
+// Outcomes packed into one batch share the sequence, sweep and per-endpoint
+// operations other than the record, its guard and its pending row.
+func IngestOps(e int) int { return 5 + 9*e }
+
+// Code is what became of one outcome of an Append.
+type Code string
+
+// Codes of Status.
+const (
+	// Accepted: stored for every endpoint whose filter takes its kind.
+	Accepted Code = "accepted"
+	// Duplicate: the same outcome was accepted under this reservation id
+	// before; nothing changed.
+	Duplicate Code = "duplicate"
+	// Conflict: a different outcome was accepted under this reservation id;
+	// nothing changed.
+	Conflict Code = "conflict"
+	// NoEndpoint: no endpoint would receive it, so it was refused rather
+	// than stored and never sent.
+	NoEndpoint Code = "no_endpoint"
+	// Invalid: the outcome breaks a rule Detail explains.
+	Invalid Code = "invalid"
+)
+
+// Status is the answer for one outcome.
+type Status struct {
+	Code Code
+	// Detail explains a refusal to the producer. It names fields and kinds,
+	// never payload values or secrets.
+	Detail string
+}
+
+// Appender accepts outcomes into a namespace's outbox, idempotently: one
+// guarded batch writes, for each endpoint whose filter matches, the record,
+// its pending row at the namespace's next sequence number, the stream's
+// backlog and its delivery timer, plus the sequence and the seen row. Every
+// row the plan depends on is guarded, so a concurrent ingest, delivery or
+// endpoint change fails the batch and the Appender re-reads and re-plans; a
+// batch a client retries after a network error fails its own sequence guard
+// rather than applying twice. An Appender holds no state of its own and is
+// safe for concurrent use.
+type Appender struct {
+	Store store.NamespaceStore
+	Clock clock.Clock
+	// Window is the idempotency window, DefaultWindow when zero. The seen
+	// sweeper must use the same.
+	Window time.Duration
+	// MaxEndpoints refuses a namespace with more endpoints,
+	// DefaultMaxEndpoints when zero, at most HardMaxEndpoints.
+	MaxEndpoints int
+	// MaxRetries bounds consecutive failed batches, DefaultMaxRetries when
+	// zero.
+	MaxRetries int
+}
+
+type appendConfig struct {
+	windowMs     int64
+	maxEndpoints int
+	maxRetries   int
+}
+
+func (a *Appender) config() (appendConfig, error) {
+	c := appendConfig{windowMs: DefaultWindow.Milliseconds(), maxEndpoints: DefaultMaxEndpoints, maxRetries: DefaultMaxRetries}
+	switch {
+	case a.Store == nil || a.Clock == nil:
+		return c, errors.New("outbox: appender needs a store and a clock")
+	case a.Window < 0 || (a.Window > 0 && a.Window < time.Millisecond):
+		return c, fmt.Errorf("outbox: idempotency window %v is not a positive number of milliseconds", a.Window)
+	case a.MaxEndpoints < 0 || a.MaxEndpoints > HardMaxEndpoints:
+		return c, fmt.Errorf("outbox: max endpoints %d out of range 1..%d", a.MaxEndpoints, HardMaxEndpoints)
+	case a.MaxRetries < 0:
+		return c, fmt.Errorf("outbox: max retries %d is negative", a.MaxRetries)
+	}
+	if a.Window > 0 {
+		c.windowMs = a.Window.Milliseconds()
+	}
+	if a.MaxEndpoints > 0 {
+		c.maxEndpoints = a.MaxEndpoints
+	}
+	if a.MaxRetries > 0 {
+		c.maxRetries = a.MaxRetries
+	}
+	return c, nil
+}
+
+// item is one valid outcome of an Append.
+type item struct {
+	index   int
+	rid     string
+	kind    Kind
+	record  store.Value
+	digest  [32]byte
+	seenKey store.Key
+}
+
+// Append accepts outcomes into partition p and answers each in order. An
+// invalid outcome is answered Invalid and never stored. Each outcome is all
+// or nothing; several may share one batch when they fit. A later outcome
+// with the reservation id of an earlier one in the same call sees it as
+// accepted before.
+//
+// An error (store failure, corrupt row, too many endpoints, contention)
+// returns no statuses. Outcomes answered by batches before the error are
+// stored: retrying the whole request is safe, and they then answer
+// Duplicate.
+func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Outcome) ([]Status, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(outcomes) > MaxAppendOutcomes {
+		return nil, invalidf("at most %d outcomes may be sent at once", MaxAppendOutcomes)
+	}
+	statuses := make([]Status, len(outcomes))
+	items := make([]*item, 0, len(outcomes))
+	for i := range outcomes {
+		o := &outcomes[i]
+		if err := o.Validate(); err != nil {
+			statuses[i] = Status{Code: Invalid, Detail: err.Error()}
+			continue
+		}
+		rec := encodeRecord(o)
+		items = append(items, &item{
+			index:   i,
+			rid:     o.ReservationID,
+			kind:    o.Kind(),
+			record:  rec,
+			digest:  blake3.Sum256(rec),
+			seenKey: tagged(ClassSeen, o.ReservationID),
+		})
+	}
+	// Records found in place by a failed record guard: an earlier outcome
+	// under the rid still waits for delivery after its seen row expired.
+	inPlace := map[store.Key]store.Value{}
+	var snap *snapshot
+	failed := 0
+	for next := 0; next < len(items); {
+		if snap == nil {
+			if snap, err = a.read(ctx, p, items[next:], cfg); err != nil {
+				return nil, err
+			}
+		}
+		pl, err := snap.plan(items[next:], inPlace, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("plan ingest of %s: %w", p, err)
+		}
+		if pl.accepted > 0 {
+			res, err := a.Store.Apply(ctx, p, pl.batch)
+			if err != nil {
+				return nil, fmt.Errorf("apply ingest batch of %s: %w", p, err)
+			}
+			if !res.Committed {
+				if key, ok := pl.recordGuards[res.Failed]; ok {
+					v, found, err := a.Store.Get(ctx, p, key)
+					if err != nil {
+						return nil, fmt.Errorf("read record of %s: %w", p, err)
+					}
+					if found {
+						// Nothing was written: the snapshot still holds.
+						inPlace[key] = v
+						continue
+					}
+				}
+				failed++
+				if failed > cfg.maxRetries {
+					return nil, fmt.Errorf("%w %s: %d batches in a row failed their guards", ErrContended, p, failed)
+				}
+				snap = nil
+				continue
+			}
+			failed = 0
+			snap.observe(pl.batch.Writes)
+		}
+		for _, d := range pl.decided {
+			statuses[d.index] = d.status
+		}
+		next += pl.consumed
+	}
+	return statuses, nil
+}
+
+type decision struct {
+	index  int
+	status Status
+}
+
+// plan is one batch and the answers it stands for.
+type plan struct {
+	batch store.Batch
+	// recordGuards maps the index of each record-absent precondition to its
+	// record key.
+	recordGuards map[int]store.Key
+	// decided answers items[:consumed]; accepted of them are in the batch.
+	decided  []decision
+	consumed int
+	accepted int
+}
+
+// plan packs the leading items into one batch while it fits MaxBatchOps.
+// Items that need no write (duplicate, conflict, no endpoint) are answered
+// from the snapshot. The pack stops before a rid already in it, so that item
+// sees the first one's seen row.
+func (s *snapshot) plan(items []*item, inPlace map[store.Key]store.Value, cfg appendConfig) (plan, error) {
+	var pl plan
+	var pack []*item
+	rids := map[string]bool{}
+	for j, it := range items {
+		if rids[it.rid] {
+			break
+		}
+		st, done, err := s.decide(it, inPlace, cfg)
+		if err != nil {
+			return plan{}, err
+		}
+		if !done {
+			cand := append(pack[:len(pack):len(pack)], it)
+			b, guards := s.build(cand, cfg)
+			if b.Ops() > store.MaxBatchOps {
+				if len(pack) == 0 {
+					return plan{}, fmt.Errorf("one outcome needs %d batch operations", b.Ops())
+				}
+				break
+			}
+			pack, pl.batch, pl.recordGuards = cand, b, guards
+			rids[it.rid] = true
+			pl.accepted++
+			st = Status{Code: Accepted}
+		}
+		pl.decided = append(pl.decided, decision{index: it.index, status: st})
+		pl.consumed = j + 1
+	}
+	return pl, nil
+}
+
+// decide answers an item that needs no write; done is false for an item to
+// accept. A seen row inside the window answers first; then the filters; then
+// a record of the rid still waiting on a matching stream (found by a failed
+// record guard after its seen row expired), which is never overwritten: one
+// record per stream and rid, or the stream's backlog could never drain.
+func (s *snapshot) decide(it *item, inPlace map[store.Key]store.Value, cfg appendConfig) (st Status, done bool, err error) {
+	if r := s.seen[it.rid]; r.found {
+		seen, err := DecodeSeen(r.raw)
+		if err != nil {
+			return Status{}, false, fmt.Errorf("seen row of %s: %w", it.rid, err)
+		}
+		if s.nowMs-seen.AcceptedMs < cfg.windowMs {
+			if seen.Digest == it.digest {
+				return Status{Code: Duplicate}, true, nil
+			}
+			return Status{Code: Conflict, Detail: "a different outcome was already accepted under this reservation_id"}, true, nil
+		}
+	}
+	eps := s.matching(it.kind)
+	if len(eps) == 0 {
+		return Status{Code: NoEndpoint, Detail: fmt.Sprintf("no endpoint of this namespace receives %s outcomes", it.kind)}, true, nil
+	}
+	for _, i := range eps {
+		v, ok := inPlace[streamKey(ClassRecord, s.endpoints[i].id, it.rid)]
+		if !ok {
+			continue
+		}
+		if bytes.Equal(v, it.record) {
+			return Status{Code: Duplicate}, true, nil
+		}
+		return Status{Code: Conflict, Detail: "a different outcome under this reservation_id is still waiting for delivery"}, true, nil
+	}
+	return Status{}, false, nil
+}
+
+// build is the batch accepting items, all known to be new.
+func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]store.Key) {
+	var b store.Batch
+	guards := map[int]store.Key{}
+	matching := make([][]int, len(items))
+	added := make([]Backlog, len(s.endpoints))
+	used := make([]bool, len(s.endpoints))
+	for j, it := range items {
+		matching[j] = s.matching(it.kind)
+		for _, i := range matching[j] {
+			used[i] = true
+			added[i].Rows++
+			added[i].Bytes += uint64(len(it.record))
+		}
+	}
+	// Preconditions: every row the plan read and depends on, as read.
+	b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
+	for i, ep := range s.endpoints {
+		if !used[i] {
+			continue
+		}
+		bl := s.backlogs[ep.id]
+		b.RequireEquals(ep.key, ep.raw)
+		b.Guard(tagged(ClassBacklog, ep.id), bl.raw, bl.found)
+	}
+	for j, it := range items {
+		r := s.seen[it.rid]
+		b.Guard(it.seenKey, r.raw, r.found)
+		for _, i := range matching[j] {
+			key := streamKey(ClassRecord, s.endpoints[i].id, it.rid)
+			guards[len(b.Preconditions)] = key
+			b.RequireAbsent(key)
+		}
+	}
+	// Writes.
+	seq := s.next
+	for j, it := range items {
+		for _, i := range matching[j] {
+			id := s.endpoints[i].id
+			b.Put(streamKey(ClassRecord, id, it.rid), it.record)
+			b.Put(pendingKey(id, seq, it.rid), store.Value{})
+		}
+		seq++
+		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs})
+		b.Put(it.seenKey, seen)
+	}
+	b.Put(SequenceKey(), EncodeSequence(seq))
+	for i, ep := range s.endpoints {
+		if !used[i] {
+			continue
+		}
+		bl := s.backlogs[ep.id].backlog
+		b.Put(tagged(ClassBacklog, ep.id), EncodeBacklog(Backlog{Rows: bl.Rows + added[i].Rows, Bytes: bl.Bytes + added[i].Bytes}))
+	}
+	for i := range s.endpoints {
+		if used[i] {
+			s.planDeliveryTimer(&b, i)
+		}
+	}
+	if !s.hasSweep() {
+		b.Put(sweepTimerKey(s.nowMs+cfg.windowMs), sweepTimerValue())
+	}
+	return b, guards
+}

@@ -1,0 +1,562 @@
+package outbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// spyStore delegates to a real store and lets a test see, or get in front
+// of, each Apply.
+type spyStore struct {
+	store.NamespaceStore
+	mu          sync.Mutex
+	beforeApply func(b store.Batch)
+	applied     []store.Batch
+}
+
+func (s *spyStore) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	s.mu.Lock()
+	hook := s.beforeApply
+	s.applied = append(s.applied, b)
+	s.mu.Unlock()
+	if hook != nil {
+		hook(b)
+	}
+	return s.NamespaceStore.Apply(ctx, p, b)
+}
+
+func TestAcceptedThenDuplicateThenConflictAlsoAfterDelivery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("first: %v", got)
+		}
+		before := e.all()
+		different := committed("r-1")
+		different.Committed.BytesStored++
+		st := e.append(committed("r-1"), different)
+		if !reflect.DeepEqual(codes(st), []outbox.Code{outbox.Duplicate, outbox.Conflict}) {
+			t.Fatalf("again: %v", st)
+		}
+		if st[1].Detail == "" {
+			t.Error("conflict has no detail")
+		}
+		if after := e.all(); !reflect.DeepEqual(after, before) {
+			t.Error("a duplicate or conflict changed the partition")
+		}
+		// Delivered and acknowledged: the seen row still answers.
+		ackAll(t, e, "billing")
+		if _, found := e.record("billing", "r-1"); found {
+			t.Fatal("record not acknowledged")
+		}
+		st = e.append(committed("r-1"), different)
+		if !reflect.DeepEqual(codes(st), []outbox.Code{outbox.Duplicate, outbox.Conflict}) {
+			t.Fatalf("after delivery: %v", st)
+		}
+		if e.sequence() != 1 || len(e.pending("billing")) != 0 {
+			t.Error("an answer after delivery wrote rows")
+		}
+	})
+}
+
+// ackAll acknowledges every pending row of a stream, as a delivery fire
+// would.
+func ackAll(t *testing.T, e *env, endpoint string) {
+	t.Helper()
+	key, _ := outbox.BacklogKey(endpoint)
+	v, found := e.get(key)
+	acks, err := outbox.NewAcks(endpoint, v, found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pk := range e.pending(endpoint) {
+		rec, ok := e.record(endpoint, pk.RID)
+		if !ok {
+			t.Fatalf("no record for %s", pk.RID)
+		}
+		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b store.Batch
+	acks.Plan(&b)
+	if res := e.apply(b); !res.Committed {
+		t.Fatalf("ack failed precondition %d", res.Failed)
+	}
+}
+
+func TestWindowExpiryMakesTheReservationIDNewAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r-1"))
+		ackAll(t, e, "billing")
+		e.clk.Advance(time.Hour - time.Millisecond)
+		different := aborted("r-1")
+		if got := codes(e.append(different)); got[0] != outbox.Conflict {
+			t.Fatalf("inside the window: %v", got)
+		}
+		e.clk.Advance(time.Millisecond)
+		if got := codes(e.append(different)); got[0] != outbox.Accepted {
+			t.Fatalf("after the window: %v", got)
+		}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Conflict {
+			t.Fatalf("the new seen row answers: %v", got)
+		}
+		if p := e.pending("billing"); len(p) != 1 || p[0].Seq != 1 {
+			t.Errorf("pending %+v", p)
+		}
+	})
+}
+
+// A rid whose seen row expired while its earlier record still waits (the
+// endpoint was down for longer than the window) is not stored twice: one
+// record per stream and rid, or the backlog could never drain.
+func TestExpiredRIDStillPendingIsNotStoredAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: false})
+		e.append(committed("r-1"))
+		e.clk.Advance(2 * time.Hour)
+		rec, _ := e.record("billing", "r-1")
+		got := e.append(committed("r-1"), aborted("r-1"), committed("r-2"))
+		if !reflect.DeepEqual(codes(got), []outbox.Code{outbox.Duplicate, outbox.Conflict, outbox.Accepted}) {
+			t.Fatalf("statuses %v", got)
+		}
+		if now, _ := e.record("billing", "r-1"); string(now) != string(rec) {
+			t.Error("record replaced")
+		}
+		if b, _ := e.backlog("billing"); b.Rows != 2 || len(e.pending("billing")) != 2 {
+			t.Errorf("backlog %+v, pending %d", b, len(e.pending("billing")))
+		}
+	})
+}
+
+func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if got := e.append(committed("r-0")); got[0].Code != outbox.NoEndpoint {
+			t.Fatalf("no endpoints at all: %v", got)
+		}
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
+		before := e.all()
+		got := e.append(aborted("r-1"))
+		if got[0].Code != outbox.NoEndpoint || got[0].Detail != "no endpoint of this namespace receives aborted outcomes" {
+			t.Fatalf("filtered: %+v", got)
+		}
+		if !reflect.DeepEqual(e.all(), before) {
+			t.Error("a refused outcome wrote rows")
+		}
+		// Refused, not remembered: once an endpoint takes it, it is new.
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		if got := codes(e.append(aborted("r-1"))); got[0] != outbox.Accepted {
+			t.Errorf("after adding an endpoint: %v", got)
+		}
+	})
+}
+
+func TestFanOutWritesOneStreamPerMatchingEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("commits", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
+		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.append(committed("r-1"), aborted("r-2"), committed("r-3"))
+		rec1, rec2, rec3 := mustRecord(t, committed("r-1")), mustRecord(t, aborted("r-2")), mustRecord(t, committed("r-3"))
+		want := map[string][]uint64{"all": {0, 1, 2}, "commits": {0, 2}, "aborts": {1}}
+		bytesOf := map[string]int{"all": len(rec1) + len(rec2) + len(rec3), "commits": len(rec1) + len(rec3), "aborts": len(rec2)}
+		for ep, seqs := range want {
+			var got []uint64
+			for _, pk := range e.pending(ep) {
+				got = append(got, pk.Seq)
+				if _, ok := e.record(ep, pk.RID); !ok {
+					t.Errorf("%s: pending %s has no record", ep, pk.RID)
+				}
+			}
+			if !reflect.DeepEqual(got, seqs) {
+				t.Errorf("%s: pending seqs %v, want %v", ep, got, seqs)
+			}
+			b, _ := e.backlog(ep)
+			if b.Rows != uint64(len(seqs)) || b.Bytes != uint64(bytesOf[ep]) {
+				t.Errorf("%s: backlog %+v", ep, b)
+			}
+			if _, ok := e.deliveryTimer(ep); !ok {
+				t.Errorf("%s: no delivery timer", ep)
+			}
+		}
+		if got, _ := e.record("all", "r-2"); string(got) != string(rec2) {
+			t.Error("stored record differs from the outcome's encoding")
+		}
+		if e.sequence() != 3 {
+			t.Errorf("sequence %d", e.sequence())
+		}
+		o, err := outbox.DecodeRecord("r-2", rec2)
+		if err != nil || !reflect.DeepEqual(o, aborted("r-2")) {
+			t.Errorf("decoded %+v, %v", o, err)
+		}
+	})
+}
+
+func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		now := e.nowMs()
+		later := now + 60_000
+		// created: enabled, no timer.
+		e.putEndpoint("fresh", outbox.Endpoint{Enabled: true})
+		// pulled: idle, attempt 0, due later.
+		e.putEndpoint("idle", outbox.Endpoint{Enabled: true})
+		e.putTimer(later, timers.KindOutcomeDelivery, "idle", timers.EncodeIdle(deliveryState(t, 0)))
+		// left: backing off.
+		e.putEndpoint("failing", outbox.Endpoint{Enabled: true})
+		e.putTimer(later, timers.KindOutcomeDelivery, "failing", timers.EncodeIdle(deliveryState(t, 3)))
+		// left: leased by a firing worker.
+		e.putEndpoint("firing", outbox.Endpoint{Enabled: true})
+		e.putTimer(later, timers.KindOutcomeDelivery, "firing", leasedValue(now-5, nil))
+		// none: disabled.
+		e.putEndpoint("off", outbox.Endpoint{Enabled: false, DisabledReason: "gone"})
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		check := func(ep string, wantDue int64, wantLeased bool) {
+			t.Helper()
+			r, ok := e.deliveryTimer(ep)
+			if !ok || r.DueAtMs != wantDue || (r.Lease != nil) != wantLeased {
+				t.Errorf("%s: timer %+v, %v; want due %d", ep, r, ok, wantDue)
+			}
+		}
+		check("fresh", now, false)
+		if r, _ := e.deliveryTimer("fresh"); len(r.State) != 0 {
+			t.Errorf("fresh timer state % x", r.State)
+		}
+		check("idle", now, false)
+		check("failing", later, false)
+		check("firing", later, true)
+		if r, ok := e.deliveryTimer("off"); ok {
+			t.Errorf("disabled endpoint got a timer %+v", r)
+		}
+		// A disabled endpoint still accumulates rows.
+		for _, ep := range []string{"fresh", "idle", "failing", "firing", "off"} {
+			if b, _ := e.backlog(ep); b.Rows != 1 {
+				t.Errorf("%s: backlog %+v", ep, b)
+			}
+		}
+		// A timer already due is left as it is.
+		e.clk.Advance(time.Second)
+		e.append(committed("r-2"))
+		check("fresh", now, false)
+	})
+}
+
+// A batch that moved a timer which a worker claims before the batch applies
+// fails its guard and is re-planned: the claimed timer is left alone.
+func TestTimerClaimedBetweenReadAndApplyIsLeftAlone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.app.Store = spy
+		later := e.nowMs() + 60_000
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		key := e.putTimer(later, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
+		spy.beforeApply = func(store.Batch) {
+			spy.beforeApply = nil
+			var b store.Batch
+			b.Delete(key)
+			b.Put(timers.Key(later+30_000, timers.KindOutcomeDelivery, "billing"), leasedValue(later, nil))
+			e.apply(b)
+		}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if len(spy.applied) != 2 {
+			t.Errorf("%d applies, want a failed one and its re-plan", len(spy.applied))
+		}
+		if r, _ := e.deliveryTimer("billing"); r.Lease == nil || r.DueAtMs != later+30_000 {
+			t.Errorf("timer %+v", r)
+		}
+	})
+}
+
+func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.app.Store = spy
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
+		var in []outbox.Outcome
+		var want []outbox.Code
+		for i := range 40 {
+			switch {
+			case i == 7:
+				bad := committed("bad")
+				bad.Repository = ""
+				in, want = append(in, bad), append(want, outbox.Invalid)
+			case i == 9:
+				in, want = append(in, aborted("r-9")), append(want, outbox.NoEndpoint)
+			case i == 20:
+				in, want = append(in, committed("r-3")), append(want, outbox.Duplicate)
+			case i == 21:
+				// r-4 was accepted above: its seen row answers before any filter.
+				in, want = append(in, aborted("r-4")), append(want, outbox.Conflict)
+			case i == 22:
+				other := committed("r-5")
+				other.Committed.NewToRepo = 1
+				in, want = append(in, other), append(want, outbox.Conflict)
+			default:
+				in, want = append(in, committed(fmt.Sprintf("r-%d", i))), append(want, outbox.Accepted)
+			}
+		}
+		st := e.append(in...)
+		if !reflect.DeepEqual(codes(st), want) {
+			t.Fatalf("statuses\n%v\nwant\n%v", codes(st), want)
+		}
+		if st[7].Detail != "repository must not be empty" {
+			t.Errorf("invalid detail %q", st[7].Detail)
+		}
+		accepted := uint64(35)
+		if b, _ := e.backlog("billing"); b.Rows != accepted || e.sequence() != accepted {
+			t.Errorf("backlog %+v, sequence %d", b, e.sequence())
+		}
+		if n := len(spy.applied); n > 3 {
+			t.Errorf("%d batches for 35 outcomes to one endpoint", n)
+		}
+		for i, b := range spy.applied {
+			if b.Ops() > store.MaxBatchOps || b.Drain {
+				t.Errorf("batch %d: %d ops, drain %v", i, b.Ops(), b.Drain)
+			}
+		}
+		// Sequence numbers follow the request order.
+		for i, pk := range e.pending("billing") {
+			if pk.Seq != uint64(i) {
+				t.Errorf("pending %d has seq %d", i, pk.Seq)
+			}
+		}
+	})
+}
+
+func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.app.Store = spy
+		later := e.nowMs() + 1000
+		for i := range outbox.DefaultMaxEndpoints {
+			id := fmt.Sprintf("ep%d", i)
+			e.putEndpoint(id, outbox.Endpoint{Enabled: true})
+			e.putTimer(later, timers.KindOutcomeDelivery, id, timers.EncodeIdle(nil))
+		}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if len(spy.applied) != 1 || spy.applied[0].Ops() != outbox.IngestOps(8) {
+			t.Fatalf("%d batches, first of %d ops; want one of %d", len(spy.applied), spy.applied[0].Ops(), outbox.IngestOps(8))
+		}
+		if outbox.IngestOps(outbox.HardMaxEndpoints) > store.MaxBatchOps {
+			t.Error("HardMaxEndpoints does not fit a batch")
+		}
+		// With the timers due and the sweep timer in place, two outcomes
+		// share a batch (26 shared + 26 each), three do not.
+		spy.applied = nil
+		e.append(committed("r-2"), committed("r-3"), committed("r-4"))
+		if len(spy.applied) != 2 || spy.applied[0].Ops() != 78 {
+			t.Errorf("%d batches for three outcomes to 8 endpoints", len(spy.applied))
+		}
+		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})
+		if _, err := e.app.Append(e.ctx, e.p, []outbox.Outcome{committed("r-5")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
+			t.Errorf("nine endpoints: %v", err)
+		}
+	})
+}
+
+// go-redis may run a batch again after a network error; the second run must
+// fail its own guards rather than apply twice.
+func TestABatchRunTwiceAppliesOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.app.Store = spy
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r-1"))
+		before := e.all()
+		if res := e.apply(spy.applied[0]); res.Committed {
+			t.Fatal("a replayed ingest batch committed again")
+		}
+		if !reflect.DeepEqual(e.all(), before) {
+			t.Error("a replayed batch changed rows")
+		}
+	})
+}
+
+// An ingest that lands between another's read and apply fails its guards;
+// the loser re-reads and both end up stored at distinct sequence numbers.
+func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		other := &outbox.Appender{Store: e.st, Clock: e.clk}
+		spy.beforeApply = func(store.Batch) {
+			spy.beforeApply = nil
+			if _, err := other.Append(e.ctx, e.p, []outbox.Outcome{committed("other")}); err != nil {
+				t.Error(err)
+			}
+		}
+		e.app.Store = spy
+		if got := codes(e.append(committed("mine"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if len(spy.applied) != 2 {
+			t.Errorf("%d applies, want 2", len(spy.applied))
+		}
+		p := e.pending("billing")
+		if len(p) != 2 || p[0].RID != "other" || p[1].RID != "mine" || p[1].Seq != 1 {
+			t.Errorf("pending %+v", p)
+		}
+		if b, _ := e.backlog("billing"); b.Rows != 2 || e.sequence() != 2 {
+			t.Errorf("backlog %+v, sequence %d", b, e.sequence())
+		}
+	})
+}
+
+func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.st}
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		n := 0
+		spy.beforeApply = func(store.Batch) {
+			// Another writer changes the endpoint every time.
+			n++
+			e.putEndpoint("billing", outbox.Endpoint{Enabled: true, UpdatedMs: int64(n)})
+		}
+		e.app.Store = spy
+		e.app.MaxRetries = 3
+		_, err := e.app.Append(e.ctx, e.p, []outbox.Outcome{committed("r-1")})
+		if !errors.Is(err, outbox.ErrContended) {
+			t.Fatalf("err %v", err)
+		}
+		if n != 4 {
+			t.Errorf("%d applies, want 1 + 3 retries", n)
+		}
+		if _, found := e.record("billing", "r-1"); found || e.sequence() != 0 {
+			t.Error("a contended append wrote rows")
+		}
+	})
+}
+
+func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		const workers, each = 16, 2
+		var wg sync.WaitGroup
+		errs := make(chan error, workers*2)
+		round := func(want outbox.Code) {
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var in []outbox.Outcome
+					for i := range each {
+						in = append(in, committed(fmt.Sprintf("w%d-%d", w, i)))
+					}
+					st, err := e.app.Append(e.ctx, e.p, in)
+					if err != nil {
+						errs <- err
+						return
+					}
+					for i, s := range st {
+						if s.Code != want {
+							errs <- fmt.Errorf("w%d-%d: %s, want %s", w, i, s.Code, want)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		round(outbox.Accepted)
+		round(outbox.Duplicate)
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		const total = workers * each
+		if e.sequence() != total {
+			t.Errorf("sequence %d, want %d", e.sequence(), total)
+		}
+		for _, ep := range []string{"billing", "audit"} {
+			b, _ := e.backlog(ep)
+			p := e.pending(ep)
+			if b.Rows != total || len(p) != total {
+				t.Errorf("%s: backlog %+v, %d pending", ep, b, len(p))
+			}
+			seqs := map[uint64]bool{}
+			for _, pk := range p {
+				seqs[pk.Seq] = true
+				if _, ok := e.record(ep, pk.RID); !ok {
+					t.Errorf("%s: no record for %s", ep, pk.RID)
+				}
+			}
+			if len(seqs) != total {
+				t.Errorf("%s: %d distinct sequence numbers", ep, len(seqs))
+			}
+		}
+		start, end := outbox.SeenRange()
+		if n := len(e.scan(start, end)); n != total {
+			t.Errorf("%d seen rows", n)
+		}
+	})
+}
+
+func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		bad := committed("r-1")
+		bad.Committed.Refs[0].New = "nothex"
+		st := e.append(bad)
+		if st[0].Code != outbox.Invalid || e.sequence() != 0 {
+			t.Errorf("invalid outcome: %+v", st)
+		}
+		if _, err := e.app.Append(e.ctx, store.Partition{Namespace: "Bad"}, nil); !errors.Is(err, store.ErrInvalidPartition) {
+			t.Errorf("bad partition: %v", err)
+		}
+		tooMany := make([]outbox.Outcome, outbox.MaxAppendOutcomes+1)
+		if _, err := e.app.Append(e.ctx, e.p, tooMany); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("101 outcomes: %v", err)
+		}
+		wide := &outbox.Appender{Store: e.st, Clock: e.clk, MaxEndpoints: outbox.HardMaxEndpoints + 1}
+		if _, err := wide.Append(e.ctx, e.p, nil); err == nil {
+			t.Error("MaxEndpoints beyond a batch accepted")
+		}
+	})
+}
+
+// A stream whose delivery timer does not decode keeps that row as it is for
+// an operator, and ingest into the namespace goes on: the other streams get
+// their rows and timers, and no second timer is created beside the corrupt one.
+func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("broken", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("healthy", outbox.Endpoint{Enabled: true})
+		corrupt := store.Value{0x7f, 0x01}
+		key := e.putTimer(e.nowMs()+60_000, timers.KindOutcomeDelivery, "broken", corrupt)
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if v, found := e.get(key); !found || !bytes.Equal(v, corrupt) {
+			t.Fatalf("corrupt timer row changed: %x %v", v, found)
+		}
+		if rows := e.timers(timers.KindOutcomeDelivery, "broken"); len(rows) != 1 || rows[0].Err == nil {
+			t.Fatalf("broken stream timers %+v, want only the corrupt one", rows)
+		}
+		if r, ok := e.deliveryTimer("healthy"); !ok || r.DueAtMs != e.nowMs() {
+			t.Fatalf("healthy stream timer %+v %v", r, ok)
+		}
+		for _, ep := range []string{"broken", "healthy"} {
+			if b, _ := e.backlog(ep); b.Rows != 1 {
+				t.Errorf("%s: backlog %+v", ep, b)
+			}
+		}
+	})
+}

@@ -1,0 +1,253 @@
+package outbox_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// decoders maps each versioned codec to a valid encoding and its decoder.
+func decoders(t *testing.T) map[string]struct {
+	valid  store.Value
+	decode func(store.Value) error
+} {
+	seen, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1, 2, 3}, AcceptedMs: t0})
+	attempt, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: t0, Status: 503, ErrorClass: "status", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := testEndpoint()
+	endpoint, err := outbox.EncodeEndpoint(&ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]struct {
+		valid  store.Value
+		decode func(store.Value) error
+	}{
+		"record": {mustRecord(t, committed("r")), func(v store.Value) error { _, err := outbox.DecodeRecord("r", v); return err }},
+		"backlog": {outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 300}), func(v store.Value) error {
+			_, err := outbox.DecodeBacklog(v)
+			return err
+		}},
+		"sequence": {outbox.EncodeSequence(7), func(v store.Value) error { _, err := outbox.DecodeSequence(v); return err }},
+		"seen":     {seen, func(v store.Value) error { _, err := outbox.DecodeSeen(v); return err }},
+		"attempt":  {attempt, func(v store.Value) error { _, err := outbox.DecodeAttempt(v); return err }},
+		"endpoint": {endpoint, func(v store.Value) error { _, err := outbox.DecodeEndpoint(v); return err }},
+	}
+}
+
+func TestDecodersRefuseTruncatedTrailingAndUnknownVersions(t *testing.T) {
+	for name, c := range decoders(t) {
+		if err := c.decode(c.valid); err != nil {
+			t.Errorf("%s: valid value refused: %v", name, err)
+		}
+		for i := range len(c.valid) {
+			if err := c.decode(c.valid[:i]); !errors.Is(err, store.ErrCorrupt) {
+				t.Errorf("%s: prefix of %d bytes: %v", name, i, err)
+			}
+		}
+		if err := c.decode(append(bytes.Clone(c.valid), 0)); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: trailing byte: %v", name, err)
+		}
+		v2 := bytes.Clone(c.valid)
+		v2[0] = 2
+		if err := c.decode(v2); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: version 2: %v", name, err)
+		}
+	}
+}
+
+func TestRecordDecoderIsStrict(t *testing.T) {
+	valid := mustRecord(t, aborted("r"))
+	// 0x01 kind(2) len(12) "acme/widgets" ...
+	if valid[2] != 12 {
+		t.Fatalf("layout changed: % x", valid[:4])
+	}
+	overlong := append([]byte{valid[0], valid[1], 0x8c, 0x00}, valid[3:]...)
+	badKind := bytes.Clone(valid)
+	badKind[1] = 9
+	control := aborted("r")
+	control.Repository = "acme/widgets"
+	badRepo := mustRecord(t, control)
+	badRepo[3] = '\n'
+	for name, v := range map[string][]byte{"overlong varint": overlong, "unknown kind": badKind, "control char": badRepo} {
+		if _, err := outbox.DecodeRecord("r", v); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := outbox.DecodeRecord("bad/rid", valid); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("bad rid: %v", err)
+	}
+}
+
+func TestSmallCodecsRoundTrip(t *testing.T) {
+	b := outbox.Backlog{Rows: 1 << 40, Bytes: 1<<64 - 1}
+	if got, err := outbox.DecodeBacklog(outbox.EncodeBacklog(b)); err != nil || got != b {
+		t.Errorf("backlog %+v, %v", got, err)
+	}
+	if got, err := outbox.DecodeSequence(outbox.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
+		t.Errorf("sequence %d, %v", got, err)
+	}
+	s := outbox.Seen{Digest: [32]byte{9: 9}, AcceptedMs: 1<<63 - 1}
+	v, _ := outbox.EncodeSeen(s)
+	if got, err := outbox.DecodeSeen(v); err != nil || got != s {
+		t.Errorf("seen %+v, %v", got, err)
+	}
+	if len(v) != 41 {
+		t.Errorf("seen row is %d bytes", len(v))
+	}
+	a := outbox.Attempt{AtMs: 5, Status: 0, ErrorClass: "timeout", Count: 1}
+	av, _ := outbox.EncodeAttempt(a)
+	if got, err := outbox.DecodeAttempt(av); err != nil || got != a {
+		t.Errorf("attempt %+v, %v", got, err)
+	}
+	for _, bad := range []outbox.Attempt{{AtMs: -1, ErrorClass: "x", Count: 1}, {Status: 42, ErrorClass: "x", Count: 1}, {ErrorClass: "", Count: 1}, {ErrorClass: "x"}} {
+		if _, err := outbox.EncodeAttempt(bad); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("attempt %+v encoded: %v", bad, err)
+		}
+	}
+}
+
+func TestDeliveryStateIsTheReferenceLayout(t *testing.T) {
+	s, err := outbox.DecodeDeliveryState(nil)
+	if err != nil || s.Attempt != 0 || s.Cursor != nil {
+		t.Errorf("empty state: %+v, %v", s, err)
+	}
+	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 0x01020304, Cursor: store.NewCursor([]byte("pa/x"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{1, 2, 3, 4, 0, 4, 'p', 'a', '/', 'x'}; !bytes.Equal(v, want) {
+		t.Errorf("encoded % x, want % x", v, want)
+	}
+	got, err := outbox.DecodeDeliveryState(v)
+	if err != nil || got.Attempt != 0x01020304 || string(got.Cursor.Bytes()) != "pa/x" {
+		t.Errorf("decoded %+v, %v", got, err)
+	}
+	none, _ := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 2})
+	if got, err := outbox.DecodeDeliveryState(none); err != nil || got.Cursor != nil || got.Attempt != 2 {
+		t.Errorf("no cursor: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{{0}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 2, 'a'}, {0, 0, 0, 0, 0, 1, 'a', 'b'}, append([]byte{0, 0, 0, 0, 0x10, 0x01}, make([]byte, 4097)...)} {
+		if _, err := outbox.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("% x: %v", bad[:min(len(bad), 8)], err)
+		}
+	}
+	if _, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.NewCursor(make([]byte, 4097))}); err == nil {
+		t.Error("oversized cursor encoded")
+	}
+}
+
+func secret(b byte) outbox.Secret {
+	return outbox.Secret(outbox.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)))
+}
+
+func testEndpoint() outbox.Endpoint {
+	return outbox.Endpoint{
+		URL: "https://billing.acme.example/hooks/relay?a=1&b=<2>", Scheme: outbox.SchemeStandardWebhooks,
+		Secrets: []outbox.Secret{secret(1), secret(2)}, Kinds: []outbox.Kind{outbox.KindCommitted, outbox.KindAborted},
+		Enabled: true, MaxInFlight: 4, CreatedMs: t0, UpdatedMs: t0 + 1,
+	}
+}
+
+func TestEndpointRoundTripsAndFiltersKinds(t *testing.T) {
+	ep := testEndpoint()
+	v, err := outbox.EncodeEndpoint(&ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := outbox.DecodeEndpoint(v)
+	if err != nil || !reflect.DeepEqual(got, ep) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if !got.Accepts(outbox.KindAborted) || got.Accepts(outbox.KindExpired) {
+		t.Error("kind filter")
+	}
+	all := outbox.Endpoint{URL: "https://x.example"}.WithDefaults()
+	if all.Scheme != outbox.SchemeMkitHookV1 || all.MaxInFlight != 1 || !all.Accepts(outbox.KindReadServed) {
+		t.Errorf("defaults: %+v", all)
+	}
+}
+
+func TestEndpointDecoderAcceptsOnlyCanonicalJSON(t *testing.T) {
+	ep := testEndpoint()
+	v, _ := outbox.EncodeEndpoint(&ep)
+	body := string(v[1:])
+	for name, b := range map[string]string{
+		"unknown field":  strings.Replace(body, `"enabled"`, `"colour":1,"enabled"`, 1),
+		"other spelling": strings.Replace(body, `"url"`, `"URL"`, 1),
+		"whitespace":     strings.Replace(body, `,"scheme"`, `, "scheme"`, 1),
+		"trailing":       body + "{}",
+		"duplicate":      strings.Replace(body, `"enabled":true`, `"enabled":true,"enabled":true`, 1),
+		"null":           "null",
+		"empty kinds":    strings.Replace(body, `"kinds":["committed","aborted"]`, `"kinds":[]`, 1),
+		"invalid":        strings.Replace(body, `"max_in_flight":4`, `"max_in_flight":17`, 1),
+	} {
+		if b == body {
+			t.Fatalf("%s: replacement did nothing", name)
+		}
+		if _, err := outbox.DecodeEndpoint(append([]byte{1}, b...)); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
+	mod := func(f func(e *outbox.Endpoint)) outbox.Endpoint {
+		e := testEndpoint()
+		f(&e)
+		return e
+	}
+	cases := map[string]outbox.Endpoint{
+		"no url":      mod(func(e *outbox.Endpoint) { e.URL = "" }),
+		"relative":    mod(func(e *outbox.Endpoint) { e.URL = "/hooks" }),
+		"ftp":         mod(func(e *outbox.Endpoint) { e.URL = "ftp://x.example/" }),
+		"credentials": mod(func(e *outbox.Endpoint) { e.URL = "https://user:hunter2@x.example/" }),
+		"fragment":    mod(func(e *outbox.Endpoint) { e.URL = "https://x.example/#frag" }),
+		"bad parse":   mod(func(e *outbox.Endpoint) { e.URL = "https://x.example:port/" }),
+		"scheme":      mod(func(e *outbox.Endpoint) { e.Scheme = "hmac" }),
+		"no secret":   mod(func(e *outbox.Endpoint) { e.Secrets = nil }),
+		"bad secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{"whsec_hunter2"} }),
+		"dup secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{secret(1), secret(1)} }),
+		"mkit secret": mod(func(e *outbox.Endpoint) { e.Scheme = outbox.SchemeMkitHookV1 }),
+		"kind":        mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"merged"} }),
+		"dup kind":    mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"expired", "expired"} }),
+		"in flight":   mod(func(e *outbox.Endpoint) { e.MaxInFlight = 0 }),
+		"reason":      mod(func(e *outbox.Endpoint) { e.DisabledReason = "gone" }),
+		"bad reason":  mod(func(e *outbox.Endpoint) { e.Enabled = false; e.DisabledReason = "Gone Away" }),
+		"times":       mod(func(e *outbox.Endpoint) { e.UpdatedMs = e.CreatedMs - 1 }),
+		"too many sec": mod(func(e *outbox.Endpoint) {
+			e.Secrets = []outbox.Secret{secret(1), secret(2), secret(3), secret(4), secret(5)}
+		}),
+	}
+	for name, e := range cases {
+		_, err := outbox.EncodeEndpoint(&e)
+		if !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		for _, leak := range []string{"hunter2", "x.example", string(secret(1))} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: error %q leaks %q", name, err, leak)
+			}
+		}
+	}
+	disabled := mod(func(e *outbox.Endpoint) { e.Enabled = false; e.DisabledReason = "gone" })
+	if _, err := outbox.EncodeEndpoint(&disabled); err != nil {
+		t.Errorf("disabled as gone: %v", err)
+	}
+	ep := testEndpoint()
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if s := fmt.Sprintf(format, ep); strings.Contains(s, string(secret(1))[6:]) {
+			t.Errorf("%s prints the secret: %s", format, s)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// Scheme is how deliveries to an endpoint are signed.
+type Scheme string
+
+// Signing schemes.
+const (
+	// SchemeMkitHookV1 signs with relay's Ed25519 key; it needs no secret.
+	SchemeMkitHookV1 Scheme = "mkit-hook-v1"
+	// SchemeStandardWebhooks signs with HMAC-SHA256 under whsec_ secrets.
+	SchemeStandardWebhooks Scheme = "standard-webhooks"
+)
+
+// Endpoint limits.
+const (
+	MaxURLBytes       = 2048
+	MaxSecrets        = 4
+	MinMaxInFlight    = 1
+	MaxMaxInFlight    = 16
+	MaxDisabledReason = 64
+	// SecretPrefix starts every Standard Webhooks secret.
+	SecretPrefix                   = "whsec_"
+	minSecretBytes, maxSecretBytes = 24, 64
+)
+
+// Secret is a Standard Webhooks signing secret, "whsec_" and the base64 of
+// 24 to 64 random bytes. It formats as a redacted placeholder, so printing an
+// Endpoint never leaks it; string(s) is the secret.
+type Secret string
+
+// String redacts the secret.
+func (Secret) String() string { return SecretPrefix + "[redacted]" }
+
+// GoString redacts the secret.
+func (s Secret) GoString() string { return s.String() }
+
+func (s Secret) valid() bool {
+	raw, ok := strings.CutPrefix(string(s), SecretPrefix)
+	if !ok {
+		return false
+	}
+	key, err := base64.StdEncoding.Strict().DecodeString(raw)
+	return err == nil && len(key) >= minSecretBytes && len(key) <= maxSecretBytes
+}
+
+// Endpoint is an endpoint's configuration, the value of its row.
+type Endpoint struct {
+	// URL is an absolute http or https URL without credentials or fragment.
+	// Whether plain http is allowed is the channel's policy, not the row's.
+	URL    string `json:"url"`
+	Scheme Scheme `json:"scheme"`
+	// Secrets sign standard-webhooks deliveries, the first one current;
+	// several during rotation. The mkit-hook-v1 scheme has none.
+	Secrets []Secret `json:"secrets,omitempty"`
+	// Kinds filters outcomes by kind; empty receives every kind.
+	Kinds []Kind `json:"kinds,omitempty"`
+	// Enabled endpoints are delivered to. A disabled one keeps its rows, and
+	// keeps accumulating new ones, until it is enabled again.
+	Enabled bool `json:"enabled"`
+	// MaxInFlight is how many calls one fire keeps open, 1 to 16.
+	MaxInFlight int `json:"max_in_flight"`
+	// DisabledReason says why a disabled endpoint is, e.g. "gone" after a
+	// 410; empty while enabled.
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	CreatedMs      int64  `json:"created_ms"`
+	UpdatedMs      int64  `json:"updated_ms"`
+}
+
+// WithDefaults fills the fields a request may leave out: the mkit-hook-v1
+// scheme and one call in flight.
+func (e Endpoint) WithDefaults() Endpoint {
+	if e.Scheme == "" {
+		e.Scheme = SchemeMkitHookV1
+	}
+	if e.MaxInFlight == 0 {
+		e.MaxInFlight = MinMaxInFlight
+	}
+	return e
+}
+
+// Accepts reports whether the endpoint's filter takes outcomes of kind k.
+func (e *Endpoint) Accepts(k Kind) bool {
+	return len(e.Kinds) == 0 || slices.Contains(e.Kinds, k)
+}
+
+// Validate reports the first rule the endpoint breaks, as an error matching
+// ErrInvalid. The text never contains the URL or a secret.
+func (e *Endpoint) Validate() error {
+	if err := validateURL(e.URL); err != nil {
+		return err
+	}
+	switch e.Scheme {
+	case SchemeMkitHookV1:
+		if len(e.Secrets) != 0 {
+			return invalidf("scheme mkit-hook-v1 takes no secrets")
+		}
+	case SchemeStandardWebhooks:
+		if len(e.Secrets) == 0 || len(e.Secrets) > MaxSecrets {
+			return invalidf("scheme standard-webhooks needs 1 to %d secrets", MaxSecrets)
+		}
+		for i, s := range e.Secrets {
+			if !s.valid() {
+				return invalidf("secrets[%d] must be %q followed by the base64 of %d to %d bytes", i, SecretPrefix, minSecretBytes, maxSecretBytes)
+			}
+			if slices.Contains(e.Secrets[:i], s) {
+				return invalidf("secrets[%d] repeats an earlier secret", i)
+			}
+		}
+	default:
+		return invalidf("scheme must be %q or %q", SchemeMkitHookV1, SchemeStandardWebhooks)
+	}
+	for i, k := range e.Kinds {
+		if !k.Valid() {
+			return invalidf("kinds[%d] must be one of committed, aborted, expired, read_served", i)
+		}
+		if slices.Contains(e.Kinds[:i], k) {
+			return invalidf("kinds[%d] repeats an earlier kind", i)
+		}
+	}
+	switch {
+	case e.MaxInFlight < MinMaxInFlight || e.MaxInFlight > MaxMaxInFlight:
+		return invalidf("max_in_flight must be %d to %d", MinMaxInFlight, MaxMaxInFlight)
+	case e.Enabled && e.DisabledReason != "":
+		return invalidf("disabled_reason must be empty while the endpoint is enabled")
+	case e.DisabledReason != "" && !validToken(e.DisabledReason, MaxDisabledReason):
+		return invalidf("disabled_reason must be a token of at most %d bytes", MaxDisabledReason)
+	case e.CreatedMs < 0 || e.UpdatedMs < e.CreatedMs:
+		return invalidf("created_ms must not be negative nor after updated_ms")
+	}
+	return nil
+}
+
+func validateURL(raw string) error {
+	if raw == "" {
+		return invalidf("url must not be empty")
+	}
+	if len(raw) > MaxURLBytes {
+		return invalidf("url must be at most %d bytes", MaxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return invalidf("url does not parse")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return invalidf("url must be an absolute http or https URL")
+	case u.Opaque != "" || u.Hostname() == "":
+		return invalidf("url must name a host")
+	case u.User != nil:
+		return invalidf("url must not carry credentials")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return invalidf("url must not carry a fragment")
+	}
+	return nil
+}
+
+// EncodeEndpoint is version 1 and the endpoint's JSON. An invalid endpoint is
+// an error matching ErrInvalid.
+func EncodeEndpoint(e *Endpoint) (store.Value, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{codecV1}, body...), nil
+}
+
+// DecodeEndpoint decodes an endpoint row. Only the exact bytes EncodeEndpoint
+// writes are accepted: unknown fields, other spellings of field names,
+// whitespace, trailing data and invalid endpoints are corrupt.
+func DecodeEndpoint(v store.Value) (Endpoint, error) {
+	if len(v) == 0 || v[0] != codecV1 {
+		return Endpoint{}, corruptf("endpoint: unknown version")
+	}
+	dec := json.NewDecoder(bytes.NewReader(v[1:]))
+	dec.DisallowUnknownFields()
+	var e Endpoint
+	if err := dec.Decode(&e); err != nil {
+		return Endpoint{}, corruptf("endpoint: bad JSON")
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		return Endpoint{}, corruptf("endpoint: trailing data")
+	}
+	if err := e.Validate(); err != nil {
+		return Endpoint{}, corruptf("endpoint: %v", err)
+	}
+	canon, err := json.Marshal(&e)
+	if err != nil || !bytes.Equal(canon, v[1:]) {
+		return Endpoint{}, corruptf("endpoint: not canonical")
+	}
+	return e, nil
+}

@@ -1,0 +1,41 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// Errors callers branch on.
+var (
+	// ErrInvalid marks input that breaks a documented rule: a bad id, an
+	// invalid outcome or endpoint. The error's text is a user-facing
+	// explanation that names fields, never their secret values.
+	ErrInvalid = errors.New("outbox: invalid input")
+	// ErrTooManyEndpoints: the namespace holds more endpoints than one ingest
+	// batch can fan out to. Nothing was written.
+	ErrTooManyEndpoints = errors.New("outbox: namespace has too many endpoints")
+	// ErrContended: every planned batch lost to concurrent writers until the
+	// retry bound ran out. Items answered before were written; the rest were
+	// not, and a retry of the request is safe.
+	ErrContended = errors.New("outbox: too much contention on namespace")
+	// ErrBacklogUnderflow: acknowledging a row that the backlog does not
+	// count. The acknowledgement is refused rather than wrapping around.
+	ErrBacklogUnderflow = errors.New("outbox: acknowledgement exceeds backlog")
+)
+
+// invalidError carries a user-facing message and matches ErrInvalid.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+// corruptf is a decoding error wrapping store.ErrCorrupt.
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", store.ErrCorrupt, fmt.Sprintf(format, args...))
+}

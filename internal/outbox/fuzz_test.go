@@ -1,0 +1,209 @@
+package outbox_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// checkCorrupt fails unless a refused value's error wraps store.ErrCorrupt.
+func checkCorrupt(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("error does not wrap store.ErrCorrupt: %v", err)
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, k := range []string{"rbilling/r-1", "pbilling/\x00\x00\x00\x00\x00\x00\x00\x2fs:x", "bbilling", "q", "ebilling", "abilling/r", "sr", "x", ""} {
+		f.Add([]byte(k))
+	}
+	f.Add([]byte(timers.Key(42, timers.KindOutcomeDelivery, "billing")))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		pk, ok := outbox.Parse(store.Key(key))
+		if !ok {
+			return
+		}
+		if got := pk.Key(); got != store.Key(key) {
+			t.Fatalf("Parse(%q).Key() = %q", key, got)
+		}
+	})
+}
+
+func FuzzBuildThenParse(f *testing.F) {
+	f.Add("billing", "r-7f3a", uint64(0))
+	f.Add("a", "s:local", uint64(0x2f2f2f2f2f2f2f2f))
+	f.Add("a/b", "r", uint64(1))
+	f.Fuzz(func(t *testing.T, endpoint, rid string, seq uint64) {
+		builds := []struct {
+			build func() (store.Key, error)
+			want  outbox.ParsedKey
+		}{
+			{func() (store.Key, error) { return outbox.RecordKey(endpoint, rid) }, outbox.ParsedKey{Class: outbox.ClassRecord, Endpoint: endpoint, RID: rid}},
+			{func() (store.Key, error) { return outbox.PendingKey(endpoint, seq, rid) }, outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: endpoint, Seq: seq, RID: rid}},
+			{func() (store.Key, error) { return outbox.AttemptKey(endpoint, rid) }, outbox.ParsedKey{Class: outbox.ClassAttempt, Endpoint: endpoint, RID: rid}},
+			{func() (store.Key, error) { return outbox.BacklogKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: endpoint}},
+			{func() (store.Key, error) { return outbox.EndpointKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassEndpoint, Endpoint: endpoint}},
+			{func() (store.Key, error) { return outbox.SeenKey(rid) }, outbox.ParsedKey{Class: outbox.ClassSeen, RID: rid}},
+		}
+		for _, b := range builds {
+			key, err := b.build()
+			if err != nil {
+				if !errors.Is(err, outbox.ErrInvalid) {
+					t.Fatalf("build error does not match ErrInvalid: %v", err)
+				}
+				continue
+			}
+			got, ok := outbox.Parse(key)
+			if !ok || got != b.want {
+				t.Fatalf("Parse(%q) = %+v, %v; want %+v", key, got, ok, b.want)
+			}
+		}
+	})
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	deleted := committed("r")
+	deleted.Committed.Refs = append(deleted.Committed.Refs, outbox.Ref{Name: "refs/tags/x", Deleted: true})
+	for _, o := range []outbox.Outcome{committed("r"), deleted, aborted("r"),
+		{ReservationID: "r", Repository: "r", OccurredUnixMs: 1, Expired: &outbox.Expired{}},
+		{ReservationID: "r", Repository: "r", OccurredUnixMs: 1, ReadServed: &outbox.ReadServed{Object: hexA, BytesServed: 1 << 40}},
+	} {
+		v, _ := outbox.EncodeRecord(&o)
+		f.Add([]byte(v))
+	}
+	f.Add([]byte{1, 1, 0x80, 0x00})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		o, err := outbox.DecodeRecord("r", v)
+		checkCorrupt(t, err)
+		if err != nil {
+			return
+		}
+		again, err := outbox.EncodeRecord(&o)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("re-encode of accepted record: % x, %v; want % x", again, err, v)
+		}
+	})
+}
+
+// Any JSON the API could decode into a valid outcome survives the record
+// codec unchanged.
+func FuzzOutcomeJSONThroughRecord(f *testing.F) {
+	for _, o := range []outbox.Outcome{committed("r-1"), aborted("r-2"), {ReservationID: "x", Repository: "y", OccurredUnixMs: 5, Expired: &outbox.Expired{}}} {
+		b, _ := json.Marshal(&o)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var o outbox.Outcome
+		if json.Unmarshal(body, &o) != nil || o.Validate() != nil {
+			return
+		}
+		if o.Committed != nil && len(o.Committed.Refs) == 0 {
+			o.Committed.Refs = nil // the record does not tell [] from none
+		}
+		v, err := outbox.EncodeRecord(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := outbox.DecodeRecord(o.ReservationID, v)
+		if err != nil || !reflect.DeepEqual(got, o) {
+			t.Fatalf("record round trip: %+v, %v; want %+v", got, err, o)
+		}
+	})
+}
+
+func FuzzDecodeBacklog(f *testing.F) {
+	f.Add([]byte(outbox.EncodeBacklog(outbox.Backlog{Rows: 2, Bytes: 99})))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		b, err := outbox.DecodeBacklog(v)
+		checkCorrupt(t, err)
+		if err == nil && !bytes.Equal(outbox.EncodeBacklog(b), v) {
+			t.Fatalf("backlog not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeSequence(f *testing.F) {
+	f.Add([]byte(outbox.EncodeSequence(12)))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		n, err := outbox.DecodeSequence(v)
+		checkCorrupt(t, err)
+		if err == nil && !bytes.Equal(outbox.EncodeSequence(n), v) {
+			t.Fatalf("sequence not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeSeen(f *testing.F) {
+	v, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, AcceptedMs: t0})
+	f.Add([]byte(v))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := outbox.DecodeSeen(v)
+		checkCorrupt(t, err)
+		if err != nil {
+			return
+		}
+		again, err := outbox.EncodeSeen(s)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("seen not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeAttempt(f *testing.F) {
+	v, _ := outbox.EncodeAttempt(outbox.Attempt{AtMs: t0, Status: 503, ErrorClass: "status", Count: 2})
+	f.Add([]byte(v))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		a, err := outbox.DecodeAttempt(v)
+		checkCorrupt(t, err)
+		if err != nil {
+			return
+		}
+		again, err := outbox.EncodeAttempt(a)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("attempt not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeEndpoint(f *testing.F) {
+	ep := testEndpoint()
+	v, _ := outbox.EncodeEndpoint(&ep)
+	f.Add([]byte(v))
+	plain := outbox.Endpoint{URL: "http://127.0.0.1:8080/x"}.WithDefaults()
+	v, _ = outbox.EncodeEndpoint(&plain)
+	f.Add([]byte(v))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		e, err := outbox.DecodeEndpoint(v)
+		checkCorrupt(t, err)
+		if err != nil {
+			return
+		}
+		again, err := outbox.EncodeEndpoint(&e)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("endpoint not canonical: %q", v)
+		}
+	})
+}
+
+func FuzzDecodeDeliveryState(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 3, 0, 2, 'p', 'x'})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := outbox.DecodeDeliveryState(v)
+		checkCorrupt(t, err)
+		if err != nil || len(v) == 0 {
+			return
+		}
+		again, err := outbox.EncodeDeliveryState(s)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("delivery state not canonical: % x", v)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package outbox_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+func TestKeyBuildersRefuseBadIDs(t *testing.T) {
+	badEndpoints := []string{"", "A", "-a", "_a", "a/b", "a.b", strings.Repeat("a", 64), "é"}
+	for _, ep := range badEndpoints {
+		if _, err := outbox.RecordKey(ep, "r1"); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("RecordKey(%q): %v", ep, err)
+		}
+		if _, err := outbox.BacklogKey(ep); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("BacklogKey(%q): %v", ep, err)
+		}
+		if _, _, err := outbox.PendingRange(ep); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("PendingRange(%q): %v", ep, err)
+		}
+	}
+	badRIDs := []string{"", "a/b", "a b", "é", strings.Repeat("r", 129), "a\x00"}
+	for _, rid := range badRIDs {
+		if _, err := outbox.SeenKey(rid); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("SeenKey(%q): %v", rid, err)
+		}
+		if _, err := outbox.PendingKey("ep", 1, rid); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("PendingKey(%q): %v", rid, err)
+		}
+	}
+	for _, ok := range []string{"a", "0-_", strings.Repeat("a", 63)} {
+		if err := outbox.ValidateEndpointID(ok); err != nil {
+			t.Errorf("endpoint %q: %v", ok, err)
+		}
+	}
+	for _, ok := range []string{"r", "s:local", "A.b_c:d-e", strings.Repeat("r", 128)} {
+		if err := outbox.ValidateReservationID(ok); err != nil {
+			t.Errorf("rid %q: %v", ok, err)
+		}
+	}
+	if !outbox.IsSynthetic("s:x") || outbox.IsSynthetic("x:s") {
+		t.Error("IsSynthetic")
+	}
+}
+
+func TestEveryClassParsesBackToItsKey(t *testing.T) {
+	must := func(k store.Key, err error) store.Key {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	cases := []struct {
+		key  store.Key
+		want outbox.ParsedKey
+	}{
+		{must(outbox.RecordKey("billing", "r-7f3a")), outbox.ParsedKey{Class: outbox.ClassRecord, Endpoint: "billing", RID: "r-7f3a"}},
+		// A sequence whose bytes hold '/' still parses: the endpoint ends at the first '/'.
+		{must(outbox.PendingKey("billing", 0x2f2f2f2f2f2f2f2f, "s:x")), outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: "billing", Seq: 0x2f2f2f2f2f2f2f2f, RID: "s:x"}},
+		{must(outbox.BacklogKey("billing")), outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: "billing"}},
+		{outbox.SequenceKey(), outbox.ParsedKey{Class: outbox.ClassSequence}},
+		{must(outbox.EndpointKey("billing")), outbox.ParsedKey{Class: outbox.ClassEndpoint, Endpoint: "billing"}},
+		{must(outbox.AttemptKey("billing", "r")), outbox.ParsedKey{Class: outbox.ClassAttempt, Endpoint: "billing", RID: "r"}},
+		{must(outbox.SeenKey("r")), outbox.ParsedKey{Class: outbox.ClassSeen, RID: "r"}},
+		{must(outbox.DeliveryTimerKey(42, "billing")), outbox.ParsedKey{Class: outbox.ClassTimer, DueAtMs: 42, TimerKind: timers.KindOutcomeDelivery, Reference: "billing"}},
+	}
+	for _, c := range cases {
+		got, ok := outbox.Parse(c.key)
+		if !ok || got != c.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", c.key, got, ok, c.want)
+			continue
+		}
+		if got.Key() != c.key {
+			t.Errorf("Key() = %q, want %q", got.Key(), c.key)
+		}
+	}
+}
+
+func TestParseRefusesMalformedKeys(t *testing.T) {
+	for _, k := range []string{"", "x", "q1", "rbilling", "rbilling/", "r/x", "pbilling/1234567", "pbilling/12345678", "bBAD", "s", "sa/b", "t123", "a-x/r"} {
+		if pk, ok := outbox.Parse(store.Key(k)); ok {
+			t.Errorf("Parse(%q) accepted as %+v", k, pk)
+		}
+	}
+}
+
+func TestRangesHoldExactlyTheirRows(t *testing.T) {
+	start, end, err := outbox.PendingRange("ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(k store.Key) bool { return k >= start && k < end }
+	own, _ := outbox.PendingKey("ab", ^uint64(0), "zzz")
+	first, _ := outbox.PendingKey("ab", 0, "A")
+	other, _ := outbox.PendingKey("ab-c", 0, "r")
+	prefix, _ := outbox.PendingKey("a", 5, "r")
+	record, _ := outbox.RecordKey("ab", "r")
+	if !in(own) || !in(first) || in(other) || in(prefix) || in(record) {
+		t.Errorf("pending range [%q, %q) membership wrong", start, end)
+	}
+	// Pending rows sort by sequence.
+	lo, _ := outbox.PendingKey("ab", 255, "z")
+	hi, _ := outbox.PendingKey("ab", 256, "a")
+	if lo >= hi {
+		t.Error("pending keys do not sort by sequence")
+	}
+	s, e := outbox.SeenRange()
+	seen, _ := outbox.SeenKey("r")
+	if seen < s || seen >= e {
+		t.Error("seen key outside SeenRange")
+	}
+	ts, te := outbox.ClassRange(outbox.ClassTimer)
+	trs, tre := timers.Range()
+	if ts != trs || te != tre {
+		t.Error("timer class range differs from timers.Range")
+	}
+	es, ee := outbox.EndpointRange()
+	ek, _ := outbox.EndpointKey("zz")
+	if ek < es || ek >= ee {
+		t.Error("endpoint key outside EndpointRange")
+	}
+}

@@ -1,0 +1,209 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// rowRead is a row as read: the guard of any plan that depends on it.
+type rowRead struct {
+	raw   store.Value
+	found bool
+}
+
+type endpointRow struct {
+	id  string
+	key store.Key
+	raw store.Value
+	ep  Endpoint
+}
+
+type backlogRead struct {
+	rowRead
+	backlog Backlog
+}
+
+// snapshot is what one ingest plan depends on, read from the partition. After
+// a batch commits, observe folds the batch's writes in, so the next batch of
+// the same Append is planned without reading again.
+type snapshot struct {
+	nowMs     int64
+	endpoints []endpointRow // in id order
+	seq       rowRead
+	next      uint64
+	backlogs  map[string]backlogRead // by endpoint id
+	timers    []timers.Row           // in key (due) order
+	seen      map[string]rowRead     // by rid
+}
+
+// read reads the endpoints, the sequence, the timers, every endpoint's
+// backlog and the seen rows of the items.
+func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, cfg appendConfig) (*snapshot, error) {
+	s := &snapshot{
+		nowMs:    a.Clock.Now().UnixMilli(),
+		backlogs: map[string]backlogRead{},
+		seen:     map[string]rowRead{},
+	}
+	start, end := EndpointRange()
+	page, err := a.Store.Scan(ctx, p, start, end, nil, cfg.maxEndpoints+1)
+	if err != nil {
+		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
+	}
+	if len(page.Entries) > cfg.maxEndpoints {
+		return nil, fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, cfg.maxEndpoints)
+	}
+	for _, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassEndpoint {
+			return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
+		}
+		ep, err := DecodeEndpoint(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+		}
+		s.endpoints = append(s.endpoints, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+	}
+	if s.seq, err = get(ctx, a.Store, p, SequenceKey()); err != nil {
+		return nil, err
+	}
+	if s.seq.found {
+		if s.next, err = DecodeSequence(s.seq.raw); err != nil {
+			return nil, fmt.Errorf("sequence of %s: %w", p, err)
+		}
+	}
+	if s.timers, err = timers.All(ctx, a.Store, p); err != nil {
+		return nil, err
+	}
+	for _, ep := range s.endpoints {
+		r, err := get(ctx, a.Store, p, tagged(ClassBacklog, ep.id))
+		if err != nil {
+			return nil, err
+		}
+		b, err := backlogOf(r.raw, r.found)
+		if err != nil {
+			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
+		}
+		s.backlogs[ep.id] = backlogRead{rowRead: r, backlog: b}
+	}
+	for _, it := range items {
+		if _, done := s.seen[it.rid]; done {
+			continue
+		}
+		if s.seen[it.rid], err = get(ctx, a.Store, p, it.seenKey); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func get(ctx context.Context, st store.NamespaceStore, p store.Partition, key store.Key) (rowRead, error) {
+	v, found, err := st.Get(ctx, p, key)
+	if err != nil {
+		return rowRead{}, fmt.Errorf("read %s row of %s: %w", className(key), p, err)
+	}
+	return rowRead{raw: v, found: found}, nil
+}
+
+func className(key store.Key) string {
+	switch Class(key[0]) {
+	case ClassSequence:
+		return "sequence"
+	case ClassBacklog:
+		return "backlog"
+	case ClassSeen:
+		return "seen"
+	case ClassRecord:
+		return "record"
+	}
+	return "outbox"
+}
+
+// matching is the indexes of the endpoints whose filter takes kind, enabled
+// or not: a disabled endpoint keeps accumulating rows to catch up later.
+func (s *snapshot) matching(kind Kind) []int {
+	var out []int
+	for i := range s.endpoints {
+		if s.endpoints[i].ep.Accepts(kind) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// planDeliveryTimer makes sure the stream of endpoint i will be fired for its
+// new rows:
+//   - enabled, no timer: create one due now with empty state;
+//   - idle, not backing off, due later: pull it to now, guarded;
+//   - backing off: leave it, a failing endpoint is not hammered at the
+//     ingest rate; the new rows go when it recovers;
+//   - leased: leave it; the fire's backlog guard fails (this batch changes
+//     the backlog) and the runner re-plans, or it reschedules;
+//   - disabled: leave it, parked until the endpoint is enabled.
+//
+// A timer whose state does not decode is left for its handler to report.
+func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
+	ep := &s.endpoints[i]
+	if !ep.ep.Enabled {
+		return
+	}
+	var idle *timers.Row
+	for j := range s.timers {
+		r := &s.timers[j]
+		if r.Kind != timers.KindOutcomeDelivery || r.Reference != ep.id {
+			continue
+		}
+		if r.Lease != nil || r.Err != nil {
+			return
+		}
+		if idle == nil {
+			idle = r
+		}
+	}
+	if idle == nil {
+		b.Put(timers.Key(s.nowMs, timers.KindOutcomeDelivery, ep.id), timers.EncodeIdle(nil))
+		return
+	}
+	st, err := DecodeDeliveryState(idle.State)
+	if err != nil || st.Attempt > 0 || idle.DueAtMs <= s.nowMs {
+		return
+	}
+	idle.MoveTo(b, s.nowMs)
+}
+
+func (s *snapshot) hasSweep() bool {
+	return slices.ContainsFunc(s.timers, func(r timers.Row) bool { return r.Kind == timers.KindSeenSweep })
+}
+
+// observe folds a committed batch's writes into the snapshot.
+func (s *snapshot) observe(writes []store.Write) {
+	for _, w := range writes {
+		pk, ok := Parse(w.Key)
+		if !ok {
+			continue
+		}
+		switch pk.Class {
+		case ClassSequence:
+			s.seq = rowRead{raw: w.Value, found: true}
+			s.next, _ = DecodeSequence(w.Value)
+		case ClassBacklog:
+			b, _ := DecodeBacklog(w.Value)
+			s.backlogs[pk.Endpoint] = backlogRead{rowRead: rowRead{raw: w.Value, found: true}, backlog: b}
+		case ClassSeen:
+			s.seen[pk.RID] = rowRead{raw: w.Value, found: true}
+		case ClassTimer:
+			s.timers = slices.DeleteFunc(s.timers, func(r timers.Row) bool { return r.Key == w.Key })
+			if w.Kind != store.Put {
+				continue
+			}
+			if row, err := timers.DecodeRow(w.Key, w.Value); err == nil {
+				s.timers = append(s.timers, row)
+				slices.SortFunc(s.timers, func(a, b timers.Row) int { return strings.Compare(string(a.Key), string(b.Key)) })
+			}
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package outbox
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// The seen sweep (timers.KindSeenSweep) is one timer per namespace,
+// reference "". Ingest creates it when absent, due a window later; it
+// reschedules itself and never finishes, so a timer seen by ingest stays
+// valid.
+
+// Sweeper defaults.
+const (
+	// DefaultSweepEvery is the least gap between two passes: a seen row
+	// lives at most this long past its window.
+	DefaultSweepEvery = time.Hour
+	// DefaultSweepRows is the seen rows one fire examines: two operations
+	// each, so the batch keeps room for the runner's completion.
+	DefaultSweepRows = 32
+	// MaxSweepRows bounds SweepRows: 2*48 + 3 completion ops fit 100.
+	MaxSweepRows = 48
+)
+
+func sweepTimerKey(dueAtMs int64) store.Key { return timers.Key(dueAtMs, timers.KindSeenSweep, "") }
+
+// sweepTimerValue is a fresh sweep timer: a new pass from the first row.
+func sweepTimerValue() store.Value { return timers.EncodeIdle(nil) }
+
+// SeenSweeper is the timers.Handler of timers.KindSeenSweep. A pass pages through
+// the seen rows, a page per fire, deleting those older than the window, each
+// guarded by its value as read (a row re-accepted meanwhile is kept). Rows
+// that do not decode are kept and logged, never dropped.
+type SeenSweeper struct {
+	// Window must equal the Appender's; DefaultWindow when zero.
+	Window time.Duration
+	// Every is the least gap between passes, DefaultSweepEvery when zero.
+	Every time.Duration
+	// Rows per fire, DefaultSweepRows when zero, at most MaxSweepRows.
+	Rows int
+	// Logger reports rows kept because they do not decode; slog.Default
+	// when nil.
+	Logger *slog.Logger
+}
+
+var _ timers.Handler = (*SeenSweeper)(nil)
+
+// Kind is timers.KindSeenSweep.
+func (*SeenSweeper) Kind() timers.Kind { return timers.KindSeenSweep }
+
+// Fire sweeps one page. Within a pass it reschedules now with the page's
+// cursor; at the end of a pass it reschedules for when the earliest row it
+// kept expires, but not sooner than Every (a window ahead when none remain).
+func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.DueTimer) (timers.Fired, error) {
+	windowMs, everyMs, rows := DefaultWindow.Milliseconds(), DefaultSweepEvery.Milliseconds(), DefaultSweepRows
+	if s.Window > 0 {
+		windowMs = s.Window.Milliseconds()
+	}
+	if s.Every > 0 {
+		everyMs = s.Every.Milliseconds()
+	}
+	if s.Rows > 0 {
+		rows = min(s.Rows, MaxSweepRows)
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := decodeSweepState(t.State)
+	if err != nil {
+		// The state is only a position: start the pass over.
+		log.WarnContext(ctx, "seen sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
+		st = sweepState{}
+	}
+	var after *store.Cursor
+	if len(st.cursor) > 0 {
+		after = store.NewCursor(st.cursor)
+	}
+	start, end := SeenRange()
+	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, rows)
+	if err != nil {
+		return timers.Fired{}, fmt.Errorf("scan seen rows of %s: %w", fc.Partition, err)
+	}
+	b := store.Batch{Drain: true}
+	for _, e := range page.Entries {
+		seen, err := DecodeSeen(e.Value)
+		if _, ok := Parse(e.Key); !ok || err != nil {
+			log.WarnContext(ctx, "seen row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
+			continue
+		}
+		expires := seen.AcceptedMs + windowMs
+		if expires < seen.AcceptedMs {
+			continue // beyond any clock
+		}
+		if fc.NowMs >= expires {
+			b.RequireEquals(e.Key, e.Value)
+			b.Delete(e.Key)
+		} else if st.earliestMs == 0 || expires < st.earliestMs {
+			st.earliestMs = expires
+		}
+	}
+	if page.Next != nil {
+		st.cursor = page.Next.Bytes()
+		return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
+	}
+	due := fc.NowMs + everyMs
+	if st.earliestMs == 0 {
+		due = max(due, fc.NowMs+windowMs)
+	} else {
+		due = max(due, st.earliestMs)
+	}
+	return timers.Fired{DueAtMs: due, Batch: b}, nil
+}
+
+// sweepState is a pass in progress: the earliest expiry of the rows kept so
+// far (0 for none) and the cursor after the last row examined. An empty
+// state starts a pass.
+type sweepState struct {
+	earliestMs int64
+	cursor     []byte
+}
+
+// encodeSweepState is version 1, earliest ms u64, cursor length u16, cursor.
+func encodeSweepState(s sweepState) []byte {
+	v := make([]byte, 0, 1+8+2+len(s.cursor))
+	v = append(v, codecV1)
+	v = binary.BigEndian.AppendUint64(v, uint64(s.earliestMs))
+	v = binary.BigEndian.AppendUint16(v, uint16(len(s.cursor)))
+	return append(v, s.cursor...)
+}
+
+func decodeSweepState(state []byte) (sweepState, error) {
+	if len(state) == 0 {
+		return sweepState{}, nil
+	}
+	r := newReader("seen sweep state", state)
+	s := sweepState{earliestMs: r.ms()}
+	n := r.u16()
+	if n > MaxCursorBytes {
+		r.fail("cursor of %d bytes", n)
+	}
+	s.cursor = append([]byte(nil), r.take(uint64(n))...)
+	if err := r.end(); err != nil {
+		return sweepState{}, err
+	}
+	return s, nil
+}

@@ -1,0 +1,130 @@
+package outbox_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+func TestIngestCreatesOneSweepTimerAWindowAhead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r-1"))
+		e.clk.Advance(time.Minute)
+		e.append(committed("r-2"))
+		rows := e.timers(timers.KindSeenSweep, "")
+		if len(rows) != 1 || rows[0].DueAtMs != t0+time.Hour.Milliseconds() || len(rows[0].State) != 0 {
+			t.Fatalf("sweep timers %+v", rows)
+		}
+	})
+}
+
+func TestNoSweepTimerWithoutAnAcceptedOutcome(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindExpired}})
+		e.append(committed("r-1"))
+		if rows := e.timers(timers.KindSeenSweep, ""); len(rows) != 0 {
+			t.Errorf("sweep timers %+v", rows)
+		}
+	})
+}
+
+// fireSweep fires the sweeper once and applies its batch; it returns the
+// result and whether the batch committed.
+func fireSweep(t *testing.T, e *env, s *outbox.SeenSweeper, state []byte) (timers.Fired, bool) {
+	t.Helper()
+	f, err := s.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep, State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Batch.Drain || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
+		t.Fatalf("fired %+v", f)
+	}
+	return f, e.apply(f.Batch).Committed
+}
+
+func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r-1"), committed("r-2"))
+		e.clk.Advance(30 * time.Minute)
+		e.append(committed("r-3"))
+		e.clk.Advance(20 * time.Minute)
+		e.append(committed("r-4"), committed("r-5"))
+		corrupt, _ := outbox.SeenKey("r-0")
+		var b store.Batch
+		b.Put(corrupt, store.Value("junk"))
+		e.apply(b)
+		e.clk.Set(t0 + time.Hour.Milliseconds())
+
+		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 2}
+		var state []byte
+		for fires := 0; ; fires++ {
+			if fires > 5 {
+				t.Fatal("the pass does not end")
+			}
+			f, ok := fireSweep(t, e, s, state)
+			if !ok {
+				t.Fatal("sweep batch failed its guards")
+			}
+			if len(f.State) == 0 {
+				// End of the pass: due when r-3 expires, 30 min on.
+				if want := t0 + 90*time.Minute.Milliseconds(); f.DueAtMs != want {
+					t.Errorf("next pass due %d, want %d", f.DueAtMs, want)
+				}
+				break
+			}
+			if f.DueAtMs != e.nowMs() {
+				t.Errorf("a pass in progress is due %d, not now", f.DueAtMs)
+			}
+			state = f.State
+		}
+		start, end := outbox.SeenRange()
+		var left []string
+		for _, row := range e.scan(start, end) {
+			pk, _ := outbox.Parse(row.Key)
+			left = append(left, pk.RID)
+		}
+		if want := []string{"r-0", "r-3", "r-4", "r-5"}; !slices.Equal(left, want) {
+			t.Errorf("seen rows left %v, want %v", left, want)
+		}
+		// An empty namespace sweeps again a window later.
+		e.clk.Set(t0 + 3*time.Hour.Milliseconds())
+		f, _ := fireSweep(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: time.Minute, Rows: 10}, nil)
+		if f.DueAtMs != e.nowMs()+time.Hour.Milliseconds() {
+			t.Errorf("due %d after sweeping all", f.DueAtMs)
+		}
+	})
+}
+
+// A seen row rewritten between the sweeper's scan and its batch (the rid was
+// accepted again) fails the guard and is kept.
+func TestSweeperKeepsASeenRowRewrittenMeanwhile(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.append(committed("r-1"))
+		ackAll(t, e, "billing")
+		e.clk.Advance(2 * time.Hour)
+		s := &outbox.SeenSweeper{Window: time.Hour}
+		f, err := s.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("re-accept after the window: %v", got)
+		}
+		if e.apply(f.Batch).Committed {
+			t.Fatal("the sweep deleted a fresh seen row")
+		}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Duplicate {
+			t.Errorf("after the failed sweep: %v", got)
+		}
+	})
+}
