@@ -1,0 +1,158 @@
+// Command relay runs the webhook relay. With no Redis configured it starts
+// an embedded, in-memory miniredis for development.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), os.Args[1:], log); err != nil {
+		log.Error("relay stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	redis   string
+	listen  string
+	prefix  string
+	buckets int
+}
+
+func parse(args []string) (config, error) {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	var c config
+	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
+		"Redis URL (redis://host:port/db), or comma-separated host:port seeds of a Redis Cluster; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
+	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
+	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
+	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 && fs.Arg(0) != "serve" {
+		return c, fmt.Errorf("unknown command %q (known: serve)", fs.Arg(0))
+	}
+	return c, nil
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func run(ctx context.Context, args []string, log *slog.Logger) error {
+	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	client, closeRedis, err := connect(cfg.redis, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	if cfg.redis != "" && !st.Shebang() {
+		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
+	}
+	if err := st.Check(ctx); err != nil {
+		log.Warn("store check failed; /readyz will say so", "error", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		checkCtx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Check(checkCtx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", readiness(err))
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("relay stopped cleanly")
+	return nil
+}
+
+// readiness is what /readyz tells: the eviction warning in full, any other
+// cause without internals.
+func readiness(err error) string {
+	if errors.Is(err, redisstore.ErrEvictingPolicy) {
+		return "Redis may evict keys (set maxmemory-policy noeviction)"
+	}
+	return "Redis is unreachable"
+}
+
+// connect opens a client for a Redis URL, a list of Cluster seeds, or an
+// embedded miniredis when addr is empty.
+func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	switch {
+	case addr == "":
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
+		}
+		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		return c, func() { c.Close(); m.Close() }, nil
+	case strings.Contains(addr, ","):
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ",")})
+		return c, func() { c.Close() }, nil
+	default:
+		opts, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis URL: %w", err)
+		}
+		c := redis.NewClient(opts)
+		return c, func() { c.Close() }, nil
+	}
+}
