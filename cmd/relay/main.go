@@ -85,27 +85,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		log.Warn("store check failed; /readyz will say so", "error", err)
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		checkCtx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := st.Check(checkCtx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready:", readiness(err))
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(st), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -121,6 +105,33 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	log.Info("relay stopped cleanly")
 	return nil
+}
+
+// checker is what the health routes need of the store.
+type checker interface {
+	Check(ctx context.Context) error
+}
+
+// routes serves /healthz (the process answers) and /readyz (the store is
+// reachable and will not evict rows).
+func routes(st checker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Check(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", readiness(err))
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
 }
 
 // readiness is what /readyz tells: the eviction warning in full, any other

@@ -73,12 +73,7 @@ func TestAcceptedThenDuplicateThenConflictAlsoAfterDelivery(t *testing.T) {
 // would.
 func ackAll(t *testing.T, e *env, endpoint string) {
 	t.Helper()
-	key, _ := outbox.BacklogKey(endpoint)
-	v, found := e.get(key)
-	acks, err := outbox.NewAcks(endpoint, v, found)
-	if err != nil {
-		t.Fatal(err)
-	}
+	acks := freshAcks(t, e, endpoint)
 	for _, pk := range e.pending(endpoint) {
 		rec, ok := e.record(endpoint, pk.RID)
 		if !ok {

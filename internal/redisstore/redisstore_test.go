@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -17,17 +16,12 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/store/storetest"
 )
 
 var acme = store.Partition{Namespace: "acme"}
 
-func timerKey(dueMs int64, ref string) store.Key {
-	b := make([]byte, 11, 11+len(ref))
-	b[0] = store.TimerTag
-	binary.BigEndian.PutUint64(b[1:9], uint64(dueMs))
-	binary.BigEndian.PutUint16(b[9:11], 8)
-	return store.Key(append(b, ref...))
-}
+var timerKey = storetest.TimerKey
 
 // eachBackend runs fn on every backend as a parallel subtest.
 func eachBackend(t *testing.T, fn func(t *testing.T, s *redisstore.Store)) {

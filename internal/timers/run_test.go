@@ -32,6 +32,14 @@ func (h handlerFunc) Fire(_ context.Context, fc timers.FireContext, t timers.Due
 	return h.fire(fc, t)
 }
 
+// eachBackend runs f on a fresh store of every backend.
+func eachBackend(t *testing.T, f func(t *testing.T, st *redisstore.Store)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) { f(t, b.New(t)) })
+	}
+}
+
 func registry(t *testing.T, hs ...timers.Handler) *timers.Registry {
 	t.Helper()
 	r, err := timers.NewRegistry(hs...)
@@ -75,100 +83,94 @@ func onlyTimer(t *testing.T, st store.NamespaceStore, p store.Partition) timers.
 }
 
 func TestTwoWorkersClaimingOneTimerExactlyOneWins(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			putTimer(t, st, ns, 100, 8, "billing", "s")
-			row := onlyTimer(t, st, ns)
-			start := make(chan struct{})
-			wins := make(chan bool, 2)
-			var wg sync.WaitGroup
-			for range 2 {
-				wg.Go(func() {
-					<-start
-					_, ok, err := timers.Claim(context.Background(), st, ns, row, 100, lease)
-					if err != nil {
-						t.Error(err)
-					}
-					wins <- ok
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(wins)
-			won := 0
-			for ok := range wins {
-				if ok {
-					won++
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		row := onlyTimer(t, st, ns)
+		start := make(chan struct{})
+		wins := make(chan bool, 2)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				<-start
+				_, ok, err := timers.Claim(context.Background(), st, ns, row, 100, lease)
+				if err != nil {
+					t.Error(err)
 				}
+				wins <- ok
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(wins)
+		won := 0
+		for ok := range wins {
+			if ok {
+				won++
 			}
-			if won != 1 {
-				t.Fatalf("%d workers won the claim, want exactly 1", won)
-			}
-			leased := onlyTimer(t, st, ns)
-			if leased.Lease == nil || leased.DueAtMs != 100+lease.Milliseconds() || leased.Lease.DueAtMs != 100 {
-				t.Fatalf("leased row %+v", leased)
-			}
-		})
-	}
+		}
+		if won != 1 {
+			t.Fatalf("%d workers won the claim, want exactly 1", won)
+		}
+		leased := onlyTimer(t, st, ns)
+		if leased.Lease == nil || leased.DueAtMs != 100+lease.Milliseconds() || leased.Lease.DueAtMs != 100 {
+			t.Fatalf("leased row %+v", leased)
+		}
+	})
 }
 
 func TestExpiredLeaseIsTakenOverAndTheLateCompletionIsRefused(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			ctx := context.Background()
-			putTimer(t, st, ns, 100, 8, "billing", "s")
-			first, ok, err := timers.Claim(ctx, st, ns, onlyTimer(t, st, ns), 100, lease)
-			if err != nil || !ok {
-				t.Fatalf("first claim: %v %v", ok, err)
-			}
-			// Not due again until the lease runs out.
-			if start, end := timers.DueRange(100 + lease.Milliseconds() - 1); scanCount(t, st, start, end) != 0 {
-				t.Fatal("a leased timer is due before its lease expires")
-			}
-			expired := 100 + lease.Milliseconds()
-			second, ok, err := timers.Claim(ctx, st, ns, onlyTimer(t, st, ns), expired, lease)
-			if err != nil || !ok {
-				t.Fatalf("takeover: %v %v", ok, err)
-			}
-			if second.Timer.DueAtMs != 100 {
-				t.Fatalf("takeover sees due %d, want the original 100", second.Timer.DueAtMs)
-			}
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		first, ok, err := timers.Claim(ctx, st, ns, onlyTimer(t, st, ns), 100, lease)
+		if err != nil || !ok {
+			t.Fatalf("first claim: %v %v", ok, err)
+		}
+		// Not due again until the lease runs out.
+		if start, end := timers.DueRange(100 + lease.Milliseconds() - 1); scanCount(t, st, start, end) != 0 {
+			t.Fatal("a leased timer is due before its lease expires")
+		}
+		expired := 100 + lease.Milliseconds()
+		second, ok, err := timers.Claim(ctx, st, ns, onlyTimer(t, st, ns), expired, lease)
+		if err != nil || !ok {
+			t.Fatalf("takeover: %v %v", ok, err)
+		}
+		if second.Timer.DueAtMs != 100 {
+			t.Fatalf("takeover sees due %d, want the original 100", second.Timer.DueAtMs)
+		}
 
-			late := func(key string) timers.Fired {
-				var b store.Batch
-				b.Put(store.Key(key), store.Value("x"))
-				return timers.Fired{Done: true, Batch: b}
-			}
-			// The late owner's clock still says its lease holds: the guard refuses it.
-			out, err := timers.Complete(ctx, st, clock.NewManual(expired-1), first, late("late"))
-			if err != nil || out != timers.LeaseLost {
-				t.Fatalf("late completion: %v %v", out, err)
-			}
-			// The late owner who knows its lease ran out writes nothing at all.
-			out, err = timers.Complete(ctx, st, clock.NewManual(first.ExpiresAtMs), first, late("late"))
-			if err != nil || out != timers.LeaseLost {
-				t.Fatalf("late completion past expiry: %v %v", out, err)
-			}
-			if _, found, _ := st.Get(ctx, ns, "late"); found {
-				t.Fatal("a refused completion wrote its batch")
-			}
-			if onlyTimer(t, st, ns).Lease == nil {
-				t.Fatal("the new owner's lease was disturbed")
-			}
-			out, err = timers.Complete(ctx, st, clock.NewManual(expired), second, late("owner"))
-			if err != nil || out != timers.Completed {
-				t.Fatalf("owner completion: %v %v", out, err)
-			}
-			if _, found, _ := st.Get(ctx, ns, "owner"); !found {
-				t.Fatal("the owner's batch was not applied")
-			}
-			if n := len(allTimers(t, st, ns)); n != 0 {
-				t.Fatalf("%d timers remain after Done", n)
-			}
-		})
-	}
+		late := func(key string) timers.Fired {
+			var b store.Batch
+			b.Put(store.Key(key), store.Value("x"))
+			return timers.Fired{Done: true, Batch: b}
+		}
+		// The late owner's clock still says its lease holds: the guard refuses it.
+		out, err := timers.Complete(ctx, st, clock.NewManual(expired-1), first, late("late"))
+		if err != nil || out != timers.LeaseLost {
+			t.Fatalf("late completion: %v %v", out, err)
+		}
+		// The late owner who knows its lease ran out writes nothing at all.
+		out, err = timers.Complete(ctx, st, clock.NewManual(first.ExpiresAtMs), first, late("late"))
+		if err != nil || out != timers.LeaseLost {
+			t.Fatalf("late completion past expiry: %v %v", out, err)
+		}
+		if _, found, _ := st.Get(ctx, ns, "late"); found {
+			t.Fatal("a refused completion wrote its batch")
+		}
+		if onlyTimer(t, st, ns).Lease == nil {
+			t.Fatal("the new owner's lease was disturbed")
+		}
+		out, err = timers.Complete(ctx, st, clock.NewManual(expired), second, late("owner"))
+		if err != nil || out != timers.Completed {
+			t.Fatalf("owner completion: %v %v", out, err)
+		}
+		if _, found, _ := st.Get(ctx, ns, "owner"); !found {
+			t.Fatal("the owner's batch was not applied")
+		}
+		if n := len(allTimers(t, st, ns)); n != 0 {
+			t.Fatalf("%d timers remain after Done", n)
+		}
+	})
 }
 
 func scanCount(t *testing.T, st store.NamespaceStore, start, end store.Key) int {
@@ -181,116 +183,107 @@ func scanCount(t *testing.T, st store.NamespaceStore, start, end store.Key) int 
 }
 
 func TestRescheduleAndDoneTouchExactlyTheLeasedRow(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			ctx := context.Background()
-			putTimer(t, st, ns, 100, 8, "billing", "one")
-			putTimer(t, st, ns, 100, 8, "ledger", "two")
-			putTimer(t, st, ns, 5_000, 8, "audit", "three")
-			h := handlerFunc{kind: 8, fire: func(_ timers.FireContext, tm timers.DueTimer) (timers.Fired, error) {
-				if tm.Reference == "billing" {
-					return timers.Fired{DueAtMs: 700, State: []byte("moved")}, nil
-				}
-				return timers.Fired{Done: true}, nil
-			}}
-			clk := clock.NewManual(100)
-			report, err := timers.RunDue(ctx, st, ns, registry(t, h), clk, 100, timers.Budget{})
-			if err != nil {
-				t.Fatal(err)
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		putTimer(t, st, ns, 100, 8, "billing", "one")
+		putTimer(t, st, ns, 100, 8, "ledger", "two")
+		putTimer(t, st, ns, 5_000, 8, "audit", "three")
+		h := handlerFunc{kind: 8, fire: func(_ timers.FireContext, tm timers.DueTimer) (timers.Fired, error) {
+			if tm.Reference == "billing" {
+				return timers.Fired{DueAtMs: 700, State: []byte("moved")}, nil
 			}
-			if report.Fired != 2 || report.Done != 1 || report.Rescheduled != 1 {
-				t.Fatalf("report %+v", report)
+			return timers.Fired{Done: true}, nil
+		}}
+		clk := clock.NewManual(100)
+		report, err := timers.RunDue(ctx, st, ns, registry(t, h), clk, 100, timers.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Fired != 2 || report.Done != 1 || report.Rescheduled != 1 {
+			t.Fatalf("report %+v", report)
+		}
+		got := allTimers(t, st, ns)
+		want := []struct {
+			due   int64
+			ref   string
+			state string
+		}{{700, "billing", "moved"}, {5_000, "audit", "three"}}
+		if len(got) != len(want) {
+			t.Fatalf("timers %+v", got)
+		}
+		for i, w := range want {
+			if got[i].DueAtMs != w.due || got[i].Reference != w.ref || string(got[i].State) != w.state || got[i].Lease != nil {
+				t.Fatalf("timer %d = %+v, want %+v", i, got[i], w)
 			}
-			got := allTimers(t, st, ns)
-			want := []struct {
-				due   int64
-				ref   string
-				state string
-			}{{700, "billing", "moved"}, {5_000, "audit", "three"}}
-			if len(got) != len(want) {
-				t.Fatalf("timers %+v", got)
-			}
-			for i, w := range want {
-				if got[i].DueAtMs != w.due || got[i].Reference != w.ref || string(got[i].State) != w.state || got[i].Lease != nil {
-					t.Fatalf("timer %d = %+v, want %+v", i, got[i], w)
-				}
-			}
-			assertDueIndex(t, st, ns)
-		})
-	}
+		}
+		assertDueIndex(t, st, ns)
+	})
 }
 
 func TestAFailedHandlerGuardReleasesTheTimerDueAtOnce(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			ctx := context.Background()
-			putTimer(t, st, ns, 100, 8, "billing", "state")
-			h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
-				var b store.Batch
-				b.RequireEquals("backlog", store.Value("stale"))
-				b.Put("acked", nil)
-				return timers.Fired{DueAtMs: 9_000, State: []byte("new"), Batch: b}, nil
-			}}
-			report, err := timers.RunDue(ctx, st, ns, registry(t, h), clock.NewManual(150), 150, timers.Budget{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if report.Replanned != 1 {
-				t.Fatalf("report %+v", report)
-			}
-			row := onlyTimer(t, st, ns)
-			if row.Lease != nil || row.DueAtMs != 100 || string(row.State) != "state" {
-				t.Fatalf("released timer %+v, want idle, due 100, old state", row)
-			}
-			if _, found, _ := st.Get(ctx, ns, "acked"); found {
-				t.Fatal("the failed batch wrote")
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		putTimer(t, st, ns, 100, 8, "billing", "state")
+		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			var b store.Batch
+			b.RequireEquals("backlog", store.Value("stale"))
+			b.Put("acked", nil)
+			return timers.Fired{DueAtMs: 9_000, State: []byte("new"), Batch: b}, nil
+		}}
+		report, err := timers.RunDue(ctx, st, ns, registry(t, h), clock.NewManual(150), 150, timers.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Replanned != 1 {
+			t.Fatalf("report %+v", report)
+		}
+		row := onlyTimer(t, st, ns)
+		if row.Lease != nil || row.DueAtMs != 100 || string(row.State) != "state" {
+			t.Fatalf("released timer %+v, want idle, due 100, old state", row)
+		}
+		if _, found, _ := st.Get(ctx, ns, "acked"); found {
+			t.Fatal("the failed batch wrote")
+		}
+	})
 }
 
 func TestATimerThatCannotFireWaitsOneLeaseInsteadOfSpinning(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			ctx := context.Background()
-			putTimer(t, st, ns, 100, 99, "future-kind", "s")
-			corrupt := timers.Key(100, 8, "corrupt")
-			var cb store.Batch
-			cb.Put(corrupt, store.Value{0x7f, 1, 2})
-			apply(t, st, ns, cb)
-			putTimer(t, st, ns, 100, 8, "failing", "s")
-			failing := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
-				return timers.Fired{}, errors.New("sink exploded")
-			}}
-			report, err := timers.RunDue(ctx, st, ns, registry(t, failing), clock.NewManual(100), 100, timers.Budget{})
-			if err == nil {
-				t.Fatal("a failed fire is not reported")
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		putTimer(t, st, ns, 100, 99, "future-kind", "s")
+		corrupt := timers.Key(100, 8, "corrupt")
+		var cb store.Batch
+		cb.Put(corrupt, store.Value{0x7f, 1, 2})
+		apply(t, st, ns, cb)
+		putTimer(t, st, ns, 100, 8, "failing", "s")
+		failing := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			return timers.Fired{}, errors.New("sink exploded")
+		}}
+		report, err := timers.RunDue(ctx, st, ns, registry(t, failing), clock.NewManual(100), 100, timers.Budget{})
+		if err == nil {
+			t.Fatal("a failed fire is not reported")
+		}
+		if report.Deferred != 3 {
+			t.Fatalf("report %+v", report)
+		}
+		rows, err := st.Scan(ctx, ns, "t", "u", nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range rows.Entries {
+			due, _, ref, _ := timers.ParseKey(e.Key)
+			if due != 100+lease.Milliseconds() {
+				t.Fatalf("timer %s due %d, want deferred to %d", ref, due, 100+lease.Milliseconds())
 			}
-			if report.Deferred != 3 {
-				t.Fatalf("report %+v", report)
+			if ref == "corrupt" && string(e.Value) != string([]byte{0x7f, 1, 2}) {
+				t.Fatal("a corrupt timer lost its bytes")
 			}
-			rows, err := st.Scan(ctx, ns, "t", "u", nil, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range rows.Entries {
-				due, _, ref, _ := timers.ParseKey(e.Key)
-				if due != 100+lease.Milliseconds() {
-					t.Fatalf("timer %s due %d, want deferred to %d", ref, due, 100+lease.Milliseconds())
-				}
-				if ref == "corrupt" && string(e.Value) != string([]byte{0x7f, 1, 2}) {
-					t.Fatal("a corrupt timer lost its bytes")
-				}
-			}
-			if len(rows.Entries) != 3 {
-				t.Fatalf("%d timers remain, want 3", len(rows.Entries))
-			}
-			assertDueIndex(t, st, ns)
-		})
-	}
+		}
+		if len(rows.Entries) != 3 {
+			t.Fatalf("%d timers remain, want 3", len(rows.Entries))
+		}
+		assertDueIndex(t, st, ns)
+	})
 }
 
 // assertDueIndex checks that the partition's entry in its bucket's due index
@@ -333,65 +326,62 @@ func dueIndexMismatch(t *testing.T, st *redisstore.Store, p store.Partition) str
 // step of a random mix of creates, claims, completions, releases and lease
 // takeovers over several partitions.
 func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			ctx := context.Background()
-			seed := rand.Uint64()
-			rng := rand.New(rand.NewPCG(seed, 1))
-			t.Logf("seed %d", seed)
-			parts := []store.Partition{{Namespace: "a"}, {Namespace: "b"}, {Namespace: "c"}, {Namespace: "d"}}
-			refs := []string{"x", "y", "z"}
-			now := int64(1_000)
-			clk := clock.NewManual(now)
-			h := handlerFunc{kind: 8, fire: func(fc timers.FireContext, tm timers.DueTimer) (timers.Fired, error) {
-				switch rng.IntN(3) {
-				case 0:
-					return timers.Fired{Done: true}, nil
-				case 1:
-					return timers.Fired{DueAtMs: fc.NowMs + rng.Int64N(5_000), State: []byte("r")}, nil
-				}
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		seed := rand.Uint64()
+		rng := rand.New(rand.NewPCG(seed, 1))
+		t.Logf("seed %d", seed)
+		parts := []store.Partition{{Namespace: "a"}, {Namespace: "b"}, {Namespace: "c"}, {Namespace: "d"}}
+		refs := []string{"x", "y", "z"}
+		now := int64(1_000)
+		clk := clock.NewManual(now)
+		h := handlerFunc{kind: 8, fire: func(fc timers.FireContext, tm timers.DueTimer) (timers.Fired, error) {
+			switch rng.IntN(3) {
+			case 0:
+				return timers.Fired{Done: true}, nil
+			case 1:
+				return timers.Fired{DueAtMs: fc.NowMs + rng.Int64N(5_000), State: []byte("r")}, nil
+			}
+			var b store.Batch
+			b.RequireAbsent(store.Key("missing-guard-row-" + tm.Reference))
+			b.Put(store.Key("missing-guard-row-"+tm.Reference), nil)
+			return timers.Fired{DueAtMs: fc.NowMs + 10, Batch: b}, nil
+		}}
+		reg := registry(t, h)
+		for step := range 300 {
+			p := parts[rng.IntN(len(parts))]
+			switch op := rng.IntN(5); op {
+			case 0: // create or replace a stream's timer
+				ref := refs[rng.IntN(len(refs))]
 				var b store.Batch
-				b.RequireAbsent(store.Key("missing-guard-row-" + tm.Reference))
-				b.Put(store.Key("missing-guard-row-"+tm.Reference), nil)
-				return timers.Fired{DueAtMs: fc.NowMs + 10, Batch: b}, nil
-			}}
-			reg := registry(t, h)
-			for step := range 300 {
-				p := parts[rng.IntN(len(parts))]
-				switch op := rng.IntN(5); op {
-				case 0: // create or replace a stream's timer
-					ref := refs[rng.IntN(len(refs))]
-					var b store.Batch
-					if row, found, err := timers.Find(ctx, st, p, 8, ref); err != nil {
-						t.Fatal(err)
-					} else if found {
-						b.RequireEquals(row.Key, row.Raw)
-						b.Delete(row.Key)
-					}
-					b.Put(timers.Key(now+rng.Int64N(4_000)-2_000, 8, ref), timers.EncodeIdle(nil))
-					apply(t, st, p, b)
-				case 1, 2: // run what is due
-					if _, err := timers.RunDue(ctx, st, p, reg, clk, now, timers.Budget{MaxTimers: 2}); err != nil {
-						t.Fatal(err)
-					}
-				case 3: // claim and abandon: the worker dies holding the lease
-					rows := allTimers(t, st, p)
-					if len(rows) > 0 && rows[0].DueAtMs <= now {
-						if _, _, err := timers.Claim(ctx, st, p, rows[0], now, time.Duration(rng.IntN(3_000))*time.Millisecond); err != nil {
-							t.Fatal(err)
-						}
-					}
-				case 4: // time passes
-					now += rng.Int64N(3_000)
-					clk.Set(now)
+				if row, found, err := timers.Find(ctx, st, p, 8, ref); err != nil {
+					t.Fatal(err)
+				} else if found {
+					b.RequireEquals(row.Key, row.Raw)
+					b.Delete(row.Key)
 				}
-				for _, q := range parts {
-					if msg := dueIndexMismatch(t, st, q); msg != "" {
-						t.Fatalf("after step %d: %s", step, msg)
+				b.Put(timers.Key(now+rng.Int64N(4_000)-2_000, 8, ref), timers.EncodeIdle(nil))
+				apply(t, st, p, b)
+			case 1, 2: // run what is due
+				if _, err := timers.RunDue(ctx, st, p, reg, clk, now, timers.Budget{MaxTimers: 2}); err != nil {
+					t.Fatal(err)
+				}
+			case 3: // claim and abandon: the worker dies holding the lease
+				rows := allTimers(t, st, p)
+				if len(rows) > 0 && rows[0].DueAtMs <= now {
+					if _, _, err := timers.Claim(ctx, st, p, rows[0], now, time.Duration(rng.IntN(3_000))*time.Millisecond); err != nil {
+						t.Fatal(err)
 					}
+				}
+			case 4: // time passes
+				now += rng.Int64N(3_000)
+				clk.Set(now)
+			}
+			for _, q := range parts {
+				if msg := dueIndexMismatch(t, st, q); msg != "" {
+					t.Fatalf("after step %d: %s", step, msg)
 				}
 			}
-		})
-	}
+		}
+	})
 }

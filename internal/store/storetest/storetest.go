@@ -73,9 +73,9 @@ var (
 	globex = store.Partition{Namespace: "globex"}
 )
 
-// timerKey builds a timer row key as internal/timers lays it out: the tag,
+// TimerKey builds a timer row key as internal/timers lays it out: the tag,
 // the due ms big-endian, a 2-byte kind and a reference.
-func timerKey(dueMs int64, ref string) store.Key {
+func TimerKey(dueMs int64, ref string) store.Key {
 	b := make([]byte, 11, 11+len(ref))
 	b[0] = store.TimerTag
 	binary.BigEndian.PutUint64(b[1:9], uint64(dueMs))
@@ -311,7 +311,7 @@ func testResultNamesFirstFailingPrecondition(t *testing.T, s Store) {
 }
 
 func testFailedPreconditionWritesNothing(t *testing.T, s Store) {
-	put(t, s, acme, "keep", "old", string(timerKey(5000, "ep")), "\x00")
+	put(t, s, acme, "keep", "old", string(TimerKey(5000, "ep")), "\x00")
 	var b store.Batch
 	b.RequireAbsent("fresh")
 	b.RequireEquals("keep", store.Value("stale"))
@@ -319,15 +319,15 @@ func testFailedPreconditionWritesNothing(t *testing.T, s Store) {
 		b.Put(store.Key("new-"+strconv.Itoa(i)), store.Value("v"))
 	}
 	b.Put("keep", store.Value("overwritten"))
-	b.Delete(timerKey(5000, "ep"))
-	b.Put(timerKey(1000, "ep"), store.Value("\x00"))
+	b.Delete(TimerKey(5000, "ep"))
+	b.Put(TimerKey(1000, "ep"), store.Value("\x00"))
 	mustFailAt(t, s, acme, b, 1)
 
 	for i := range 10 {
 		wantAbsent(t, s, acme, store.Key("new-"+strconv.Itoa(i)))
 	}
 	wantRow(t, s, acme, "keep", "old")
-	wantKeys(t, scanAll(t, s, acme, "", "\xff", 100), "keep", timerKey(5000, "ep"))
+	wantKeys(t, scanAll(t, s, acme, "", "\xff", 100), "keep", TimerKey(5000, "ep"))
 }
 
 func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
@@ -662,27 +662,27 @@ func testDueIndexHoldsEarliestTimer(t *testing.T, s Store) {
 	put(t, s, acme, "not-a-timer", "")
 	wantNotDue(t, s, acme)
 
-	put(t, s, acme, string(timerKey(1_764_460_805_000, "b")), idle)
+	put(t, s, acme, string(TimerKey(1_764_460_805_000, "b")), idle)
 	wantDue(t, s, acme, 1_764_460_805_000)
-	put(t, s, acme, string(timerKey(1_764_460_800_000, "a")), idle, "u-after-timers", "")
+	put(t, s, acme, string(TimerKey(1_764_460_800_000, "a")), idle, "u-after-timers", "")
 	wantDue(t, s, acme, 1_764_460_800_000)
-	put(t, s, acme, string(timerKey(1_764_460_900_000, "c")), idle)
+	put(t, s, acme, string(TimerKey(1_764_460_900_000, "c")), idle)
 	wantDue(t, s, acme, 1_764_460_800_000)
 
 	// Moving the earliest timer later moves the index with it.
 	var b store.Batch
-	b.RequireEquals(timerKey(1_764_460_800_000, "a"), store.Value(idle))
-	b.Delete(timerKey(1_764_460_800_000, "a"))
-	b.Put(timerKey(1_764_460_950_000, "a"), store.Value(idle))
+	b.RequireEquals(TimerKey(1_764_460_800_000, "a"), store.Value(idle))
+	b.Delete(TimerKey(1_764_460_800_000, "a"))
+	b.Put(TimerKey(1_764_460_950_000, "a"), store.Value(idle))
 	mustCommit(t, s, acme, b)
 	wantDue(t, s, acme, 1_764_460_805_000)
 
 	// Due times straddling byte boundaries decode exactly.
 	for _, ms := range []int64{0, 255, 256, 65_535, 1 << 32, 1<<53 - 1} {
-		put(t, s, globex, string(timerKey(ms, "x")), idle)
+		put(t, s, globex, string(TimerKey(ms, "x")), idle)
 		wantDue(t, s, globex, ms)
 		var del store.Batch
-		del.Delete(timerKey(ms, "x"))
+		del.Delete(TimerKey(ms, "x"))
 		mustCommit(t, s, globex, del)
 	}
 	wantNotDue(t, s, globex)
@@ -705,7 +705,7 @@ func testDueIndexHoldsEarliestTimer(t *testing.T, s Store) {
 }
 
 func testDeletingLastTimerLeavesDueIndex(t *testing.T, s Store) {
-	first, second := timerKey(2_000, "a"), timerKey(3_000, "b")
+	first, second := TimerKey(2_000, "a"), TimerKey(3_000, "b")
 	put(t, s, acme, string(first), idle, string(second), idle)
 	wantDue(t, s, acme, 2_000)
 	var b store.Batch
@@ -714,29 +714,29 @@ func testDeletingLastTimerLeavesDueIndex(t *testing.T, s Store) {
 	wantDue(t, s, acme, 3_000)
 	b = store.Batch{Drain: true}
 	b.Delete(second)
-	b.Delete(timerKey(9_000, "never-there"))
+	b.Delete(TimerKey(9_000, "never-there"))
 	mustCommit(t, s, acme, b)
 	wantNotDue(t, s, acme)
 }
 
 func testFailedBatchLeavesDueIndexUnchanged(t *testing.T, s Store) {
-	put(t, s, acme, string(timerKey(5_000, "a")), idle)
+	put(t, s, acme, string(TimerKey(5_000, "a")), idle)
 	var b store.Batch
-	b.RequireAbsent(timerKey(5_000, "a"))
-	b.Put(timerKey(1_000, "b"), store.Value(idle))
+	b.RequireAbsent(TimerKey(5_000, "a"))
+	b.Put(TimerKey(1_000, "b"), store.Value(idle))
 	mustFailAt(t, s, acme, b, 0)
 	wantDue(t, s, acme, 5_000)
 
 	b = store.Batch{}
-	b.RequireEquals(timerKey(5_000, "a"), store.Value("leased elsewhere"))
-	b.Delete(timerKey(5_000, "a"))
+	b.RequireEquals(TimerKey(5_000, "a"), store.Value("leased elsewhere"))
+	b.Delete(TimerKey(5_000, "a"))
 	mustFailAt(t, s, acme, b, 0)
 	wantDue(t, s, acme, 5_000)
 
 	// A partition with no timer stays out of the index after a failed batch.
 	b = store.Batch{}
 	b.RequireEquals("missing", nil)
-	b.Put(timerKey(1_000, "c"), store.Value(idle))
+	b.Put(TimerKey(1_000, "c"), store.Value(idle))
 	mustFailAt(t, s, globex, b, 0)
 	wantNotDue(t, s, globex)
 }
@@ -756,7 +756,7 @@ func testDueListsPartitionsOfBucketEarliestFirst(t *testing.T, s Store) {
 	}
 	dues := []int64{7_000, 3_000, 5_000}
 	for i, p := range peers {
-		put(t, s, p, string(timerKey(dues[i], "ep")), idle)
+		put(t, s, p, string(TimerKey(dues[i], "ep")), idle)
 	}
 	list, err := s.Due(t.Context(), bucket, 6_000, 10)
 	if err != nil {
