@@ -68,59 +68,56 @@ func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, c
 		}
 		s.endpoints = append(s.endpoints, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
 	}
-	if s.seq, err = get(ctx, a.Store, p, SequenceKey()); err != nil {
+	// The sequence, every backlog and the items' seen rows in one read.
+	keys := []store.Key{SequenceKey()}
+	for _, ep := range s.endpoints {
+		keys = append(keys, tagged(ClassBacklog, ep.id))
+	}
+	seenAt := map[string]int{}
+	for _, it := range items {
+		if _, dup := seenAt[it.rid]; !dup {
+			seenAt[it.rid] = len(keys)
+			keys = append(keys, it.seenKey)
+		}
+	}
+	rows, err := getMany(ctx, a.Store, p, keys)
+	if err != nil {
 		return nil, err
 	}
+	s.seq = rowRead{raw: rows[0].Value, found: rows[0].Found}
 	if s.seq.found {
 		if s.next, err = DecodeSequence(s.seq.raw); err != nil {
 			return nil, fmt.Errorf("sequence of %s: %w", p, err)
 		}
 	}
-	if s.timers, err = timers.All(ctx, a.Store, p); err != nil {
-		return nil, err
-	}
-	for _, ep := range s.endpoints {
-		r, err := get(ctx, a.Store, p, tagged(ClassBacklog, ep.id))
-		if err != nil {
-			return nil, err
-		}
+	for i, ep := range s.endpoints {
+		r := rowRead{raw: rows[1+i].Value, found: rows[1+i].Found}
 		b, err := backlogOf(r.raw, r.found)
 		if err != nil {
 			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
 		}
 		s.backlogs[ep.id] = backlogRead{rowRead: r, backlog: b}
 	}
-	for _, it := range items {
-		if _, done := s.seen[it.rid]; done {
-			continue
-		}
-		if s.seen[it.rid], err = get(ctx, a.Store, p, it.seenKey); err != nil {
-			return nil, err
-		}
+	for rid, i := range seenAt {
+		s.seen[rid] = rowRead{raw: rows[i].Value, found: rows[i].Found}
+	}
+	if s.timers, err = timers.All(ctx, a.Store, p); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-func get(ctx context.Context, st store.NamespaceStore, p store.Partition, key store.Key) (rowRead, error) {
-	v, found, err := st.Get(ctx, p, key)
-	if err != nil {
-		return rowRead{}, fmt.Errorf("read %s row of %s: %w", className(key), p, err)
+// getMany reads rows in as few round trips as the store allows.
+func getMany(ctx context.Context, st store.NamespaceStore, p store.Partition, keys []store.Key) ([]store.Row, error) {
+	rows := make([]store.Row, 0, len(keys))
+	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
+		r, err := st.GetMany(ctx, p, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("read rows of %s: %w", p, err)
+		}
+		rows = append(rows, r...)
 	}
-	return rowRead{raw: v, found: found}, nil
-}
-
-func className(key store.Key) string {
-	switch Class(key[0]) {
-	case ClassSequence:
-		return "sequence"
-	case ClassBacklog:
-		return "backlog"
-	case ClassSeen:
-		return "seen"
-	case ClassRecord:
-		return "record"
-	}
-	return "outbox"
+	return rows, nil
 }
 
 // matching is the indexes of the endpoints whose filter takes kind, enabled

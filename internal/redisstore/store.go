@@ -165,6 +165,42 @@ func (s *Store) Get(ctx context.Context, p store.Partition, key store.Key) (stor
 	return store.Value(v), true, nil
 }
 
+// GetMany reads the rows with one HMGET, so they come from one instant.
+func (s *Store) GetMany(ctx context.Context, p store.Partition, keys []store.Key) ([]store.Row, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(keys) > store.MaxBatchOps {
+		return nil, fmt.Errorf("get %d rows of %s: at most %d at once", len(keys), p, store.MaxBatchOps)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	fields := make([]string, len(keys))
+	for i, k := range keys {
+		fields[i] = string(k)
+	}
+	b := s.BucketOf(p)
+	vals, err := s.client.HMGet(ctx, s.tags[b]+":ns:"+p.Namespace+":rows", fields...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("get rows of %s: %w", p, err)
+	}
+	if len(vals) != len(keys) {
+		return nil, fmt.Errorf("get rows of %s: %d values for %d keys", p, len(vals), len(keys))
+	}
+	rows := make([]store.Row, len(keys))
+	for i, v := range vals {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			rows[i] = store.Row{Value: store.Value(v), Found: true}
+		default:
+			return nil, fmt.Errorf("get rows of %s: unexpected value of type %T", p, v)
+		}
+	}
+	return rows, nil
+}
+
 // Scan returns up to limit rows with keys in [start, end) in byte order,
 // strictly after the cursor when one is given. A limit above MaxScanLimit is
 // clamped to it (Next says whether more remain); a limit below 1 is an error.

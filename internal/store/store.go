@@ -86,6 +86,12 @@ func (c *Cursor) After() Key { return c.after }
 // cursors with it.
 func CursorAfter(key Key) *Cursor { return &Cursor{after: key} }
 
+// Row is one row as read by GetMany.
+type Row struct {
+	Value Value
+	Found bool
+}
+
 // Entry is one row of a scan page.
 type Entry struct {
 	Key   Key
@@ -236,6 +242,9 @@ type Result struct {
 type NamespaceStore interface {
 	// Get returns the row's value and whether it exists.
 	Get(ctx context.Context, p Partition, key Key) (Value, bool, error)
+	// GetMany reads several rows at one instant, in one round trip. It
+	// returns one Row per key, in order; at most MaxBatchOps keys.
+	GetMany(ctx context.Context, p Partition, keys []Key) ([]Row, error)
 	// Scan returns up to limit rows with keys in [start, end) in byte order,
 	// strictly after the cursor when one is given.
 	Scan(ctx context.Context, p Partition, start, end Key, after *Cursor, limit int) (Page, error)

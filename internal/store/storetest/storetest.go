@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		fn   func(t *testing.T, s Store)
 	}{
 		{"GetOfAbsentRowIsNotFound", testGetOfAbsentRowIsNotFound},
+		{"GetManyReadsEachRowInOrder", testGetManyReadsEachRowInOrder},
 		{"PutThenGetReturnsValue", testPutThenGetReturnsValue},
 		{"EmptyValueIsAPresentRow", testEmptyValueIsAPresentRow},
 		{"DeleteRemovesRow", testDeleteRemovesRow},
@@ -108,6 +109,38 @@ func mustFailAt(t *testing.T, s Store, p store.Partition, b store.Batch, want in
 	}
 	if r.Failed != want {
 		t.Fatalf("apply on %s: precondition %d failed, want %d", p, r.Failed, want)
+	}
+}
+
+func testGetManyReadsEachRowInOrder(t *testing.T, s Store) {
+	ctx := t.Context()
+	put(t, s, acme, "a", "1", "empty", "", "\x00\xff", "bin")
+	rows, err := s.GetMany(ctx, acme, []store.Key{"missing", "\x00\xff", "a", "empty", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Row{{}, {Value: store.Value("bin"), Found: true}, {Value: store.Value("1"), Found: true},
+		{Value: store.Value{}, Found: true}, {Value: store.Value("1"), Found: true}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows for %d keys", len(rows), len(want))
+	}
+	for i := range want {
+		if rows[i].Found != want[i].Found || !bytes.Equal(rows[i].Value, want[i].Value) {
+			t.Fatalf("row %d = %+v, want %+v", i, rows[i], want[i])
+		}
+	}
+	if rows, err := s.GetMany(ctx, globex, []store.Key{"a"}); err != nil || rows[0].Found {
+		t.Fatalf("another partition's row: %+v %v", rows, err)
+	}
+	if rows, err := s.GetMany(ctx, acme, nil); err != nil || len(rows) != 0 {
+		t.Fatalf("no keys: %+v %v", rows, err)
+	}
+	many := make([]store.Key, store.MaxBatchOps+1)
+	for i := range many {
+		many[i] = "k"
+	}
+	if _, err := s.GetMany(ctx, acme, many); err == nil {
+		t.Fatal("GetMany of more than MaxBatchOps keys succeeded")
 	}
 }
 
