@@ -1,0 +1,78 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// BenchmarkAppend measures ingest as the API will drive it: requests of 100
+// outcomes (each record about 1 KiB) into namespaces with one endpoint, from
+// 32 goroutines, on the real Redis. It reports outcomes accepted per second.
+func BenchmarkAppend(b *testing.B) {
+	st := redistest.Real(b)
+	ctx := context.Background()
+	var ns atomic.Int64
+	var accepted atomic.Int64
+	refs := make([]outbox.Ref, 20)
+	for i := range refs {
+		refs[i] = outbox.Ref{Name: fmt.Sprintf("refs/heads/feature-%02d", i), New: strings.Repeat("ab", 32)}
+	}
+	sample := outbox.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
+		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs}}
+	rec, err := outbox.EncodeRecord(&sample)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(16)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		p := store.Partition{Namespace: fmt.Sprintf("bench-%d", ns.Add(1))}
+		key, _ := outbox.EndpointKey("billing")
+		ep := outbox.Endpoint{URL: "https://billing.example.com/hooks", Enabled: true}.WithDefaults()
+		v, err := outbox.EncodeEndpoint(&ep)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		var setup store.Batch
+		setup.Put(key, v)
+		if _, err := st.Apply(ctx, p, setup); err != nil {
+			b.Error(err)
+			return
+		}
+		app := &outbox.Appender{Store: st, Clock: clock.System{}}
+		seq := 0
+		for pb.Next() {
+			outcomes := make([]outbox.Outcome, 100)
+			for i := range outcomes {
+				seq++
+				outcomes[i] = outbox.Outcome{
+					ReservationID: fmt.Sprintf("r-%d", seq), Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
+					Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs},
+				}
+			}
+			statuses, err := app.Append(ctx, p, outcomes)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for _, s := range statuses {
+				if s.Code == outbox.Accepted {
+					accepted.Add(1)
+				}
+			}
+		}
+	})
+	b.ReportMetric(float64(accepted.Load())/time.Since(start).Seconds(), "outcomes/s")
+	b.ReportMetric(float64(len(rec)), "record-B")
+}
