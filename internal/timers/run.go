@@ -1,6 +1,7 @@
 package timers
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -114,7 +115,17 @@ func Claim(ctx context.Context, st store.NamespaceStore, p store.Partition, row 
 	if err != nil {
 		return Claimed{}, false, fmt.Errorf("claim timer of %s: %w", p, err)
 	}
-	return c, res.Committed, nil
+	if res.Committed {
+		return c, true, nil
+	}
+	// A client that resent the claim after a lost reply sees its own first
+	// run fail the guard. The token is fresh, so a leased row carrying it
+	// can only be this claim's: the lease is held, not lost.
+	v, found, err := st.Get(ctx, p, c.Key)
+	if err != nil {
+		return Claimed{}, false, fmt.Errorf("claim timer of %s: %w", p, err)
+	}
+	return c, found && bytes.Equal(v, c.Value), nil
 }
 
 // Outcome of Complete.

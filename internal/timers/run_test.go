@@ -385,3 +385,37 @@ func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
 		}
 	})
 }
+
+// retrying applies every batch twice and answers the second run, as a
+// client does that resends a script whose reply was lost.
+type retrying struct{ store.NamespaceStore }
+
+func (r retrying) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	if _, err := r.NamespaceStore.Apply(ctx, p, b); err != nil {
+		return store.Result{}, err
+	}
+	return r.NamespaceStore.Apply(ctx, p, b)
+}
+
+func TestAClaimResentAfterALostReplyStillHoldsTheLease(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		c, ok, err := timers.Claim(context.Background(), retrying{st}, ns, onlyTimer(t, st, ns), 100, lease)
+		if err != nil || !ok {
+			t.Fatalf("claim whose first run committed: ok=%v err=%v, want held", ok, err)
+		}
+		out, err := timers.Complete(context.Background(), st, clock.NewManual(100), c, timers.Fired{Done: true})
+		if err != nil || out != timers.Completed {
+			t.Fatalf("completion under the resent claim: %v %v", out, err)
+		}
+		// A claim that really lost still says so.
+		putTimer(t, st, ns, 100, 8, "ledger", "s")
+		row := onlyTimer(t, st, ns)
+		if _, ok, _ := timers.Claim(context.Background(), st, ns, row, 100, lease); !ok {
+			t.Fatal("first claim lost")
+		}
+		if _, ok, _ := timers.Claim(context.Background(), retrying{st}, ns, row, 100, lease); ok {
+			t.Fatal("a second claim of the same row won")
+		}
+	})
+}
