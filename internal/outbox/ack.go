@@ -13,8 +13,8 @@ import (
 const MaxAcksPerBatch = 23
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
-// the backlog guard, four per row (record guard, record, pending and attempt
-// deletions) and one backlog write.
+// the backlog guard, four per row (pending row guard, record, pending and
+// attempt deletions) and one backlog write.
 func AckOps(n int) int { return 4*n + 2 }
 
 // Acks plans the acknowledgement of delivered rows of one stream, against a
@@ -53,8 +53,10 @@ func NewAcks(endpoint string, backlog store.Value, found bool) (*Acks, error) {
 }
 
 // Add acknowledges the pending row (seq, rid) whose record was read as
-// record. The record is guarded, so a row replaced since it was delivered is
-// not deleted. A row the backlog does not count (more rows than it holds), a
+// record. The pending row is guarded rather than the record: a record is
+// never overwritten while its pending row exists, and a row acknowledged
+// elsewhere and accepted again gets a new sequence number, so the guard
+// fails even when the new record's bytes equal the old. A row the backlog does not count (more rows than it holds), a
 // repeated rid or a missing record is refused with an error and leaves the
 // plan as it was; the caller keeps that row.
 func (a *Acks) Add(rid string, seq uint64, record store.Value) error {
@@ -94,7 +96,7 @@ func (a *Acks) Remaining() Backlog {
 }
 
 // Plan adds the plan to b: the backlog guard as read, then per row the
-// record guard and the deletion of its record, pending and attempt rows,
+// pending row guard and the deletion of its record, pending and attempt rows,
 // then one backlog write: a deletion when no row remains (also of a backlog
 // row that already counted none), else the decremented backlog. With no rows
 // acknowledged and some remaining it is the guard alone. It costs at most
@@ -110,7 +112,7 @@ func (a *Acks) Plan(b *store.Batch) {
 		return
 	}
 	for _, r := range a.rows {
-		b.RequireEquals(streamKey(ClassRecord, a.endpoint, r.rid), r.record)
+		b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
 	}
 	for _, r := range a.rows {
 		b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))

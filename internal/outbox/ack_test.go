@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
@@ -116,21 +117,36 @@ func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
 	})
 }
 
-func TestAReplacedRecordIsNotAcknowledged(t *testing.T) {
+// A plan made for a row that another fire acknowledged meanwhile, and whose
+// reservation id was then accepted again (the same outcome, after the
+// idempotency window, at a new sequence number), must not commit: it would
+// delete the new record and strand the new pending row. The record alone
+// cannot tell the two apart, since its bytes are equal; the pending row can.
+func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
+		e.app.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.append(committed("r"))
+		stale, _ := e.record("billing", "r")
+		ackAll(t, e, "billing")
+		e.clk.Advance(2 * time.Hour)
+		if got := codes(e.append(committed("r"))); got[0] != outbox.Accepted {
+			t.Fatalf("re-accept after the window: %v", got)
+		}
 		acks := freshAcks(t, e, "billing")
-		if err := acks.Add("r", 0, mustRecord(t, aborted("r"))); err != nil {
+		if err := acks.Add("r", 0, stale); err != nil {
 			t.Fatal(err)
 		}
 		var b store.Batch
 		acks.Plan(&b)
 		if res := e.apply(b); res.Committed {
-			t.Fatal("acknowledged a record that differs from the one delivered")
+			t.Fatal("a stale plan acknowledged the row that replaced its own")
 		}
 		if _, found := e.record("billing", "r"); !found {
-			t.Error("record deleted")
+			t.Error("the new record was deleted")
+		}
+		if p := e.pending("billing"); len(p) != 1 || p[0].Seq != 1 {
+			t.Errorf("pending rows %+v, want the new one at sequence 1", p)
 		}
 	})
 }
