@@ -41,7 +41,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	var c config
 	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
-		"Redis URL (redis://host:port/db), or comma-separated host:port seeds of a Redis Cluster; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
+		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
@@ -155,8 +155,20 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		return c, func() { c.Close(); m.Close() }, nil
+	case strings.Contains(addr, "addr="):
+		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
+		opts, err := redis.ParseClusterURL(addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis cluster URL: %w", err)
+		}
+		c := redis.NewClusterClient(opts)
+		return c, func() { c.Close() }, nil
 	case strings.Contains(addr, ","):
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ",")})
+		seeds := strings.Split(addr, ",")
+		for i := range seeds {
+			seeds[i] = strings.TrimSpace(seeds[i])
+		}
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
 		return c, func() { c.Close() }, nil
 	default:
 		opts, err := redis.ParseURL(addr)
