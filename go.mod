@@ -3,6 +3,7 @@ module github.com/hookrelay/relay
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/zeebo/blake3 v0.2.4

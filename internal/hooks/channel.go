@@ -1,0 +1,413 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"code.dny.dev/ssrf"
+)
+
+const (
+	defaultMaxConns         = 64
+	defaultMaxResponseBytes = 64 << 10
+	defaultUserAgent        = "relay"
+
+	// Transport timeouts sit under the driver's per-call deadline (default
+	// 5 s), which is the real bound: a dead address gives way to the next one
+	// within one call. responseHeaderTimeout is only a backstop for a context
+	// without deadline; below the call's deadline it would silently overrule
+	// an operator who raised it for a slow receiver.
+	dialTimeout           = 3 * time.Second
+	tlsHandshakeTimeout   = 3 * time.Second
+	responseHeaderTimeout = 30 * time.Second
+	idleConnTimeout       = 90 * time.Second
+	maxResponseHeaderSize = 64 << 10
+)
+
+// nat64 is the well-known NAT64 prefix (RFC 6052); see Channel.permit.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// loopbacks is what "localhost" means (RFC 6761), answered without DNS so a
+// resolver cannot point it elsewhere. IPv4 first: most local receivers
+// listen there.
+var loopbacks = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}
+
+// ChannelOptions configures a Channel. The zero value is a usable production
+// channel that reaches only public addresses over https.
+type ChannelOptions struct {
+	// Allow lists CIDRs an operator permits despite the guard (e.g.
+	// 127.0.0.0/8 for a local receiver, 10.1.2.0/24 for an internal one).
+	// An address is judged in its plain form: ::ffff:10.1.2.3 is 10.1.2.3.
+	Allow []netip.Prefix
+	// MaxConns sizes the connection pool: the delivery concurrency (default 64).
+	MaxConns int
+	// MaxResponseBytes caps how much of a response body is read (default
+	// 64 KiB); past it the connection is dropped rather than drained.
+	MaxResponseBytes int64
+	// UserAgent is sent unless the caller's header sets one (default "relay").
+	UserAgent string
+
+	// Test seams. lookup replaces DNS; dial replaces the socket dial and is
+	// called only with an "ip:port" the guard accepted; roots replaces the
+	// system CA pool; now is the clock for Retry-After dates.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	roots  *x509.CertPool
+	now    func() time.Time
+}
+
+// Channel posts webhooks to endpoints that registered them, which relay does
+// not trust: it dials only addresses the SSRF guard permits, follows no
+// redirect, takes no proxy from the environment and reads a bounded answer.
+// It is safe for concurrent use.
+type Channel struct {
+	guard     *ssrf.Guardian
+	client    *http.Client
+	transport *http.Transport
+	maxBody   int64
+	userAgent string
+
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	now    func() time.Time
+}
+
+// NewChannel builds a Channel with its own connection pool.
+func NewChannel(opts ChannelOptions) (*Channel, error) {
+	if opts.MaxConns < 0 {
+		return nil, fmt.Errorf("hooks: MaxConns %d is negative", opts.MaxConns)
+	}
+	if opts.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("hooks: MaxResponseBytes %d is negative", opts.MaxResponseBytes)
+	}
+	var allow4, allow6 []netip.Prefix
+	for _, p := range opts.Allow {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("hooks: allow-list prefix %q is not valid", p)
+		}
+		p = p.Masked()
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			// Addresses are unmapped before the guard sees them.
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		if p.Addr().Is4() {
+			allow4 = append(allow4, p)
+		} else {
+			allow6 = append(allow6, p)
+		}
+	}
+	c := &Channel{
+		// Webhooks go to whatever port the endpoint names (ssrf allows only
+		// 80 and 443 by default); the address, not the port, is the risk.
+		guard: ssrf.New(
+			ssrf.WithAnyPort(),
+			ssrf.WithAllowedV4Prefixes(allow4...),
+			ssrf.WithAllowedV6Prefixes(allow6...),
+		),
+		maxBody:   orDefault(opts.MaxResponseBytes, defaultMaxResponseBytes),
+		userAgent: opts.UserAgent,
+		lookup:    opts.lookup,
+		dial:      opts.dial,
+		now:       opts.now,
+	}
+	if c.userAgent == "" {
+		c.userAgent = defaultUserAgent
+	}
+	if c.lookup == nil {
+		c.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if c.dial == nil {
+		// The guard again as the socket's Control: whatever reaches connect(2)
+		// is checked, even if a future change skips the check in dialContext.
+		d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: c.control}
+		c.dial = d.DialContext
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	maxConns := int(orDefault(int64(opts.MaxConns), defaultMaxConns))
+	// HTTP/1.1 only: one request per connection keeps the pool sized by the
+	// delivery concurrency, and a slow receiver cannot stall others' streams.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	c.transport = &http.Transport{
+		Proxy:       nil, // never from the environment: a proxy would dial for us, past the guard
+		DialContext: c.dialContext,
+		TLSClientConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			RootCAs:    opts.roots,
+		},
+		Protocols:              &protocols,
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		ResponseHeaderTimeout:  responseHeaderTimeout,
+		IdleConnTimeout:        idleConnTimeout,
+		MaxIdleConns:           maxConns,
+		MaxIdleConnsPerHost:    maxConns,
+		MaxConnsPerHost:        maxConns,
+		MaxResponseHeaderBytes: maxResponseHeaderSize,
+		// No Accept-Encoding: nothing to gain on a capped, discarded answer.
+		DisableCompression: true,
+	}
+	c.client = &http.Client{
+		Transport: c.transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a 3xx comes back as the answer
+		},
+	}
+	return c, nil
+}
+
+// orDefault reads an option's zero value as "use the default".
+func orDefault(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// CloseIdleConnections closes pooled connections; for shutdown.
+func (c *Channel) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+
+// Post sends one request. nil means the endpoint answered 2xx; otherwise the
+// error is an *Error. The call's deadline comes from ctx.
+func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Header, body []byte) error {
+	if err := c.CheckURL(endpoint); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
+	if err != nil {
+		return &Error{Class: ClassURL, reason: "endpoint URL does not form a request"}
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return transportError(ctx, err)
+	}
+	// Read a bounded part of the answer so that a short one leaves the
+	// connection reusable; closing an unfinished longer one drops the
+	// connection instead of reading it. The body's content never matters,
+	// and a body declared too long is not worth its first bytes.
+	if resp.ContentLength <= c.maxBody {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, c.maxBody))
+	}
+	_ = resp.Body.Close()
+
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	var retryAfter time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+	}
+	return statusError(resp.StatusCode, retryAfter)
+}
+
+// CheckURL applies the endpoint rules that need no DNS, for fast feedback at
+// registration; Post applies them again. Names are checked at dial time, on
+// every connection, against the addresses they resolve to then.
+func (c *Channel) CheckURL(u *url.URL) error {
+	bad := func(reason string) error { return &Error{Class: ClassURL, reason: reason} }
+	if u == nil {
+		return bad("no endpoint URL")
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return bad("scheme must be https")
+	}
+	if u.User != nil {
+		return bad("credentials in the URL are not allowed")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return bad("no host")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return bad("no host")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return bad("invalid port")
+		}
+	}
+	addrs, literal, err := literalAddrs(host)
+	if err != nil {
+		return err
+	}
+	if !literal {
+		if u.Scheme != "https" {
+			return bad("scheme must be https")
+		}
+		return nil
+	}
+	// An IP literal or localhost: the guard's verdict is known now. Plain
+	// http is accepted only to a permitted loopback, where no one sits
+	// between relay and the receiver.
+	var permitted []netip.Addr
+	for _, a := range addrs {
+		if c.permit(a) == nil {
+			permitted = append(permitted, a)
+		}
+	}
+	if len(permitted) == 0 {
+		return &Error{Class: ClassRefused, reason: errNotPermitted.Error()}
+	}
+	if u.Scheme == "http" {
+		for _, a := range permitted {
+			if !a.Unmap().IsLoopback() {
+				return bad("scheme must be https")
+			}
+		}
+	}
+	return nil
+}
+
+// literalAddrs returns the addresses a host names without DNS: an IP literal
+// or localhost. Hosts that only some parsers read as IPv4 ("127.1",
+// "2130706433", "0x7f.1") are refused, so that the URL means one thing.
+func literalAddrs(host string) (addrs []netip.Addr, literal bool, err error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return nil, true, &Error{Class: ClassURL, reason: "IPv6 zones are not allowed"}
+		}
+		return []netip.Addr{a}, true, nil
+	}
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if name == "localhost" {
+		return loopbacks, true, nil
+	}
+	labels := strings.Split(name, ".")
+	if last := labels[len(labels)-1]; numericLabel(last) {
+		return nil, false, &Error{Class: ClassURL, reason: "host is neither a name nor a plain IP address"}
+	}
+	return nil, false, nil
+}
+
+// numericLabel reports whether a label is a number in the forms inet_aton
+// and the WHATWG URL parser accept: decimal, octal or 0x hex. No top-level
+// domain is numeric.
+func numericLabel(s string) bool {
+	if s == "" {
+		return false
+	}
+	if len(s) > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		for _, r := range s[2:] {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// permit is the guard's verdict on one address, judged in its plain form (an
+// IPv4-mapped address is the IPv4 address it maps). When an operator allows
+// the NAT64 prefix, the IPv4 address inside is judged too, so that
+// 64:ff9b::7f00:1 does not reach 127.0.0.1 through a translator.
+func (c *Channel) permit(a netip.Addr) error {
+	a = a.Unmap()
+	if a.Zone() != "" {
+		return errNotPermitted
+	}
+	if err := c.guard.SafeAddr(a); err != nil {
+		return errNotPermitted
+	}
+	if nat64.Contains(a) {
+		b := a.As16()
+		if err := c.guard.SafeAddr(netip.AddrFrom4([4]byte(b[12:]))); err != nil {
+			return errNotPermitted
+		}
+	}
+	return nil
+}
+
+// control is the dialer's last check, on the exact address connect(2) gets.
+func (c *Channel) control(network, address string, _ syscall.RawConn) error {
+	if network != "tcp4" && network != "tcp6" {
+		return errNotPermitted
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return errNotPermitted
+	}
+	return c.permit(ap.Addr())
+}
+
+// dialContext resolves the host itself and dials only addresses the guard
+// permits, so the check is on the address actually dialed, on every new
+// connection: a name that turns private after registration (DNS rebinding)
+// is caught then. Refused addresses are skipped, not dialed.
+func (c *Channel) dialContext(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return nil, errNotPermitted
+	}
+	addrs, literal, err := literalAddrs(host)
+	if err != nil {
+		return nil, err
+	}
+	if !literal {
+		if addrs, err = c.lookup(ctx, host); err != nil {
+			return nil, err
+		}
+		if len(addrs) == 0 {
+			return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+		}
+	}
+	var firstErr error
+	for _, a := range addrs {
+		if c.permit(a) != nil {
+			continue
+		}
+		a = a.Unmap()
+		network := "tcp6"
+		if a.Is4() {
+			network = "tcp4"
+		}
+		conn, err := c.dial(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return conn, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if firstErr == nil {
+		return nil, errNotPermitted
+	}
+	return nil, firstErr
+}
