@@ -1,0 +1,241 @@
+package hookverify
+
+import (
+	"crypto/ed25519"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zeebo/blake3"
+)
+
+// The mkit-hook v1 request headers.
+const (
+	HeaderMkitVersion   = "X-Mkit-Hook-Version"
+	HeaderMkitKeyID     = "X-Mkit-Hook-Key-Id"
+	HeaderMkitAudience  = "X-Mkit-Hook-Audience"
+	HeaderMkitCreatedAt = "X-Mkit-Hook-Created-At"
+	HeaderMkitExpiresAt = "X-Mkit-Hook-Expires-At"
+	HeaderMkitNonce     = "X-Mkit-Hook-Nonce"
+	HeaderMkitDigest    = "X-Mkit-Hook-Digest"
+	HeaderMkitSignature = "X-Mkit-Hook-Signature"
+)
+
+// Limits of mkit-hook v1.
+const (
+	// MaxWindowMs is the longest validity window a receiver accepts.
+	MaxWindowMs = 300_000
+	// MaxClockLeadMs is how far the sender's clock may run ahead of the
+	// receiver's.
+	MaxClockLeadMs = 30_000
+)
+
+var mkitHeaders = [...]string{
+	HeaderMkitVersion, HeaderMkitKeyID, HeaderMkitAudience, HeaderMkitCreatedAt,
+	HeaderMkitExpiresAt, HeaderMkitNonce, HeaderMkitDigest, HeaderMkitSignature,
+}
+
+// MkitVerifier checks mkit-hook v1 requests. Set the fields before the first
+// Verify and use it by pointer; it is safe for concurrent use. To refresh
+// the key list, build a new verifier with the same Nonces and swap it in.
+type MkitVerifier struct {
+	// Keys is relay's public key list (see ParseKeyList).
+	Keys KeyList
+	// Audience is this receiver's own origin, e.g. "https://hooks.example.com"
+	// (scheme, host and a non-default port; any path is ignored). Requests
+	// signed for another origin are refused, so a request captured at one
+	// receiver cannot be replayed to another.
+	Audience string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Nonces remembers accepted nonces until their signatures expire. When
+	// nil, the verifier makes its own in-memory cache of
+	// DefaultNonceCacheSize on first use; set it to share a cache between
+	// verifiers (as when refreshing keys) or to size it.
+	Nonces *NonceCache
+
+	once   sync.Once
+	nonces *NonceCache
+}
+
+func (v *MkitVerifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+func (v *MkitVerifier) nonceCache() *NonceCache {
+	if v.Nonces != nil {
+		return v.Nonces
+	}
+	v.once.Do(func() { v.nonces = NewNonceCache(0, v.now) })
+	return v.nonces
+}
+
+// VerifyRequest verifies r with the path it was received on; it lets
+// MkitVerifier serve as a Middleware's Verifier.
+func (v *MkitVerifier) VerifyRequest(r *http.Request, body []byte) error {
+	return v.Verify(r.Header, r.URL.EscapedPath(), body)
+}
+
+// Verify checks an mkit-hook v1 request: h as net/http parsed it, path the
+// escaped request path (without the query, which is not signed; behind a
+// proxy that rewrites paths, pass the path the sender used), body the exact
+// bytes received. Cheap checks come first, the signature after them, and
+// the nonce is recorded only once everything else passed, so a forged
+// request cannot burn a nonce.
+func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
+	var f [len(mkitHeaders)]string
+	for i, name := range mkitHeaders {
+		vals := h.Values(name)
+		switch {
+		case len(vals) == 0 || vals[0] == "":
+			return errorf(ErrMissingHeader, "%s", name)
+		case len(vals) > 1:
+			return errorf(ErrMalformed, "%s is repeated", name)
+		}
+		f[i] = vals[0]
+	}
+	version, keyID, audience, createdS, expiresS, nonce, digest, signature := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
+
+	if version != "1" {
+		return errorf(ErrVersion, "%s must be 1", HeaderMkitVersion)
+	}
+	if !validKeyID(keyID) {
+		return errorf(ErrMalformed, "%s must be 1 to 64 of A-Z a-z 0-9 . _ -", HeaderMkitKeyID)
+	}
+	key, pub, err := v.Keys.find(keyID)
+	if err != nil {
+		return err
+	}
+	now := v.now().UnixMilli()
+	if key.NotBeforeMs != nil && now < *key.NotBeforeMs {
+		return errorf(ErrKeyInactive, "key %s is not valid before %d", keyID, *key.NotBeforeMs)
+	}
+	if key.NotAfterMs != nil && now > *key.NotAfterMs {
+		return errorf(ErrKeyInactive, "key %s is not valid after %d", keyID, *key.NotAfterMs)
+	}
+	want, err := Origin(v.Audience)
+	if err != nil {
+		return errorf(ErrConfig, "audience: %v", err)
+	}
+	if audience != want {
+		return errorf(ErrAudience, "request was signed for another origin")
+	}
+	created, ok := parseDecimal(createdS)
+	if !ok {
+		return errorf(ErrMalformed, "%s must be a decimal without sign or leading zeros", HeaderMkitCreatedAt)
+	}
+	expires, ok := parseDecimal(expiresS)
+	if !ok {
+		return errorf(ErrMalformed, "%s must be a decimal without sign or leading zeros", HeaderMkitExpiresAt)
+	}
+	if window := expires - created; window <= 0 || window > MaxWindowMs {
+		return errorf(ErrWindow, "expires-at minus created-at must be 1 to %d ms", MaxWindowMs)
+	}
+	if created > now+MaxClockLeadMs {
+		return errorf(ErrNotYetValid, "created-at is more than %d ms ahead of this receiver's clock", MaxClockLeadMs)
+	}
+	if now >= expires {
+		return errorf(ErrExpired, "expired %d ms ago", now-expires)
+	}
+	if !isLowerHex(nonce, 64) {
+		return errorf(ErrMalformed, "%s must be 64 lowercase hex digits", HeaderMkitNonce)
+	}
+	digestHex, ok := strings.CutPrefix(digest, "body:")
+	if !ok || !isLowerHex(digestHex, 64) {
+		return errorf(ErrMalformed, "%s must be body: and 64 lowercase hex digits", HeaderMkitDigest)
+	}
+	sum := blake3.Sum256(body)
+	var got [32]byte
+	hex.Decode(got[:], []byte(digestHex))
+	if subtle.ConstantTimeCompare(sum[:], got[:]) != 1 {
+		return errorf(ErrDigest, "body does not match %s", HeaderMkitDigest)
+	}
+	if !isLowerHex(signature, 2*ed25519.SignatureSize) {
+		return errorf(ErrMalformed, "%s must be %d lowercase hex digits", HeaderMkitSignature, 2*ed25519.SignatureSize)
+	}
+	sig, _ := hex.DecodeString(signature)
+	if path == "" {
+		path = "/"
+	}
+	msg := blake3.Sum256(canonical(keyID, audience, path, digest, createdS, expiresS, nonce))
+	if !ed25519.Verify(pub, msg[:], sig) {
+		return errorf(ErrBadSignature, "signature does not verify with key %s", keyID)
+	}
+	return v.nonceCache().Record(nonce, time.UnixMilli(expires))
+}
+
+// canonical is the signed string: eight fields joined by "\n", no final
+// newline.
+func canonical(keyID, audience, path, digest, created, expires, nonce string) []byte {
+	fields := [...]string{"mkit-hook:v1", keyID, audience, path, digest, created, expires, nonce}
+	n := len(fields) - 1
+	for _, f := range fields {
+		n += len(f)
+	}
+	b := make([]byte, 0, n)
+	for i, f := range fields {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, f...)
+	}
+	return b
+}
+
+// parseDecimal accepts only the canonical form of a non-negative int64:
+// digits, no sign, no leading zero (but "0"), no overflow.
+func parseDecimal(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// Origin is the canonical origin of rawURL, as mkit-hook signs audiences:
+// lowercase scheme://host[:port], the default port omitted, no user info,
+// path or query. Use it to compare a configured URL with a signed audience.
+func Origin(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return "", errorf(ErrConfig, "origin %q: scheme must be http or https", rawURL)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return "", errorf(ErrConfig, "origin %q: no host", rawURL)
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f {
+			return "", errorf(ErrConfig, "origin %q: host must be printable ASCII (use the punycode form)", rawURL)
+		}
+	}
+	host = strings.ToLower(host)
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	port := u.Port()
+	if _, ok := parseDecimal(port); port != "" && !ok {
+		return "", errorf(ErrConfig, "origin %q: port is not a number", rawURL)
+	}
+	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		return scheme + "://" + host, nil
+	}
+	return scheme + "://" + host + ":" + port, nil
+}

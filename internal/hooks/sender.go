@@ -1,0 +1,70 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Target is where and how one endpoint receives webhooks.
+type Target struct {
+	URL    *url.URL
+	Scheme Scheme
+	// Secrets are the endpoint's whsec_ secrets for SchemeStandard; during a
+	// rotation every active one signs.
+	Secrets []string
+}
+
+// Message is one webhook: the same ID and body bytes on every attempt.
+type Message struct {
+	// ID is stable per outcome and endpoint (Standard Webhooks' webhook-id).
+	ID   string
+	Body []byte
+}
+
+// Sender signs each attempt afresh and posts it: a retry carries a new
+// nonce, created-at and signature, never a replay of an earlier request.
+type Sender struct {
+	Channel *Channel
+	// Mkit signs SchemeMkit targets; nil refuses them.
+	Mkit *MkitSigner
+	// Now is the clock of created-at and webhook-timestamp (time.Now when nil).
+	Now func() time.Time
+}
+
+// ErrUnsignable marks an attempt that could not be signed (unknown scheme,
+// no signer, a malformed secret or message id). Retrying cannot help until
+// the configuration changes.
+var ErrUnsignable = errors.New("hooks: cannot sign webhook")
+
+// Send signs and posts one attempt. nil means the endpoint answered 2xx;
+// otherwise the error is a *Error from the channel or wraps ErrUnsignable.
+func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	var (
+		h   http.Header
+		err error
+	)
+	switch t.Scheme {
+	case SchemeStandard:
+		h, err = SignStandard(m.ID, t.Secrets, m.Body, now())
+	case SchemeMkit, "":
+		if s.Mkit == nil {
+			return fmt.Errorf("%w: no mkit-hook v1 signing key", ErrUnsignable)
+		}
+		h, err = s.Mkit.Sign(t.URL, m.Body, now())
+	default:
+		return fmt.Errorf("%w: unknown scheme %q", ErrUnsignable, t.Scheme)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsignable, err)
+	}
+	h.Set("Content-Type", "application/json")
+	return s.Channel.Post(ctx, t.URL, h, m.Body)
+}

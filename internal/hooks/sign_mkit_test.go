@@ -1,0 +1,237 @@
+package hooks_test
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/hookrelay/relay/hookverify"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/zeebo/blake3"
+)
+
+const sigBody = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a"}}`
+
+func TestMkitRetriesShareBodyButNotNonceTimeOrSignature(t *testing.T) {
+	t.Parallel()
+	s := sigSigner(t, "relay-1", sigKey(1))
+	ep := sigURL(t, "https://hooks.example.com/in")
+	body := []byte(sigBody)
+
+	first, err := s.Sign(ep, body, sigT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Sign(ep, body, sigT0.Add(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Get(hooks.HeaderMkitDigest) != second.Get(hooks.HeaderMkitDigest) {
+		t.Error("two attempts of one body have different digests")
+	}
+	for _, name := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitExpiresAt, hooks.HeaderMkitSignature} {
+		if first.Get(name) == second.Get(name) {
+			t.Errorf("two attempts share %s %q", name, first.Get(name))
+		}
+	}
+
+	now := sigT0.Add(2 * time.Second)
+	v := sigVerifier(t, "https://hooks.example.com", &now, s)
+	for i, h := range []http.Header{first, second} {
+		if err := v.Verify(h, "/in", body); err != nil {
+			t.Errorf("attempt %d: %v", i+1, err)
+		}
+	}
+	if err := v.Verify(first, "/in", body); !errors.Is(err, hookverify.ErrReplay) {
+		t.Errorf("first attempt sent again: got %v, want ErrReplay", err)
+	}
+}
+
+func TestMkitHeadersAreTheEightOfDesign(t *testing.T) {
+	t.Parallel()
+	s := sigSigner(t, "relay-1", sigKey(1), hooks.WithValidity(90*time.Second))
+	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in"), []byte(sigBody), sigT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"X-Mkit-Hook-Version":    `^1$`,
+		"X-Mkit-Hook-Key-Id":     `^relay-1$`,
+		"X-Mkit-Hook-Audience":   `^https://hooks\.example\.com$`,
+		"X-Mkit-Hook-Created-At": `^` + strconv.FormatInt(sigT0.UnixMilli(), 10) + `$`,
+		"X-Mkit-Hook-Expires-At": `^` + strconv.FormatInt(sigT0.UnixMilli()+90_000, 10) + `$`,
+		"X-Mkit-Hook-Nonce":      `^[0-9a-f]{64}$`,
+		"X-Mkit-Hook-Digest":     `^body:[0-9a-f]{64}$`,
+		"X-Mkit-Hook-Signature":  `^[0-9a-f]{128}$`,
+	}
+	if len(h) != len(want) {
+		t.Errorf("got %d headers, want %d: %v", len(h), len(want), slices.Sorted(func(yield func(string) bool) {
+			for k := range h {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	for name, pattern := range want {
+		vals := h[name] // exact spelling, not canonicalised
+		if len(vals) != 1 || !regexp.MustCompile(pattern).MatchString(vals[0]) {
+			t.Errorf("%s = %q, want one value matching %s", name, vals, pattern)
+		}
+	}
+}
+
+func TestMkitQueryIsNotSignedButPathIs(t *testing.T) {
+	t.Parallel()
+	s := sigSigner(t, "relay-1", sigKey(1))
+	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in?tenant=a"), []byte(sigBody), sigT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := sigT0
+	v := sigVerifier(t, "https://hooks.example.com", &now, s)
+	if err := v.Verify(h, "/other", []byte(sigBody)); !errors.Is(err, hookverify.ErrBadSignature) {
+		t.Errorf("other path: got %v, want ErrBadSignature", err)
+	}
+	if err := v.Verify(h, "/in", []byte(sigBody)); err != nil {
+		t.Errorf("same path, query dropped: %v", err)
+	}
+}
+
+func TestNewMkitSignerEnforcesKeyIDAndValidity(t *testing.T) {
+	t.Parallel()
+	key := sigKey(1)
+	for _, id := range []string{"a", "relay.2025-11_A", strings.Repeat("k", 64)} {
+		if _, err := hooks.NewMkitSigner(id, key); err != nil {
+			t.Errorf("key id %q refused: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", strings.Repeat("k", 65), "a/b", "a b", "a\nb", "clé", "a:b"} {
+		if _, err := hooks.NewMkitSigner(id, key); !errors.Is(err, hooks.ErrInvalidSigner) {
+			t.Errorf("key id %q: got %v, want ErrInvalidSigner", id, err)
+		}
+	}
+	for _, d := range []time.Duration{time.Millisecond, time.Minute, hooks.MaxValidity} {
+		s, err := hooks.NewMkitSigner("k", key, hooks.WithValidity(d))
+		if err != nil || s.Validity() != d {
+			t.Errorf("validity %v: got %v, %v", d, s, err)
+		}
+	}
+	for _, d := range []time.Duration{0, -time.Second, 500 * time.Microsecond, hooks.MaxValidity + time.Millisecond} {
+		if _, err := hooks.NewMkitSigner("k", key, hooks.WithValidity(d)); !errors.Is(err, hooks.ErrInvalidSigner) {
+			t.Errorf("validity %v: got %v, want ErrInvalidSigner", d, err)
+		}
+	}
+	if _, err := hooks.NewMkitSigner("k", key[:32]); !errors.Is(err, hooks.ErrInvalidSigner) {
+		t.Errorf("short key: got %v", err)
+	}
+	mismatched := slices.Clone(key)
+	copy(mismatched[32:], sigKey(2)[32:]) // seed of one key, public half of another
+	if _, err := hooks.NewMkitSigner("k", mismatched); !errors.Is(err, hooks.ErrInvalidSigner) {
+		t.Errorf("mismatched public half: got %v", err)
+	}
+}
+
+func TestMkitSignFailsWithoutNonceOrBefore1970(t *testing.T) {
+	t.Parallel()
+	ep := sigURL(t, "https://hooks.example.com/in")
+	broken := sigSigner(t, "k", sigKey(1), hooks.WithRand(iotest.ErrReader(errors.New("entropy gone"))))
+	if _, err := broken.Sign(ep, nil, sigT0); err == nil {
+		t.Error("signed without a nonce")
+	}
+	s := sigSigner(t, "k", sigKey(1))
+	if _, err := s.Sign(ep, nil, time.UnixMilli(-1)); err == nil {
+		t.Error("signed a negative created-at")
+	}
+	if _, err := s.Sign(sigURL(t, "ftp://hooks.example.com/in"), nil, sigT0); !errors.Is(err, hooks.ErrInvalidEndpoint) {
+		t.Errorf("ftp endpoint: got %v", err)
+	}
+}
+
+func TestOriginIsLowercaseWithoutDefaultPort(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"https://Hooks.Example.COM:443/in?x=1":     "https://hooks.example.com",
+		"HTTPS://hooks.example.com":                "https://hooks.example.com",
+		"http://hooks.example.com:80/":             "http://hooks.example.com",
+		"http://hooks.example.com:443/":            "http://hooks.example.com:443",
+		"https://hooks.example.com:8443/in":        "https://hooks.example.com:8443",
+		"https://user:pw@hooks.example.com/in":     "https://hooks.example.com",
+		"https://[2001:DB8::1]:8443/in":            "https://[2001:db8::1]:8443",
+		"http://127.0.0.1:8080":                    "http://127.0.0.1:8080",
+		"https://xn--bcher-kva.example/in":         "https://xn--bcher-kva.example",
+		"https://hooks.example.com:/in":            "https://hooks.example.com",
+		"https://hooks.example.com/a%2Fb?c=d#frag": "https://hooks.example.com",
+	}
+	for raw, want := range cases {
+		got, err := hooks.Origin(sigURL(t, raw))
+		if err != nil || got != want {
+			t.Errorf("Origin(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+		// The receiver's helper agrees, so a configured audience compares.
+		if got, err := hookverify.Origin(raw); err != nil || got != want {
+			t.Errorf("hookverify.Origin(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{"ftp://hooks.example.com", "/relative", "https:///in", "https://bücher.example/in"} {
+		if _, err := hooks.Origin(sigURL(t, raw)); !errors.Is(err, hooks.ErrInvalidEndpoint) {
+			t.Errorf("Origin(%s): got %v, want ErrInvalidEndpoint", raw, err)
+		}
+	}
+}
+
+func TestSignedPathIsTheEscapedRequestPath(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"https://h.example":              "/",
+		"https://h.example/":             "/",
+		"https://h.example/a%2Fb/c?x=1":  "/a%2Fb/c",
+		"https://h.example/a%20b":        "/a%20b",
+		"https://h.example/hooks/relay/": "/hooks/relay/",
+	}
+	for raw, want := range cases {
+		if got := hooks.SignedPath(sigURL(t, raw)); got != want {
+			t.Errorf("SignedPath(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestMkitSignatureIsEd25519OverBlake3OfCanonical(t *testing.T) {
+	t.Parallel()
+	// Independent of the vectors: rebuild the canonical string from the
+	// headers and check the signature with the public key alone.
+	key := sigKey(7)
+	s := sigSigner(t, "k7", key, hooks.WithRand(&sigSeq{next: 0x40}))
+	h, err := s.Sign(sigURL(t, "https://Hooks.Example.com:443/in/%7Euser?q=1"), nil, sigT0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := strings.Join([]string{
+		"mkit-hook:v1", "k7", "https://hooks.example.com", "/in/%7Euser",
+		h.Get(hooks.HeaderMkitDigest), h.Get(hooks.HeaderMkitCreatedAt), h.Get(hooks.HeaderMkitExpiresAt),
+		"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
+	}, "\n")
+	if h.Get(hooks.HeaderMkitNonce) != "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" {
+		t.Fatalf("nonce %s is not the injected bytes", h.Get(hooks.HeaderMkitNonce))
+	}
+	// BLAKE3 of the empty input, from the BLAKE3 specification.
+	if got, want := h.Get(hooks.HeaderMkitDigest), "body:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"; got != want {
+		t.Fatalf("digest %s, want %s", got, want)
+	}
+	sig, err := hex.DecodeString(h.Get(hooks.HeaderMkitSignature))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := blake3.Sum256([]byte(canonical))
+	if !ed25519.Verify(key.Public().(ed25519.PublicKey), msg[:], sig) {
+		t.Error("signature does not verify over BLAKE3 of the canonical string")
+	}
+}
