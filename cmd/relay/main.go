@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,15 +20,31 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(context.Background(), os.Args[1:], log); err != nil {
+	if err := run(context.Background(), os.Args[1:], log, os.Stdout); err != nil {
 		log.Error("relay stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// run dispatches a subcommand; with none, or only flags, relay serves.
+func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, log)
+	case "keygen":
+		return keygen(args, stdout)
+	}
+	return fmt.Errorf("unknown command %q (known: serve, keygen)", cmd)
 }
 
 type config struct {
@@ -35,21 +52,23 @@ type config struct {
 	listen  string
 	prefix  string
 	buckets int
+	signing signingConfig
 }
 
 func parse(args []string) (config, error) {
-	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	fs := flag.NewFlagSet("relay serve", flag.ContinueOnError)
 	var c config
 	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
 		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
+	c.signing.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 && fs.Arg(0) != "serve" {
-		return c, fmt.Errorf("unknown command %q (known: serve)", fs.Arg(0))
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, nil
 }
@@ -61,8 +80,12 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
-func run(ctx context.Context, args []string, log *slog.Logger) error {
+func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	keys, err := cfg.signing.keyList(log)
 	if err != nil {
 		return err
 	}
@@ -89,7 +112,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: routes(st), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(st, keys), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -112,10 +135,11 @@ type checker interface {
 	Check(ctx context.Context) error
 }
 
-// routes serves /healthz (the process answers) and /readyz (the store is
-// reachable and will not evict rows).
-func routes(st checker) http.Handler {
+// routes serves /healthz (the process answers), /readyz (the store is
+// reachable and will not evict rows) and the mkit-hook public key list.
+func routes(st checker, keys hooks.KeyList) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle(hooks.KeysPath, hooks.KeysHandler(keys))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

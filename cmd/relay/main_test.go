@@ -1,15 +1,23 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookrelay/relay/hookverify"
+	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
@@ -21,8 +29,17 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+func testKeys(t *testing.T) hooks.KeyList {
+	t.Helper()
+	keys, err := (&signingConfig{keyID: "test"}).keyList(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
-	h := routes(redistest.Miniredis(t))
+	h := routes(redistest.Miniredis(t), testKeys(t))
 	if code, body := get(t, h, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q", code, body)
 	}
@@ -33,7 +50,7 @@ func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
 
 func TestNotReadyOnARedisThatMayEvictRows(t *testing.T) {
 	srv := redistest.StartServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
-	h := routes(redistest.NewStore(t, srv.Client, redisstore.Options{}))
+	h := routes(redistest.NewStore(t, srv.Client, redisstore.Options{}), testKeys(t))
 	code, body := get(t, h, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "noeviction") {
 		t.Fatalf("/readyz = %d %q, want 503 naming noeviction", code, body)
@@ -44,9 +61,58 @@ func TestNotReadyOnARedisThatMayEvictRows(t *testing.T) {
 }
 
 func TestUnknownCommandIsAClearError(t *testing.T) {
-	_, err := parse([]string{"frobnicate"})
+	err := run(context.Background(), []string{"frobnicate"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
-		t.Fatalf("parse = %v", err)
+		t.Fatalf("run = %v", err)
+	}
+}
+
+// A key made by 'relay keygen' signs, and the key list relay serves holds
+// its public key beside the earlier ones an operator keeps publishing.
+func TestKeygenKeyIsPublishedBesideEarlierKeys(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "signing.pem")
+	if err := keygen([]string{"-out", keyFile}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	if err := keygen([]string{"-out", keyFile}, io.Discard); err == nil {
+		t.Fatal("keygen overwrote an existing key file")
+	}
+	earlier := hooks.KeyList{Version: 1, Keys: []hooks.PublicKey{testKeys(t).Keys[0]}}
+	earlier.Keys[0].KeyID = "relay-0"
+	data, _ := json.Marshal(earlier)
+	published := filepath.Join(dir, "earlier.json")
+	if err := os.WriteFile(published, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parse([]string{"-signing-key", keyFile, "-signing-key-id", "relay-1", "-published-keys", published})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := cfg.signing.keyList(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, routes(redistest.Miniredis(t), keys), hooks.KeysPath)
+	if code != http.StatusOK {
+		t.Fatalf("%s = %d", hooks.KeysPath, code)
+	}
+	list, err := hookverify.ParseKeyList([]byte(body))
+	if err != nil {
+		t.Fatalf("served key list does not parse: %v", err)
+	}
+	if len(list.Keys) != 2 || list.Keys[0].KeyID != "relay-0" || list.Keys[1].KeyID != "relay-1" {
+		t.Fatalf("served keys %+v, want relay-0 then relay-1", list.Keys)
+	}
+	key, err := hooks.LoadKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString(key.Public().(ed25519.PublicKey)); list.Keys[1].PublicKey != want {
+		t.Fatal("the published signing key is not the key file's")
 	}
 }
 
