@@ -173,7 +173,8 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 }
 
 // canonical is the signed string: eight fields joined by "\n", no final
-// newline.
+// newline. relay's signer builds it separately, on purpose: the vectors in
+// api/testdata check the two against each other.
 func canonical(keyID, audience, path, digest, created, expires, nonce string) []byte {
 	fields := [...]string{"mkit-hook:v1", keyID, audience, path, digest, created, expires, nonce}
 	n := len(fields) - 1

@@ -180,6 +180,11 @@ func (s *MkitSigner) Sign(endpoint *url.URL, body []byte, now time.Time) (http.H
 }
 
 // mkitCanonical holds the eight signed fields but the constant prefix.
+//
+// The signer builds the canonical string, the origin and the field checks
+// itself rather than importing package hookverify: the two sides are kept
+// independent on purpose, so the fixed vectors in api/testdata check each
+// against the other instead of one shared mistake passing both.
 type mkitCanonical struct {
 	keyID, audience, path, digest, created, expires, nonce string
 }
