@@ -27,8 +27,10 @@ import (
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(context.Background(), os.Args[1:], log, os.Stdout); err != nil {
-		log.Error("relay stopped", "error", err)
-		os.Exit(1)
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "relay:", err)
+		}
+		os.Exit(2)
 	}
 }
 
@@ -43,8 +45,10 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 		return serve(ctx, args, log)
 	case "keygen":
 		return keygen(args, stdout)
+	case "receive":
+		return receive(ctx, args, stdout)
 	}
-	return fmt.Errorf("unknown command %q (known: serve, keygen)", cmd)
+	return fmt.Errorf("unknown command %q (known: serve, keygen, receive)", cmd)
 }
 
 type config struct {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hookrelay/relay/hookverify"
+)
+
+// receiveConfig is a local receiver that verifies relay's webhooks and
+// prints one line per request: a way to see what an endpoint will get.
+type receiveConfig struct {
+	listen   string
+	keys     string
+	audience string
+	secrets  []string
+	body     bool
+}
+
+func parseReceive(args []string) (receiveConfig, error) {
+	fs := flag.NewFlagSet("relay receive", flag.ContinueOnError)
+	var c receiveConfig
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:9000", "address to receive webhooks on")
+	fs.StringVar(&c.keys, "keys", "", "relay's key list, an http(s) URL (e.g. http://127.0.0.1:8080/.well-known/mkit-hook-keys.json) or a file; verifies mkit-hook v1")
+	fs.StringVar(&c.audience, "audience", "", "this receiver's origin as relay posts to it (default http://<listen>)")
+	fs.Func("secret", "a whsec_ secret verifying Standard Webhooks (repeat during a rotation)", func(s string) error {
+		c.secrets = append(c.secrets, s)
+		return nil
+	})
+	fs.BoolVar(&c.body, "body", false, "print each verified body")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.keys == "" && len(c.secrets) == 0 {
+		return c, errors.New("relay receive needs -keys (mkit-hook v1) or -secret (Standard Webhooks), or both")
+	}
+	if c.audience == "" {
+		c.audience = "http://" + c.listen
+	}
+	return c, nil
+}
+
+func receive(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := parseReceive(args)
+	if err != nil {
+		return err
+	}
+	h, err := cfg.handler(ctx, stdout)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "receiving on http://%s (audience %s)\n", ln.Addr(), cfg.audience)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// handler verifies each request with the scheme its headers name and
+// prints a line for it; a refused request is answered 401, so relay retries.
+func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Handler, error) {
+	v := &eitherVerifier{}
+	if c.keys != "" {
+		list, err := loadKeyList(ctx, c.keys)
+		if err != nil {
+			return nil, err
+		}
+		v.mkit = &hookverify.MkitVerifier{Keys: list, Audience: c.audience}
+	}
+	if len(c.secrets) > 0 {
+		v.standard = &hookverify.StandardVerifier{Secrets: c.secrets}
+	}
+	var mu sync.Mutex // one line per request, never interleaved
+	printf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stdout, format, args...)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var event struct {
+			Type string `json:"type"`
+			Data struct {
+				ReservationID string `json:"reservation_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(body, &event)
+		printf("verified %s %s %s reservation_id=%s\n", scheme(r.Header), r.URL.Path, event.Type, event.Data.ReservationID)
+		if c.body {
+			printf("%s\n", body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return hookverify.Middleware(v, next, hookverify.WithErrorHook(func(r *http.Request, err error) {
+		printf("REJECTED %s %s: %v\n", scheme(r.Header), r.URL.Path, err)
+	})), nil
+}
+
+func scheme(h http.Header) string {
+	switch {
+	case h.Get(hookverify.HeaderMkitVersion) != "":
+		return "mkit-hook-v1"
+	case h.Get(hookverify.HeaderStandardSignature) != "":
+		return "standard-webhooks"
+	}
+	return "unsigned"
+}
+
+// eitherVerifier verifies with the scheme a request's headers name.
+type eitherVerifier struct {
+	mkit     *hookverify.MkitVerifier
+	standard *hookverify.StandardVerifier
+}
+
+var errNoScheme = errors.New("relay receive: no verifier for this request's scheme (see -keys and -secret)")
+
+func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
+	switch scheme(r.Header) {
+	case "mkit-hook-v1":
+		if v.mkit != nil {
+			return v.mkit.VerifyRequest(r, body)
+		}
+	case "standard-webhooks":
+		if v.standard != nil {
+			return v.standard.VerifyRequest(r, body)
+		}
+	}
+	return errNoScheme
+}
+
+// loadKeyList reads relay's published key list from a URL or a file.
+func loadKeyList(ctx context.Context, src string) (hookverify.KeyList, error) {
+	var data []byte
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+		if err != nil {
+			return hookverify.KeyList{}, fmt.Errorf("key list URL: %w", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %s answered %d", src, resp.StatusCode)
+		}
+		if data, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %w", err)
+		}
+	} else {
+		var err error
+		if data, err = os.ReadFile(src); err != nil {
+			return hookverify.KeyList{}, fmt.Errorf("key list: %w", err)
+		}
+	}
+	list, err := hookverify.ParseKeyList(data)
+	if err != nil {
+		return hookverify.KeyList{}, fmt.Errorf("key list %s: %w", src, err)
+	}
+	return list, nil
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/hooks"
+)
+
+// syncBuffer collects the receiver's output from its handler goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const receiveSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// relay receive verifies both schemes, prints a line per webhook, and
+// refuses (401, so relay retries) what does not verify.
+func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
+	signer, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := hooks.NewKeyList(signer.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(list)
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(keyFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var out syncBuffer
+	srv := httptest.NewUnstartedServer(nil)
+	cfg, err := parseReceive([]string{"-keys", keyFile, "-secret", receiveSecret, "-audience", "http://" + srv.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cfg.handler(context.Background(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = h
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	channel, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender := &hooks.Sender{Channel: channel, Mkit: signer}
+	u, _ := url.Parse(srv.URL + "/hooks")
+	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a"}}`)}
+	ctx := context.Background()
+	for _, scheme := range []hooks.Scheme{hooks.SchemeMkit, hooks.SchemeStandard} {
+		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Secrets: []string{receiveSecret}}, msg); err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+	}
+	// Signed with a secret the receiver does not hold.
+	other := "whsec_" + strings.Repeat("A", 32)
+	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{other}}, msg)
+	var herr *hooks.Error
+	if !errors.As(err, &herr) || herr.Status != 401 {
+		t.Fatalf("wrongly signed webhook: %v, want a 401", err)
+	}
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"verified mkit-hook-v1 /hooks outcome.expired reservation_id=r-7f3a",
+		"verified standard-webhooks /hooks outcome.expired reservation_id=r-7f3a",
+		"REJECTED standard-webhooks /hooks: ",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d = %q, want it to start %q", i, lines[i], want[i])
+		}
+	}
+	if strings.Contains(out.String(), receiveSecret) || strings.Contains(out.String(), other) {
+		t.Error("the output shows a secret")
+	}
+}
+
+func TestReceiveNeedsAKeyListOrASecret(t *testing.T) {
+	if _, err := parseReceive(nil); err == nil || !strings.Contains(err.Error(), "-keys") {
+		t.Fatalf("parseReceive() = %v", err)
+	}
+}
