@@ -47,7 +47,7 @@ func parseReceive(args []string) (receiveConfig, error) {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if c.keys == "" && len(c.secrets) == 0 {
-		return c, errors.New("relay receive needs -keys (mkit-hook v1) or -secret (Standard Webhooks), or both")
+		return c, errors.New("receive needs -keys (mkit-hook v1) or -secret (Standard Webhooks), or both")
 	}
 	if c.audience == "" {
 		c.audience = "http://" + c.listen
@@ -140,7 +140,7 @@ type eitherVerifier struct {
 	standard *hookverify.StandardVerifier
 }
 
-var errNoScheme = errors.New("relay receive: no verifier for this request's scheme (see -keys and -secret)")
+var errNoScheme = errors.New("receive: no verifier for this request's scheme (see -keys and -secret)")
 
 func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
 	switch scheme(r.Header) {
