@@ -175,9 +175,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}
-	// Records found in place by a failed record guard: an earlier outcome
-	// under the rid still waits for delivery after its seen row expired.
-	inPlace := map[store.Key]store.Value{}
+	k := &known{records: map[store.Key]store.Value{}, sent: map[string]store.Value{}}
 	var snap *snapshot
 	failed := 0
 	for next := 0; next < len(items); {
@@ -186,7 +184,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 				return nil, err
 			}
 		}
-		pl, err := snap.plan(items[next:], inPlace, cfg)
+		pl, err := snap.plan(items[next:], k, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("plan ingest of %s: %w", p, err)
 		}
@@ -203,10 +201,11 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 					}
 					if found {
 						// Nothing was written: the snapshot still holds.
-						inPlace[key] = v
+						k.records[key] = v
 						continue
 					}
 				}
+				k.remember(pl.batch.Writes)
 				failed++
 				if failed > cfg.maxRetries {
 					return nil, fmt.Errorf("%w %s: %d batches in a row failed their guards", ErrContended, p, failed)
@@ -223,6 +222,26 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 		next += pl.consumed
 	}
 	return statuses, nil
+}
+
+// known is what the failed batches of one Append taught it.
+type known struct {
+	// records found in place by a failed record guard: an earlier outcome
+	// under the rid still waits for delivery after its seen row expired.
+	records map[store.Key]store.Value
+	// sent maps a rid to the seen row a failed batch wrote for it. A client
+	// resends a script whose reply was lost, and the resent run fails the
+	// guard its first run falsified; finding that exact row (digest and
+	// acceptance time) on the next read means the first run committed.
+	sent map[string]store.Value
+}
+
+func (k *known) remember(writes []store.Write) {
+	for _, w := range writes {
+		if pk, ok := Parse(w.Key); ok && pk.Class == ClassSeen && w.Kind == store.Put {
+			k.sent[pk.RID] = w.Value
+		}
+	}
 }
 
 type decision struct {
@@ -246,7 +265,7 @@ type plan struct {
 // Items that need no write (duplicate, conflict, no endpoint) are answered
 // from the snapshot. The pack stops before a rid already in it, so that item
 // sees the first one's seen row.
-func (s *snapshot) plan(items []*item, inPlace map[store.Key]store.Value, cfg appendConfig) (plan, error) {
+func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error) {
 	var pl plan
 	var pack []*item
 	rids := map[string]bool{}
@@ -254,7 +273,7 @@ func (s *snapshot) plan(items []*item, inPlace map[store.Key]store.Value, cfg ap
 		if rids[it.rid] {
 			break
 		}
-		st, done, err := s.decide(it, inPlace, cfg)
+		st, done, err := s.decide(it, k, cfg)
 		if err != nil {
 			return plan{}, err
 		}
@@ -283,7 +302,10 @@ func (s *snapshot) plan(items []*item, inPlace map[store.Key]store.Value, cfg ap
 // a record of the rid still waiting on a matching stream (found by a failed
 // record guard after its seen row expired), which is never overwritten: one
 // record per stream and rid, or the stream's backlog could never drain.
-func (s *snapshot) decide(it *item, inPlace map[store.Key]store.Value, cfg appendConfig) (st Status, done bool, err error) {
+func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done bool, err error) {
+	if sent, r := k.sent[it.rid], s.seen[it.rid]; sent != nil && r.found && bytes.Equal(r.raw, sent) {
+		return Status{Code: Accepted}, true, nil
+	}
 	if r := s.seen[it.rid]; r.found {
 		seen, err := DecodeSeen(r.raw)
 		if err != nil {
@@ -301,7 +323,7 @@ func (s *snapshot) decide(it *item, inPlace map[store.Key]store.Value, cfg appen
 		return Status{Code: NoEndpoint, Detail: fmt.Sprintf("no endpoint of this namespace receives %s outcomes", it.kind)}, true, nil
 	}
 	for _, i := range eps {
-		v, ok := inPlace[streamKey(ClassRecord, s.endpoints[i].id, it.rid)]
+		v, ok := k.records[streamKey(ClassRecord, s.endpoints[i].id, it.rid)]
 		if !ok {
 			continue
 		}

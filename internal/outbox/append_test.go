@@ -385,6 +385,39 @@ func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 	})
 }
 
+// resent runs every batch twice and answers the second run, as a client
+// does that resends a script whose reply was lost.
+type resent struct{ store.NamespaceStore }
+
+func (r resent) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	if _, err := r.NamespaceStore.Apply(ctx, p, b); err != nil {
+		return store.Result{}, err
+	}
+	return r.NamespaceStore.Apply(ctx, p, b)
+}
+
+// When the first run of an ingest batch commits and only its resent run
+// answers (failing the guard the first run falsified), the outcomes are
+// reported accepted, not as duplicates of themselves, and stored once.
+func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.app.Store = resent{e.st}
+		got := codes(e.append(committed("r-1"), committed("r-2")))
+		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Accepted}) {
+			t.Fatalf("answers %v, want both accepted", got)
+		}
+		if n := len(e.pending("billing")); n != 2 || e.sequence() != 2 {
+			t.Fatalf("%d pending rows, sequence %d; want 2 and 2", n, e.sequence())
+		}
+		// Sent again by the producer, they are duplicates.
+		e.app.Store = e.st
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Duplicate {
+			t.Fatalf("resent by the producer: %v, want duplicate", got)
+		}
+	})
+}
+
 // An ingest that lands between another's read and apply fails its guards;
 // the loser re-reads and both end up stored at distinct sequence numbers.
 func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
