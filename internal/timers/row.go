@@ -170,6 +170,17 @@ func (r Row) MoveTo(b *store.Batch, dueAtMs int64) {
 	b.Put(next, EncodeIdle(r.State))
 }
 
+// Replace plans moving an idle timer to a new due time with a new state,
+// guarded by the row as read.
+func (r Row) Replace(b *store.Batch, dueAtMs int64, state []byte) {
+	b.RequireEquals(r.Key, r.Raw)
+	next := Key(dueAtMs, r.Kind, r.Reference)
+	if next != r.Key {
+		b.Delete(r.Key)
+	}
+	b.Put(next, EncodeIdle(state))
+}
+
 // Scanner reads ordered rows of a partition.
 type Scanner interface {
 	Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error)

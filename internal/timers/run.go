@@ -34,7 +34,9 @@ func (b Budget) withDefaults() Budget {
 	if b.MaxTimers <= 0 {
 		b.MaxTimers = DefaultMaxTimers
 	}
-	if b.Lease <= 0 {
+	if b.Lease < time.Millisecond {
+		// A lease is counted in whole milliseconds: less would be over
+		// before it was granted.
 		b.Lease = DefaultLease
 	}
 	return b
@@ -51,7 +53,7 @@ type Report struct {
 	// Replanned fires whose batch failed the handler's own guard: the timer
 	// was released, due at once, for the next fire to re-plan.
 	Replanned int
-	// LeaseLost fires whose lease ran out or was taken over; they wrote nothing.
+	// LeaseLost completions that wrote nothing (see the LeaseLost outcome).
 	LeaseLost int
 	// Deferred timers that could not be fired (corrupt row, unknown kind, or
 	// a failed fire); each waits one lease before it is tried again.
@@ -136,7 +138,10 @@ const (
 	Completed Outcome = iota + 1
 	// Replanned: the handler's own guard failed; the timer is due again now.
 	Replanned
-	// LeaseLost: the lease expired or was taken over; nothing was written.
+	// LeaseLost: this call wrote nothing, because the lease expired or was
+	// taken over, or because a client resent the call after a lost reply
+	// and its first run had already committed. Callers must not read it as
+	// "the fire's batch did not apply".
 	LeaseLost
 )
 
@@ -194,9 +199,12 @@ func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs in
 	return Replanned, nil
 }
 
-// RunDue fires the partition's due timers, at most budget.MaxTimers of them,
-// one after another. Each is claimed with a lease first, so several workers
-// may run the same partition and each timer fires once per claim. Errors of
+// RunDue fires the partition's timers due at nowMs, at most
+// budget.MaxTimers of them, one after another. Each is claimed with a lease
+// first, so several workers may run the same partition and each timer fires
+// once per claim. Each claim's lease starts when it is taken, by clk, not at
+// nowMs: fires take time, and a lease counted from the start of the run
+// would already be running out for the later ones. Errors of
 // single timers are joined into the returned error after the run; the timer
 // stays leased and is tried again when its lease expires.
 func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, nowMs int64, budget Budget) (Report, error) {
@@ -218,8 +226,9 @@ func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg
 	return report, errors.Join(errs...)
 }
 
-func runOne(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, nowMs int64, lease time.Duration, e store.Entry) (Report, error) {
+func runOne(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, runMs int64, lease time.Duration, e store.Entry) (Report, error) {
 	var report Report
+	nowMs := max(clk.Now().UnixMilli(), runMs)
 	row, err := DecodeRow(e.Key, e.Value)
 	if err != nil {
 		slog.WarnContext(ctx, "undecodable timer row; deferring", "partition", p.Namespace, "error", err)

@@ -154,7 +154,7 @@ func TestExpiredLeaseIsTakenOverAndTheLateCompletionIsRefused(t *testing.T) {
 		if err != nil || out != timers.LeaseLost {
 			t.Fatalf("late completion past expiry: %v %v", out, err)
 		}
-		if _, found, _ := st.Get(ctx, ns, "late"); found {
+		if _, found, err := st.Get(ctx, ns, "late"); err != nil || found {
 			t.Fatal("a refused completion wrote its batch")
 		}
 		if onlyTimer(t, st, ns).Lease == nil {
@@ -164,7 +164,7 @@ func TestExpiredLeaseIsTakenOverAndTheLateCompletionIsRefused(t *testing.T) {
 		if err != nil || out != timers.Completed {
 			t.Fatalf("owner completion: %v %v", out, err)
 		}
-		if _, found, _ := st.Get(ctx, ns, "owner"); !found {
+		if _, found, err := st.Get(ctx, ns, "owner"); err != nil || !found {
 			t.Fatal("the owner's batch was not applied")
 		}
 		if n := len(allTimers(t, st, ns)); n != 0 {
@@ -241,7 +241,7 @@ func TestAFailedHandlerGuardReleasesTheTimerDueAtOnce(t *testing.T) {
 		if row.Lease != nil || row.DueAtMs != 100 || string(row.State) != "state" {
 			t.Fatalf("released timer %+v, want idle, due 100, old state", row)
 		}
-		if _, found, _ := st.Get(ctx, ns, "acked"); found {
+		if _, found, err := st.Get(ctx, ns, "acked"); err != nil || found {
 			t.Fatal("the failed batch wrote")
 		}
 	})
@@ -416,6 +416,29 @@ func TestAClaimResentAfterALostReplyStillHoldsTheLease(t *testing.T) {
 		}
 		if _, ok, _ := timers.Claim(context.Background(), retrying{st}, ns, row, 100, lease); ok {
 			t.Fatal("a second claim of the same row won")
+		}
+	})
+}
+
+// Fires take time: a lease counted from the start of the run would already
+// have run out for the later timers of that run, letting another worker fire
+// the same stream while it is still being fired.
+func TestEachClaimOfARunHoldsAFullLease(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		for _, ref := range []string{"a", "b", "c"} {
+			putTimer(t, st, ns, 100, 8, ref, "s")
+		}
+		clk := clock.NewManual(100)
+		slow := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			clk.Advance(20 * time.Second) // each fire takes two thirds of a lease
+			return timers.Fired{Done: true}, nil
+		}}
+		report, err := timers.RunDue(context.Background(), st, ns, registry(t, slow), clk, 100, timers.Budget{Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Done != 3 || report.LeaseLost != 0 {
+			t.Fatalf("report %+v, want 3 done and no lease lost", report)
 		}
 	})
 }
