@@ -175,7 +175,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}
-	k := &known{records: map[store.Key]store.Value{}, sent: map[string]store.Value{}}
+	k := &known{records: map[store.Key]store.Value{}, sent: map[int]store.Value{}}
 	var snap *snapshot
 	failed := 0
 	for next := 0; next < len(items); {
@@ -205,7 +205,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 						continue
 					}
 				}
-				k.remember(pl.batch.Writes)
+				k.remember(items[next:], pl)
 				failed++
 				if failed > cfg.maxRetries {
 					return nil, fmt.Errorf("%w %s: %d batches in a row failed their guards", ErrContended, p, failed)
@@ -229,17 +229,27 @@ type known struct {
 	// records found in place by a failed record guard: an earlier outcome
 	// under the rid still waits for delivery after its seen row expired.
 	records map[store.Key]store.Value
-	// sent maps a rid to the seen row a failed batch wrote for it. A client
-	// resends a script whose reply was lost, and the resent run fails the
-	// guard its first run falsified; finding that exact row (digest and
-	// acceptance time) on the next read means the first run committed.
-	sent map[string]store.Value
+	// sent maps an item (its index in the request) to the seen row a failed
+	// batch wrote for it. A client resends a script whose reply was lost,
+	// and the resent run fails the guard its first run falsified; finding
+	// that exact row (digest and acceptance time) on the next read means the
+	// first run committed. Keyed by item, not by reservation id: a later
+	// item of the same request under the same id is another outcome.
+	sent map[int]store.Value
 }
 
-func (k *known) remember(writes []store.Write) {
-	for _, w := range writes {
+// remember notes the seen rows of the items a failed plan would have
+// accepted.
+func (k *known) remember(items []*item, pl plan) {
+	seen := map[string]store.Value{}
+	for _, w := range pl.batch.Writes {
 		if pk, ok := Parse(w.Key); ok && pk.Class == ClassSeen && w.Kind == store.Put {
-			k.sent[pk.RID] = w.Value
+			seen[pk.RID] = w.Value
+		}
+	}
+	for j, d := range pl.decided {
+		if d.status.Code == Accepted {
+			k.sent[d.index] = seen[items[j].rid]
 		}
 	}
 }
@@ -303,7 +313,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 // record guard after its seen row expired), which is never overwritten: one
 // record per stream and rid, or the stream's backlog could never drain.
 func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done bool, err error) {
-	if sent, r := k.sent[it.rid], s.seen[it.rid]; sent != nil && r.found && bytes.Equal(r.raw, sent) {
+	if sent, r := k.sent[it.index], s.seen[it.rid]; sent != nil && r.found && bytes.Equal(r.raw, sent) {
 		return Status{Code: Accepted}, true, nil
 	}
 	if r := s.seen[it.rid]; r.found {

@@ -418,6 +418,23 @@ func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 	})
 }
 
+// A later item of the same request under the same reservation id is another
+// outcome: a lost reply for the first must not make it "accepted".
+func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.app.Store = resent{e.st}
+		got := codes(e.append(committed("r-1"), aborted("r-1")))
+		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Conflict}) {
+			t.Fatalf("answers %v, want accepted then conflict", got)
+		}
+		rec, _ := e.record("billing", "r-1")
+		if o, err := outbox.DecodeRecord("r-1", rec); err != nil || o.Committed == nil {
+			t.Fatalf("stored %+v, %v; want the committed outcome", o, err)
+		}
+	})
+}
+
 // An ingest that lands between another's read and apply fails its guards;
 // the loser re-reads and both end up stored at distinct sequence numbers.
 func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
@@ -585,6 +602,29 @@ func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
 			if b, _ := e.backlog(ep); b.Rows != 1 {
 				t.Errorf("%s: backlog %+v", ep, b)
 			}
+		}
+	})
+}
+
+// A stream parked when its endpoint was disabled is woken by the next ingest
+// once the endpoint is enabled, with its attempt count reset.
+func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putTimer(timers.NeverMs, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(deliveryState(t, 3)))
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		r, ok := e.deliveryTimer("billing")
+		if !ok || r.DueAtMs != e.nowMs() {
+			t.Fatalf("timer %+v %v, want due now", r, ok)
+		}
+		st, err := outbox.DecodeDeliveryState(r.State)
+		if err != nil || st.Attempt != 0 {
+			t.Fatalf("state %+v %v, want attempt 0", st, err)
+		}
+		if n := len(e.timers(timers.KindOutcomeDelivery, "billing")); n != 1 {
+			t.Fatalf("%d delivery timers, want 1", n)
 		}
 	})
 }

@@ -140,7 +140,9 @@ func (s *snapshot) matching(kind Kind) []int {
 //     ingest rate; the new rows go when it recovers;
 //   - leased: leave it; the fire's backlog guard fails (this batch changes
 //     the backlog) and the runner re-plans, or it reschedules;
-//   - disabled: leave it, parked until the endpoint is enabled.
+//   - disabled: leave it, parked until the endpoint is enabled;
+//   - parked (due never) while the endpoint is enabled: pull it to now with
+//     its attempt count reset, or nothing would ever wake it.
 //
 // A timer whose state does not decode is left for its handler to report.
 func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
@@ -166,7 +168,19 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 		return
 	}
 	st, err := DecodeDeliveryState(idle.State)
-	if err != nil || st.Attempt > 0 || idle.DueAtMs <= s.nowMs {
+	if err != nil {
+		return
+	}
+	if idle.DueAtMs == timers.NeverMs {
+		// Parked (its endpoint was disabled) though the endpoint is enabled
+		// now: nothing else would ever wake it, so start afresh.
+		st.Attempt = 0
+		if state, err := EncodeDeliveryState(st); err == nil {
+			idle.Replace(b, s.nowMs, state)
+		}
+		return
+	}
+	if st.Attempt > 0 || idle.DueAtMs <= s.nowMs {
 		return
 	}
 	idle.MoveTo(b, s.nowMs)
