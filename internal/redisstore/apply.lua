@@ -22,6 +22,9 @@
 -- travel as two strings rather than an argument per operation: fewer
 -- arguments is measurably faster at this script's call rate.
 
+if #KEYS ~= 3 then
+  return redis.error_reply('relay apply: expected 3 keys')
+end
 local pkinds, wkinds = ARGV[3], ARGV[4]
 local np, nw = #pkinds, #wkinds
 if np + nw > 100 then
@@ -65,7 +68,10 @@ for i = 1, nw do
   if key == '' then
     return redis.error_reply('relay apply: malformed write')
   end
-  if not timers and string.byte(key) == tagByte then
+  if string.byte(key) == tagByte then
+    if wk[i] == P and #key < 11 then
+      return redis.error_reply('relay apply: timer key lacks its due time and kind')
+    end
     timers = true
   end
 end
@@ -127,8 +133,8 @@ if timers then
   if #first == 0 then
     redis.call('ZREM', KEYS[3], ARGV[1])
   else
-    -- A timer key too short to carry a due time counts as due now; the
-    -- store refuses to write one, so only a foreign writer can cause it.
+    -- A timer key too short to carry a due time counts as due now; this
+    -- script refuses to put one, so only a foreign writer can cause it.
     local due = 0
     local key = first[1]
     if #key >= 9 then

@@ -111,16 +111,31 @@ func TestErrorsDoNotCarryValues(t *testing.T) {
 
 func TestShortTimerKeyIsRefused(t *testing.T) {
 	s := redistest.Miniredis(t)
+	// Starting with the timer tag: no due time, and a due time but no kind.
+	for _, short := range []store.Key{"tiny", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00"} {
+		var b store.Batch
+		b.Put("ok", nil)
+		b.Put(short, store.Value("x"))
+		_, err := s.Apply(t.Context(), acme, b)
+		if !errors.Is(err, store.ErrInvalidBatch) {
+			t.Fatalf("apply of %q = %v, want ErrInvalidBatch", short, err)
+		}
+		wantEmpty(t, s, acme)
+		// The script itself refuses it too.
+		keys := s.PartitionKeys(acme)
+		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "t", "", "p", string(short), "x").Err(); err == nil ||
+			!strings.Contains(err.Error(), "relay apply:") {
+			t.Fatalf("script answered %v for %q, want a relay apply error", err, short)
+		}
+		wantEmpty(t, s, acme)
+	}
 	var b store.Batch
-	b.Put("ok", nil)
-	b.Put("tiny", store.Value("x")) // starts with the timer tag, no due time
-	_, err := s.Apply(t.Context(), acme, b)
-	if !errors.Is(err, store.ErrInvalidBatch) {
-		t.Fatalf("apply = %v, want ErrInvalidBatch", err)
+	// The script refuses a call with the wrong number of keys before writing.
+	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "t", "", "p", "k", "v").Err(); err == nil {
+		t.Fatal("apply.lua ran with two keys")
 	}
 	wantEmpty(t, s, acme)
 	// Deleting such a key is harmless and allowed.
-	b = store.Batch{}
 	b.Delete("tiny")
 	mustCommit(t, s, acme, b)
 }
@@ -475,7 +490,7 @@ func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
 	if after >= before {
 		t.Fatalf("used memory %d after draining, was %d; want less", after, before)
 	}
-	if _, found, _ := s.Get(ctx, acme, "fill/00000"); found {
+	if _, found, err := s.Get(ctx, acme, "fill/00000"); err != nil || found {
 		t.Fatal("drained row is still present")
 	}
 	if v, _, _ := s.Get(ctx, acme, "backlog"); string(v) != "rows=0" {

@@ -14,6 +14,9 @@
 --
 -- A script, not two commands, so the keys and values come from one instant.
 
+if #KEYS ~= 2 then
+  return redis.error_reply('relay scan: expected 2 keys')
+end
 local limit = tonumber(ARGV[3])
 local keys = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], ARGV[2], 'LIMIT', 0, limit + 1)
 local more = 0

@@ -265,8 +265,8 @@ func decodePage(res any) (store.Page, error) {
 // Apply applies the batch atomically in one script, or reports the first
 // failing precondition and writes nothing. It also keeps the bucket's due
 // index equal to the partition's earliest timer row, read from the row key:
-// a put of a key that starts with store.TimerTag but is shorter than the tag
-// and its 8-byte due time is refused with store.ErrInvalidBatch.
+// a put of a key that starts with store.TimerTag but is shorter than
+// store.MinTimerKey is refused with store.ErrInvalidBatch.
 //
 // go-redis retries a command after a network error, so a batch may run
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
@@ -297,8 +297,8 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	}
 	for i, w := range b.Writes {
 		// The due index reads a timer's due time from its key.
-		if w.Kind == store.Put && len(w.Key) > 0 && w.Key[0] == store.TimerTag && len(w.Key) < 9 {
-			return nil, nil, fmt.Errorf("apply %s: %w: write %d: timer key of %d bytes lacks its 8-byte due time",
+		if w.Kind == store.Put && len(w.Key) > 0 && w.Key[0] == store.TimerTag && len(w.Key) < store.MinTimerKey {
+			return nil, nil, fmt.Errorf("apply %s: %w: write %d: timer key of %d bytes lacks its due time and kind",
 				p, store.ErrInvalidBatch, i, len(w.Key))
 		}
 	}

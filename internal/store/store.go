@@ -26,10 +26,14 @@ const (
 
 // TimerTag is the first byte of every timer row key. The 8 bytes after it are
 // the timer's due time in Unix milliseconds, big-endian, so the first timer
-// key of a partition in byte order is its earliest. Apply keeps each bucket's
-// due index equal to that earliest due time; this is the only row layout the
-// store knows.
-const TimerTag byte = 't'
+// key of a partition in byte order is its earliest, and 2 bytes of kind
+// follow. Apply keeps each bucket's due index equal to that earliest due
+// time and refuses to put a timer key shorter than MinTimerKey; this is the
+// only row layout the store knows.
+const (
+	TimerTag    byte = 't'
+	MinTimerKey      = 1 + 8 + 2
+)
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
