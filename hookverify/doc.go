@@ -15,6 +15,8 @@
 // Only the origin and path of the request are signed, not its query: do not
 // authorise on query parameters. A verified request may still be a retry of
 // one already handled (relay delivers at least once, each attempt signed
-// afresh), so handlers deduplicate: by webhook-id for Standard Webhooks, by
-// the body's data.reservation_id for mkit-hook v1.
+// afresh), so handlers deduplicate per endpoint, the URL relay posts to (give
+// each registration its own URL): mkit-hook v1 by the body's
+// data.reservation_id, unique only within one relay namespace; Standard
+// Webhooks by webhook-id.
 package hookverify

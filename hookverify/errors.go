@@ -18,7 +18,8 @@ var (
 	ErrVersion = errors.New("hookverify: unsupported signature version")
 	// ErrUnknownKey: the key id is not in the key list.
 	ErrUnknownKey = errors.New("hookverify: unknown key id")
-	// ErrKeyInactive: now is outside the key's notBeforeMs/notAfterMs.
+	// ErrKeyInactive: now, or the request's created-at, is outside the
+	// key's notBeforeMs/notAfterMs.
 	ErrKeyInactive = errors.New("hookverify: key not valid now")
 	// ErrAudience: the request was signed for another origin.
 	ErrAudience = errors.New("hookverify: wrong audience")

@@ -22,7 +22,8 @@ type KeyList struct {
 }
 
 // PublicKey is one Ed25519 key of a KeyList. NotBeforeMs and NotAfterMs
-// (Unix ms, inclusive) bound when a request signed with it is accepted.
+// (Unix ms, inclusive) bound both when a request signed with it is accepted
+// (the receiver's clock) and when it may have been signed (its created-at).
 type PublicKey struct {
 	KeyID       string `json:"keyId"`
 	Alg         string `json:"alg"`

@@ -4,7 +4,9 @@ import (
 	"crypto/ed25519"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -61,6 +63,30 @@ type MkitVerifier struct {
 
 	once   sync.Once
 	nonces *NonceCache
+}
+
+// Check validates the configuration without a request: the audience is an
+// origin Origin accepts and the key list holds at least one well-formed key,
+// no key id twice. Call it at start so that a misconfigured receiver refuses
+// to start instead of answering every request 500. Errors match ErrConfig.
+func (v *MkitVerifier) Check() error {
+	if _, err := origin(v.Audience); err != nil {
+		return errorf(ErrConfig, "audience %q: %v", v.Audience, err)
+	}
+	if len(v.Keys.Keys) == 0 {
+		return errorf(ErrConfig, "key list has no keys")
+	}
+	seen := make(map[string]bool, len(v.Keys.Keys))
+	for i, k := range v.Keys.Keys {
+		if err := checkPublicKey(k); err != nil {
+			return errorf(ErrConfig, "key list entry %d: %v", i+1, err)
+		}
+		if seen[k.KeyID] {
+			return errorf(ErrConfig, "key id %s appears twice in the key list", k.KeyID)
+		}
+		seen[k.KeyID] = true
+	}
+	return nil
 }
 
 func (v *MkitVerifier) now() time.Time {
@@ -121,9 +147,9 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	if key.NotAfterMs != nil && now > *key.NotAfterMs {
 		return errorf(ErrKeyInactive, "key %s is not valid after %d", keyID, *key.NotAfterMs)
 	}
-	want, err := Origin(v.Audience)
+	want, err := origin(v.Audience)
 	if err != nil {
-		return errorf(ErrConfig, "audience: %v", err)
+		return errorf(ErrConfig, "audience %q: %v", v.Audience, err)
 	}
 	if audience != want {
 		return errorf(ErrAudience, "request was signed for another origin")
@@ -138,6 +164,14 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	}
 	if window := expires - created; window <= 0 || window > MaxWindowMs {
 		return errorf(ErrWindow, "expires-at minus created-at must be 1 to %d ms", MaxWindowMs)
+	}
+	// The key's bounds hold for the signing time too: a key retired at T
+	// signs nothing after T, even for a receiver whose clock is behind.
+	if key.NotBeforeMs != nil && created < *key.NotBeforeMs {
+		return errorf(ErrKeyInactive, "request created before key %s became valid at %d", keyID, *key.NotBeforeMs)
+	}
+	if key.NotAfterMs != nil && created > *key.NotAfterMs {
+		return errorf(ErrKeyInactive, "request created after key %s was retired at %d", keyID, *key.NotAfterMs)
 	}
 	if created > now+MaxClockLeadMs {
 		return errorf(ErrNotYetValid, "created-at is more than %d ms ahead of this receiver's clock", MaxClockLeadMs)
@@ -209,31 +243,52 @@ func parseDecimal(s string) (int64, bool) {
 // Origin is the canonical origin of rawURL, as mkit-hook signs audiences:
 // lowercase scheme://host[:port], the default port omitted, no user info,
 // path or query. Use it to compare a configured URL with a signed audience.
+// The spellings relay refuses to sign for are refused here too, so a
+// configured audience never silently differs from what relay signs: a host
+// ending with '.', a port with a leading zero, an IPv6 address not in its
+// canonical form (RFC 5952, as 2001:db8::1) or with a zone. Every error
+// matches ErrConfig.
 func Origin(rawURL string) (string, error) {
+	o, err := origin(rawURL)
+	if err != nil {
+		return "", errorf(ErrConfig, "origin %q: %v", rawURL, err)
+	}
+	return o, nil
+}
+
+// origin is Origin with a plain reason for its error.
+func origin(rawURL string) (string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", err
+		return "", errors.New("not a URL")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {
-		return "", errorf(ErrConfig, "origin %q: scheme must be http or https", rawURL)
+		return "", errors.New("scheme must be http or https")
 	}
 	host := u.Hostname()
 	if host == "" {
-		return "", errorf(ErrConfig, "origin %q: no host", rawURL)
+		return "", errors.New("no host")
 	}
 	for i := 0; i < len(host); i++ {
 		if c := host[i]; c <= ' ' || c >= 0x7f {
-			return "", errorf(ErrConfig, "origin %q: host must be printable ASCII (use the punycode form)", rawURL)
+			return "", errors.New("host must be printable ASCII (use the punycode form)")
 		}
 	}
 	host = strings.ToLower(host)
+	if strings.HasSuffix(host, ".") {
+		return "", errors.New("host ends with '.' (relay does not sign for such a host)")
+	}
 	if strings.Contains(host, ":") {
+		a, err := netip.ParseAddr(host)
+		if err != nil || a.Zone() != "" || a.String() != host {
+			return "", errors.New("IPv6 address must be in its canonical form (as 2001:db8::1), without a zone")
+		}
 		host = "[" + host + "]"
 	}
 	port := u.Port()
 	if _, ok := parseDecimal(port); port != "" && !ok {
-		return "", errorf(ErrConfig, "origin %q: port is not a number", rawURL)
+		return "", errors.New("port is not a number without leading zeros")
 	}
 	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		return scheme + "://" + host, nil

@@ -109,6 +109,73 @@ func TestMkitRefusesKeyOutsideItsBounds(t *testing.T) {
 	}
 }
 
+func TestMkitRefusesSignatureCreatedOutsideKeyBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	notBefore, notAfter := t0, t0.Add(time.Hour)
+	b.v.Keys = keyList(t, b.signer.PublicKey().ValidFrom(notBefore).ValidUntil(notAfter))
+	// The receiver's clock is always within the key's bounds here, and the
+	// request within its window and clock lead: only created-at can decide.
+	for _, tc := range []struct {
+		name             string
+		created, verifAt time.Time
+		want             error
+	}{
+		{"signed at retirement", notAfter, notAfter.Add(-10 * time.Second), nil},
+		{"signed after retirement, receiver clock behind", notAfter.Add(time.Millisecond), notAfter.Add(-10 * time.Second), hookverify.ErrKeyInactive},
+		{"signed at activation", notBefore, notBefore.Add(10 * time.Second), nil},
+		{"signed before activation, receiver clock ahead", notBefore.Add(-time.Millisecond), notBefore.Add(10 * time.Second), hookverify.ErrKeyInactive},
+	} {
+		b.now = tc.created
+		h := b.sign(t, body)
+		b.now = tc.verifAt
+		if err := b.v.Verify(h, "/in", []byte(body)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestMkitCheckValidatesConfigurationWithoutARequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	good := func() *hookverify.MkitVerifier {
+		return &hookverify.MkitVerifier{Keys: keyList(t, b.signer.PublicKey()), Audience: audience}
+	}
+	if err := good().Check(); err != nil {
+		t.Fatalf("good configuration: %v", err)
+	}
+	twoKeys := good()
+	twoKeys.Keys = keyList(t, b.signer.PublicKey(), hooks.PublicKey{KeyID: "relay-2", Alg: "ed25519", PublicKey: strings.Repeat("ab", 32)})
+	if err := twoKeys.Check(); err != nil {
+		t.Errorf("two keys: %v", err)
+	}
+	for name, mutate := range map[string]func(v *hookverify.MkitVerifier){
+		"no audience":         func(v *hookverify.MkitVerifier) { v.Audience = "" },
+		"audience no scheme":  func(v *hookverify.MkitVerifier) { v.Audience = "hooks.example.com" },
+		"audience ftp":        func(v *hookverify.MkitVerifier) { v.Audience = "ftp://hooks.example.com" },
+		"audience trailing .": func(v *hookverify.MkitVerifier) { v.Audience = "https://hooks.example.com." },
+		"audience port 0443":  func(v *hookverify.MkitVerifier) { v.Audience = "https://hooks.example.com:0443" },
+		"audience IPv6 zeros": func(v *hookverify.MkitVerifier) { v.Audience = "https://[2001:0db8::1]" },
+		"audience not a URL":  func(v *hookverify.MkitVerifier) { v.Audience = "https://hooks.example.com:x" },
+		"no key list":         func(v *hookverify.MkitVerifier) { v.Keys = hookverify.KeyList{} },
+		"empty key list":      func(v *hookverify.MkitVerifier) { v.Keys.Keys = []hookverify.PublicKey{} },
+		"key upper hex":       func(v *hookverify.MkitVerifier) { v.Keys.Keys[0].PublicKey = strings.ToUpper(v.Keys.Keys[0].PublicKey) },
+		"key other alg":       func(v *hookverify.MkitVerifier) { v.Keys.Keys[0].Alg = "rsa" },
+		"key bad id":          func(v *hookverify.MkitVerifier) { v.Keys.Keys[0].KeyID = "relay/1" },
+		"key id twice":        func(v *hookverify.MkitVerifier) { v.Keys.Keys = append(v.Keys.Keys, v.Keys.Keys[0]) },
+		"key bounds inverted": func(v *hookverify.MkitVerifier) {
+			before, after := int64(2), int64(1)
+			v.Keys.Keys[0].NotBeforeMs, v.Keys.Keys[0].NotAfterMs = &before, &after
+		},
+	} {
+		v := good()
+		mutate(v)
+		if err := v.Check(); !errors.Is(err, hookverify.ErrConfig) {
+			t.Errorf("%s: Check = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
 func TestMkitRefusesOtherAudiences(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -122,7 +189,7 @@ func TestMkitRefusesOtherAudiences(t *testing.T) {
 	if err := b.v.Verify(b.sign(t, body), "/in", []byte(body)); err != nil {
 		t.Errorf("non-canonical configured audience: %v", err)
 	}
-	for _, bad := range []string{"", "hooks.example.com", "ftp://hooks.example.com"} {
+	for _, bad := range []string{"", "hooks.example.com", "ftp://hooks.example.com", "https://hooks.example.com.", "https://hooks.example.com:0443"} {
 		b.v.Audience = bad
 		check(t, b.v, b.sign(t, body), "/in", body, hookverify.ErrConfig)
 	}

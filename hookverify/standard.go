@@ -45,16 +45,9 @@ func (v *StandardVerifier) VerifyRequest(r *http.Request, body []byte) error {
 // that is the HMAC-SHA256 of id.timestamp.body under one of the secrets
 // (compared in constant time). Entries of other versions are skipped.
 func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
-	keys, err := v.keys()
+	keys, tol, err := v.config()
 	if err != nil {
 		return err
-	}
-	tol := v.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
-	if tol < 0 {
-		return errorf(ErrConfig, "negative tolerance")
 	}
 	var f [3]string
 	for i, name := range [...]string{HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature} {
@@ -112,6 +105,31 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 		}
 	}
 	return errorf(ErrBadSignature, "no v1 signature of %s matches", HeaderStandardSignature)
+}
+
+// Check validates the configuration without a request: at least one
+// secret, each whsec_ and the base64 of 24 to 64 bytes, and a tolerance
+// that is not negative. Call it at start so that a misconfigured receiver
+// refuses to start instead of answering every request 500. Errors match
+// ErrConfig.
+func (v *StandardVerifier) Check() error {
+	_, _, err := v.config()
+	return err
+}
+
+// config returns the decoded secrets and the tolerance in effect.
+func (v *StandardVerifier) config() ([][]byte, time.Duration, error) {
+	keys, err := v.keys()
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case v.Tolerance < 0:
+		return nil, 0, errorf(ErrConfig, "negative tolerance")
+	case v.Tolerance == 0:
+		return keys, DefaultTolerance, nil
+	}
+	return keys, v.Tolerance, nil
 }
 
 func (v *StandardVerifier) now() time.Time {

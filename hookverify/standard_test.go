@@ -175,3 +175,33 @@ func TestStandardMisconfigurationIsConfigError(t *testing.T) {
 		}
 	}
 }
+
+func TestStandardCheckValidatesConfigurationWithoutARequest(t *testing.T) {
+	t.Parallel()
+	sized := func(n int) string { return "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	for name, v := range map[string]*hookverify.StandardVerifier{
+		"one secret":         {Secrets: []string{secret(1)}},
+		"rotation":           {Secrets: []string{secret(1), secret(2)}},
+		"24-byte secret":     {Secrets: []string{sized(24)}},
+		"64-byte secret":     {Secrets: []string{sized(64)}},
+		"explicit tolerance": {Secrets: []string{secret(1)}, Tolerance: time.Minute},
+	} {
+		if err := v.Check(); err != nil {
+			t.Errorf("%s: Check = %v, want nil", name, err)
+		}
+	}
+	for name, v := range map[string]*hookverify.StandardVerifier{
+		"no secrets":          {},
+		"empty secret list":   {Secrets: []string{}},
+		"no prefix":           {Secrets: []string{strings.TrimPrefix(secret(1), "whsec_")}},
+		"23-byte secret":      {Secrets: []string{sized(23)}},
+		"65-byte secret":      {Secrets: []string{sized(65)}},
+		"not base64":          {Secrets: []string{"whsec_%%%"}},
+		"one bad in rotation": {Secrets: []string{secret(1), "whsec_"}},
+		"negative tolerance":  {Secrets: []string{secret(1)}, Tolerance: -time.Second},
+	} {
+		if err := v.Check(); !errors.Is(err, hookverify.ErrConfig) {
+			t.Errorf("%s: Check = %v, want ErrConfig", name, err)
+		}
+	}
+}

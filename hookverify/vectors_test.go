@@ -91,18 +91,39 @@ func TestMkitVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
 		t.Fatalf("vector refused: %v", err)
 	}
 
+	// Each header's last character changed, and the check that must refuse
+	// it: a refusal for another reason (ErrConfig, say) would hide that this
+	// field is not checked.
+	onChange := map[string]error{
+		"X-Mkit-Hook-Version":    hookverify.ErrVersion,      // 1 -> 2
+		"X-Mkit-Hook-Key-Id":     hookverify.ErrUnknownKey,   // relay-2025-11 -> relay-2025-12
+		"X-Mkit-Hook-Audience":   hookverify.ErrAudience,     // ...example.com -> ...example.coa
+		"X-Mkit-Hook-Created-At": hookverify.ErrBadSignature, // 1 ms later: window still valid
+		"X-Mkit-Hook-Expires-At": hookverify.ErrWindow,       // 1 ms later: window 300,001 ms
+		"X-Mkit-Hook-Nonce":      hookverify.ErrBadSignature,
+		"X-Mkit-Hook-Digest":     hookverify.ErrDigest,
+		"X-Mkit-Hook-Signature":  hookverify.ErrBadSignature,
+	}
 	for name := range vec.Headers {
 		h := header(vec.Headers)
 		h.Del(name)
 		if err := verify(h, vec.Audience, vec.Path, body, vec.VerifyAtMs); !errors.Is(err, hookverify.ErrMissingHeader) {
 			t.Errorf("without %s: got %v, want ErrMissingHeader", name, err)
 		}
+		want, ok := onChange[name]
+		if !ok {
+			t.Errorf("header %s of the vector has no expected refusal", name)
+			continue
+		}
 		h = header(vec.Headers)
 		value := change(vec.Headers[name])
 		h.Set(name, value)
-		if err := verify(h, vec.Audience, vec.Path, body, vec.VerifyAtMs); err == nil {
-			t.Errorf("%s changed to %q: accepted", name, value)
+		if err := verify(h, vec.Audience, vec.Path, body, vec.VerifyAtMs); !errors.Is(err, want) {
+			t.Errorf("%s changed to %q: got %v, want %v", name, value, err, want)
 		}
+	}
+	if len(vec.Headers) != len(onChange) {
+		t.Errorf("vector has %d headers, want the %d of mkit-hook v1", len(vec.Headers), len(onChange))
 	}
 	expires, _ := strconv.ParseInt(vec.Headers["X-Mkit-Hook-Expires-At"], 10, 64)
 	created, _ := strconv.ParseInt(vec.Headers["X-Mkit-Hook-Created-At"], 10, 64)

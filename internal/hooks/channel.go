@@ -24,11 +24,19 @@ const (
 	defaultMaxResponseBytes = 64 << 10
 	defaultUserAgent        = "relay"
 
-	// Transport timeouts sit under the driver's per-call deadline (default
-	// 5 s), which is the real bound: a dead address gives way to the next one
-	// within one call. responseHeaderTimeout is only a backstop for a context
-	// without deadline; below the call's deadline it would silently overrule
-	// an operator who raised it for a slow receiver.
+	// DefaultPostDeadline bounds a Post whose context has no deadline: the
+	// whole call, answer body included, which ResponseHeaderTimeout alone
+	// does not (a receiver dripping its body would hold the call forever).
+	// It is a backstop for callers that set none; the driver's per-call
+	// deadline (default 5 s) is the real bound, and a deadline the caller
+	// set, longer or shorter, is never overruled.
+	DefaultPostDeadline = 30 * time.Second
+
+	// Transport timeouts sit under the driver's per-call deadline, so a dead
+	// address gives way to the next one within one call.
+	// responseHeaderTimeout is a second backstop for the headers; below the
+	// call's deadline it would silently overrule an operator who raised that
+	// deadline for a slow receiver.
 	dialTimeout           = 3 * time.Second
 	tlsHandshakeTimeout   = 3 * time.Second
 	responseHeaderTimeout = 30 * time.Second
@@ -36,8 +44,14 @@ const (
 	maxResponseHeaderSize = 64 << 10
 )
 
-// nat64 is the well-known NAT64 prefix (RFC 6052); see Channel.permit.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// Prefixes whose addresses carry an IPv4 address that a translator or relay
+// forwards to; see Channel.permit and embeddedIPv4.
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64 (RFC 6052): IPv4 in bits 96-127
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64 (RFC 8215): IPv4 in bits 96-127
+	sixToFour  = netip.MustParsePrefix("2002::/16")      // 6to4 (RFC 3056): IPv4 in bits 16-47
+	teredo     = netip.MustParsePrefix("2001::/32")      // Teredo (RFC 4380): client IPv4 = bits 96-127 XOR 0xffffffff
+)
 
 // loopbacks is what "localhost" means (RFC 6761), answered without DNS so a
 // resolver cannot point it elsewhere. IPv4 first: most local receivers
@@ -48,8 +62,16 @@ var loopbacks = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAd
 // channel that reaches only public addresses over https.
 type ChannelOptions struct {
 	// Allow lists CIDRs an operator permits despite the guard (e.g.
-	// 127.0.0.0/8 for a local receiver, 10.1.2.0/24 for an internal one).
+	// 127.0.0.1/32 for a local receiver, 10.1.2.3/32 for an internal one).
 	// An address is judged in its plain form: ::ffff:10.1.2.3 is 10.1.2.3.
+	// An IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo) is
+	// permitted only if that IPv4 address is too.
+	//
+	// An entry opens every port of its addresses to the endpoints of every
+	// namespace: allowing 127.0.0.0/8 lets any tenant post to relay's own
+	// API, a local Redis and whatever else listens on the host. Allow the
+	// narrowest prefix that holds the receivers, ideally the /32 (or /128)
+	// of a dedicated receiver host.
 	Allow []netip.Prefix
 	// MaxConns sizes the connection pool: the delivery concurrency (default 64).
 	MaxConns int
@@ -61,11 +83,13 @@ type ChannelOptions struct {
 
 	// Test seams. lookup replaces DNS; dial replaces the socket dial and is
 	// called only with an "ip:port" the guard accepted; roots replaces the
-	// system CA pool; now is the clock for Retry-After dates.
-	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
-	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
-	roots  *x509.CertPool
-	now    func() time.Time
+	// system CA pool; now is the clock for Retry-After dates; postDeadline
+	// replaces DefaultPostDeadline.
+	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial         func(ctx context.Context, network, addr string) (net.Conn, error)
+	roots        *x509.CertPool
+	now          func() time.Time
+	postDeadline time.Duration
 }
 
 // Channel posts webhooks to endpoints that registered them, which relay does
@@ -78,6 +102,8 @@ type Channel struct {
 	transport *http.Transport
 	maxBody   int64
 	userAgent string
+	// postDeadline bounds a Post whose context has none.
+	postDeadline time.Duration
 
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -116,11 +142,12 @@ func NewChannel(opts ChannelOptions) (*Channel, error) {
 			ssrf.WithAllowedV4Prefixes(allow4...),
 			ssrf.WithAllowedV6Prefixes(allow6...),
 		),
-		maxBody:   orDefault(opts.MaxResponseBytes, defaultMaxResponseBytes),
-		userAgent: opts.UserAgent,
-		lookup:    opts.lookup,
-		dial:      opts.dial,
-		now:       opts.now,
+		maxBody:      orDefault(opts.MaxResponseBytes, defaultMaxResponseBytes),
+		userAgent:    opts.UserAgent,
+		postDeadline: time.Duration(orDefault(int64(opts.postDeadline), int64(DefaultPostDeadline))),
+		lookup:       opts.lookup,
+		dial:         opts.dial,
+		now:          opts.now,
 	}
 	if c.userAgent == "" {
 		c.userAgent = defaultUserAgent
@@ -183,10 +210,17 @@ func orDefault(v, def int64) int64 {
 func (c *Channel) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 
 // Post sends one request. nil means the endpoint answered 2xx; otherwise the
-// error is an *Error. The call's deadline comes from ctx.
+// error is an *Error. The call's deadline comes from ctx; without one, the
+// call ends after DefaultPostDeadline. A 2xx whose body is still arriving at
+// the deadline still acknowledges: the status is the answer.
 func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Header, body []byte) error {
 	if err := c.CheckURL(endpoint); err != nil {
 		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.postDeadline)
+		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
 	if err != nil {
@@ -245,10 +279,29 @@ func (c *Channel) CheckURL(u *url.URL) error {
 	if host == "" {
 		return bad("no host")
 	}
+	// A port with a leading zero, a trailing dot and a non-canonical IPv6
+	// literal give the origin a second spelling: refused, so the audience
+	// relay signs (Origin) is the one a receiver configures (hookverify.Origin
+	// refuses the same forms).
 	if p := u.Port(); p != "" {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
 			return bad("invalid port")
+		}
+		if p[0] == '0' {
+			return bad("port has a leading zero")
+		}
+	}
+	if strings.HasSuffix(host, ".") {
+		return bad("host ends with '.'")
+	}
+	if strings.Contains(host, ":") {
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			return bad("host is not a valid IPv6 address")
+		}
+		if a.Zone() == "" && a.String() != strings.ToLower(host) {
+			return bad("IPv6 address is not in its canonical form (as 2001:db8::1)")
 		}
 	}
 	addrs, literal, err := literalAddrs(host)
@@ -328,9 +381,11 @@ func numericLabel(s string) bool {
 }
 
 // permit is the guard's verdict on one address, judged in its plain form (an
-// IPv4-mapped address is the IPv4 address it maps). When an operator allows
-// the NAT64 prefix, the IPv4 address inside is judged too, so that
-// 64:ff9b::7f00:1 does not reach 127.0.0.1 through a translator.
+// IPv4-mapped address is the IPv4 address it maps). The guard lets an
+// allow-list entry override its deny rules, so when an operator allows a
+// range holding NAT64, 6to4 or Teredo addresses (2000::/3 holds the last
+// two), the IPv4 address inside is judged too: 64:ff9b::7f00:1 and
+// 2002:7f00:1::1 must not reach 127.0.0.1 through a translator or relay.
 func (c *Channel) permit(a netip.Addr) error {
 	a = a.Unmap()
 	if a.Zone() != "" {
@@ -339,13 +394,30 @@ func (c *Channel) permit(a netip.Addr) error {
 	if err := c.guard.SafeAddr(a); err != nil {
 		return errNotPermitted
 	}
-	if nat64.Contains(a) {
-		b := a.As16()
-		if err := c.guard.SafeAddr(netip.AddrFrom4([4]byte(b[12:]))); err != nil {
+	if v4, ok := embeddedIPv4(a); ok {
+		if err := c.guard.SafeAddr(v4); err != nil {
 			return errNotPermitted
 		}
 	}
 	return nil
+}
+
+// embeddedIPv4 returns the IPv4 address that traffic to a is forwarded to
+// by a NAT64 translator, a 6to4 relay or a Teredo relay.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a), nat64Local.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // control is the dialer's last check, on the exact address connect(2) gets.

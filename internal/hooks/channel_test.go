@@ -428,6 +428,64 @@ func TestAllowingNAT64StillJudgesTheIPv4Inside(t *testing.T) {
 	}
 }
 
+func TestAllowingTunnelPrefixesStillJudgesTheIPv4Inside(t *testing.T) {
+	t.Parallel()
+	// 93.184.216.34 (public), 127.0.0.1 and 169.254.169.254 (metadata) in
+	// each form that carries an IPv4 address.
+	const (
+		teredoPublic   = "2001:0:4136:e378:8000:63bf:a247:27dd" // client bits are the IPv4 XOR 0xffffffff
+		teredoLoopback = "2001:0:4136:e378:8000:63bf:80ff:fffe"
+		teredoMetadata = "2001:0:4136:e378:8000:63bf:5601:5601"
+	)
+	global := netip.MustParsePrefix("2000::/3")
+	for _, tc := range []struct {
+		name  string
+		allow []netip.Prefix
+		addrs map[string]bool // address -> permitted
+	}{
+		{"global unicast allowed", []netip.Prefix{global}, map[string]bool{
+			"2606:2800:220:1::1": true, // no IPv4 inside: the allow-list decides
+			"2002:5db8:d822::1":  true,
+			"2002:7f00:1::1":     false,
+			"2002:a9fe:a9fe::1":  false,
+			"2002:a00:1::1":      false,
+			teredoPublic:         true,
+			teredoLoopback:       false,
+			teredoMetadata:       false,
+		}},
+		{"local-use NAT64 allowed", []netip.Prefix{netip.MustParsePrefix("64:ff9b:1::/48")}, map[string]bool{
+			"64:ff9b:1::5db8:d822": true,
+			"64:ff9b:1::a9fe:a9fe": false,
+			"64:ff9b:1::7f00:1":    false,
+			"64:ff9b:1::c0a8:101":  false,
+		}},
+		{"embedded IPv4 allowed itself", []netip.Prefix{global, netip.MustParsePrefix("127.0.0.1/32")}, map[string]bool{
+			"2002:7f00:1::1": true,
+			teredoLoopback:   true,
+			"2002:7f00:2::1": false, // 127.0.0.2
+			teredoMetadata:   false,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newTestChannel(t, ChannelOptions{Allow: tc.allow})
+			for a, ok := range tc.addrs {
+				if err := c.permit(netip.MustParseAddr(a)); (err == nil) != ok {
+					t.Errorf("permit(%s) = %v, want ok=%v", a, err, ok)
+				}
+				if err := c.control("tcp6", netip.AddrPortFrom(netip.MustParseAddr(a), 443).String(), nil); (err == nil) != ok {
+					t.Errorf("control(tcp6, %s) = %v, want ok=%v", a, err, ok)
+				}
+			}
+		})
+	}
+	t.Run("URL literal", func(t *testing.T) {
+		t.Parallel()
+		c := newTestChannel(t, ChannelOptions{Allow: []netip.Prefix{global}})
+		wantClass(t, c.CheckURL(mustURL(t, "https://[2002:a9fe:a9fe::1]/latest/meta-data")), ClassRefused)
+	})
+}
+
 func TestAllowListCoversMappedForms(t *testing.T) {
 	t.Parallel()
 	c := newTestChannel(t, ChannelOptions{Allow: []netip.Prefix{
@@ -580,6 +638,55 @@ func TestHangingReceiverIsCutByTheDeadline(t *testing.T) {
 	}
 }
 
+func TestDrippingBodyIsCutByTheBackstopWhenCtxHasNoDeadline(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			c, u := loopbackHTTP(t, ChannelOptions{postDeadline: 300 * time.Millisecond},
+				func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(status)
+					_, _ = io.WriteString(w, "still ")
+					_ = http.NewResponseController(w).Flush()
+					select { // the rest of the body never comes
+					case <-release:
+					case <-r.Context().Done():
+					}
+				})
+			t.Cleanup(func() { close(release) }) // runs before the server's Close
+
+			ctx := t.Context()
+			if _, ok := ctx.Deadline(); ok {
+				t.Fatal("test context has a deadline; the backstop would not be exercised")
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Post(ctx, u, nil, []byte("{}")) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second): // a watchdog: the backstop is 300 ms
+				t.Fatal("Post still reading a dripping body after 10 s; no deadline bounds it")
+			}
+			// The answer's status arrived and decides, though its body was cut.
+			if status == http.StatusOK {
+				if err != nil {
+					t.Errorf("Post = %v, want nil (200 acknowledges)", err)
+				}
+			} else if e := wantClass(t, err, ClassStatus); e.Status != status {
+				t.Errorf("Status = %d, want %d", e.Status, status)
+			}
+		})
+	}
+}
+
+func TestPostBackstopDefaultsTo30s(t *testing.T) {
+	t.Parallel()
+	if c := newTestChannel(t, ChannelOptions{}); c.postDeadline != DefaultPostDeadline || DefaultPostDeadline != 30*time.Second {
+		t.Errorf("backstop %v (DefaultPostDeadline %v), want 30s", c.postDeadline, DefaultPostDeadline)
+	}
+}
+
 func TestCanceledCallIsNotATimeout(t *testing.T) {
 	t.Parallel()
 	arrived := make(chan struct{}, 1)
@@ -702,7 +809,14 @@ func TestCheckURL(t *testing.T) {
 		{local, "http://127.0.0.1:8080/hook", ""},
 		{local, "http://[::1]:8080/hook", ""},
 		{local, "http://localhost:8080/hook", ""},
-		{local, "http://LOCALHOST.:8080/hook", ""},
+		{local, "http://LOCALHOST:8080/hook", ""},
+		{local, "http://localhost.:8080/hook", ClassURL},
+		{strict, "https://hooks.example.com./in", ClassURL},
+		{strict, "https://hooks.example.com:0443/in", ClassURL},
+		{strict, "https://hooks.example.com:08443/in", ClassURL},
+		{strict, "https://[2606:2800:0220:1::1]/in", ClassURL},
+		{strict, "https://[2606:2800:220:1:0:0:0:1]/in", ClassURL},
+		{strict, "https://[2606:2800:220:1::1]:8443/in", ""},
 		{local, "https://10.1.2.3/hook", ""},
 		{local, "http://10.1.2.3/hook", ClassURL},
 		{local, "https://10.1.3.1/hook", ClassRefused},

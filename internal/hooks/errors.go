@@ -27,7 +27,8 @@ const (
 	// ClassRedirect: the endpoint answered 3xx; redirects are never followed.
 	ClassRedirect Class = "redirect"
 	// ClassURL: the endpoint URL breaks a rule that needs no DNS (scheme,
-	// userinfo, missing host, plain http to anything but an allowed loopback).
+	// userinfo, missing host, plain http to anything but an allowed loopback,
+	// an origin with a second spelling such as a port with a leading zero).
 	ClassURL Class = "url"
 	// ClassRefused: the SSRF guard refused every address of the endpoint.
 	ClassRefused Class = "refused"

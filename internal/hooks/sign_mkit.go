@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -60,7 +61,8 @@ const mkitPrefix = "mkit-hook:v1"
 var ErrInvalidSigner = errors.New("hooks: invalid signing configuration")
 
 // ErrInvalidEndpoint marks an endpoint URL that cannot be signed for: not
-// absolute http(s), no host, or a host that is not ASCII.
+// absolute http(s), no host, a host that is not ASCII, or an origin with
+// more than one spelling (see Origin).
 var ErrInvalidEndpoint = errors.New("hooks: invalid endpoint URL")
 
 // MkitSigner signs attempts with mkit-hook v1. Sign is safe for concurrent
@@ -210,7 +212,10 @@ func (c *mkitCanonical) bytes() []byte {
 
 // Origin is the audience signed for endpoint: lowercase scheme://host[:port],
 // the default port (80 for http, 443 for https) omitted, no user info, path
-// or query. Receivers compare it with their own origin.
+// or query. Receivers compare it with their own origin. Spellings a
+// receiver could write differently are refused rather than signed: a host
+// ending with '.', a port with a leading zero, an IPv6 address not in its
+// canonical form (RFC 5952, as 2001:db8::1) or with a zone.
 func Origin(endpoint *url.URL) (string, error) {
 	if endpoint == nil {
 		return "", fmt.Errorf("%w: no URL", ErrInvalidEndpoint)
@@ -229,14 +234,24 @@ func Origin(endpoint *url.URL) (string, error) {
 		}
 	}
 	host = strings.ToLower(host)
+	if strings.HasSuffix(host, ".") {
+		return "", fmt.Errorf("%w: host ends with '.'", ErrInvalidEndpoint)
+	}
 	if strings.Contains(host, ":") {
-		host = "[" + host + "]" // IPv6 literal
+		a, err := netip.ParseAddr(host)
+		if err != nil || a.Zone() != "" || a.String() != host {
+			return "", fmt.Errorf("%w: IPv6 address must be in its canonical form (as 2001:db8::1), without a zone", ErrInvalidEndpoint)
+		}
+		host = "[" + host + "]"
 	}
 	port := endpoint.Port()
 	for i := 0; i < len(port); i++ {
 		if port[i] < '0' || port[i] > '9' {
 			return "", fmt.Errorf("%w: port is not a number", ErrInvalidEndpoint)
 		}
+	}
+	if len(port) > 1 && port[0] == '0' {
+		return "", fmt.Errorf("%w: port has a leading zero", ErrInvalidEndpoint)
 	}
 	if port == "" || (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		return scheme + "://" + host, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -184,6 +185,62 @@ func TestOriginIsLowercaseWithoutDefaultPort(t *testing.T) {
 	for _, raw := range []string{"ftp://hooks.example.com", "/relative", "https:///in", "https://bücher.example/in"} {
 		if _, err := hooks.Origin(sigURL(t, raw)); !errors.Is(err, hooks.ErrInvalidEndpoint) {
 			t.Errorf("Origin(%s): got %v, want ErrInvalidEndpoint", raw, err)
+		}
+	}
+}
+
+func TestSignerAndVerifierOriginsAgreeOrBothRefuse(t *testing.T) {
+	t.Parallel()
+	// Every address is permitted, so CheckURL judges only the URL's form.
+	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for raw, want := range map[string]string{ // "" means refused
+		"https://h.example:443/x":          "https://h.example",
+		"https://h.example:8443/x":         "https://h.example:8443",
+		"https://h.example:65535/x":        "https://h.example:65535",
+		"https://h.example:0443/x":         "",
+		"https://h.example:08443/x":        "",
+		"https://h.example:00/x":           "",
+		"https://H.Example/x":              "https://h.example",
+		"https://example.com./x":           "",
+		"https://example.com.:443/x":       "",
+		"https://localhost./x":             "",
+		"http://127.0.0.1:8080/x":          "http://127.0.0.1:8080",
+		"https://[2001:db8::1]/x":          "https://[2001:db8::1]",
+		"https://[2001:DB8::1]:8443/x":     "https://[2001:db8::1]:8443",
+		"https://[2001:0db8::1]/x":         "",
+		"https://[2001:db8:0:0:0:0:0:1]/x": "",
+		"https://[2001:db8::0:1]/x":        "",
+		"https://[::ffff:93.184.216.34]/x": "https://[::ffff:93.184.216.34]",
+		"https://[::ffff:5db8:d822]/x":     "",
+		"https://[fe80::1%25eth0]/x":       "",
+		"https://xn--bcher-kva.example/x":  "https://xn--bcher-kva.example",
+		"https://h.example:443/x?q=1#frag": "https://h.example",
+	} {
+		u := sigURL(t, raw)
+		signed, serr := hooks.Origin(u)
+		configured, verr := hookverify.Origin(raw)
+		switch {
+		case want == "":
+			if !errors.Is(serr, hooks.ErrInvalidEndpoint) || !errors.Is(verr, hookverify.ErrConfig) {
+				t.Errorf("%s: signer (%q, %v), verifier (%q, %v); want both refused", raw, signed, serr, configured, verr)
+			}
+		case serr != nil || verr != nil || signed != want || configured != want:
+			t.Errorf("%s: signer (%q, %v), verifier (%q, %v); want both %q", raw, signed, serr, configured, verr, want)
+		}
+		// A URL relay accepts is one it can sign for; one it cannot sign
+		// for is refused at registration as a bad URL.
+		err := ch.CheckURL(u)
+		var e *hooks.Error
+		switch {
+		case want != "" && err != nil:
+			t.Errorf("CheckURL(%s) = %v, want nil", raw, err)
+		case want == "" && (!errors.As(err, &e) || e.Class != hooks.ClassURL):
+			t.Errorf("CheckURL(%s) = %v, want class %q", raw, err, hooks.ClassURL)
 		}
 	}
 }
