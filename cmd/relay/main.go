@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	keys, err := cfg.signing.keyList(log)
+	sign, err := cfg.signing.load(cfg.redis == "", log)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: routes(st, keys), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(st, sign.keys), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,11 +31,11 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 
 func testKeys(t *testing.T) hooks.KeyList {
 	t.Helper()
-	keys, err := (&signingConfig{keyID: "test"}).keyList(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sign, err := (&signingConfig{keyID: "test"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return keys
+	return sign.keys
 }
 
 func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
@@ -68,8 +68,9 @@ func TestUnknownCommandIsAClearError(t *testing.T) {
 }
 
 // A key made by 'relay keygen' signs, and the key list relay serves holds
-// its public key beside the earlier ones an operator keeps publishing.
-func TestKeygenKeyIsPublishedBesideEarlierKeys(t *testing.T) {
+// its public key beside the other keys an operator publishes: the entry
+// keygen printed for the next key, before relay signs with it.
+func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "signing.pem")
 	if err := keygen([]string{"-out", keyFile}, io.Discard); err != nil {
@@ -81,38 +82,73 @@ func TestKeygenKeyIsPublishedBesideEarlierKeys(t *testing.T) {
 	if err := keygen([]string{"-out", keyFile}, io.Discard); err == nil {
 		t.Fatal("keygen overwrote an existing key file")
 	}
-	earlier := hooks.KeyList{Version: 1, Keys: []hooks.PublicKey{testKeys(t).Keys[0]}}
-	earlier.Keys[0].KeyID = "relay-0"
-	data, _ := json.Marshal(earlier)
-	published := filepath.Join(dir, "earlier.json")
-	if err := os.WriteFile(published, data, 0o644); err != nil {
+	var entry bytes.Buffer
+	if err := keygen([]string{"-out", filepath.Join(dir, "next.pem"), "-key-id", "relay-2"}, &entry); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parse([]string{"-signing-key", keyFile, "-signing-key-id", "relay-1", "-published-keys", published})
+	published := filepath.Join(dir, "published.json")
+	list := `{"version":1,"keys":[` + strings.TrimSpace(entry.String()) + `]}`
+	if err := os.WriteFile(published, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parse([]string{"-redis", "redis://127.0.0.1:1", "-signing-key", keyFile, "-signing-key-id", "relay-1", "-published-keys", published})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := cfg.signing.keyList(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sign, err := cfg.signing.load(false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, body := get(t, routes(redistest.Miniredis(t), keys), hooks.KeysPath)
+	code, body := get(t, routes(redistest.Miniredis(t), sign.keys), hooks.KeysPath)
 	if code != http.StatusOK {
 		t.Fatalf("%s = %d", hooks.KeysPath, code)
 	}
-	list, err := hookverify.ParseKeyList([]byte(body))
+	served, err := hookverify.ParseKeyList([]byte(body))
 	if err != nil {
 		t.Fatalf("served key list does not parse: %v", err)
 	}
-	if len(list.Keys) != 2 || list.Keys[0].KeyID != "relay-0" || list.Keys[1].KeyID != "relay-1" {
-		t.Fatalf("served keys %+v, want relay-0 then relay-1", list.Keys)
+	if len(served.Keys) != 2 || served.Keys[0].KeyID != "relay-2" || served.Keys[1].KeyID != "relay-1" {
+		t.Fatalf("served keys %+v, want relay-2 then relay-1", served.Keys)
 	}
 	key, err := hooks.LoadKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := hex.EncodeToString(key.Public().(ed25519.PublicKey)); list.Keys[1].PublicKey != want {
+	if want := hex.EncodeToString(key.Public().(ed25519.PublicKey)); served.Keys[1].PublicKey != want {
 		t.Fatal("the published signing key is not the key file's")
+	}
+	if sign.signer.KeyID() != "relay-1" {
+		t.Fatalf("signing with %s, want relay-1", sign.signer.KeyID())
+	}
+}
+
+func TestAMisspeltPublishedKeyListIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "published.json")
+	pub := strings.Repeat("ab", 32)
+	for name, list := range map[string]string{
+		"unknown field": `{"version":1,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `","notAfter":1}]}`,
+		"version 2":     `{"version":2,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `"}]}`,
+		"trailing data": `{"version":1,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `"}]} {}`,
+	} {
+		if err := os.WriteFile(path, []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readKeyList(path); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A relay on a real Redis does not sign with a throwaway key: receivers
+// could never trust it.
+func TestARealDeploymentNeedsASigningKey(t *testing.T) {
+	_, err := (&signingConfig{keyID: "relay-1"}).load(false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "RELAY_SIGNING_KEY_FILE") {
+		t.Fatalf("load without a key on a real Redis = %v", err)
+	}
+	dev, err := (&signingConfig{keyID: "relay-1"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil || !strings.HasPrefix(dev.signer.KeyID(), "dev-") {
+		t.Fatalf("development key %v, %v", dev.signer, err)
 	}
 }
 

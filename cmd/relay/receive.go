@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -35,7 +37,7 @@ func parseReceive(args []string) (receiveConfig, error) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:9000", "address to receive webhooks on")
 	fs.StringVar(&c.keys, "keys", "", "relay's key list, an http(s) URL (e.g. http://127.0.0.1:8080/.well-known/mkit-hook-keys.json) or a file; verifies mkit-hook v1")
 	fs.StringVar(&c.audience, "audience", "", "this receiver's origin as relay posts to it (default http://<listen>)")
-	fs.Func("secret", "a whsec_ secret verifying Standard Webhooks (repeat during a rotation)", func(s string) error {
+	fs.Func("secret", "a whsec_ secret verifying Standard Webhooks (repeat during a rotation); RELAY_RECEIVE_SECRETS (space-separated) keeps them out of the process list", func(s string) error {
 		c.secrets = append(c.secrets, s)
 		return nil
 	})
@@ -46,10 +48,18 @@ func parseReceive(args []string) (receiveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c.secrets = append(c.secrets, strings.Fields(os.Getenv("RELAY_RECEIVE_SECRETS"))...)
 	if c.keys == "" && len(c.secrets) == 0 {
 		return c, errors.New("receive needs -keys (mkit-hook v1) or -secret (Standard Webhooks), or both")
 	}
 	if c.audience == "" {
+		host, _, err := net.SplitHostPort(c.listen)
+		if err != nil {
+			return c, fmt.Errorf("-listen %q: %w", c.listen, err)
+		}
+		if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
+			return c, fmt.Errorf("-listen %q names no host: set -audience to the origin relay posts to, e.g. https://hooks.example.com", c.listen)
+		}
 		c.audience = "http://" + c.listen
 	}
 	return c, nil
@@ -94,9 +104,15 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 			return nil, err
 		}
 		v.mkit = &hookverify.MkitVerifier{Keys: list, Audience: c.audience}
+		if err := v.mkit.Check(); err != nil {
+			return nil, err
+		}
 	}
 	if len(c.secrets) > 0 {
 		v.standard = &hookverify.StandardVerifier{Secrets: c.secrets}
+		if err := v.standard.Check(); err != nil {
+			return nil, err
+		}
 	}
 	var mu sync.Mutex // one line per request, never interleaved
 	printf := func(format string, args ...any) {
@@ -113,14 +129,15 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 			} `json:"data"`
 		}
 		_ = json.Unmarshal(body, &event)
-		printf("verified %s %s %s reservation_id=%s\n", scheme(r.Header), r.URL.Path, event.Type, event.Data.ReservationID)
+		// Quoted: a path or body field could otherwise forge a line.
+		printf("verified %s %q %q reservation_id=%q\n", scheme(r.Header), r.URL.EscapedPath(), event.Type, event.Data.ReservationID)
 		if c.body {
 			printf("%s\n", body)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return hookverify.Middleware(v, next, hookverify.WithErrorHook(func(r *http.Request, err error) {
-		printf("REJECTED %s %s: %v\n", scheme(r.Header), r.URL.Path, err)
+		printf("REJECTED %s %q: %v\n", scheme(r.Header), r.URL.EscapedPath(), err)
 	})), nil
 }
 
@@ -160,13 +177,16 @@ func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
 func loadKeyList(ctx context.Context, src string) (hookverify.KeyList, error) {
 	var data []byte
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		if err := trustedKeySource(src); err != nil {
+			return hookverify.KeyList{}, err
+		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 		if err != nil {
 			return hookverify.KeyList{}, fmt.Errorf("key list URL: %w", err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := keyListClient.Do(req)
 		if err != nil {
 			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %w", err)
 		}
@@ -188,4 +208,28 @@ func loadKeyList(ctx context.Context, src string) (hookverify.KeyList, error) {
 		return hookverify.KeyList{}, fmt.Errorf("key list %s: %w", src, err)
 	}
 	return list, nil
+}
+
+// keyListClient fetches the trust anchor: no proxy from the environment and
+// no redirects, so what answers is the host named.
+var keyListClient = &http.Client{
+	Transport:     &http.Transport{Proxy: nil},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// trustedKeySource requires https for a key list, except from a loopback
+// relay, where no one sits in between.
+func trustedKeySource(src string) error {
+	u, err := url.Parse(src)
+	if err != nil {
+		return fmt.Errorf("key list URL: %w", err)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("key list URL %s: https required (plain http only from a loopback relay)", u.Redacted())
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -92,9 +93,9 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
-		"verified mkit-hook-v1 /hooks outcome.expired reservation_id=r-7f3a",
-		"verified standard-webhooks /hooks outcome.expired reservation_id=r-7f3a",
-		"REJECTED standard-webhooks /hooks: ",
+		`verified mkit-hook-v1 "/hooks" "outcome.expired" reservation_id="r-7f3a"`,
+		`verified standard-webhooks "/hooks" "outcome.expired" reservation_id="r-7f3a"`,
+		`REJECTED standard-webhooks "/hooks": `,
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("output:\n%s", out.String())
@@ -109,8 +110,53 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 	}
 }
 
-func TestReceiveNeedsAKeyListOrASecret(t *testing.T) {
-	if _, err := parseReceive(nil); err == nil || !strings.Contains(err.Error(), "-keys") {
-		t.Fatalf("parseReceive() = %v", err)
+// A request whose path would print as a second, forged line is quoted.
+func TestReceivePrintsOneLinePerRequest(t *testing.T) {
+	var out syncBuffer
+	cfg, err := parseReceive([]string{"-secret", receiveSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cfg.handler(context.Background(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	forged := "/x%0Averified%20standard-webhooks%20/hooks%1b[2K"
+	h.ServeHTTP(rec, httptest.NewRequest("POST", forged, strings.NewReader("{}")))
+	if rec.Code != 401 {
+		t.Fatalf("unsigned request answered %d", rec.Code)
+	}
+	if got := strings.Count(out.String(), "\n"); got != 1 || strings.Contains(out.String(), "\x1b") {
+		t.Fatalf("output %q, want one quoted line", out.String())
+	}
+}
+
+func TestReceiveRefusesConfigurationsThatCannotVerify(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no key list or secret": nil,
+		"all interfaces":        {"-secret", receiveSecret, "-listen", "0.0.0.0:9000"},
+		"no host":               {"-secret", receiveSecret, "-listen", ":9000"},
+	} {
+		if _, err := parseReceive(args); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	cfg, err := parseReceive([]string{"-secret", "whsec_typo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.handler(context.Background(), io.Discard); err == nil {
+		t.Error("a malformed secret was accepted at start")
+	}
+	for src, ok := range map[string]bool{
+		"https://relay.example.com/.well-known/mkit-hook-keys.json": true,
+		"http://127.0.0.1:8080/.well-known/mkit-hook-keys.json":     true,
+		"http://localhost:8080/.well-known/mkit-hook-keys.json":     true,
+		"http://relay.example.com/.well-known/mkit-hook-keys.json":  false,
+	} {
+		if err := trustedKeySource(src); (err == nil) != ok {
+			t.Errorf("%s: %v", src, err)
+		}
 	}
 }
