@@ -442,3 +442,28 @@ func TestEachClaimOfARunHoldsAFullLease(t *testing.T) {
 		}
 	})
 }
+
+// A fire that only reschedules itself (a failed call, backing off) keeps its
+// backoff when its guard fails because of an append: firing again at once
+// would call a failing endpoint at the rate of ingest.
+func TestABackoffIsKeptWhenOnlyTheGuardMoved(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "attempt-1")
+		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			var b store.Batch
+			b.RequireEquals("backlog", store.Value("as read before an append"))
+			return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b}, nil
+		}}
+		report, err := timers.RunDue(context.Background(), st, ns, registry(t, h), clock.NewManual(100), 100, timers.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Rescheduled != 1 {
+			t.Fatalf("report %+v, want one rescheduled", report)
+		}
+		row := onlyTimer(t, st, ns)
+		if row.Lease != nil || row.DueAtMs != 2_100 || string(row.State) != "attempt-2" {
+			t.Fatalf("timer %+v, want idle at 2100 with the backed-off state", row)
+		}
+	})
+}
