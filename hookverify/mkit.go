@@ -117,16 +117,9 @@ func (v *MkitVerifier) VerifyRequest(r *http.Request, body []byte) error {
 // the nonce is recorded only once everything else passed, so a forged
 // request cannot burn a nonce.
 func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
-	var f [len(mkitHeaders)]string
-	for i, name := range mkitHeaders {
-		vals := h.Values(name)
-		switch {
-		case len(vals) == 0 || vals[0] == "":
-			return errorf(ErrMissingHeader, "%s", name)
-		case len(vals) > 1:
-			return errorf(ErrMalformed, "%s is repeated", name)
-		}
-		f[i] = vals[0]
+	f, err := singleHeaders(h, mkitHeaders[:]...)
+	if err != nil {
+		return err
 	}
 	version, keyID, audience, createdS, expiresS, nonce, digest, signature := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
 
@@ -294,4 +287,22 @@ func origin(rawURL string) (string, error) {
 		return scheme + "://" + host, nil
 	}
 	return scheme + "://" + host + ":" + port, nil
+}
+
+// singleHeaders returns the value of each named header, each present,
+// non-empty and not repeated: a repeated signed header would leave it to
+// chance which of the values was checked.
+func singleHeaders(h http.Header, names ...string) ([]string, error) {
+	f := make([]string, len(names))
+	for i, name := range names {
+		vals := h.Values(name)
+		switch {
+		case len(vals) == 0 || vals[0] == "":
+			return nil, errorf(ErrMissingHeader, "%s", name)
+		case len(vals) > 1:
+			return nil, errorf(ErrMalformed, "%s is repeated", name)
+		}
+		f[i] = vals[0]
+	}
+	return f, nil
 }

@@ -49,16 +49,9 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 	if err != nil {
 		return err
 	}
-	var f [3]string
-	for i, name := range [...]string{HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature} {
-		vals := h.Values(name)
-		switch {
-		case len(vals) == 0 || vals[0] == "":
-			return errorf(ErrMissingHeader, "%s", name)
-		case len(vals) > 1:
-			return errorf(ErrMalformed, "%s is repeated", name)
-		}
-		f[i] = vals[0]
+	f, err := singleHeaders(h, HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature)
+	if err != nil {
+		return err
 	}
 	id, tsS, sigs := f[0], f[1], f[2]
 	for i := 0; i < len(id); i++ {
