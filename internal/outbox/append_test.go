@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/store/storetest"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -385,24 +386,13 @@ func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 	})
 }
 
-// resent runs every batch twice and answers the second run, as a client
-// does that resends a script whose reply was lost.
-type resent struct{ store.NamespaceStore }
-
-func (r resent) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
-	if _, err := r.NamespaceStore.Apply(ctx, p, b); err != nil {
-		return store.Result{}, err
-	}
-	return r.NamespaceStore.Apply(ctx, p, b)
-}
-
 // When the first run of an ingest batch commits and only its resent run
 // answers (failing the guard the first run falsified), the outcomes are
 // reported accepted, not as duplicates of themselves, and stored once.
 func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.app.Store = resent{e.st}
+		e.app.Store = storetest.LostReplies{NamespaceStore: e.st}
 		got := codes(e.append(committed("r-1"), committed("r-2")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Accepted}) {
 			t.Fatalf("answers %v, want both accepted", got)
@@ -423,7 +413,7 @@ func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.app.Store = resent{e.st}
+		e.app.Store = storetest.LostReplies{NamespaceStore: e.st}
 		got := codes(e.append(committed("r-1"), aborted("r-1")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Conflict}) {
 			t.Fatalf("answers %v, want accepted then conflict", got)

@@ -14,6 +14,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/store/storetest"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -386,21 +387,10 @@ func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
 	})
 }
 
-// retrying applies every batch twice and answers the second run, as a
-// client does that resends a script whose reply was lost.
-type retrying struct{ store.NamespaceStore }
-
-func (r retrying) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
-	if _, err := r.NamespaceStore.Apply(ctx, p, b); err != nil {
-		return store.Result{}, err
-	}
-	return r.NamespaceStore.Apply(ctx, p, b)
-}
-
 func TestAClaimResentAfterALostReplyStillHoldsTheLease(t *testing.T) {
 	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
 		putTimer(t, st, ns, 100, 8, "billing", "s")
-		c, ok, err := timers.Claim(context.Background(), retrying{st}, ns, onlyTimer(t, st, ns), 100, lease)
+		c, ok, err := timers.Claim(context.Background(), storetest.LostReplies{NamespaceStore: st}, ns, onlyTimer(t, st, ns), 100, lease)
 		if err != nil || !ok {
 			t.Fatalf("claim whose first run committed: ok=%v err=%v, want held", ok, err)
 		}
@@ -414,7 +404,7 @@ func TestAClaimResentAfterALostReplyStillHoldsTheLease(t *testing.T) {
 		if _, ok, _ := timers.Claim(context.Background(), st, ns, row, 100, lease); !ok {
 			t.Fatal("first claim lost")
 		}
-		if _, ok, _ := timers.Claim(context.Background(), retrying{st}, ns, row, 100, lease); ok {
+		if _, ok, _ := timers.Claim(context.Background(), storetest.LostReplies{NamespaceStore: st}, ns, row, 100, lease); ok {
 			t.Fatal("a second claim of the same row won")
 		}
 	})
