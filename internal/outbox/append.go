@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -176,6 +177,10 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 		})
 	}
 	k := &known{records: map[store.Key]store.Value{}, sent: map[int]store.Value{}}
+	var writer [8]byte
+	if _, err := rand.Read(writer[:]); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", p, err)
+	}
 	var snap *snapshot
 	failed := 0
 	for next := 0; next < len(items); {
@@ -183,6 +188,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 			if snap, err = a.read(ctx, p, items[next:], cfg); err != nil {
 				return nil, err
 			}
+			snap.writer = writer
 		}
 		pl, err := snap.plan(items[next:], k, cfg)
 		if err != nil {
@@ -388,7 +394,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 			b.Put(pendingKey(id, seq, it.rid), store.Value{})
 		}
 		seq++
-		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs})
+		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer})
 		b.Put(it.seenKey, seen)
 	}
 	b.Put(SequenceKey(), EncodeSequence(seq))

@@ -198,17 +198,22 @@ type Seen struct {
 	// AcceptedMs is when it was accepted; the row counts until AcceptedMs
 	// plus the idempotency window.
 	AcceptedMs int64
+	// Writer is a random tag of the Append call that wrote the row, so that
+	// call recognises its own write after a lost reply, and no other call
+	// that happened to accept the same outcome in the same millisecond does.
+	Writer [8]byte
 }
 
-// EncodeSeen is version 1, digest (32), accepted ms u64.
+// EncodeSeen is version 1, digest (32), accepted ms u64, writer (8).
 func EncodeSeen(s Seen) (store.Value, error) {
 	if s.AcceptedMs < 0 {
 		return nil, invalidf("seen: accepted time must not be negative")
 	}
-	v := make([]byte, 0, 1+32+8)
+	v := make([]byte, 0, 1+32+8+8)
 	v = append(v, codecV1)
 	v = append(v, s.Digest[:]...)
-	return binary.BigEndian.AppendUint64(v, uint64(s.AcceptedMs)), nil
+	v = binary.BigEndian.AppendUint64(v, uint64(s.AcceptedMs))
+	return append(v, s.Writer[:]...), nil
 }
 
 // DecodeSeen decodes an idempotency row.
@@ -217,6 +222,7 @@ func DecodeSeen(v store.Value) (Seen, error) {
 	var s Seen
 	copy(s.Digest[:], r.take(32))
 	s.AcceptedMs = r.ms()
+	copy(s.Writer[:], r.take(8))
 	if err := r.end(); err != nil {
 		return Seen{}, err
 	}

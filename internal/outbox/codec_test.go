@@ -96,12 +96,12 @@ func TestSmallCodecsRoundTrip(t *testing.T) {
 	if got, err := outbox.DecodeSequence(outbox.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
 		t.Errorf("sequence %d, %v", got, err)
 	}
-	s := outbox.Seen{Digest: [32]byte{9: 9}, AcceptedMs: 1<<63 - 1}
+	s := outbox.Seen{Digest: [32]byte{9: 9}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}}
 	v, _ := outbox.EncodeSeen(s)
 	if got, err := outbox.DecodeSeen(v); err != nil || got != s {
 		t.Errorf("seen %+v, %v", got, err)
 	}
-	if len(v) != 41 {
+	if len(v) != 49 {
 		t.Errorf("seen row is %d bytes", len(v))
 	}
 	a := outbox.Attempt{AtMs: 5, Status: 0, ErrorClass: "timeout", Count: 1}

@@ -32,7 +32,9 @@ type backlogRead struct {
 // a batch commits, observe folds the batch's writes in, so the next batch of
 // the same Append is planned without reading again.
 type snapshot struct {
-	nowMs     int64
+	nowMs int64
+	// writer tags the seen rows this Append writes (Seen.Writer).
+	writer    [8]byte
 	endpoints []endpointRow // in id order
 	seq       rowRead
 	next      uint64
