@@ -79,7 +79,8 @@ type Status struct {
 // its pending row at the namespace's next sequence number, the stream's
 // backlog and its delivery timer, plus the sequence and the seen row. Every
 // row the plan depends on is guarded, so a concurrent ingest, delivery or
-// endpoint change fails the batch and the Appender re-reads and re-plans; a
+// endpoint change fails the batch and the Appender re-reads and re-plans (an
+// endpoint created meanwhile is not seen: the ingest counts as earlier); a
 // batch a client retries after a network error fails its own sequence guard
 // rather than applying twice. An Appender holds no state of its own and is
 // safe for concurrent use.
@@ -254,8 +255,10 @@ func (k *known) remember(items []*item, pl plan) {
 		}
 	}
 	for j, d := range pl.decided {
-		if d.status.Code == Accepted {
-			k.sent[d.index] = seen[items[j].rid]
+		// Only items this batch wrote: one answered from an earlier lost
+		// reply keeps what it was remembered by.
+		if v, ok := seen[items[j].rid]; ok && d.status.Code == Accepted {
+			k.sent[d.index] = v
 		}
 	}
 }
@@ -367,13 +370,16 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 		}
 	}
 	// Preconditions: every row the plan read and depends on, as read.
+	// Every endpoint read is guarded, used or not: a filter widened or an
+	// endpoint enabled meanwhile changes who must get these outcomes. An
+	// endpoint created meanwhile is not seen, as if this ingest came first.
 	b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
 	for i, ep := range s.endpoints {
+		b.RequireEquals(ep.key, ep.raw)
 		if !used[i] {
 			continue
 		}
 		bl := s.backlogs[ep.id]
-		b.RequireEquals(ep.key, ep.raw)
 		b.Guard(tagged(ClassBacklog, ep.id), bl.raw, bl.found)
 	}
 	for j, it := range items {

@@ -354,11 +354,11 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		if outbox.IngestOps(outbox.HardMaxEndpoints) > store.MaxBatchOps {
 			t.Error("HardMaxEndpoints does not fit a batch")
 		}
-		// With the timers due and the sweep timer in place, two outcomes
-		// share a batch (26 shared + 26 each), three do not.
+		// With the timers due (each guarded) and the sweep timer in place,
+		// two outcomes share a batch (34 shared + 26 each), three do not.
 		spy.applied = nil
 		e.append(committed("r-2"), committed("r-3"), committed("r-4"))
-		if len(spy.applied) != 2 || spy.applied[0].Ops() != 78 {
+		if len(spy.applied) != 2 || spy.applied[0].Ops() != 86 {
 			t.Errorf("%d batches for three outcomes to 8 endpoints", len(spy.applied))
 		}
 		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})

@@ -159,6 +159,9 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 			continue
 		}
 		if r.Lease != nil || r.Err != nil {
+			// Left alone, but guarded: a fire that ends Done before this
+			// batch applies would otherwise leave the new rows no timer.
+			b.RequireEquals(r.Key, r.Raw)
 			return
 		}
 		if idle == nil {
@@ -171,6 +174,7 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	}
 	st, err := DecodeDeliveryState(idle.State)
 	if err != nil {
+		b.RequireEquals(idle.Key, idle.Raw)
 		return
 	}
 	if idle.DueAtMs == timers.NeverMs {
@@ -183,6 +187,7 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 		return
 	}
 	if st.Attempt > 0 || idle.DueAtMs <= s.nowMs {
+		b.RequireEquals(idle.Key, idle.Raw)
 		return
 	}
 	idle.MoveTo(b, s.nowMs)

@@ -1,0 +1,111 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// scripted runs each Apply through step(n), n counting from 1, so a test can
+// slip another writer in between an Appender's read and its apply.
+type scripted struct {
+	store.NamespaceStore
+	n    int
+	step func(n int, apply func() (store.Result, error)) (store.Result, error)
+}
+
+func (s *scripted) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	s.n++
+	return s.step(s.n, func() (store.Result, error) { return s.NamespaceStore.Apply(ctx, p, b) })
+}
+
+// Outcomes whose batch committed with a lost reply stay "accepted" when a
+// later batch of the same request then loses a race and is re-planned.
+func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		other := &outbox.Appender{Store: e.st, Clock: e.clk}
+		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+			switch n {
+			case 1: // the first batch commits, its reply is lost, the resend fails
+				if _, err := apply(); err != nil {
+					return store.Result{}, err
+				}
+			case 2: // another producer lands before the second batch
+				if _, err := other.Append(e.ctx, e.p, []outbox.Outcome{committed("elsewhere")}); err != nil {
+					return store.Result{}, err
+				}
+			}
+			return apply()
+		}}
+		var in []outbox.Outcome
+		for i := range 19 { // 18 fit the first batch, the 19th the second
+			in = append(in, committed(fmt.Sprintf("r-%d", i)))
+		}
+		for i, s := range e.append(in...) {
+			if s.Code != outbox.Accepted {
+				t.Errorf("outcome %d stored by this call answered %s", i, s.Code)
+			}
+		}
+		if e.sequence() != 20 {
+			t.Errorf("sequence %d, want 20", e.sequence())
+		}
+	})
+}
+
+// An endpoint whose filter is widened between the Appender's read and its
+// apply fails the batch, which is re-planned: the outcome reaches it.
+func TestAFilterWidenedMeanwhileIsHonoured(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+			if n == 1 {
+				e.putEndpoint("audit", outbox.Endpoint{Enabled: true, UpdatedMs: 1}) // all kinds now
+			}
+			return apply()
+		}}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if _, ok := e.record("audit", "r-1"); !ok {
+			t.Error("the widened endpoint never gets the outcome accepted after it widened")
+		}
+	})
+}
+
+// A stream's timer that a fire completes (the stream looked empty) between
+// the Appender's read and its apply fails the batch instead of leaving the
+// new row without a timer.
+func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		key := e.putTimer(e.nowMs(), timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
+		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+			if n == 1 { // the fire: backlog absent, so Done with a guard-only plan
+				acks, err := outbox.NewAcks("billing", nil, false)
+				if err != nil {
+					return store.Result{}, err
+				}
+				var b store.Batch
+				acks.Plan(&b)
+				b.RequireEquals(key, timers.EncodeIdle(nil))
+				b.Delete(key)
+				if res := e.apply(b); !res.Committed {
+					t.Fatal("the fire did not commit")
+				}
+			}
+			return apply()
+		}}
+		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if _, ok := e.deliveryTimer("billing"); !ok {
+			t.Error("the stream has a backlog and no delivery timer")
+		}
+	})
+}
