@@ -149,8 +149,8 @@ const (
 // batch, and the leased row deleted (Done) or moved (Reschedule), in one
 // batch guarded by the leased row. When the handler's own precondition fails,
 // the timer is released due at its original time, so the next fire re-plans
-// against fresh rows; a Reschedule that writes nothing else is applied as
-// planned instead, since its plan does not depend on what moved.
+// against fresh rows; a Backoff reschedule that writes nothing else is
+// applied as planned instead.
 func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
 	if clk.Now().UnixMilli() >= c.ExpiresAtMs {
 		// Another worker may already hold the timer; writing now would at
@@ -180,11 +180,10 @@ func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		return Completed, nil
 	case res.Failed == leaseGuard:
 		return LeaseLost, nil
-	case !f.Done && len(f.Batch.Writes) == 0:
-		// The fire changed nothing but its timer (a failed call backing
-		// off): what moved under its guard, such as an append, does not
-		// change that plan, and firing again at once would call a failing
-		// endpoint at the rate of ingest rather than back off.
+	case f.Backoff && !f.Done && len(f.Batch.Writes) == 0:
+		// A failed call backing off: what moved under its guard, such as an
+		// append, does not change that plan, and firing again at once would
+		// call a failing endpoint at the rate of ingest.
 		out, err := release(ctx, st, c, f.DueAtMs, f.State)
 		if out == Replanned {
 			out = Completed

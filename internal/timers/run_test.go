@@ -442,7 +442,7 @@ func TestABackoffIsKeptWhenOnlyTheGuardMoved(t *testing.T) {
 		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
 			var b store.Batch
 			b.RequireEquals("backlog", store.Value("as read before an append"))
-			return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b}, nil
+			return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true}, nil
 		}}
 		report, err := timers.RunDue(context.Background(), st, ns, registry(t, h), clock.NewManual(100), 100, timers.Budget{})
 		if err != nil {
@@ -454,6 +454,30 @@ func TestABackoffIsKeptWhenOnlyTheGuardMoved(t *testing.T) {
 		row := onlyTimer(t, st, ns)
 		if row.Lease != nil || row.DueAtMs != 2_100 || string(row.State) != "attempt-2" {
 			t.Fatalf("timer %+v, want idle at 2100 with the backed-off state", row)
+		}
+	})
+}
+
+// A write-free reschedule that is not a backoff (parking a disabled stream,
+// guarded by the endpoint as read) is re-planned when its guard fails: the
+// endpoint may have been enabled meanwhile.
+func TestAWriteFreeRescheduleIsReplannedWhenItsGuardFails(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			var b store.Batch
+			b.RequireEquals("endpoint", store.Value("disabled, as read"))
+			return timers.Fired{DueAtMs: timers.NeverMs, Batch: b}, nil
+		}}
+		report, err := timers.RunDue(context.Background(), st, ns, registry(t, h), clock.NewManual(100), 100, timers.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Replanned != 1 {
+			t.Fatalf("report %+v, want one re-planned", report)
+		}
+		if row := onlyTimer(t, st, ns); row.DueAtMs != 100 || row.Lease != nil {
+			t.Fatalf("timer %+v, want idle and due at 100 again", row)
 		}
 	})
 }

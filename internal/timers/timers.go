@@ -37,6 +37,11 @@ type Fired struct {
 	DueAtMs int64
 	State   []byte
 	Batch   store.Batch
+	// Backoff marks a Reschedule after a failed call whose Batch writes
+	// nothing: if its guard fails, the reschedule still applies rather than
+	// firing again at once, so an endpoint that keeps failing under steady
+	// ingest backs off instead of being called at the rate of ingest.
+	Backoff bool
 }
 
 // Handler fires the timers of one kind.
