@@ -26,6 +26,10 @@ const (
 	DefaultSweepRows = 32
 	// MaxSweepRows bounds SweepRows: 2*48 + 3 completion ops fit 100.
 	MaxSweepRows = 48
+	// SweepGrace keeps a seen row past its window for this long: an ingest
+	// on a process whose clock lags the sweeper's by less still finds the
+	// row it counts as inside the window.
+	SweepGrace = time.Minute
 )
 
 func sweepTimerKey(dueAtMs int64) store.Key { return timers.Key(dueAtMs, timers.KindSeenSweep, "") }
@@ -94,7 +98,7 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 			log.WarnContext(ctx, "seen row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
 			continue
 		}
-		expires := seen.AcceptedMs + windowMs
+		expires := seen.AcceptedMs + windowMs + SweepGrace.Milliseconds()
 		if expires < seen.AcceptedMs {
 			continue // beyond any clock
 		}
