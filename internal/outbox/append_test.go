@@ -467,12 +467,21 @@ func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 		}
 		e.app.Store = spy
 		e.app.MaxRetries = 3
+		var waits []time.Duration
+		e.app.Wait = func(_ context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			return nil
+		}
 		_, err := e.app.Append(e.ctx, e.p, []outbox.Outcome{committed("r-1")})
 		if !errors.Is(err, outbox.ErrContended) {
 			t.Fatalf("err %v", err)
 		}
 		if n != 4 {
 			t.Errorf("%d applies, want 1 + 3 retries", n)
+		}
+		// Each retry waits, and the waits grow: 50-100 us, 100-200 us, 200-400 us.
+		if len(waits) != 3 || waits[0] > 100*time.Microsecond || waits[2] < 200*time.Microsecond {
+			t.Errorf("waits %v, want three growing ones", waits)
 		}
 		if _, found := e.record("billing", "r-1"); found || e.sequence() != 0 {
 			t.Error("a contended append wrote rows")
