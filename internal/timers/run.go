@@ -159,7 +159,7 @@ func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 	}
 	b := store.Batch{
 		Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
-		Writes:        append([]store.Write(nil), f.Batch.Writes...),
+		Writes:        append(append([]store.Write(nil), f.Batch.Writes...), f.Notes...),
 		Drain:         f.Batch.Drain,
 	}
 	leaseGuard := len(b.Preconditions)
@@ -184,21 +184,23 @@ func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		// A failed call backing off: what moved under its guard, such as an
 		// append, does not change that plan, and firing again at once would
 		// call a failing endpoint at the rate of ingest.
-		out, err := release(ctx, st, c, f.DueAtMs, f.State)
+		out, err := release(ctx, st, c, f.DueAtMs, f.State, f.Notes)
 		if out == Replanned {
 			out = Completed
 		}
 		return out, err
 	}
-	return release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State)
+	return release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, f.Notes)
 }
 
-// release puts a leased timer back, idle and due at dueAtMs.
-func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte) (Outcome, error) {
+// release puts a leased timer back, idle and due at dueAtMs, with the fire's
+// notes.
+func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Outcome, error) {
 	b := store.Batch{Drain: true}
 	b.RequireEquals(c.Key, c.Value)
 	b.Delete(c.Key)
 	b.Put(Key(dueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(state))
+	b.Writes = append(b.Writes, notes...)
 	res, err := st.Apply(ctx, c.Partition, b)
 	if err != nil {
 		return 0, fmt.Errorf("release timer of %s: %w", c.Partition, err)
@@ -227,7 +229,7 @@ func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg
 	}
 	var errs []error
 	for _, e := range page.Entries {
-		r, err := runOne(ctx, st, p, reg, clk, nowMs, budget.Lease, e)
+		r, err := RunTimer(ctx, st, p, reg, clk, nowMs, budget.Lease, e)
 		report.add(r)
 		if err != nil {
 			errs = append(errs, err)
@@ -236,7 +238,11 @@ func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg
 	return report, errors.Join(errs...)
 }
 
-func runOne(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, runMs int64, lease time.Duration, e store.Entry) (Report, error) {
+// RunTimer claims, fires and completes one due timer row e of a partition,
+// as read by a scan of DueRange. A driver that fires several timers at once
+// calls it once per row; runMs is the time the row was found due, the least
+// time the fire sees.
+func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, runMs int64, lease time.Duration, e store.Entry) (Report, error) {
 	var report Report
 	nowMs := max(clk.Now().UnixMilli(), runMs)
 	row, err := DecodeRow(e.Key, e.Value)
@@ -269,6 +275,11 @@ func runOne(ctx context.Context, st store.NamespaceStore, p store.Partition, reg
 	if err != nil {
 		report.Deferred++
 		return report, fmt.Errorf("fire timer %d/%s of %s: %w", row.Kind, row.Reference, p, err)
+	}
+	if err := ctx.Err(); err != nil {
+		// Stopped while firing: write nothing and let the lease expire.
+		report.Deferred++
+		return report, err
 	}
 	out, err := Complete(ctx, st, clk, c, fired)
 	if err != nil {

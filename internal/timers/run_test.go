@@ -481,3 +481,36 @@ func TestAWriteFreeRescheduleIsReplannedWhenItsGuardFails(t *testing.T) {
 		}
 	})
 }
+
+// Notes, such as the record of a failed call, are applied whether or not the
+// handler's guard holds: with the result when it does, with the release when
+// it does not. Under steady ingest a failing endpoint's guard fails on most
+// fires, and the record would otherwise never be written.
+func TestNotesStandWhetherOrNotTheHandlersGuardHolds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		for _, guard := range []string{"held", "moved"} {
+			p := store.Partition{Namespace: "notes-" + guard}
+			apply(t, st, p, store.Batch{Writes: []store.Write{{Kind: store.Put, Key: "backlog", Value: store.Value("as read")}}})
+			if guard == "moved" {
+				apply(t, st, p, store.Batch{Writes: []store.Write{{Kind: store.Put, Key: "backlog", Value: store.Value("appended")}}})
+			}
+			putTimer(t, st, p, 100, 8, "billing", "attempt-1")
+			h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+				var b store.Batch
+				b.RequireEquals("backlog", store.Value("as read"))
+				return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true,
+					Notes: []store.Write{{Kind: store.Put, Key: "attempt", Value: store.Value("failed at 100")}}}, nil
+			}}
+			if _, err := timers.RunDue(context.Background(), st, p, registry(t, h), clock.NewManual(100), 100, timers.Budget{}); err != nil {
+				t.Fatal(err)
+			}
+			v, found, err := st.Get(context.Background(), p, "attempt")
+			if err != nil || !found || string(v) != "failed at 100" {
+				t.Fatalf("guard %s: note %q (found %v, %v), want it written", guard, v, found, err)
+			}
+			if row := onlyTimer(t, st, p); row.DueAtMs != 2_100 || string(row.State) != "attempt-2" {
+				t.Fatalf("guard %s: timer %+v, want the backoff kept", guard, row)
+			}
+		}
+	})
+}

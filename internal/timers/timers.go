@@ -42,6 +42,11 @@ type Fired struct {
 	// firing again at once, so an endpoint that keeps failing under steady
 	// ingest backs off instead of being called at the rate of ingest.
 	Backoff bool
+	// Notes are writes that stand whatever the handler's guard finds, such
+	// as the record of a failed call: they are applied with the result and,
+	// when the guard fails, with the timer's release. Only the lease guards
+	// them.
+	Notes []store.Write
 }
 
 // Handler fires the timers of one kind.

@@ -1,0 +1,535 @@
+package delivery
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Defaults and bounds of one fire.
+const (
+	// DefaultMaxRows is the pending rows one fire examines.
+	DefaultMaxRows = 16
+	// MaxRowsCeiling bounds MaxRows so that acknowledging every row of a
+	// page, with the timer's completion, fits one 100-operation batch.
+	MaxRowsCeiling = outbox.MaxAcksPerBatch
+	// DefaultSinkTimeout bounds one sink call.
+	DefaultSinkTimeout = 5 * time.Second
+	// MaxBackoff caps the exponential part of a failing stream's backoff.
+	MaxBackoff = 15 * time.Minute
+)
+
+// Handler is the outcome-delivery timer handler (timers.KindOutcomeDelivery):
+// one fire delivers a page of one stream's pending rows to its endpoint and
+// plans their acknowledgement. The sink deduplicates by reservation id: a row
+// may be delivered more than once, never lost.
+type Handler struct {
+	Sink Sink
+	// Clock bounds the fire and dates failed attempts; clock.System when nil.
+	Clock clock.Clock
+	// SinkTimeout bounds one call; DefaultSinkTimeout when zero. A call cut
+	// by it counts as failed.
+	SinkTimeout time.Duration
+	// FireBudget bounds one fire's calls, twice SinkTimeout when zero. Once
+	// spent the fire makes no further call and reschedules now, so a slow
+	// but successful endpoint cannot hold a worker.
+	FireBudget time.Duration
+	// MaxRows is the rows examined per fire, DefaultMaxRows when zero,
+	// clamped to 1..MaxRowsCeiling.
+	MaxRows int
+	// Logger is slog.Default when nil.
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+
+	// deadline bounds one call; context.WithTimeout unless a test sets it.
+	deadline func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
+}
+
+var _ timers.Handler = (*Handler)(nil)
+
+// Kind is timers.KindOutcomeDelivery.
+func (*Handler) Kind() timers.Kind { return timers.KindOutcomeDelivery }
+
+func (h *Handler) clock() clock.Clock {
+	if h.Clock == nil {
+		return clock.System{}
+	}
+	return h.Clock
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Logger == nil {
+		return slog.Default()
+	}
+	return h.Logger
+}
+
+func (h *Handler) sinkTimeout() time.Duration {
+	if h.SinkTimeout <= 0 {
+		return DefaultSinkTimeout
+	}
+	return h.SinkTimeout
+}
+
+func (h *Handler) fireBudget() time.Duration {
+	if h.FireBudget <= 0 {
+		return 2 * h.sinkTimeout()
+	}
+	return h.FireBudget
+}
+
+func (h *Handler) maxRows() int {
+	if h.MaxRows == 0 {
+		return DefaultMaxRows
+	}
+	return min(max(h.MaxRows, 1), MaxRowsCeiling)
+}
+
+func (h *Handler) withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if h.deadline != nil {
+		return h.deadline(ctx, d)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// stream is what one fire knows of its stream.
+type stream struct {
+	ns, endpoint string
+	backlogKey   store.Key
+	endpointKey  store.Key
+	// ep and epRaw are the endpoint row as read at the start of the fire.
+	ep    outbox.Endpoint
+	epRaw store.Value
+}
+
+// pendingRow is one examined row of the page.
+type pendingRow struct {
+	index   int // in the page
+	seq     uint64
+	rid     string
+	record  store.Value
+	outcome outbox.Outcome
+	// attempt is the row's last failed attempt, zero when none or unreadable.
+	attempt outbox.Attempt
+}
+
+// failed is a call that did not deliver its row.
+type failed struct {
+	row *pendingRow
+	err *Error
+}
+
+// Fire delivers one page of the stream named by the timer's reference.
+func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueTimer) (timers.Fired, error) {
+	clk := h.clock()
+	started := clk.Now()
+	s := stream{ns: fc.Partition.Namespace, endpoint: t.Reference}
+	var err error
+	if s.backlogKey, err = outbox.BacklogKey(s.endpoint); err != nil {
+		return timers.Fired{}, fmt.Errorf("delivery timer: %w", err)
+	}
+	s.endpointKey, _ = outbox.EndpointKey(s.endpoint)
+	head, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
+	if err != nil {
+		return timers.Fired{}, fmt.Errorf("read stream %s/%s: %w", s.ns, s.endpoint, err)
+	}
+	acks, err := outbox.NewAcks(s.endpoint, head[0].Value, head[0].Found)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	if acks.Backlog().Rows == 0 {
+		var b store.Batch
+		acks.Plan(&b)
+		return timers.Fired{Done: true, Batch: b}, nil
+	}
+	state, err := outbox.DecodeDeliveryState(t.State)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	if parked, ok, err := h.park(fc, t, &s, head[1]); ok || err != nil {
+		return parked, err
+	}
+
+	page, after, err := h.scan(ctx, fc, &s, state.Cursor)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	rows, err := h.prepare(ctx, fc, &s, page)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	run := h.call(ctx, &s, page, rows, started)
+	if err := ctx.Err(); err != nil {
+		// Stopped or out of lease: write nothing; the lease expires.
+		return timers.Fired{}, err
+	}
+
+	fresh := head[0]
+	if len(run.acked) > 0 {
+		// Acknowledgements are planned against a backlog read after the
+		// calls, so the slow calls sit outside the read-modify-write window.
+		v, found, err := fc.Store.Get(ctx, fc.Partition, s.backlogKey)
+		if err != nil {
+			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
+		}
+		fresh = store.Row{Value: v, Found: found}
+	}
+	// Completion and acknowledgements share one snapshot: an append since
+	// fails this guard and the next fire re-plans.
+	acks, err = outbox.NewAcks(s.endpoint, fresh.Value, fresh.Found)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	for _, r := range run.acked {
+		if err := acks.Add(r.rid, r.seq, r.record); err != nil {
+			h.log().WarnContext(ctx, "acknowledgement not planned; keeping the row",
+				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
+		}
+	}
+	var b store.Batch
+	acks.Plan(&b)
+	delivered := acks.Len()
+	nowMs := max(fc.NowMs, clk.Now().UnixMilli())
+	gone := run.gone()
+	if gone != nil {
+		h.disable(&b, &s, nowMs)
+	}
+	if acks.Remaining().Rows == 0 {
+		return timers.Fired{Done: true, Batch: b}, nil
+	}
+
+	resume := page.Next
+	if run.stopped || run.cut {
+		// Resume after the last row examined: after a failed row rather
+		// than at it, so a row the endpoint keeps refusing does not starve
+		// the rows behind it; at the first untried row after a cut.
+		resume = after
+		if run.last >= 0 {
+			resume = store.CursorAfter(page.Entries[run.last].Key)
+		}
+	}
+	next := outbox.DeliveryState{Attempt: state.Attempt, Cursor: resume}
+	var delayMs int64
+	switch {
+	case delivered > 0:
+		next.Attempt = 0
+	default:
+		// Only a failed call raises the attempt: a page of junk or
+		// synthetic rows is no fault of the endpoint.
+		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), run.retryAfter.Milliseconds())
+		if run.stopped && next.Attempt < ^uint32(0) {
+			next.Attempt++
+		}
+	}
+	value, err := outbox.EncodeDeliveryState(next)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	due := max(nowMs+delayMs, t.DueAtMs+1)
+	if gone != nil {
+		// Disabled: parked, rows kept, until the endpoint is enabled again.
+		due = timers.NeverMs
+	}
+	return timers.Fired{
+		DueAtMs: due,
+		State:   value,
+		Batch:   b,
+		Backoff: delivered == 0,
+		Notes:   h.attemptNotes(ctx, &s, run.failed, nowMs),
+	}, nil
+}
+
+// park parks the timer of a stream whose endpoint is disabled or missing:
+// its rows stay, and nothing fires until the endpoint is enabled (which pulls
+// the timer). The park is guarded by the endpoint row as read, so an enable
+// racing it releases the timer to fire at once instead.
+func (h *Handler) park(fc timers.FireContext, t timers.DueTimer, s *stream, row store.Row) (timers.Fired, bool, error) {
+	var b store.Batch
+	b.Drain = true
+	if !row.Found {
+		h.log().Warn("delivery stream has rows but no endpoint; parked", "namespace", s.ns, "endpoint", s.endpoint)
+		b.RequireAbsent(s.endpointKey)
+		return timers.Fired{DueAtMs: timers.NeverMs, State: t.State, Batch: b}, true, nil
+	}
+	ep, err := outbox.DecodeEndpoint(row.Value)
+	if err != nil {
+		return timers.Fired{}, false, fmt.Errorf("endpoint %s/%s: %w", s.ns, s.endpoint, err)
+	}
+	s.ep, s.epRaw = ep, row.Value
+	if ep.Enabled {
+		return timers.Fired{}, false, nil
+	}
+	b.RequireEquals(s.endpointKey, row.Value)
+	return timers.Fired{DueAtMs: timers.NeverMs, State: t.State, Batch: b}, true, nil
+}
+
+// scan reads the page of pending rows after the cursor, wrapping to the head
+// of the stream once the cursor is past its last row. It returns the cursor
+// the page was read after.
+func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, after *store.Cursor) (store.Page, *store.Cursor, error) {
+	start, end, err := outbox.PendingRange(s.endpoint)
+	if err != nil {
+		return store.Page{}, nil, err
+	}
+	// The page is the fire's row budget: scanning further would strand the
+	// unexamined rest until a whole rotation.
+	limit := h.maxRows()
+	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, limit)
+	if err == nil && len(page.Entries) == 0 && after != nil && page.Next == nil {
+		after = nil
+		page, err = fc.Store.Scan(ctx, fc.Partition, start, end, nil, limit)
+	}
+	if err != nil {
+		return store.Page{}, nil, fmt.Errorf("scan stream %s/%s: %w", s.ns, s.endpoint, err)
+	}
+	return page, after, nil
+}
+
+// prepare reads the records and last attempts of the page's rows in one
+// round trip. A row that does not parse, or whose record is missing or does
+// not decode, is logged and left out: kept, never deleted, skipped.
+func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page store.Page) ([]*pendingRow, error) {
+	rows := make([]*pendingRow, len(page.Entries))
+	keys := make([]store.Key, 0, 2*len(page.Entries))
+	for i, e := range page.Entries {
+		pk, ok := outbox.Parse(e.Key)
+		if !ok || pk.Class != outbox.ClassPending || pk.Endpoint != s.endpoint {
+			h.log().WarnContext(ctx, "invalid pending row; keeping it", "namespace", s.ns, "endpoint", s.endpoint)
+			continue
+		}
+		rows[i] = &pendingRow{index: i, seq: pk.Seq, rid: pk.RID}
+		rk, _ := outbox.RecordKey(s.endpoint, pk.RID)
+		ak, _ := outbox.AttemptKey(s.endpoint, pk.RID)
+		keys = append(keys, rk, ak)
+	}
+	if len(keys) == 0 {
+		return rows, nil
+	}
+	got, err := fc.Store.GetMany(ctx, fc.Partition, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read records of %s/%s: %w", s.ns, s.endpoint, err)
+	}
+	for i, r := range rows {
+		if r == nil {
+			continue
+		}
+		record, attempt := got[0], got[1]
+		got = got[2:]
+		if !record.Found {
+			h.log().WarnContext(ctx, "pending row without a record; keeping it",
+				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid)
+			rows[i] = nil
+			continue
+		}
+		o, err := outbox.DecodeRecord(r.rid, record.Value)
+		if err != nil {
+			h.log().WarnContext(ctx, "undecodable record; keeping it",
+				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
+			rows[i] = nil
+			continue
+		}
+		r.record, r.outcome = record.Value, o
+		if attempt.Found {
+			// An unreadable attempt row only restarts the count.
+			r.attempt, _ = outbox.DecodeAttempt(attempt.Value)
+		}
+	}
+	return rows, nil
+}
+
+// calls is what the calls of one fire did.
+type calls struct {
+	acked  []*pendingRow
+	failed []failed
+	// stopped: a call failed, so no further one was launched. cut: the
+	// budget ran out first.
+	stopped, cut bool
+	// last is the page index of the last row examined, -1 for none.
+	last       int
+	retryAfter time.Duration
+}
+
+func (c *calls) gone() *Error {
+	for _, f := range c.failed {
+		if f.err.Gone {
+			return f.err
+		}
+	}
+	return nil
+}
+
+type result struct {
+	row *pendingRow
+	err error
+	// timedOut: the call's own deadline cut it.
+	timedOut bool
+	took     time.Duration
+}
+
+// call delivers the page's rows in sequence order, keeping up to the
+// endpoint's max_in_flight calls open. It launches nothing after a failure
+// or once the budget is spent, and waits for every open call before it
+// returns. Synthetic rows are acknowledged without a call. At one call in
+// flight this is the reference's sequential loop exactly.
+func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time) calls {
+	clk := h.clock()
+	width := min(max(s.ep.MaxInFlight, 1), outbox.MaxMaxInFlight)
+	budget, timeout := h.fireBudget(), h.sinkTimeout()
+	run := calls{last: -1}
+	results := make(chan result, width)
+	open := 0
+	collect := func(res result) {
+		open--
+		h.Metrics.observeCall(res, ctx.Err() != nil)
+		switch {
+		case res.err == nil:
+			run.acked = append(run.acked, res.row)
+		case ctx.Err() != nil:
+			// Stopped: the fire writes nothing, so nothing to record.
+		default:
+			e := failure(res.err)
+			if res.timedOut {
+				e = &Error{Class: ClassTimeout, Reason: "no answer within the sink timeout"}
+			}
+			h.log().WarnContext(ctx, "delivery failed", "namespace", s.ns, "endpoint", s.endpoint,
+				"reservation_id", res.row.rid, "class", e.Class, "status", e.Status, "reason", e.Reason)
+			run.failed = append(run.failed, failed{row: res.row, err: e})
+			run.retryAfter = max(run.retryAfter, e.RetryAfter)
+			run.stopped = true
+		}
+	}
+	for i := range page.Entries {
+		// A full window waits for a call to end; at width 1 that makes the
+		// loop sequential, so nothing past a failed row is examined.
+		for open >= width {
+			collect(<-results)
+		}
+		for drained := false; !drained; {
+			select {
+			case res := <-results:
+				collect(res)
+			default:
+				drained = true
+			}
+		}
+		if run.stopped || ctx.Err() != nil {
+			break
+		}
+		r := rows[i]
+		switch {
+		case r == nil:
+			run.last = i
+			continue
+		case outbox.IsSynthetic(r.rid):
+			h.Metrics.synthetic()
+			run.acked = append(run.acked, r)
+			run.last = i
+			continue
+		}
+		if clk.Now().Sub(started) >= budget {
+			run.cut = true
+			break
+		}
+		open++
+		run.last = i
+		go h.deliver(ctx, s, r, timeout, results)
+	}
+	for open > 0 {
+		collect(<-results)
+	}
+	return run
+}
+
+// deliver makes one call, bounded by timeout even if the sink ignores its
+// context, and reports it on results.
+func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout time.Duration, results chan<- result) {
+	clk := h.clock()
+	callCtx, cancel := h.withDeadline(ctx, timeout)
+	defer cancel()
+	begin := clk.Now()
+	done := make(chan error, 1)
+	go func() {
+		done <- h.Sink.Deliver(callCtx, Outcome{
+			Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome,
+		})
+	}()
+	res := result{row: r}
+	select {
+	case res.err = <-done:
+		// The call's context ended but the fire's did not: its own bound
+		// cut it.
+		res.timedOut = res.err != nil && ctx.Err() == nil && callCtx.Err() != nil
+	case <-callCtx.Done():
+		res.err = callCtx.Err()
+		res.timedOut = ctx.Err() == nil
+	}
+	res.took = clk.Now().Sub(begin)
+	results <- res
+}
+
+// disable plans the endpoint's disabling after it answered 410, guarded by
+// the endpoint row as the fire read it: a change since is the operator's
+// and wins.
+func (h *Handler) disable(b *store.Batch, s *stream, nowMs int64) {
+	ep := s.ep
+	ep.Enabled = false
+	ep.DisabledReason = "gone"
+	ep.UpdatedMs = max(ep.UpdatedMs, nowMs)
+	v, err := outbox.EncodeEndpoint(&ep)
+	if err != nil {
+		h.log().Error("cannot disable endpoint", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
+		return
+	}
+	h.log().Warn("endpoint answered 410 Gone; disabled, rows kept", "namespace", s.ns, "endpoint", s.endpoint)
+	b.RequireEquals(s.endpointKey, s.epRaw)
+	b.Put(s.endpointKey, v)
+}
+
+// attemptNotes records each failed call on its row's attempt row, for
+// operators to see why a row is stuck.
+func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowMs int64) []store.Write {
+	var notes []store.Write
+	for _, f := range fs {
+		a := outbox.Attempt{AtMs: nowMs, Status: f.err.Status, ErrorClass: f.err.Class, Count: f.row.attempt.Count + 1}
+		if a.Count == 0 {
+			a.Count-- // saturate rather than wrap to an invalid zero
+		}
+		v, err := outbox.EncodeAttempt(a)
+		if err != nil {
+			// A sink's class or status no row may hold: keep the fact.
+			a.Status, a.ErrorClass = 0, ClassError
+			v, err = outbox.EncodeAttempt(a)
+		}
+		if err != nil {
+			h.log().WarnContext(ctx, "cannot record attempt", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
+			continue
+		}
+		key, _ := outbox.AttemptKey(s.endpoint, f.row.rid)
+		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
+	}
+	return notes
+}
+
+// backoffMs is the delay before a failing stream's next fire: 1 s * 2^attempt
+// capped at MaxBackoff, plus up to 20 % jitter drawn deterministically from
+// the stream and attempt, so streams failing together spread out, also at
+// the cap, while a stream's own schedule is reproducible.
+func backoffMs(namespace, endpoint string, attempt uint32) int64 {
+	base := min(int64(1000)<<min(attempt, 20), MaxBackoff.Milliseconds())
+	h := blake3.New()
+	_, _ = h.Write([]byte("relay:delivery-backoff:v1\x00" + namespace + "\x00" + endpoint + "\x00"))
+	_, _ = h.Write(binary.BigEndian.AppendUint32(nil, attempt))
+	sum := h.Sum(nil)
+	jitter := int64(binary.BigEndian.Uint64(sum[:8]) % uint64(base/5+1))
+	return base + jitter
+}

@@ -1,0 +1,317 @@
+package delivery
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+const (
+	t0 = int64(1_764_460_800_000)
+	ep = "ep"
+)
+
+var hexA = strings.Repeat("ab", 32)
+
+func committed(rid string) outbox.Outcome {
+	return outbox.Outcome{
+		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
+		Committed: &outbox.Committed{BytesStored: 1, NewToRepo: 1, NewToStore: 1,
+			Refs: []outbox.Ref{{Name: "refs/heads/main", New: hexA}}},
+	}
+}
+
+func aborted(rid string) outbox.Outcome {
+	return outbox.Outcome{
+		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
+		Aborted: &outbox.Aborted{Reason: "ref_conflict"},
+	}
+}
+
+// env is one namespace with one endpoint, on a real store, with a manual
+// clock.
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	st  store.NamespaceStore
+	clk *clock.Manual
+	p   store.Partition
+	app *outbox.Appender
+}
+
+// eachBackend runs f on a fresh env of every configured backend.
+func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) { f(t, setup(t, b.New(t))) })
+	}
+}
+
+func setup(t *testing.T, st store.NamespaceStore) *env {
+	clk := clock.NewManual(t0)
+	e := &env{
+		t: t, ctx: context.Background(), st: st, clk: clk,
+		p:   store.Partition{Namespace: "acme"},
+		app: &outbox.Appender{Store: st, Clock: clk},
+	}
+	e.putEndpoint(outbox.Endpoint{Enabled: true})
+	return e
+}
+
+func (e *env) nowMs() int64 { return e.clk.Now().UnixMilli() }
+
+func (e *env) apply(b store.Batch) store.Result {
+	e.t.Helper()
+	res, err := e.st.Apply(e.ctx, e.p, b)
+	if err != nil {
+		e.t.Fatalf("apply: %v", err)
+	}
+	return res
+}
+
+func (e *env) putEndpoint(cfg outbox.Endpoint) {
+	e.t.Helper()
+	cfg = cfg.WithDefaults()
+	if cfg.URL == "" {
+		cfg.URL = "https://hooks.example.com/" + ep
+	}
+	v, err := outbox.EncodeEndpoint(&cfg)
+	if err != nil {
+		e.t.Fatalf("encode endpoint: %v", err)
+	}
+	key, _ := outbox.EndpointKey(ep)
+	var b store.Batch
+	b.Put(key, v)
+	e.apply(b)
+}
+
+func (e *env) endpoint() outbox.Endpoint {
+	e.t.Helper()
+	key, _ := outbox.EndpointKey(ep)
+	v, found := e.get(key)
+	if !found {
+		e.t.Fatal("no endpoint row")
+	}
+	cfg, err := outbox.DecodeEndpoint(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg
+}
+
+// seed accepts committed outcomes under the rids, in one request, so their
+// sequence follows the order given.
+func (e *env) seed(rids ...string) {
+	e.t.Helper()
+	var os []outbox.Outcome
+	for _, rid := range rids {
+		os = append(os, committed(rid))
+	}
+	e.append(os...)
+}
+
+func (e *env) append(os ...outbox.Outcome) {
+	e.t.Helper()
+	st, err := e.app.Append(e.ctx, e.p, os)
+	if err != nil {
+		e.t.Fatalf("append: %v", err)
+	}
+	for i, s := range st {
+		if s.Code != outbox.Accepted {
+			e.t.Fatalf("append %s: %s %s", os[i].ReservationID, s.Code, s.Detail)
+		}
+	}
+}
+
+func (e *env) get(key store.Key) (store.Value, bool) {
+	e.t.Helper()
+	v, found, err := e.st.Get(e.ctx, e.p, key)
+	if err != nil {
+		e.t.Fatalf("get: %v", err)
+	}
+	return v, found
+}
+
+func (e *env) put(key store.Key, v store.Value) {
+	e.t.Helper()
+	var b store.Batch
+	b.Put(key, v)
+	e.apply(b)
+}
+
+func (e *env) backlogRow() (store.Value, bool) {
+	key, _ := outbox.BacklogKey(ep)
+	return e.get(key)
+}
+
+func (e *env) backlogRows() uint64 {
+	e.t.Helper()
+	v, found := e.backlogRow()
+	if !found {
+		return 0
+	}
+	b, err := outbox.DecodeBacklog(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b.Rows
+}
+
+func (e *env) pending() []string {
+	e.t.Helper()
+	start, end, _ := outbox.PendingRange(ep)
+	page, err := e.st.Scan(e.ctx, e.p, start, end, nil, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rids []string
+	for _, row := range page.Entries {
+		pk, _ := outbox.Parse(row.Key)
+		rids = append(rids, pk.RID)
+	}
+	return rids
+}
+
+func (e *env) record(rid string) (store.Value, bool) {
+	e.t.Helper()
+	key, _ := outbox.RecordKey(ep, rid)
+	return e.get(key)
+}
+
+func (e *env) attempt(rid string) (outbox.Attempt, bool) {
+	e.t.Helper()
+	key, _ := outbox.AttemptKey(ep, rid)
+	v, found := e.get(key)
+	if !found {
+		return outbox.Attempt{}, false
+	}
+	a, err := outbox.DecodeAttempt(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a, true
+}
+
+// timer is the stream's delivery timer; ok is false when it has none.
+func (e *env) timer() (row timers.Row, ok bool) {
+	e.t.Helper()
+	rows, err := timers.All(e.ctx, e.st, e.p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var found []timers.Row
+	for _, r := range rows {
+		if r.Kind == timers.KindOutcomeDelivery && r.Reference == ep {
+			found = append(found, r)
+		}
+	}
+	if len(found) > 1 {
+		e.t.Fatalf("%d delivery timers", len(found))
+	}
+	if len(found) == 0 {
+		return timers.Row{}, false
+	}
+	return found[0], true
+}
+
+func (e *env) timerDue() int64 {
+	e.t.Helper()
+	r, ok := e.timer()
+	if !ok {
+		e.t.Fatal("no delivery timer")
+	}
+	return r.DueAtMs
+}
+
+func (e *env) state() outbox.DeliveryState {
+	e.t.Helper()
+	r, ok := e.timer()
+	if !ok {
+		e.t.Fatal("no delivery timer")
+	}
+	s, err := outbox.DecodeDeliveryState(r.State)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// fire runs the partition's due timers once, as a driver would, with h.
+func (e *env) fire(h *Handler) timers.Report {
+	e.t.Helper()
+	reg, err := timers.NewRegistry(h)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rep, err := timers.RunDue(e.ctx, e.st, e.p, reg, e.clk, e.nowMs(), timers.Budget{})
+	if err != nil {
+		e.t.Fatalf("run due: %v", err)
+	}
+	return rep
+}
+
+// fireAtDue moves the clock to the stream's timer and fires it.
+func (e *env) fireAtDue(h *Handler) timers.Report {
+	e.t.Helper()
+	e.clk.Set(max(e.timerDue(), e.nowMs()))
+	return e.fire(h)
+}
+
+// planned fires h on the stream's timer directly, without a claim, and
+// returns the timer row and what the fire planned.
+func (e *env) planned(h *Handler) (timers.Row, timers.Fired) {
+	e.t.Helper()
+	r, ok := e.timer()
+	if !ok {
+		e.t.Fatal("no delivery timer")
+	}
+	fired, err := h.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()},
+		timers.DueTimer{DueAtMs: r.DueAtMs, Kind: r.Kind, Reference: r.Reference, State: r.State})
+	if err != nil {
+		e.t.Fatalf("fire: %v", err)
+	}
+	return r, fired
+}
+
+// capture records what it is asked to deliver and fails when told to.
+type capture struct {
+	mu   sync.Mutex
+	seen []Outcome
+	fail error
+}
+
+func (c *capture) Deliver(_ context.Context, o Outcome) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, o)
+	return c.fail
+}
+
+func (c *capture) rids() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, o := range c.seen {
+		out = append(out, o.Outcome.ReservationID)
+	}
+	return out
+}
+
+func (c *capture) count(rid string) int {
+	rids := c.rids()
+	return len(slices.DeleteFunc(rids, func(r string) bool { return r != rid }))
+}
+
+func hasEquals(b store.Batch, key store.Key, v store.Value) bool {
+	return slices.ContainsFunc(b.Preconditions, func(p store.Precondition) bool {
+		return p.Kind == store.Equals && p.Key == key && string(p.Value) == string(v)
+	})
+}

@@ -1,0 +1,119 @@
+package delivery
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Metrics are the delivery counters. None carries a namespace or endpoint
+// label: their number is unbounded, and per-stream state is what the outbox
+// view is for. A nil *Metrics records nothing.
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	latency    prometheus.Histogram
+	fires      *prometheus.CounterVec
+	synthetics prometheus.Counter
+	due        prometheus.Gauge
+	takeovers  prometheus.Counter
+}
+
+// Delivery results, the values of relay_deliveries_total's result label.
+const (
+	ResultDelivered = "delivered"
+	ResultFailed    = "failed"
+	ResultTimeout   = "timeout"
+	ResultGone      = "gone"
+	// ResultStopped: the call was cut because the driver stopped.
+	ResultStopped = "stopped"
+)
+
+// NewMetrics registers the delivery metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_deliveries_total",
+			Help: "Webhook calls by result: delivered, failed, timeout, gone, stopped.",
+		}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "relay_delivery_duration_seconds",
+			Help:    "Duration of one webhook call, whatever its result.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_timer_fires_total",
+			Help: "Timer fires by how they ended: done, rescheduled, replanned, lease_lost, deferred.",
+		}, []string{"outcome"}),
+		synthetics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_synthetic_acks_total",
+			Help: "Synthetic outcomes acknowledged without a call.",
+		}),
+		due: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_streams_due",
+			Help: "Timers found due by the driver's last poll.",
+		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_lease_takeovers_total",
+			Help: "Timers claimed after another claim's lease expired.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers} {
+		if err := reg.Register(c); err != nil {
+			return nil, errors.Join(errors.New("register delivery metrics"), err)
+		}
+	}
+	// Every label value exists from the start, so rates work from zero.
+	for _, r := range []string{ResultDelivered, ResultFailed, ResultTimeout, ResultGone, ResultStopped} {
+		m.deliveries.WithLabelValues(r)
+	}
+	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred"} {
+		m.fires.WithLabelValues(o)
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeCall(res result, stopped bool) {
+	if m == nil {
+		return
+	}
+	m.latency.Observe(res.took.Seconds())
+	r := ResultDelivered
+	switch {
+	case res.err == nil:
+	case stopped:
+		r = ResultStopped
+	case res.timedOut:
+		r = ResultTimeout
+	case failure(res.err).Gone:
+		r = ResultGone
+	default:
+		r = ResultFailed
+	}
+	m.deliveries.WithLabelValues(r).Inc()
+}
+
+func (m *Metrics) synthetic() {
+	if m != nil {
+		m.synthetics.Inc()
+	}
+}
+
+func (m *Metrics) streamsDue(n int) {
+	if m != nil {
+		m.due.Set(float64(n))
+	}
+}
+
+func (m *Metrics) report(r timers.Report) {
+	if m == nil {
+		return
+	}
+	m.fires.WithLabelValues("done").Add(float64(r.Done))
+	m.fires.WithLabelValues("rescheduled").Add(float64(r.Rescheduled))
+	m.fires.WithLabelValues("replanned").Add(float64(r.Replanned))
+	m.fires.WithLabelValues("lease_lost").Add(float64(r.LeaseLost))
+	m.fires.WithLabelValues("deferred").Add(float64(r.Deferred))
+	m.takeovers.Add(float64(r.TakenOver))
+}

@@ -1,0 +1,437 @@
+package delivery
+
+// Twins of the reference driver's tests (reference/outcome_delivery.rs),
+// one per behaviour, on every configured backend.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// appendDuring accepts a second outcome inside the call of the first.
+type appendDuring struct {
+	e    *env
+	once sync.Once
+}
+
+func (a *appendDuring) Deliver(_ context.Context, o Outcome) error {
+	if o.Outcome.ReservationID != "first" {
+		return fmt.Errorf("unexpected %s", o.Outcome.ReservationID)
+	}
+	a.once.Do(func() { a.e.append(aborted("second")) })
+	return nil
+}
+
+func TestAppendDuringAckKeepsATimerAndDeliversOnTheNextFire(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first")
+		rep := e.fire(&Handler{Sink: &appendDuring{e: e}, Clock: e.clk})
+		if rep.Fired != 1 {
+			t.Fatalf("fired %d, want 1", rep.Fired)
+		}
+		if got := e.backlogRows(); got != 1 {
+			t.Fatalf("backlog %d, want 1", got)
+		}
+		if got := e.pending(); !slices.Equal(got, []string{"second"}) {
+			t.Fatalf("pending %v, want [second]", got)
+		}
+		if due := e.timerDue(); due > e.nowMs()+1 {
+			t.Fatalf("remaining outcome due at %d, want now (%d)", due, e.nowMs())
+		}
+		sink := &capture{}
+		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+			t.Fatalf("second fire: %+v", rep)
+		}
+		if got := sink.rids(); !slices.Equal(got, []string{"second"}) || sink.seen[0].Outcome.Aborted == nil {
+			t.Fatalf("delivered %v, want the aborted second", got)
+		}
+		if e.backlogRows() != 0 || len(e.pending()) != 0 {
+			t.Fatalf("backlog %d, pending %v after delivery", e.backlogRows(), e.pending())
+		}
+	})
+}
+
+func TestAppendAfterTheFreshReadFailsTheGuardAndReplansDelivery(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first")
+		prior, _ := e.backlogRow()
+		sink := &capture{}
+		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.clk})
+		if !fired.Done {
+			t.Fatal("the only row was delivered: want Done")
+		}
+		backlogKey, _ := outbox.BacklogKey(ep)
+		if !hasEquals(fired.Batch, backlogKey, prior) {
+			t.Fatal("Done is not guarded by the backlog as read")
+		}
+		// An append lands after the fire's fresh read, before its Done.
+		e.append(aborted("second"))
+		b := fired.Batch
+		b.RequireEquals(timer.Key, timer.Raw)
+		b.Delete(timer.Key)
+		if res := e.apply(b); res.Committed {
+			t.Fatal("a stale acknowledgement committed over a newer append")
+		}
+		if got := e.backlogRows(); got != 2 {
+			t.Fatalf("backlog %d, want 2", got)
+		}
+		if _, ok := e.timer(); !ok {
+			t.Fatal("the timer was lost")
+		}
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+			t.Fatalf("re-plan: %+v", rep)
+		}
+		if e.backlogRows() != 0 {
+			t.Fatalf("backlog %d after the re-plan", e.backlogRows())
+		}
+		if _, ok := e.timer(); ok {
+			t.Fatal("timer left after every row was acknowledged")
+		}
+		if sink.count("first") != 2 || sink.count("second") != 1 {
+			t.Fatalf("delivered %v: want first twice, second once", sink.rids())
+		}
+	})
+}
+
+func TestNoAcknowledgementsStillGuardTheInitialBacklog(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first")
+		prior, _ := e.backlogRow()
+		_, fired := e.planned(&Handler{Sink: &capture{fail: errors.New("refused")}, Clock: e.clk})
+		if fired.Done {
+			t.Fatal("a failed call finished the stream")
+		}
+		backlogKey, _ := outbox.BacklogKey(ep)
+		if !hasEquals(fired.Batch, backlogKey, prior) {
+			t.Fatal("the reschedule is not guarded by the backlog as first read")
+		}
+		if len(fired.Batch.Writes) != 0 {
+			t.Fatalf("a failed call planned writes: %+v", fired.Batch.Writes)
+		}
+		if !fired.Backoff {
+			t.Fatal("a failed call that delivered nothing does not back off")
+		}
+	})
+}
+
+func TestAllAcknowledgedReturnsDoneWithAnEmptyBacklog(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first", "second")
+		sink := &capture{}
+		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.clk})
+		if !fired.Done {
+			t.Fatal("all rows delivered: want Done")
+		}
+		b := fired.Batch
+		b.RequireEquals(timer.Key, timer.Raw)
+		b.Delete(timer.Key)
+		if res := e.apply(b); !res.Committed {
+			t.Fatalf("Done failed: %+v", res)
+		}
+		if len(sink.seen) != 2 || e.backlogRows() != 0 {
+			t.Fatalf("delivered %v, backlog %d", sink.rids(), e.backlogRows())
+		}
+		if _, ok := e.timer(); ok {
+			t.Fatal("timer left")
+		}
+	})
+}
+
+func TestDeliversInSequenceAndAcknowledgesSyntheticRowsLocally(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("one", "s:local", "three")
+		sink := &capture{}
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+			t.Fatalf("fire: %+v", rep)
+		}
+		if got := sink.rids(); !slices.Equal(got, []string{"one", "three"}) {
+			t.Fatalf("delivered %v, want [one three]", got)
+		}
+		for _, o := range sink.seen {
+			if o.Outcome.Committed == nil || o.Namespace != "acme" || o.EndpointID != ep || o.Endpoint.URL == "" {
+				t.Fatalf("delivered %+v", o)
+			}
+		}
+		if _, found := e.backlogRow(); found {
+			t.Fatal("backlog row left")
+		}
+		for _, rid := range []string{"one", "s:local", "three"} {
+			if _, found := e.record(rid); found {
+				t.Fatalf("record %s left", rid)
+			}
+		}
+	})
+}
+
+func TestSinkErrorAndPoisonRowAreRetriedWithoutDeletion(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("poison", "behind")
+		poison, _ := outbox.RecordKey(ep, "poison")
+		e.put(poison, store.Value("bad"))
+		sink := &capture{}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if got := sink.rids(); !slices.Equal(got, []string{"behind"}) {
+			t.Fatalf("delivered %v, want [behind]", got)
+		}
+		if e.backlogRows() != 1 {
+			t.Fatalf("backlog %d, want the poison row's 1", e.backlogRows())
+		}
+		if v, found := e.get(poison); !found || string(v) != "bad" {
+			t.Fatal("the poison row's record was deleted or changed")
+		}
+	})
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("retry")
+		failing := &capture{fail: &Error{Class: "status", Status: 500, Reason: "secret sink failure"}}
+		e.fire(&Handler{Sink: failing, Clock: e.clk})
+		if e.backlogRows() != 1 {
+			t.Fatalf("backlog %d, want 1", e.backlogRows())
+		}
+		if due := e.timerDue(); due < t0+1000 {
+			t.Fatalf("retry due at +%d ms, want a backoff of at least 1 s", due-t0)
+		}
+		e.fireAtDue(&Handler{Sink: failing, Clock: e.clk})
+		if len(failing.seen) != 2 || failing.seen[0].Outcome.ReservationID != "retry" {
+			t.Fatalf("delivered %v", failing.rids())
+		}
+		first, second := failing.seen[0], failing.seen[1]
+		if first.Seq != second.Seq || first.Outcome.Repository != second.Outcome.Repository {
+			t.Fatalf("the retry is not the same outcome: %+v vs %+v", first, second)
+		}
+		if e.backlogRows() != 1 {
+			t.Fatal("a failing row was acknowledged")
+		}
+	})
+}
+
+// slow succeeds, but only after moving the clock by step.
+type slow struct {
+	e    *env
+	step time.Duration
+	capture
+}
+
+func (s *slow) Deliver(ctx context.Context, o Outcome) error {
+	s.e.clk.Advance(s.step)
+	return s.capture.Deliver(ctx, o)
+}
+
+func TestASlowButSuccessfulSinkIsCutAtTheFireBudget(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c", "d")
+		sink := &slow{e: e, step: 400 * time.Millisecond}
+		// A budget of 2 x 250 ms: two 400 ms calls spend it.
+		e.fire(&Handler{Sink: sink, Clock: e.clk, SinkTimeout: 250 * time.Millisecond})
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("delivered %v, want [a b]", got)
+		}
+		if e.backlogRows() != 2 {
+			t.Fatalf("backlog %d, want 2", e.backlogRows())
+		}
+		if due := e.timerDue(); due > e.nowMs()+1 {
+			t.Fatalf("due at %d, want now (%d), not backed off", due, e.nowMs())
+		}
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+			t.Fatalf("delivered %v, want a, b, then the untried c, d", got)
+		}
+		if e.backlogRows() != 0 {
+			t.Fatalf("backlog %d", e.backlogRows())
+		}
+	})
+}
+
+func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("poison")
+		poison, _ := outbox.RecordKey(ep, "poison")
+		e.put(poison, store.Value("bad"))
+		sink := &capture{}
+		var gaps []int64
+		for range 3 {
+			now := e.nowMs()
+			e.fire(&Handler{Sink: sink, Clock: e.clk})
+			due := e.timerDue()
+			gaps = append(gaps, due-now)
+			e.clk.Set(due)
+		}
+		if len(sink.seen) != 0 {
+			t.Fatalf("delivered %v", sink.rids())
+		}
+		// No call failed, so the delay stays at the first step.
+		for _, g := range gaps {
+			if g < 1000 || g > 1200 {
+				t.Fatalf("gaps %v ms, want each within 1 s plus 20 %%", gaps)
+			}
+		}
+		if got := e.state().Attempt; got != 0 {
+			t.Fatalf("attempt %d, want 0", got)
+		}
+	})
+}
+
+// hang never answers; only its context ends the call.
+type hang struct {
+	mu    sync.Mutex
+	calls int
+	// enter is called once the call started: the test's deadline.
+	enter func()
+}
+
+func (h *hang) Deliver(ctx context.Context, _ Outcome) error {
+	h.mu.Lock()
+	h.calls++
+	enter := h.enter
+	h.mu.Unlock()
+	enter()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c")
+		sink := &hang{}
+		var requested []time.Duration
+		h := &Handler{Sink: sink, Clock: e.clk, SinkTimeout: 250 * time.Millisecond}
+		// The call's deadline passes as soon as the call has started.
+		h.deadline = func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+			requested = append(requested, d)
+			c, cancel := context.WithCancel(ctx)
+			sink.mu.Lock()
+			sink.enter = cancel
+			sink.mu.Unlock()
+			return c, cancel
+		}
+		e.fire(h)
+		if sink.calls != 1 {
+			t.Fatalf("%d calls, want 1: the fire stops at the hung call", sink.calls)
+		}
+		if !slices.Equal(requested, []time.Duration{250 * time.Millisecond}) {
+			t.Fatalf("timeouts requested %v, want [250ms]", requested)
+		}
+		if e.backlogRows() != 3 {
+			t.Fatalf("backlog %d, want 3", e.backlogRows())
+		}
+		if due := e.timerDue(); due < t0+1000 {
+			t.Fatalf("due at +%d ms: want backed off", due-t0)
+		}
+		if a, ok := e.attempt("a"); !ok || a.ErrorClass != ClassTimeout || a.Count != 1 {
+			t.Fatalf("attempt row %+v (found %v), want one timeout", a, ok)
+		}
+	})
+}
+
+func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c")
+		failing := &capture{fail: errors.New("refused")}
+		e.fire(&Handler{Sink: failing, Clock: e.clk})
+		if len(failing.seen) != 1 || e.backlogRows() != 3 {
+			t.Fatalf("calls %v, backlog %d: want one call, nothing lost", failing.rids(), e.backlogRows())
+		}
+		if due := e.timerDue(); due < t0+1000 {
+			t.Fatalf("due at +%d ms: want backed off", due-t0)
+		}
+		// The next fire resumes after the failed a: b and c first, a once
+		// the cursor wraps.
+		ok := &capture{}
+		e.fireAtDue(&Handler{Sink: ok, Clock: e.clk})
+		if got := ok.rids(); !slices.Equal(got, []string{"b", "c"}) || e.backlogRows() != 1 {
+			t.Fatalf("delivered %v, backlog %d: want [b c] and a kept", got, e.backlogRows())
+		}
+		e.fireAtDue(&Handler{Sink: ok, Clock: e.clk})
+		if got := ok.rids(); !slices.Equal(got, []string{"b", "c", "a"}) || e.backlogRows() != 0 {
+			t.Fatalf("delivered %v, backlog %d", got, e.backlogRows())
+		}
+	})
+}
+
+// picky refuses b and takes the rest.
+type picky struct{ capture }
+
+func (p *picky) Deliver(ctx context.Context, o Outcome) error {
+	if o.Outcome.ReservationID == "b" {
+		return &Error{Class: "status", Status: 422, Reason: "rejected"}
+	}
+	return p.capture.Deliver(ctx, o)
+}
+
+func TestARefusedRowDoesNotStarveTheRowsBehindIt(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c", "d")
+		sink := &picky{}
+		for range 3 {
+			e.fire(&Handler{Sink: sink, Clock: e.clk})
+			e.clk.Advance(time.Hour)
+		}
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "c", "d"}) {
+			t.Fatalf("delivered %v, want [a c d]", got)
+		}
+		if got := e.pending(); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("pending %v, want only b", got)
+		}
+	})
+}
+
+func TestMaxRowsBoundsOneFireAndTheCursorRotates(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c", "d", "e")
+		sink := &capture{}
+		h := &Handler{Sink: sink, Clock: e.clk, MaxRows: 2}
+		e.fire(h)
+		if len(sink.seen) != 2 || e.backlogRows() != 3 {
+			t.Fatalf("delivered %v, backlog %d: want 2 and 3", sink.rids(), e.backlogRows())
+		}
+		e.fireAtDue(h)
+		e.fireAtDue(h)
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) || e.backlogRows() != 0 {
+			t.Fatalf("delivered %v, backlog %d", got, e.backlogRows())
+		}
+	})
+}
+
+func TestConfiguredMaxRowsOf24Or25DrainsWithinTheBatchLimit(t *testing.T) {
+	t.Parallel()
+	for _, configured := range []int{24, 25} {
+		t.Run(fmt.Sprint(configured), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, e *env) {
+				var rids []string
+				for i := range 25 {
+					rids = append(rids, fmt.Sprintf("row-%d", i))
+				}
+				// An ingest request takes at most so many outcomes per batch;
+				// the appender splits it.
+				e.seed(rids...)
+				sink := &capture{}
+				for range 3 {
+					e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: configured})
+					e.clk.Advance(time.Hour)
+				}
+				if len(sink.seen) != 25 || e.backlogRows() != 0 {
+					t.Fatalf("delivered %d, backlog %d", len(sink.seen), e.backlogRows())
+				}
+			})
+		})
+	}
+}
