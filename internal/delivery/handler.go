@@ -53,6 +53,9 @@ type Handler struct {
 
 	// deadline bounds one call; context.WithTimeout unless a test sets it.
 	deadline func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
+	// collected, when a test sets it, sees each call's result as the fire
+	// takes it in.
+	collected func(rid string, err error)
 }
 
 var _ timers.Handler = (*Handler)(nil)
@@ -390,6 +393,9 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 	open := 0
 	collect := func(res result) {
 		open--
+		if h.collected != nil {
+			defer h.collected(res.row.rid, res.err)
+		}
 		h.Metrics.observeCall(res, ctx.Err() != nil)
 		switch {
 		case res.err == nil:

@@ -1,0 +1,373 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Beyond the reference: concurrent calls within a stream, 410, attempt
+// rows, Retry-After, disabled endpoints, and a stopped fire.
+
+// gated blocks the calls of the rids in hold until release is closed.
+type gated struct {
+	capture
+	hold    map[string]bool
+	fail    map[string]error
+	release chan struct{}
+	entered chan string
+
+	mu        sync.Mutex
+	open, max int
+}
+
+func newGated() *gated {
+	return &gated{hold: map[string]bool{}, fail: map[string]error{}, release: make(chan struct{}), entered: make(chan string, 64)}
+}
+
+func (g *gated) Deliver(ctx context.Context, o Outcome) error {
+	rid := o.Outcome.ReservationID
+	g.mu.Lock()
+	g.open++
+	g.max = max(g.max, g.open)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.open--
+		g.mu.Unlock()
+	}()
+	g.entered <- rid
+	if g.hold[rid] || g.hold["*"] {
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := g.fail[rid]; err != nil {
+		delete(g.fail, rid) // fails once
+		return err
+	}
+	return g.capture.Deliver(ctx, o)
+}
+
+func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 2})
+		e.seed("a", "b", "c", "d", "e")
+		sink := newGated()
+		sink.hold["a"] = true
+		sink.fail["b"] = &Error{Class: "status", Status: 500, Reason: "internal error"}
+		h := &Handler{Sink: sink, Clock: e.clk}
+		// a is held open until the fire has taken in b's failure: then it
+		// must launch nothing more, and wait for a.
+		h.collected = func(rid string, err error) {
+			if rid == "b" && err != nil {
+				close(sink.release)
+			}
+		}
+		e.fire(h)
+		if got := sink.rids(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("delivered %v, want only a: nothing is launched after b failed", got)
+		}
+		if got := e.pending(); !slices.Equal(got, []string{"b", "c", "d", "e"}) {
+			t.Fatalf("pending %v, want b kept and c, d, e untried", got)
+		}
+		if a, ok := e.attempt("b"); !ok || a.Status != 500 || a.Count != 1 {
+			t.Fatalf("attempt of b %+v (found %v)", a, ok)
+		}
+		if due := e.timerDue(); due > e.nowMs()+1 || e.state().Attempt != 0 {
+			t.Fatalf("due +%d ms, attempt %d: something was delivered, so no backoff", due-e.nowMs(), e.state().Attempt)
+		}
+		// The next fire resumes after b, the last row launched; b follows
+		// once the cursor wraps, and succeeds.
+		h.collected = nil
+		e.fireAtDue(h)
+		// Launched in order; two open at once may end in either order.
+		if got := sink.rids(); got[0] != "a" || !slices.Equal(slices.Sorted(slices.Values(got[1:])), []string{"c", "d", "e"}) {
+			t.Fatalf("delivered %v, want a, then c, d, e", got)
+		}
+		e.fireAtDue(h)
+		for _, rid := range []string{"a", "b", "c", "d", "e"} {
+			if n := sink.count(rid); n != 1 {
+				t.Fatalf("%s delivered %d times, want once", rid, n)
+			}
+		}
+		if e.backlogRows() != 0 {
+			t.Fatalf("backlog %d", e.backlogRows())
+		}
+		if _, ok := e.attempt("b"); ok {
+			t.Fatal("a delivered row kept its attempt row")
+		}
+	})
+}
+
+func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
+	t.Parallel()
+	for _, width := range []int{1, 4, 16} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				var rids []string
+				for i := range MaxRowsCeiling {
+					rids = append(rids, fmt.Sprintf("row-%02d", i))
+				}
+				e.seed(rids...)
+				sink := newGated()
+				sink.hold["*"] = true
+				go func() {
+					// Open the gate once the window is full.
+					for range width {
+						<-sink.entered
+					}
+					close(sink.release)
+				}()
+				rep := e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: MaxRowsCeiling})
+				if rep.Done != 1 {
+					t.Fatalf("report %+v, want one fire delivering every row", rep)
+				}
+				if sink.max != width {
+					t.Fatalf("at most %d calls open, want exactly %d", sink.max, width)
+				}
+				if got := sink.rids(); len(got) != len(rids) {
+					t.Fatalf("delivered %d rows, want %d", len(got), len(rids))
+				}
+				if width == 1 && !slices.Equal(sink.rids(), rids) {
+					t.Fatalf("at one in flight, order %v", sink.rids())
+				}
+			})
+		})
+	}
+}
+
+func TestAGoneEndpointIsDisabledWithItsRowsKeptUntilEnabledAgain(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		var rids []string
+		for i := range MaxRowsCeiling {
+			rids = append(rids, fmt.Sprintf("row-%02d", i))
+		}
+		e.seed(rids...)
+		sink := newGated()
+		last := rids[len(rids)-1]
+		sink.fail[last] = &Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}
+		// The fullest batch: 22 acknowledgements, the disable, the attempt
+		// record and the timer, within 100 operations.
+		rep := e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: MaxRowsCeiling})
+		if rep.Rescheduled != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+		if got := e.pending(); !slices.Equal(got, []string{last}) {
+			t.Fatalf("pending %v, want only the refused row", got)
+		}
+		cfg := e.endpoint()
+		if cfg.Enabled || cfg.DisabledReason != "gone" {
+			t.Fatalf("endpoint %+v, want disabled as gone", cfg)
+		}
+		if due := e.timerDue(); due != timers.NeverMs {
+			t.Fatalf("timer due %d, want parked", due)
+		}
+		if a, ok := e.attempt(last); !ok || a.Status != 410 {
+			t.Fatalf("attempt %+v (found %v)", a, ok)
+		}
+		// Enabled again, the next ingest pulls the parked timer.
+		cfg.Enabled, cfg.DisabledReason = true, ""
+		e.putEndpoint(cfg)
+		e.append(committed("after"))
+		if due := e.timerDue(); due > e.nowMs() {
+			t.Fatalf("timer due %d after enabling, want now", due)
+		}
+		// The cursor is still after the refused row: the new row goes
+		// first, the refused one when the cursor wraps.
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		if e.backlogRows() != 0 || sink.count(last) != 1 || sink.count("after") != 1 {
+			t.Fatalf("backlog %d, delivered %v", e.backlogRows(), sink.rids())
+		}
+	})
+}
+
+func TestAFailingStreamBacksOffExponentiallyAndRecordsEachAttempt(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		failing := &capture{fail: &Error{Class: "status", Status: 503, Reason: "unavailable"}}
+		for i, base := range []int64{1000, 2000, 4000, 8000} {
+			now := e.nowMs()
+			e.fire(&Handler{Sink: failing, Clock: e.clk})
+			gap := e.timerDue() - now
+			if gap < base || gap > base+base/5 {
+				t.Fatalf("failure %d: next fire in %d ms, want %d plus at most 20 %%", i+1, gap, base)
+			}
+			if got := e.state().Attempt; got != uint32(i+1) {
+				t.Fatalf("failure %d: attempt %d", i+1, got)
+			}
+			a, ok := e.attempt("a")
+			if !ok || a.Count != uint32(i+1) || a.Status != 503 || a.ErrorClass != "status" || a.AtMs != now {
+				t.Fatalf("failure %d: attempt row %+v (found %v)", i+1, a, ok)
+			}
+			e.clk.Set(e.timerDue())
+		}
+		ok := &capture{}
+		if rep := e.fire(&Handler{Sink: ok, Clock: e.clk}); rep.Done != 1 {
+			t.Fatalf("report %+v, want Done", rep)
+		}
+		if _, found := e.attempt("a"); found {
+			t.Fatal("the attempt row outlived the delivery")
+		}
+	})
+}
+
+func TestRetryAfterIsHonouredOverAShorterBackoff(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		sink := &capture{fail: &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second}}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if gap := e.timerDue() - e.nowMs(); gap < 90_000 {
+			t.Fatalf("next fire in %d ms, want at least the 90 s asked for", gap)
+		}
+	})
+}
+
+func TestADisabledEndpointsStreamIsParkedWithoutACall(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		sink := &capture{}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if len(sink.seen) != 0 || e.backlogRows() != 1 {
+			t.Fatalf("delivered %v, backlog %d", sink.rids(), e.backlogRows())
+		}
+		if due := e.timerDue(); due != timers.NeverMs {
+			t.Fatalf("timer due %d, want parked", due)
+		}
+	})
+}
+
+func TestAStoppedFireWritesNothingAndLeavesItsLease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b")
+		before, _ := e.backlogRow()
+		sink := newGated()
+		sink.hold["*"] = true
+		ctx, cancel := context.WithCancel(e.ctx)
+		go func() {
+			<-sink.entered
+			cancel()
+		}()
+		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.clk})
+		_, err := timers.RunDue(ctx, e.st, e.p, reg, e.clk, e.nowMs(), timers.Budget{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("run: %v, want canceled", err)
+		}
+		if after, _ := e.backlogRow(); string(after) != string(before) || len(sink.seen) != 0 {
+			t.Fatal("a stopped fire changed the backlog")
+		}
+		if _, found := e.attempt("a"); found {
+			t.Fatal("a stopped fire recorded an attempt")
+		}
+		if r, ok := e.timer(); !ok || r.Lease == nil {
+			t.Fatalf("timer %+v: want it still leased, to expire", r)
+		}
+	})
+}
+
+func TestBackoffJitterIsDeterministicPerStreamAndBounded(t *testing.T) {
+	t.Parallel()
+	spread := map[int64]bool{}
+	for i := range 50 {
+		ep := fmt.Sprintf("ep-%d", i)
+		for attempt := range uint32(40) {
+			base := min(int64(1000)<<min(attempt, 20), MaxBackoff.Milliseconds())
+			d := backoffMs("acme", ep, attempt)
+			if d < base || d > base+base/5 {
+				t.Fatalf("attempt %d: %d ms outside [%d, %d]", attempt, d, base, base+base/5)
+			}
+			if d != backoffMs("acme", ep, attempt) {
+				t.Fatal("not deterministic")
+			}
+			if attempt == 30 {
+				spread[d] = true
+			}
+		}
+	}
+	// Streams failing together for long spread out even at the cap.
+	if len(spread) < 40 {
+		t.Fatalf("%d distinct delays among 50 streams at the cap", len(spread))
+	}
+}
+
+func TestAStreamWithNoBacklogIsDoneAndItsEmptyBacklogRowRemoved(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		key, _ := outbox.BacklogKey(ep)
+		e.put(key, outbox.EncodeBacklog(outbox.Backlog{}))
+		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.clk}); rep.Done != 1 {
+			t.Fatalf("report %+v, want Done", rep)
+		}
+		if _, found := e.get(key); found {
+			t.Fatal("an empty backlog row was left")
+		}
+		if _, ok := e.timer(); ok {
+			t.Fatal("timer left")
+		}
+	})
+}
+
+var _ store.NamespaceStore = (*countingStore)(nil)
+
+// countingStore counts the store calls of a fire.
+type countingStore struct {
+	store.NamespaceStore
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingStore) count(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *countingStore) Get(ctx context.Context, p store.Partition, k store.Key) (store.Value, bool, error) {
+	c.count("get")
+	return c.NamespaceStore.Get(ctx, p, k)
+}
+
+func (c *countingStore) GetMany(ctx context.Context, p store.Partition, ks []store.Key) ([]store.Row, error) {
+	c.count("getmany")
+	return c.NamespaceStore.GetMany(ctx, p, ks)
+}
+
+func TestAFireReadsItsPageInAConstantNumberOfRoundTrips(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		var rids []string
+		for i := range DefaultMaxRows {
+			rids = append(rids, fmt.Sprintf("row-%02d", i))
+		}
+		e.seed(rids...)
+		cs := &countingStore{NamespaceStore: e.st, calls: map[string]int{}}
+		_, fired := (&env{t: t, ctx: e.ctx, st: cs, clk: e.clk, p: e.p}).planned(&Handler{Sink: &capture{}, Clock: e.clk})
+		if !fired.Done {
+			t.Fatal("want Done")
+		}
+		// Backlog and endpoint; records and attempts; the fresh backlog.
+		if cs.calls["getmany"] != 2 || cs.calls["get"] != 1 {
+			t.Fatalf("store calls %v for %d rows", cs.calls, len(rids))
+		}
+	})
+}

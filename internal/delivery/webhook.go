@@ -1,0 +1,93 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"net/url"
+
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbox"
+)
+
+// Error classes Webhooks assigns before or instead of a call. A failed call
+// keeps the class the channel gave it (hooks.Class: "status", "gone",
+// "connect", ...).
+const (
+	// ClassURL: the endpoint's URL does not parse (the channel's own URL
+	// rules answer with the same class).
+	ClassURL = string(hooks.ClassURL)
+	// ClassUnsignable: the attempt could not be signed (no signing key, a
+	// malformed secret, an unknown scheme). Retrying cannot help until the
+	// configuration changes.
+	ClassUnsignable = "unsignable"
+	// ClassEncode: no webhook body could be built for the outcome.
+	ClassEncode = "encode"
+)
+
+// Webhooks is the Sink that posts each outcome as a signed webhook. Every
+// call signs afresh (new nonce, created-at and signature) over the same
+// body and message id, so a retry is a new request for the same message.
+type Webhooks struct {
+	Sender *hooks.Sender
+	// Audience is relay's own public origin, written into every body as
+	// data.audience; the signature's audience is the endpoint's origin.
+	Audience string
+}
+
+var _ Sink = (*Webhooks)(nil)
+
+// Deliver signs and posts o to its endpoint. nil means the endpoint
+// answered 2xx; every other outcome is an *Error whose text holds no URL,
+// secret or body.
+func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
+	u, err := url.Parse(o.Endpoint.URL)
+	if err != nil {
+		// url.Error's text holds the URL, whose query may carry a token.
+		return &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}
+	}
+	var scheme hooks.Scheme
+	switch o.Endpoint.Scheme {
+	case outbox.SchemeMkitHookV1, "":
+		// An unset scheme is the default, as Endpoint.WithDefaults has it.
+		scheme = hooks.SchemeMkit
+	case outbox.SchemeStandardWebhooks:
+		scheme = hooks.SchemeStandard
+	default:
+		return unsignable()
+	}
+	secrets := make([]string, len(o.Endpoint.Secrets))
+	for i, s := range o.Endpoint.Secrets {
+		secrets[i] = string(s)
+	}
+	body, err := outbox.EncodeWebhook(&o.Outcome, w.Audience)
+	if err != nil {
+		e := &Error{Class: ClassEncode, Reason: "cannot encode the webhook"}
+		if errors.Is(err, outbox.ErrInvalid) {
+			// ErrInvalid's text names the broken rule, never a value.
+			e.Reason += ": " + err.Error()
+		}
+		return e
+	}
+	msg := hooks.Message{
+		ID:   outbox.MessageID(o.Namespace, o.EndpointID, o.Seq, o.Outcome.ReservationID),
+		Body: body,
+	}
+	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Secrets: secrets}, msg)
+	if err == nil {
+		return nil
+	}
+	var he *hooks.Error
+	switch {
+	case errors.As(err, &he):
+		return &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error()}
+	case errors.Is(err, hooks.ErrUnsignable):
+		return unsignable()
+	}
+	// Send documents no other error; its text is not known to be safe.
+	return &Error{Class: ClassError, Reason: "webhook not sent"}
+}
+
+// unsignable keeps none of the signer's text: it may describe a secret.
+func unsignable() *Error {
+	return &Error{Class: ClassUnsignable, Reason: "cannot sign the webhook"}
+}
