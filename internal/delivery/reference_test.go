@@ -5,13 +5,19 @@ package delivery
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -434,4 +440,55 @@ func TestConfiguredMaxRowsOf24Or25DrainsWithinTheBatchLimit(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		seen := make(chan http.Header, 4)
+		bodies := make(chan []byte, 4)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			seen <- r.Header.Clone()
+			bodies <- body
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		defer srv.Close()
+		ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.CloseIdleConnections()
+		key, err := hooks.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, err := hooks.NewMkitSigner("relay-1", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.putEndpoint(outbox.Endpoint{Enabled: true, URL: srv.URL + "/hooks"})
+		e.seed("retry")
+		// The sender shares the test's clock, so a retry's window moves.
+		sink := &Webhooks{Audience: "https://relay.example.com",
+			Sender: &hooks.Sender{Channel: ch, Mkit: signer, Now: e.clk.Now}}
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 || e.backlogRows() != 1 {
+			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
+		}
+		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 || e.backlogRows() != 1 {
+			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
+		}
+		first, second := <-seen, <-seen
+		for _, h := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitSignature} {
+			if first.Get(h) == "" || first.Get(h) == second.Get(h) {
+				t.Fatalf("%s: %q then %q, want a fresh value on the retry", h, first.Get(h), second.Get(h))
+			}
+		}
+		if b1, b2 := <-bodies, <-bodies; string(b1) != string(b2) {
+			t.Fatal("the retry's body differs")
+		}
+		if a, ok := e.attempt("retry"); !ok || a.Status != 503 || a.Count != 2 {
+			t.Fatalf("attempt row %+v (found %v), want two 503s", a, ok)
+		}
+	})
 }

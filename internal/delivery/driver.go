@@ -1,0 +1,264 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Driver defaults.
+const (
+	// DefaultConcurrency is the timers (streams) fired at once.
+	DefaultConcurrency = 64
+	// DefaultPollInterval is how often an idle driver reads the due
+	// indexes: one pipelined read of every bucket per poll.
+	DefaultPollInterval = 500 * time.Millisecond
+)
+
+// DueStore is what the driver needs of the store: partitions, and the
+// bucket due indexes that say which partitions have due timers.
+type DueStore interface {
+	store.NamespaceStore
+	// DueAll returns the partitions whose earliest timer is due at or
+	// before upToMs, up to limitPerBucket of each bucket, earliest first.
+	DueAll(ctx context.Context, upToMs int64, limitPerBucket int) ([]store.DuePartition, error)
+}
+
+// Config configures a Driver.
+type Config struct {
+	Store    DueStore
+	Registry *timers.Registry
+	// Clock is clock.System when nil.
+	Clock clock.Clock
+	// Concurrency bounds the timers fired at once, DefaultConcurrency
+	// when zero. One stream is one timer, so a dead endpoint holds at most
+	// one slot.
+	Concurrency int
+	// Lease is how long a claim holds a timer, timers.DefaultLease when
+	// zero; it must outlast a fire.
+	Lease time.Duration
+	// PollInterval is DefaultPollInterval when zero. Wake and finished
+	// fires start a poll at once.
+	PollInterval time.Duration
+	// Logger is slog.Default when nil.
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+
+	// after replaces time.After in tests, to tick the poll by hand.
+	after func(d time.Duration) <-chan time.Time
+}
+
+// Driver fires due timers of every partition with a bounded pool of
+// workers. Several drivers, in one process or many, may share a store: a
+// timer is claimed under a lease before it fires, so each fires once per
+// claim, and an expired lease is taken over by whichever driver polls first.
+type Driver struct {
+	cfg Config
+
+	wake     chan struct{}
+	stopping chan struct{}
+	loopDone chan struct{}
+	slots    chan struct{}
+	workers  sync.WaitGroup
+
+	// fireCtx is canceled when Stop's deadline ends: fires then write
+	// nothing, and their leases expire.
+	fireCtx    context.Context
+	cancelFire context.CancelFunc
+	loopCtx    context.Context
+	cancelLoop context.CancelFunc
+
+	mu       sync.Mutex
+	inFlight map[string]struct{}
+	started  bool
+	stopOnce sync.Once
+}
+
+// New checks the configuration and returns a driver that is not started.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Store == nil || cfg.Registry == nil {
+		return nil, errors.New("delivery driver: a store and a timer registry are required")
+	}
+	if cfg.Concurrency < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 {
+		return nil, errors.New("delivery driver: concurrency, lease and poll interval must not be negative")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = timers.DefaultLease
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.after == nil {
+		cfg.after = time.After
+	}
+	return &Driver{
+		cfg:      cfg,
+		wake:     make(chan struct{}, 1),
+		stopping: make(chan struct{}),
+		loopDone: make(chan struct{}),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		inFlight: map[string]struct{}{},
+	}, nil
+}
+
+// Start runs the driver until Stop, or until ctx ends (which stops it
+// without waiting for fires). It polls at once.
+func (d *Driver) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started {
+		return errors.New("delivery driver: started twice")
+	}
+	d.started = true
+	d.fireCtx, d.cancelFire = context.WithCancel(ctx)
+	d.loopCtx, d.cancelLoop = context.WithCancel(d.fireCtx)
+	go d.loop()
+	return nil
+}
+
+// Wake makes the driver poll now, without waiting for the poll interval:
+// an ingest calls it after an accepted append. It never blocks.
+func (d *Driver) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop stops polling and waits for the fires in flight to finish. Once ctx
+// ends it cancels them instead: a canceled fire writes nothing, and its
+// timer waits for its lease to expire. It returns ctx's error in that case.
+func (d *Driver) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	started := d.started
+	d.mu.Unlock()
+	if !started {
+		return nil
+	}
+	d.stopOnce.Do(func() {
+		close(d.stopping)
+		d.cancelLoop()
+	})
+	<-d.loopDone
+	done := make(chan struct{})
+	go func() {
+		d.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		d.cancelFire()
+		return nil
+	case <-ctx.Done():
+		d.cancelFire()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (d *Driver) loop() {
+	defer close(d.loopDone)
+	for {
+		if err := d.poll(d.loopCtx); err != nil && d.loopCtx.Err() == nil {
+			d.cfg.Logger.Warn("delivery poll failed", "error", err)
+		}
+		select {
+		case <-d.stopping:
+			return
+		case <-d.loopCtx.Done():
+			return
+		case <-d.wake:
+		case <-d.cfg.after(d.cfg.PollInterval):
+		}
+	}
+}
+
+// poll reads every bucket's due index once and launches the due timers it
+// has free workers for, earliest partitions first.
+func (d *Driver) poll(ctx context.Context) error {
+	nowMs := d.cfg.Clock.Now().UnixMilli()
+	due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
+	if err != nil {
+		return err
+	}
+	found := 0
+	defer func() { d.cfg.Metrics.streamsDue(found) }()
+	start, end := timers.DueRange(nowMs)
+	for _, dp := range due {
+		free := cap(d.slots) - len(d.slots)
+		if free == 0 {
+			// Every worker is busy; the next to finish polls again.
+			return nil
+		}
+		page, err := d.cfg.Store.Scan(ctx, dp.Partition, start, end, nil, min(free, timers.DefaultMaxTimers))
+		if err != nil {
+			return fmt.Errorf("scan due timers of %s: %w", dp.Partition, err)
+		}
+		found += len(page.Entries)
+		for _, e := range page.Entries {
+			if !d.launch(dp.Partition, nowMs, e) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// launch fires one due timer row on a free worker. It is false when the
+// driver is stopping or out of workers. A timer this driver is already
+// firing (its lease ran out mid-fire) is left to that fire.
+func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
+	_, kind, ref, ok := timers.ParseKey(e.Key)
+	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
+	d.mu.Lock()
+	_, busy := d.inFlight[id]
+	if ok && busy {
+		d.mu.Unlock()
+		return true
+	}
+	select {
+	case <-d.stopping:
+		d.mu.Unlock()
+		return false
+	case d.slots <- struct{}{}:
+	default:
+		d.mu.Unlock()
+		return false
+	}
+	d.inFlight[id] = struct{}{}
+	d.workers.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.workers.Done()
+		rep, err := timers.RunTimer(d.fireCtx, d.cfg.Store, p, d.cfg.Registry, d.cfg.Clock, nowMs, d.cfg.Lease, e)
+		d.cfg.Metrics.report(rep)
+		if err != nil && d.fireCtx.Err() == nil {
+			d.cfg.Logger.Warn("timer fire failed", "namespace", p.Namespace, "error", err)
+		}
+		d.mu.Lock()
+		delete(d.inFlight, id)
+		<-d.slots
+		d.mu.Unlock()
+		// More may be due now: a stream with more rows than one fire
+		// takes, or work left over while every worker was busy.
+		d.Wake()
+	}()
+	return true
+}

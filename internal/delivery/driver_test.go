@@ -1,0 +1,446 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// patience bounds how long a test waits for the driver before it fails; it
+// never paces the test.
+const patience = 30 * time.Second
+
+// fleet is a store with streams on it, for driver tests on real time.
+type fleet struct {
+	t   *testing.T
+	ctx context.Context
+	st  *redisstore.Store
+	app *outbox.Appender
+}
+
+func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
+	t.Helper()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.New(t)
+			f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})
+		})
+	}
+}
+
+func (f *fleet) endpoint(ns, id string, cfg outbox.Endpoint) {
+	f.t.Helper()
+	cfg = cfg.WithDefaults()
+	cfg.URL = "https://hooks.example.com/" + id
+	v, err := outbox.EncodeEndpoint(&cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	key, _ := outbox.EndpointKey(id)
+	var b store.Batch
+	b.Put(key, v)
+	if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: ns}, b); err != nil || !res.Committed {
+		f.t.Fatalf("put endpoint: %+v %v", res, err)
+	}
+}
+
+func (f *fleet) seed(ns string, rids ...string) {
+	f.t.Helper()
+	var os []outbox.Outcome
+	for _, rid := range rids {
+		os = append(os, committed(rid))
+	}
+	st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, os)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Code != outbox.Accepted {
+			f.t.Fatalf("append: %s %s", s.Code, s.Detail)
+		}
+	}
+}
+
+func (f *fleet) backlog(ns, id string) uint64 {
+	f.t.Helper()
+	key, _ := outbox.BacklogKey(id)
+	v, found, err := f.st.Get(f.ctx, store.Partition{Namespace: ns}, key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if !found {
+		return 0
+	}
+	b, err := outbox.DecodeBacklog(v)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b.Rows
+}
+
+func (f *fleet) driver(sink Sink, cfg Config) *Driver {
+	f.t.Helper()
+	reg, err := timers.NewRegistry(&Handler{Sink: sink})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cfg.Store, cfg.Registry = f.st, reg
+	d, err := New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := d.Start(f.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(f.ctx)
+		cancel()
+		_ = d.Stop(ctx)
+	})
+	return d
+}
+
+func rids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// tally counts deliveries per stream and row and says when it has seen n.
+type tally struct {
+	mu    sync.Mutex
+	n     int
+	seen  map[string]int
+	total int
+	all   chan struct{}
+	// block, when set, holds the calls of matching endpoints until ctx ends.
+	block func(o Outcome) bool
+}
+
+func newTally(n int) *tally { return &tally{n: n, seen: map[string]int{}, all: make(chan struct{})} }
+
+func (c *tally) Deliver(ctx context.Context, o Outcome) error {
+	if c.block != nil && c.block(o) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[o.Namespace+"/"+o.EndpointID+"/"+o.Outcome.ReservationID]++
+	c.total++
+	if c.total == c.n {
+		close(c.all)
+	}
+	return nil
+}
+
+func (c *tally) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.all:
+	case <-time.After(patience):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Fatalf("delivered %d of %d", c.total, c.n)
+	}
+}
+
+func TestTheDriverDeliversEveryStreamOfEveryNamespaceOnce(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		namespaces, endpoints, per := []string{"acme", "globex", "initech", "umbrella"}, []string{"billing", "audit"}, 40
+		for _, ns := range namespaces {
+			for _, id := range endpoints {
+				f.endpoint(ns, id, outbox.Endpoint{Enabled: true})
+			}
+			f.seed(ns, rids(ns, per)...)
+		}
+		sink := newTally(len(namespaces) * len(endpoints) * per)
+		d := f.driver(sink, Config{Concurrency: 4})
+		sink.wait(t)
+		if err := d.Stop(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for key, n := range sink.seen {
+			if n != 1 {
+				t.Fatalf("%s delivered %d times", key, n)
+			}
+		}
+		for _, ns := range namespaces {
+			for _, id := range endpoints {
+				if b := f.backlog(ns, id); b != 0 {
+					t.Fatalf("%s/%s backlog %d", ns, id, b)
+				}
+			}
+			rows, err := timers.All(f.ctx, f.st, store.Partition{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Kind == timers.KindOutcomeDelivery {
+					t.Fatalf("%s: delivery timer %s left", ns, r.Reference)
+				}
+			}
+		}
+	})
+}
+
+func TestWakeDeliversWithoutWaitingForThePoll(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		sink := newTally(1)
+		polled := make(chan struct{}, 1)
+		d := f.driver(sink, Config{after: func(time.Duration) <-chan time.Time {
+			select {
+			case polled <- struct{}{}:
+			default:
+			}
+			return nil // the poll interval never ends
+		}})
+		<-polled
+		f.seed("acme", "r-1")
+		d.Wake()
+		sink.wait(t)
+	})
+}
+
+// counting counts the store calls a driver makes.
+type counting struct {
+	DueStore
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *counting) add(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *counting) DueAll(ctx context.Context, upToMs int64, limit int) ([]store.DuePartition, error) {
+	c.add("dueall")
+	return c.DueStore.DueAll(ctx, upToMs, limit)
+}
+
+func (c *counting) Get(ctx context.Context, p store.Partition, k store.Key) (store.Value, bool, error) {
+	c.add("get")
+	return c.DueStore.Get(ctx, p, k)
+}
+
+func (c *counting) GetMany(ctx context.Context, p store.Partition, ks []store.Key) ([]store.Row, error) {
+	c.add("getmany")
+	return c.DueStore.GetMany(ctx, p, ks)
+}
+
+func (c *counting) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	c.add("scan")
+	return c.DueStore.Scan(ctx, p, start, end, after, limit)
+}
+
+func (c *counting) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	c.add("apply")
+	return c.DueStore.Apply(ctx, p, b)
+}
+
+func TestAnIdleDriverReadsOnlyTheDueIndexesOncePerPoll(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		// A stream backing off is not due: the driver must not touch it.
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.seed("acme", "r-1")
+		var b store.Batch
+		rows, _ := timers.All(f.ctx, f.st, store.Partition{Namespace: "acme"})
+		for _, r := range rows {
+			if r.Kind == timers.KindOutcomeDelivery {
+				r.MoveTo(&b, time.Now().Add(time.Hour).UnixMilli())
+			}
+		}
+		if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+			t.Fatalf("move timer: %+v %v", res, err)
+		}
+		cs := &counting{DueStore: f.st, calls: map[string]int{}}
+		polled, tick := make(chan time.Duration), make(chan time.Time)
+		reg, _ := timers.NewRegistry(&Handler{Sink: newTally(1)})
+		d, err := New(Config{Store: cs, Registry: reg, after: func(d time.Duration) <-chan time.Time {
+			polled <- d
+			return tick
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		const polls = 5
+		for i := range polls {
+			if got := <-polled; got != DefaultPollInterval {
+				t.Fatalf("waits %v between polls, want %v", got, DefaultPollInterval)
+			}
+			if i < polls-1 {
+				tick <- time.Now()
+			}
+		}
+		go func() {
+			for range polled {
+			}
+		}()
+		if err := d.Stop(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.calls["dueall"] != polls || len(cs.calls) != 1 {
+			t.Fatalf("store calls %v over %d idle polls, want only %d DueAll", cs.calls, polls, polls)
+		}
+	})
+}
+
+func TestADeadEndpointDoesNotDelayTheOtherStreamsOfItsNamespace(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "dead", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "live", outbox.Endpoint{Enabled: true})
+		f.seed("acme", rids("r", 40)...)
+		sink := newTally(40)
+		sink.block = func(o Outcome) bool { return o.EndpointID == "dead" }
+		d := f.driver(sink, Config{Concurrency: 2})
+		// Every live row goes while the dead endpoint's call hangs.
+		sink.wait(t)
+		ctx, cancel := context.WithCancel(f.ctx)
+		cancel()
+		if err := d.Stop(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stop: %v, want canceled", err)
+		}
+		if b := f.backlog("acme", "dead"); b != 40 {
+			t.Fatalf("dead endpoint's backlog %d, want 40 kept", b)
+		}
+	})
+}
+
+func TestStopLetsTheFiresInFlightFinish(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.seed("acme", "r-1")
+		sink := newGated()
+		sink.hold["*"] = true
+		d := f.driver(sink, Config{})
+		<-sink.entered
+		stopped := make(chan error)
+		go func() { stopped <- d.Stop(f.ctx) }()
+		close(sink.release)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		if b := f.backlog("acme", "billing"); b != 0 {
+			t.Fatalf("backlog %d after Stop returned: the fire in flight did not finish", b)
+		}
+	})
+}
+
+func TestAFireCanceledByStopWritesNothing(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.seed("acme", "r-1", "r-2")
+		p := store.Partition{Namespace: "acme"}
+		key, _ := outbox.BacklogKey("billing")
+		before, _, _ := f.st.Get(f.ctx, p, key)
+		sink := newGated()
+		sink.hold["*"] = true
+		d := f.driver(sink, Config{})
+		<-sink.entered
+		ctx, cancel := context.WithCancel(f.ctx)
+		cancel()
+		if err := d.Stop(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stop: %v", err)
+		}
+		after, _, _ := f.st.Get(f.ctx, p, key)
+		if string(before) != string(after) {
+			t.Fatal("a canceled fire changed the backlog")
+		}
+		row, found, err := timers.Find(f.ctx, f.st, p, timers.KindOutcomeDelivery, "billing")
+		if err != nil || !found || row.Lease == nil {
+			t.Fatalf("timer %+v (found %v, %v): want it still leased", row, found, err)
+		}
+	})
+}
+
+func TestTheDriverFiresAtMostItsConcurrencyAtOnce(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		ids := []string{"e1", "e2", "e3", "e4", "e5", "e6"}
+		for _, id := range ids {
+			f.endpoint("acme", id, outbox.Endpoint{Enabled: true})
+		}
+		f.seed("acme", "r-1")
+		sink := newGated()
+		sink.hold["*"] = true
+		polled := make(chan struct{}, 16)
+		d := f.driver(sink, Config{Concurrency: 3, after: func(time.Duration) <-chan time.Time {
+			polled <- struct{}{}
+			return nil
+		}})
+		for range 3 {
+			<-sink.entered
+		}
+		// A poll while every worker is busy launches nothing more.
+		for len(polled) > 0 {
+			<-polled
+		}
+		d.Wake()
+		<-polled
+		d.mu.Lock()
+		busy := len(d.inFlight)
+		d.mu.Unlock()
+		if busy != 3 {
+			t.Fatalf("%d fires in flight with 3 workers", busy)
+		}
+		close(sink.release)
+		for range len(ids) - 3 {
+			<-sink.entered
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if sink.max != 3 {
+			t.Fatalf("%d streams fired at once, want 3", sink.max)
+		}
+	})
+}
+
+func TestTwoDriversOnOneStoreDeliverEachRowOnce(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		var want int
+		for i := range 6 {
+			ns := fmt.Sprintf("ns-%d", i)
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, rids(ns, 20)...)
+			want += 20
+		}
+		sink := newTally(want)
+		f.driver(sink, Config{Concurrency: 2})
+		f.driver(sink, Config{Concurrency: 2})
+		sink.wait(t)
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for key, n := range sink.seen {
+			if n != 1 {
+				t.Fatalf("%s delivered %d times", key, n)
+			}
+		}
+	})
+}
