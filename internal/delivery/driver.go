@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,8 +45,8 @@ type Config struct {
 	// Lease is how long a claim holds a timer, timers.DefaultLease when
 	// zero; it must outlast a fire.
 	Lease time.Duration
-	// PollInterval is DefaultPollInterval when zero. Wake and finished
-	// fires start a poll at once.
+	// PollInterval is DefaultPollInterval when zero. Wake starts a poll at
+	// once; a fire that reschedules has its partition scanned at once.
 	PollInterval time.Duration
 	// Logger is slog.Default when nil.
 	Logger *slog.Logger
@@ -64,6 +65,7 @@ type Driver struct {
 	cfg Config
 
 	wake     chan struct{}
+	kick     chan struct{}
 	stopping chan struct{}
 	loopDone chan struct{}
 	slots    chan struct{}
@@ -78,8 +80,14 @@ type Driver struct {
 
 	mu       sync.Mutex
 	inFlight map[string]struct{}
-	started  bool
-	stopOnce sync.Once
+	// hot are partitions whose fires rescheduled: they may be due again
+	// at once, and are scanned without reading every due index.
+	hot map[store.Partition]struct{}
+	// saturated: the last poll left due work for want of workers, so the
+	// next fire to finish polls every due index again.
+	saturated bool
+	started   bool
+	stopOnce  sync.Once
 }
 
 // New checks the configuration and returns a driver that is not started.
@@ -111,10 +119,12 @@ func New(cfg Config) (*Driver, error) {
 	return &Driver{
 		cfg:      cfg,
 		wake:     make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		loopDone: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		inFlight: map[string]struct{}{},
+		hot:      map[store.Partition]struct{}{},
 	}, nil
 }
 
@@ -175,8 +185,9 @@ func (d *Driver) Stop(ctx context.Context) error {
 
 func (d *Driver) loop() {
 	defer close(d.loopDone)
+	all := true
 	for {
-		if err := d.poll(d.loopCtx); err != nil && d.loopCtx.Err() == nil {
+		if err := d.poll(d.loopCtx, all); err != nil && d.loopCtx.Err() == nil {
 			d.cfg.Logger.Warn("delivery poll failed", "error", err)
 		}
 		select {
@@ -185,35 +196,73 @@ func (d *Driver) loop() {
 		case <-d.loopCtx.Done():
 			return
 		case <-d.wake:
+			all = true
 		case <-d.cfg.after(d.cfg.PollInterval):
+			all = true
+		case <-d.kick:
+			d.mu.Lock()
+			all, d.saturated = d.saturated, false
+			d.mu.Unlock()
 		}
 	}
 }
 
-// poll reads every bucket's due index once and launches the due timers it
-// has free workers for, earliest partitions first.
-func (d *Driver) poll(ctx context.Context) error {
+// poll launches the due timers it has free workers for: those of the hot
+// partitions, and, when all is set, those of every partition the due
+// indexes name (one pipelined read), earliest first.
+func (d *Driver) poll(ctx context.Context, all bool) error {
 	nowMs := d.cfg.Clock.Now().UnixMilli()
-	due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
-	if err != nil {
-		return err
+	d.mu.Lock()
+	partitions := make([]store.Partition, 0, len(d.hot))
+	for p := range d.hot {
+		partitions = append(partitions, p)
+	}
+	clear(d.hot)
+	d.mu.Unlock()
+	if all {
+		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
+		if err != nil {
+			return err
+		}
+		for _, dp := range due {
+			if !slices.Contains(partitions, dp.Partition) {
+				partitions = append(partitions, dp.Partition)
+			}
+		}
 	}
 	found := 0
 	defer func() { d.cfg.Metrics.streamsDue(found) }()
 	start, end := timers.DueRange(nowMs)
-	for _, dp := range due {
+	for i, p := range partitions {
 		free := cap(d.slots) - len(d.slots)
 		if free == 0 {
-			// Every worker is busy; the next to finish polls again.
+			// Every worker is busy: the next to finish polls again.
+			d.mu.Lock()
+			d.saturated = true
+			for _, rest := range partitions[i:] {
+				d.hot[rest] = struct{}{}
+			}
+			d.mu.Unlock()
 			return nil
 		}
-		page, err := d.cfg.Store.Scan(ctx, dp.Partition, start, end, nil, min(free, timers.DefaultMaxTimers))
+		limit := min(free, timers.DefaultMaxTimers)
+		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {
-			return fmt.Errorf("scan due timers of %s: %w", dp.Partition, err)
+			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
 		found += len(page.Entries)
+		if len(page.Entries) == limit {
+			// More may be due in p than this page took.
+			d.mu.Lock()
+			d.hot[p] = struct{}{}
+			d.mu.Unlock()
+		}
 		for _, e := range page.Entries {
-			if !d.launch(dp.Partition, nowMs, e) {
+			if !d.launch(p, nowMs, e) {
+				d.mu.Lock()
+				d.saturated = true
+				d.hot[p] = struct{}{}
+				d.mu.Unlock()
 				return nil
 			}
 		}
@@ -255,10 +304,19 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 		d.mu.Lock()
 		delete(d.inFlight, id)
 		<-d.slots
+		if rep.Rescheduled+rep.Replanned > 0 {
+			// A stream with more rows than one fire takes is due again
+			// now; scanning its partition is enough to find it.
+			d.hot[p] = struct{}{}
+		}
+		kick := d.saturated || len(d.hot) > 0
 		d.mu.Unlock()
-		// More may be due now: a stream with more rows than one fire
-		// takes, or work left over while every worker was busy.
-		d.Wake()
+		if kick {
+			select {
+			case d.kick <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	return true
 }

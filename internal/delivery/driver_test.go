@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -90,7 +93,7 @@ func (f *fleet) backlog(ns, id string) uint64 {
 
 func (f *fleet) driver(sink Sink, cfg Config) *Driver {
 	f.t.Helper()
-	reg, err := timers.NewRegistry(&Handler{Sink: sink})
+	reg, err := timers.NewRegistry(&Handler{Sink: sink, Metrics: cfg.Metrics})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -441,6 +444,55 @@ func TestTwoDriversOnOneStoreDeliverEachRowOnce(t *testing.T) {
 			if n != 1 {
 				t.Fatalf("%s delivered %d times", key, n)
 			}
+		}
+	})
+}
+
+func TestAStreamLeasedByADeadProcessIsTakenOverAndCounted(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.seed("acme", "r-1")
+		p := store.Partition{Namespace: "acme"}
+		row, found, err := timers.Find(f.ctx, f.st, p, timers.KindOutcomeDelivery, "billing")
+		if err != nil || !found {
+			t.Fatalf("timer: %v %v", found, err)
+		}
+		// A process claimed the stream a second ago and died: its lease
+		// ran out long since.
+		past := time.Now().Add(-time.Second).UnixMilli()
+		if _, ok, err := timers.Claim(f.ctx, f.st, p, row, past, time.Millisecond); err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := newTally(1)
+		d := f.driver(sink, Config{Metrics: m})
+		sink.wait(t)
+		if err := d.Stop(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]float64{
+			"takeovers": 1, "delivered": 1, "done": 1,
+		} {
+			var got float64
+			switch name {
+			case "takeovers":
+				got = testutil.ToFloat64(m.takeovers)
+			case "delivered":
+				got = testutil.ToFloat64(m.deliveries.WithLabelValues(ResultDelivered))
+			case "done":
+				got = testutil.ToFloat64(m.fires.WithLabelValues("done"))
+			}
+			if got != want {
+				t.Fatalf("%s = %v, want %v", name, got, want)
+			}
+		}
+		if n, err := testutil.GatherAndCount(reg); err != nil || n < 6 {
+			t.Fatalf("%d metrics gathered (%v)", n, err)
 		}
 	})
 }
