@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/hooks"
@@ -57,6 +60,7 @@ type config struct {
 	prefix  string
 	buckets int
 	signing signingConfig
+	deliver deliveryConfig
 }
 
 func parse(args []string) (config, error) {
@@ -68,6 +72,7 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
 	c.signing.flags(fs)
+	c.deliver.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -89,7 +94,16 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	sign, err := cfg.signing.load(cfg.redis == "", log)
+	dev := cfg.redis == ""
+	sign, err := cfg.signing.load(dev, log)
+	if err != nil {
+		return err
+	}
+	audience, err := cfg.deliver.audience(dev, cfg.listen)
+	if err != nil {
+		return err
+	}
+	allow, err := cfg.deliver.allowList(dev, log)
 	if err != nil {
 		return err
 	}
@@ -112,23 +126,43 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 		log.Warn("store check failed; /readyz will say so", "error", err)
 	}
 
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	driver, err := newDriver(cfg.deliver, st, sign.signer, audience, allow, metrics, log)
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: routes(st, sign.keys), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets())
+	mux := routes(st, sign.keys)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets(), "audience", audience)
+	if err := driver.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
 	select {
-	case err := <-errc:
-		return err
+	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Stop taking requests, then let fires in flight finish; a fire still
+	// running at the deadline writes nothing and its lease expires.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		serveErr = errors.Join(serveErr, err)
+	}
+	if err := driver.Stop(shutdownCtx); err != nil {
+		log.Warn("delivery stopped at the deadline; unfinished fires resume after their lease", "error", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
 	}
 	log.Info("relay stopped cleanly")
 	return nil
@@ -141,7 +175,7 @@ type checker interface {
 
 // routes serves /healthz (the process answers), /readyz (the store is
 // reachable and will not evict rows) and the mkit-hook public key list.
-func routes(st checker, keys hooks.KeyList) http.Handler {
+func routes(st checker, keys hooks.KeyList) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle(hooks.KeysPath, hooks.KeysHandler(keys))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// deliveryConfig is what the delivery driver is built from.
+type deliveryConfig struct {
+	publicURL   string
+	allow       string
+	concurrency int
+}
+
+func (c *deliveryConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.publicURL, "public-url", os.Getenv("RELAY_PUBLIC_URL"),
+		"relay's canonical origin, e.g. https://relay.example.com: every webhook's data.audience (env RELAY_PUBLIC_URL; default http://<listen> without a Redis)")
+	fs.StringVar(&c.allow, "allow-cidrs", os.Getenv("RELAY_ALLOW_CIDRS"),
+		"comma-separated CIDRs webhooks may reach despite the SSRF guard, e.g. 10.1.2.3/32 (env RELAY_ALLOW_CIDRS; default 127.0.0.1/32,::1/128 without a Redis)")
+	fs.IntVar(&c.concurrency, "delivery-concurrency", envInt("RELAY_DELIVERY_CONCURRENCY", delivery.DefaultConcurrency),
+		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
+}
+
+func envInt(name string, fallback int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return fallback
+}
+
+// audience is the public origin: configured, or in development the listen
+// address.
+func (c *deliveryConfig) audience(dev bool, listen string) (string, error) {
+	raw := c.publicURL
+	if raw == "" {
+		if !dev {
+			return "", fmt.Errorf("RELAY_PUBLIC_URL (--public-url) is required with a real Redis: it is every webhook's audience")
+		}
+		raw = "http://" + listen
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("public URL %q must be an origin such as https://relay.example.com", raw)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// allowList parses the SSRF allow-list; in development it lets loopback
+// receivers through.
+func (c *deliveryConfig) allowList(dev bool, log *slog.Logger) ([]netip.Prefix, error) {
+	raw := c.allow
+	if raw == "" && dev {
+		raw = "127.0.0.1/32,::1/128"
+		log.Warn("development mode: webhooks may reach loopback addresses")
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(raw, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("allow-list entry %q is not a CIDR", f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// newDriver builds the delivery driver and the timers it fires: outcome
+// delivery and the idempotency sweep.
+func newDriver(c deliveryConfig, st *redisstore.Store, signer *hooks.MkitSigner, audience string, allow []netip.Prefix, reg prometheus.Registerer, log *slog.Logger) (*delivery.Driver, error) {
+	if c.concurrency < 1 {
+		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.concurrency)
+	}
+	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: c.concurrency * outbox.MaxMaxInFlight})
+	if err != nil {
+		return nil, err
+	}
+	m, err := delivery.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	handler := &delivery.Handler{
+		Sink:    &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
+		Logger:  log,
+		Metrics: m,
+	}
+	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Concurrency: c.concurrency, Logger: log, Metrics: m})
+}
