@@ -21,6 +21,9 @@ const (
 	// DefaultPollInterval is how often an idle driver reads the due
 	// indexes: one pipelined read of every bucket per poll.
 	DefaultPollInterval = 500 * time.Millisecond
+	// MinLease is the shortest lease a driver takes. A lease must outlast a
+	// fire: with the default sink timeout, a fire lasts at most about 15 s.
+	MinLease = time.Second
 )
 
 // DueStore is what the driver needs of the store: partitions, and the
@@ -107,6 +110,11 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = timers.DefaultLease
 	}
+	if cfg.Lease < MinLease {
+		// A lease shorter than a fire would expire under every fire: each
+		// completion refused, each row delivered again and again.
+		return nil, fmt.Errorf("delivery driver: lease %v is shorter than %v", cfg.Lease, MinLease)
+	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
@@ -186,9 +194,15 @@ func (d *Driver) Stop(ctx context.Context) error {
 func (d *Driver) loop() {
 	defer close(d.loopDone)
 	all := true
+	var interval <-chan time.Time
 	for {
 		if err := d.poll(d.loopCtx, all); err != nil && d.loopCtx.Err() == nil {
 			d.cfg.Logger.Warn("delivery poll failed", "error", err)
+		}
+		if all {
+			// The interval counts from the last full poll: the kicks of a
+			// busy stream must not postpone reading every due index.
+			interval = d.cfg.after(d.cfg.PollInterval)
 		}
 		select {
 		case <-d.stopping:
@@ -197,7 +211,7 @@ func (d *Driver) loop() {
 			return
 		case <-d.wake:
 			all = true
-		case <-d.cfg.after(d.cfg.PollInterval):
+		case <-interval:
 			all = true
 		case <-d.kick:
 			d.mu.Lock()
@@ -210,20 +224,28 @@ func (d *Driver) loop() {
 // poll launches the due timers it has free workers for: those of the hot
 // partitions, and, when all is set, those of every partition the due
 // indexes name (one pipelined read), earliest first.
-func (d *Driver) poll(ctx context.Context, all bool) error {
+func (d *Driver) poll(ctx context.Context, all bool) (err error) {
 	nowMs := d.cfg.Clock.Now().UnixMilli()
 	d.mu.Lock()
-	partitions := make([]store.Partition, 0, len(d.hot))
+	hot := make([]store.Partition, 0, len(d.hot))
 	for p := range d.hot {
-		partitions = append(partitions, p)
+		hot = append(hot, p)
 	}
 	clear(d.hot)
 	d.mu.Unlock()
+	defer func() {
+		if err != nil {
+			// Scanned again on the next poll rather than forgotten.
+			d.markHot(hot...)
+		}
+	}()
+	partitions := hot
 	if all {
 		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
 		if err != nil {
 			return err
 		}
+		partitions = slices.Clone(hot)
 		for _, dp := range due {
 			if !slices.Contains(partitions, dp.Partition) {
 				partitions = append(partitions, dp.Partition)
@@ -234,15 +256,19 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 	defer func() { d.cfg.Metrics.streamsDue(found) }()
 	start, end := timers.DueRange(nowMs)
 	for i, p := range partitions {
+		// Workers give their slot back under mu and then read saturated:
+		// deciding both under mu, none can finish unseen in between.
+		d.mu.Lock()
 		free := cap(d.slots) - len(d.slots)
 		if free == 0 {
 			// Every worker is busy: the next to finish polls again.
-			d.mu.Lock()
 			d.saturated = true
 			for _, rest := range partitions[i:] {
 				d.hot[rest] = struct{}{}
 			}
-			d.mu.Unlock()
+		}
+		d.mu.Unlock()
+		if free == 0 {
 			return nil
 		}
 		limit := min(free, timers.DefaultMaxTimers)
@@ -253,21 +279,24 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		found += len(page.Entries)
 		if len(page.Entries) == limit {
 			// More may be due in p than this page took.
-			d.mu.Lock()
-			d.hot[p] = struct{}{}
-			d.mu.Unlock()
+			d.markHot(p)
 		}
 		for _, e := range page.Entries {
 			if !d.launch(p, nowMs, e) {
-				d.mu.Lock()
-				d.saturated = true
-				d.hot[p] = struct{}{}
-				d.mu.Unlock()
+				d.markHot(p)
 				return nil
 			}
 		}
 	}
 	return nil
+}
+
+func (d *Driver) markHot(ps ...store.Partition) {
+	d.mu.Lock()
+	for _, p := range ps {
+		d.hot[p] = struct{}{}
+	}
+	d.mu.Unlock()
 }
 
 // launch fires one due timer row on a free worker. It is false when the
@@ -277,23 +306,23 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 	_, kind, ref, ok := timers.ParseKey(e.Key)
 	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
 	d.mu.Lock()
-	_, busy := d.inFlight[id]
-	if ok && busy {
-		d.mu.Unlock()
+	defer d.mu.Unlock()
+	if _, busy := d.inFlight[id]; ok && busy {
 		return true
 	}
 	select {
 	case <-d.stopping:
-		d.mu.Unlock()
 		return false
+	default:
+	}
+	select {
 	case d.slots <- struct{}{}:
 	default:
-		d.mu.Unlock()
+		d.saturated = true
 		return false
 	}
 	d.inFlight[id] = struct{}{}
 	d.workers.Add(1)
-	d.mu.Unlock()
 	go func() {
 		defer d.workers.Done()
 		rep, err := timers.RunTimer(d.fireCtx, d.cfg.Store, p, d.cfg.Registry, d.cfg.Clock, nowMs, d.cfg.Lease, e)

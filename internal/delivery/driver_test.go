@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -495,4 +497,93 @@ func TestAStreamLeasedByADeadProcessIsTakenOverAndCounted(t *testing.T) {
 			t.Fatalf("%d metrics gathered (%v)", n, err)
 		}
 	})
+}
+
+// A stream with a long backlog reschedules itself after every fire, and
+// each fire's end scans its partition again. That must not postpone the
+// poll interval: a timer of another namespace that comes due (a backoff
+// ending, an ingest on another process, an expired lease) is found by the
+// next full poll, while the busy stream still keeps the driver busy.
+func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		const busyRows = 300
+		f.endpoint("busy", "billing", outbox.Endpoint{Enabled: true})
+		all := rids("b", busyRows)
+		for i := 0; i < busyRows; i += 100 {
+			f.seed("busy", all[i:i+100]...)
+		}
+		f.endpoint("quiet", "billing", outbox.Endpoint{Enabled: true})
+		f.seed("quiet", "q-1")
+		quiet := store.Partition{Namespace: "quiet"}
+		moveQuiet := func(dueMs int64) {
+			t.Helper()
+			row, found, err := timers.Find(f.ctx, f.st, quiet, timers.KindOutcomeDelivery, "billing")
+			if err != nil || !found {
+				t.Fatalf("quiet timer: %v %v", found, err)
+			}
+			var b store.Batch
+			row.MoveTo(&b, dueMs)
+			if res, err := f.st.Apply(f.ctx, quiet, b); err != nil || !res.Committed {
+				t.Fatalf("move timer: %+v %v", res, err)
+			}
+		}
+		moveQuiet(time.Now().Add(time.Hour).UnixMilli())
+
+		delivered, third := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		var busyCalls atomic.Int64
+		sink := SinkFunc(func(ctx context.Context, o Outcome) error {
+			if o.Namespace == "quiet" {
+				once.Do(func() { close(delivered) })
+			} else if busyCalls.Add(1) == 3 {
+				// Launched by the second pass after a busy fire ended.
+				close(third)
+			}
+			return nil
+		})
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, MaxRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each interval the driver asks for is a timer of its own, as with
+		// time.After; only the first one is made to end.
+		first := make(chan chan time.Time, 1)
+		var asked sync.Once
+		d, err := New(Config{Store: f.st, Registry: reg, Concurrency: 4, after: func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			asked.Do(func() { first <- c })
+			return c
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithCancel(f.ctx)
+			cancel()
+			_ = d.Stop(ctx)
+		})
+		interval := <-first
+		<-third
+		moveQuiet(time.Now().UnixMilli())
+		interval <- time.Now()
+		select {
+		case <-delivered:
+		case <-time.After(patience):
+			t.Fatalf("the quiet namespace's row was not delivered after the poll interval ended; "+
+				"the busy stream has %d of %d rows left", f.backlog("busy", "billing"), busyRows)
+		}
+	})
+}
+
+func TestADriverRefusesALeaseShorterThanAFire(t *testing.T) {
+	t.Parallel()
+	reg, _ := timers.NewRegistry(&Handler{Sink: newTally(1)})
+	_, err := New(Config{Store: &counting{}, Registry: reg, Lease: time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("New with a 1 ms lease: %v, want refused", err)
+	}
 }

@@ -178,9 +178,11 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 
 	fresh := head[0]
-	if len(run.acked) > 0 {
-		// Acknowledgements are planned against a backlog read after the
-		// calls, so the slow calls sit outside the read-modify-write window.
+	gone := run.gone()
+	if len(run.acked) > 0 || gone != nil {
+		// Acknowledgements, and a 410's disable, are planned against a
+		// backlog read after the calls, so the slow calls sit outside the
+		// read-modify-write window.
 		v, found, err := fc.Store.Get(ctx, fc.Partition, s.backlogKey)
 		if err != nil {
 			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
@@ -203,7 +205,6 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	acks.Plan(&b)
 	delivered := acks.Len()
 	nowMs := max(fc.NowMs, clk.Now().UnixMilli())
-	gone := run.gone()
 	if gone != nil {
 		h.disable(&b, &s, nowMs)
 	}
@@ -229,7 +230,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	default:
 		// Only a failed call raises the attempt: a page of junk or
 		// synthetic rows is no fault of the endpoint.
-		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), run.retryAfter.Milliseconds())
+		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), min(run.retryAfter, MaxBackoff).Milliseconds())
 		if run.stopped && next.Attempt < ^uint32(0) {
 			next.Attempt++
 		}

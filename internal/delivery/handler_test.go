@@ -239,6 +239,18 @@ func TestRetryAfterIsHonouredOverAShorterBackoff(t *testing.T) {
 	})
 }
 
+func TestRetryAfterIsCappedAtTheLongestBackoff(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		sink := &capture{fail: &Error{Class: "status", Status: 503, RetryAfter: 48 * time.Hour}}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if gap := e.timerDue() - e.nowMs(); gap != MaxBackoff.Milliseconds() {
+			t.Fatalf("next fire in %d ms, want the %v cap", gap, MaxBackoff)
+		}
+	})
+}
+
 func TestADisabledEndpointsStreamIsParkedWithoutACall(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -368,6 +380,47 @@ func TestAFireReadsItsPageInAConstantNumberOfRoundTrips(t *testing.T) {
 		// Backlog and endpoint; records and attempts; the fresh backlog.
 		if cs.calls["getmany"] != 2 || cs.calls["get"] != 1 {
 			t.Fatalf("store calls %v for %d rows", cs.calls, len(rids))
+		}
+	})
+}
+
+// goneWhileIngesting answers 410 Gone and, during that call, an outcome for
+// the same stream is accepted, as a producer that keeps sending does.
+type goneWhileIngesting struct {
+	e     *env
+	once  sync.Once
+	calls int
+	mu    sync.Mutex
+}
+
+func (g *goneWhileIngesting) Deliver(_ context.Context, _ Outcome) error {
+	g.mu.Lock()
+	g.calls++
+	g.mu.Unlock()
+	g.once.Do(func() { g.e.append(aborted("during")) })
+	return &Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}
+}
+
+// A 410 disables the endpoint and parks its stream even when an append
+// lands while the call is open: the disable is planned against a backlog
+// read after the call. Planned against the read before it, the append would
+// fail its guard, the timer would be released due at once, and a gone
+// endpoint would be called back to back for as long as ingest continued.
+func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first")
+		sink := &goneWhileIngesting{e: e}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if got := e.backlogRows(); got != 2 {
+			t.Fatalf("backlog %d, want both rows kept", got)
+		}
+		cfg := e.endpoint()
+		due := e.timerDue()
+		if cfg.Enabled || due != timers.NeverMs {
+			t.Fatalf("after a 410: endpoint enabled=%v, timer due %+d ms from now (attempt %d); "+
+				"want the endpoint disabled and its stream parked",
+				cfg.Enabled, due-e.nowMs(), e.state().Attempt)
 		}
 	})
 }
