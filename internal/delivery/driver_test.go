@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -45,18 +46,7 @@ func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
 
 func (f *fleet) endpoint(ns, id string, cfg outbox.Endpoint) {
 	f.t.Helper()
-	cfg = cfg.WithDefaults()
-	cfg.URL = "https://hooks.example.com/" + id
-	v, err := outbox.EncodeEndpoint(&cfg)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	key, _ := outbox.EndpointKey(id)
-	var b store.Batch
-	b.Put(key, v)
-	if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: ns}, b); err != nil || !res.Committed {
-		f.t.Fatalf("put endpoint: %+v %v", res, err)
-	}
+	outboxtest.PutEndpoint(f.t, f.st, store.Partition{Namespace: ns}, id, cfg)
 }
 
 func (f *fleet) seed(ns string, rids ...string) {

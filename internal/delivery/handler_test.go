@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
-	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -117,11 +116,8 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
 				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
-				var rids []string
-				for i := range MaxRowsCeiling {
-					rids = append(rids, fmt.Sprintf("row-%02d", i))
-				}
-				e.seed(rids...)
+				ids := rids("row", MaxRowsCeiling)
+				e.seed(ids...)
 				sink := newGated()
 				sink.hold["*"] = true
 				go func() {
@@ -138,10 +134,10 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 				if sink.max != width {
 					t.Fatalf("at most %d calls open, want exactly %d", sink.max, width)
 				}
-				if got := sink.rids(); len(got) != len(rids) {
-					t.Fatalf("delivered %d rows, want %d", len(got), len(rids))
+				if got := sink.rids(); len(got) != len(ids) {
+					t.Fatalf("delivered %d rows, want %d", len(got), len(ids))
 				}
-				if width == 1 && !slices.Equal(sink.rids(), rids) {
+				if width == 1 && !slices.Equal(sink.rids(), ids) {
 					t.Fatalf("at one in flight, order %v", sink.rids())
 				}
 			})
@@ -152,13 +148,10 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 func TestAGoneEndpointIsDisabledWithItsRowsKeptUntilEnabledAgain(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		var rids []string
-		for i := range MaxRowsCeiling {
-			rids = append(rids, fmt.Sprintf("row-%02d", i))
-		}
-		e.seed(rids...)
+		ids := rids("row", MaxRowsCeiling)
+		e.seed(ids...)
 		sink := newGated()
-		last := rids[len(rids)-1]
+		last := ids[len(ids)-1]
 		sink.fail[last] = &Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}
 		// The fullest batch: 22 acknowledgements, the disable, the attempt
 		// record and the timer, within 100 operations.
@@ -339,47 +332,19 @@ func TestAStreamWithNoBacklogIsDoneAndItsEmptyBacklogRowRemoved(t *testing.T) {
 	})
 }
 
-var _ store.NamespaceStore = (*countingStore)(nil)
-
-// countingStore counts the store calls of a fire.
-type countingStore struct {
-	store.NamespaceStore
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *countingStore) count(op string) {
-	c.mu.Lock()
-	c.calls[op]++
-	c.mu.Unlock()
-}
-
-func (c *countingStore) Get(ctx context.Context, p store.Partition, k store.Key) (store.Value, bool, error) {
-	c.count("get")
-	return c.NamespaceStore.Get(ctx, p, k)
-}
-
-func (c *countingStore) GetMany(ctx context.Context, p store.Partition, ks []store.Key) ([]store.Row, error) {
-	c.count("getmany")
-	return c.NamespaceStore.GetMany(ctx, p, ks)
-}
-
 func TestAFireReadsItsPageInAConstantNumberOfRoundTrips(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		var rids []string
-		for i := range DefaultMaxRows {
-			rids = append(rids, fmt.Sprintf("row-%02d", i))
-		}
-		e.seed(rids...)
-		cs := &countingStore{NamespaceStore: e.st, calls: map[string]int{}}
+		ids := rids("row", DefaultMaxRows)
+		e.seed(ids...)
+		cs := &counting{DueStore: e.st.(DueStore), calls: map[string]int{}}
 		_, fired := (&env{t: t, ctx: e.ctx, st: cs, clk: e.clk, p: e.p}).planned(&Handler{Sink: &capture{}, Clock: e.clk})
 		if !fired.Done {
 			t.Fatal("want Done")
 		}
 		// Backlog and endpoint; records and attempts; the fresh backlog.
 		if cs.calls["getmany"] != 2 || cs.calls["get"] != 1 {
-			t.Fatalf("store calls %v for %d rows", cs.calls, len(rids))
+			t.Fatalf("store calls %v for %d rows", cs.calls, len(ids))
 		}
 	})
 }

@@ -3,38 +3,26 @@ package delivery
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
 const (
-	t0 = int64(1_764_460_800_000)
+	t0 = outboxtest.T0
 	ep = "ep"
 )
 
-var hexA = strings.Repeat("ab", 32)
-
-func committed(rid string) outbox.Outcome {
-	return outbox.Outcome{
-		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
-		Committed: &outbox.Committed{BytesStored: 1, NewToRepo: 1, NewToStore: 1,
-			Refs: []outbox.Ref{{Name: "refs/heads/main", New: hexA}}},
-	}
-}
-
-func aborted(rid string) outbox.Outcome {
-	return outbox.Outcome{
-		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
-		Aborted: &outbox.Aborted{Reason: "ref_conflict"},
-	}
-}
+var (
+	committed = outboxtest.Committed
+	aborted   = outboxtest.Aborted
+)
 
 // env is one namespace with one endpoint, on a real store, with a manual
 // clock.
@@ -79,18 +67,7 @@ func (e *env) apply(b store.Batch) store.Result {
 
 func (e *env) putEndpoint(cfg outbox.Endpoint) {
 	e.t.Helper()
-	cfg = cfg.WithDefaults()
-	if cfg.URL == "" {
-		cfg.URL = "https://hooks.example.com/" + ep
-	}
-	v, err := outbox.EncodeEndpoint(&cfg)
-	if err != nil {
-		e.t.Fatalf("encode endpoint: %v", err)
-	}
-	key, _ := outbox.EndpointKey(ep)
-	var b store.Batch
-	b.Put(key, v)
-	e.apply(b)
+	outboxtest.PutEndpoint(e.t, e.st, e.p, ep, cfg)
 }
 
 func (e *env) endpoint() outbox.Endpoint {

@@ -4,34 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"strings"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
-const t0 = int64(1_764_460_800_000)
+// The fixtures, under their short local names.
+const t0 = outboxtest.T0
 
-var hexA = strings.Repeat("ab", 32)
-
-func committed(rid string) outbox.Outcome {
-	return outbox.Outcome{
-		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
-		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
-			Refs: []outbox.Ref{{Name: "refs/heads/main", New: hexA}}},
-	}
-}
-
-func aborted(rid string) outbox.Outcome {
-	return outbox.Outcome{
-		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: t0,
-		Aborted: &outbox.Aborted{Reason: "ref_conflict", Detail: "main moved"},
-	}
-}
+var (
+	hexA      = outboxtest.HexA
+	committed = outboxtest.Committed
+	aborted   = outboxtest.Aborted
+)
 
 // env is one namespace on a real store with a manual clock.
 type env struct {
@@ -76,21 +66,7 @@ func (e *env) apply(b store.Batch) store.Result {
 
 func (e *env) putEndpoint(id string, ep outbox.Endpoint) {
 	e.t.Helper()
-	ep = ep.WithDefaults()
-	if ep.URL == "" {
-		ep.URL = "https://hooks.example.com/" + id
-	}
-	v, err := outbox.EncodeEndpoint(&ep)
-	if err != nil {
-		e.t.Fatalf("encode endpoint: %v", err)
-	}
-	key, err := outbox.EndpointKey(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var b store.Batch
-	b.Put(key, v)
-	e.apply(b)
+	outboxtest.PutEndpoint(e.t, e.st, e.p, id, ep)
 }
 
 func (e *env) append(outcomes ...outbox.Outcome) []outbox.Status {

@@ -1,0 +1,58 @@
+// Package outboxtest holds the fixtures of tests that build on the outbox:
+// valid outcomes and stored endpoints.
+package outboxtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// T0 is the tests' usual now: 2025-11-30T00:00:00Z in Unix milliseconds.
+const T0 = int64(1_764_460_800_000)
+
+// HexA is a valid 32-byte id in lowercase hex.
+var HexA = strings.Repeat("ab", 32)
+
+// Committed is a valid committed outcome under rid, occurred at T0.
+func Committed(rid string) outbox.Outcome {
+	return outbox.Outcome{
+		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: T0,
+		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
+			Refs: []outbox.Ref{{Name: "refs/heads/main", New: HexA}}},
+	}
+}
+
+// Aborted is a valid aborted outcome under rid, occurred at T0.
+func Aborted(rid string) outbox.Outcome {
+	return outbox.Outcome{
+		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: T0,
+		Aborted: &outbox.Aborted{Reason: "ref_conflict", Detail: "main moved"},
+	}
+}
+
+// PutEndpoint stores endpoint id in p: cfg with its defaults, and a URL
+// under https://hooks.example.com/ when it has none.
+func PutEndpoint(t testing.TB, st store.NamespaceStore, p store.Partition, id string, cfg outbox.Endpoint) {
+	t.Helper()
+	cfg = cfg.WithDefaults()
+	if cfg.URL == "" {
+		cfg.URL = "https://hooks.example.com/" + id
+	}
+	v, err := outbox.EncodeEndpoint(&cfg)
+	if err != nil {
+		t.Fatalf("encode endpoint: %v", err)
+	}
+	key, err := outbox.EndpointKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.Put(key, v)
+	if res, err := st.Apply(context.Background(), p, b); err != nil || !res.Committed {
+		t.Fatalf("put endpoint %s: %+v %v", id, res, err)
+	}
+}
