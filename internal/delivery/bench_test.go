@@ -30,23 +30,31 @@ import (
 // delivered by one driver of 64 workers through the real signing channel to
 // a loopback receiver, on a redis-server of the benchmark's own. It reports
 // outcomes delivered per second and Redis commands per outcome.
+// With latency=5ms the receiver takes 5 ms to answer, as a remote one
+// would, so the work is bound by waiting rather than by this machine's CPU:
+// that is where an endpoint's max_in_flight pays.
 func BenchmarkDriverDelivers(b *testing.B) {
-	for _, width := range []int{1, 8} {
-		b.Run(fmt.Sprintf("max_in_flight=%d", width), func(b *testing.B) {
-			srv := redistest.StartServer(b)
-			st := redistest.NewStore(b, srv.Client, redisstore.Options{})
-			benchDelivery(b, st, srv.Client, width)
-		})
+	for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
+		for _, width := range []int{1, 8} {
+			b.Run(fmt.Sprintf("latency=%v/max_in_flight=%d", latency, width), func(b *testing.B) {
+				srv := redistest.StartServer(b)
+				st := redistest.NewStore(b, srv.Client, redisstore.Options{})
+				benchDelivery(b, st, srv.Client, width, latency)
+			})
+		}
 	}
 }
 
-func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, width int) {
+func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, width int, latency time.Duration) {
 	ctx := context.Background()
 	var got atomic.Int64
 	done := make(chan struct{})
 	want := int64(b.N)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if latency > 0 {
+			time.Sleep(latency) // the remote endpoint's think time
+		}
 		w.WriteHeader(http.StatusNoContent)
 		if got.Add(1) == want {
 			close(done)
@@ -87,7 +95,7 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 		}
 	}
 
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency})
+	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency * outbox.MaxMaxInFlight})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -253,7 +253,9 @@ func (d *Driver) poll(ctx context.Context, all bool) (err error) {
 		}
 	}
 	found := 0
-	defer func() { d.cfg.Metrics.streamsDue(found) }()
+	if all {
+		defer func() { d.cfg.Metrics.streamsDue(found) }()
+	}
 	start, end := timers.DueRange(nowMs)
 	for i, p := range partitions {
 		// Workers give their slot back under mu and then read saturated:

@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		due: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "relay_streams_due",
-			Help: "Timers found due by the driver's last poll.",
+			Help: "Timers found due by the driver's last read of every due index.",
 		}),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_lease_takeovers_total",
