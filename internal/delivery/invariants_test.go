@@ -1,0 +1,187 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// flaky refuses a seeded share of calls, some with a Retry-After, and
+// records which rows it took.
+type flaky struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	taken map[string]int
+	calls int
+}
+
+func (f *flaky) Deliver(_ context.Context, o Outcome) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	switch n := f.rng.IntN(10); {
+	case n == 0:
+		return &Error{Class: "status", Status: 429, RetryAfter: 3 * time.Second}
+	case n < 3:
+		return &Error{Class: "status", Status: 500}
+	}
+	f.taken[o.Namespace+"/"+o.EndpointID+"/"+o.Outcome.ReservationID]++
+	return nil
+}
+
+// While outcomes are accepted concurrently into several namespaces, and the
+// endpoints refuse three calls in ten, the driver delivers every accepted
+// outcome to every endpoint that takes its kind, and the outbox ends empty:
+// no backlog, pending row, record, attempt row or delivery timer left.
+// Virtual time moves only while the driver is idle, so backoffs pass at
+// once while no lease or fire budget runs out under a slow machine.
+func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		clk := clock.NewManual(outboxtest.T0)
+		f.app = &outbox.Appender{Store: f.st, Clock: clk}
+		namespaces := []string{"acme", "globex", "initech"}
+		for _, ns := range namespaces {
+			// Every kind, strictly in order; committed only, four at once.
+			f.endpoint(ns, "all", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "commits", outbox.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []outbox.Kind{outbox.KindCommitted}})
+		}
+		sink := &flaky{rng: rand.New(rand.NewPCG(seed, 1)), taken: map[string]int{}}
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d *Driver
+		d, err = New(Config{Store: f.st, Registry: reg, Clock: clk, Concurrency: 4, after: func(wait time.Duration) <-chan time.Time {
+			d.mu.Lock()
+			idle := len(d.inFlight) == 0
+			d.mu.Unlock()
+			if idle {
+				clk.Advance(wait)
+			}
+			c := make(chan time.Time, 1)
+			c <- time.Time{}
+			return c
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		want := map[string]bool{}
+		var wmu sync.Mutex
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(w)+2))
+				for i := 0; i < 60; {
+					ns := namespaces[rng.IntN(len(namespaces))]
+					var batch []outbox.Outcome
+					for range 1 + rng.IntN(5) {
+						rid := fmt.Sprintf("w%d-%03d", w, i)
+						o := outboxtest.Committed(rid)
+						if rng.IntN(3) == 0 {
+							o = outboxtest.Aborted(rid)
+						}
+						batch = append(batch, o)
+						i++
+					}
+					st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, batch)
+					if err != nil {
+						t.Errorf("append: %v", err)
+						return
+					}
+					wmu.Lock()
+					for k, s := range st {
+						if s.Code != outbox.Accepted {
+							t.Errorf("append %s: %s", batch[k].ReservationID, s.Code)
+							continue
+						}
+						want[ns+"/all/"+batch[k].ReservationID] = true
+						if batch[k].Committed != nil {
+							want[ns+"/commits/"+batch[k].ReservationID] = true
+						}
+					}
+					wmu.Unlock()
+					d.Wake()
+				}
+			}()
+		}
+		wg.Wait()
+		if err := d.Stop(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Drain what is left by hand, an hour of virtual time per round.
+		for round := 0; ; round++ {
+			left := 0
+			for _, ns := range namespaces {
+				p := store.Partition{Namespace: ns}
+				if _, err := timers.RunDue(f.ctx, f.st, p, reg, clk, clk.Now().UnixMilli(), timers.Budget{}); err != nil {
+					t.Fatalf("drain %s: %v", ns, err)
+				}
+				rows, err := timers.All(f.ctx, f.st, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					if r.Kind == timers.KindOutcomeDelivery {
+						left++
+					}
+				}
+			}
+			if left == 0 {
+				break
+			}
+			if round == 200 {
+				t.Fatalf("still %d streams to drain after %d rounds", left, round)
+			}
+			clk.Advance(time.Hour)
+		}
+
+		for key := range want {
+			if sink.taken[key] == 0 {
+				t.Errorf("%s accepted but never delivered", key)
+			}
+		}
+		for key := range sink.taken {
+			if !want[key] {
+				t.Errorf("%s delivered but never accepted there", key)
+			}
+		}
+		for _, ns := range namespaces {
+			p := store.Partition{Namespace: ns}
+			page, err := f.st.Scan(f.ctx, p, store.Key([]byte{0}), store.Key([]byte{0xff}), nil, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page.Entries {
+				pk, ok := outbox.Parse(e.Key)
+				switch {
+				case !ok:
+					t.Errorf("%s: unparsable row %q", ns, e.Key)
+				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence:
+				case pk.Class == outbox.ClassTimer && pk.TimerKind == timers.KindSeenSweep:
+				default:
+					t.Errorf("%s: row %+v left after every outcome was delivered", ns, pk)
+				}
+			}
+		}
+		t.Logf("%d deliveries wanted, %d calls made", len(want), sink.calls)
+	})
+}
