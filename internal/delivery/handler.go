@@ -157,7 +157,12 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 	state, err := outbox.DecodeDeliveryState(t.State)
 	if err != nil {
-		return timers.Fired{}, err
+		// The state is only where to resume and how long to back off:
+		// starting afresh from the head loses nothing, while refusing to
+		// fire would hold every row of the stream.
+		h.log().WarnContext(ctx, "undecodable delivery timer state; starting from the head",
+			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
+		state = outbox.DeliveryState{}
 	}
 	if parked, ok, err := h.park(fc, t, &s, head[1]); ok || err != nil {
 		return parked, err

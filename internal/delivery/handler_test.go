@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -386,6 +387,24 @@ func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *t
 			t.Fatalf("after a 410: endpoint enabled=%v, timer due %+d ms from now (attempt %d); "+
 				"want the endpoint disabled and its stream parked",
 				cfg.Enabled, due-e.nowMs(), e.state().Attempt)
+		}
+	})
+}
+
+func TestAnUndecodableTimerStateRestartsTheStreamFromItsHead(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b")
+		r, _ := e.timer()
+		var b store.Batch
+		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
+		e.apply(b)
+		sink := &capture{}
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Done != 1 {
+			t.Fatalf("report %+v, want the stream delivered", rep)
+		}
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("delivered %v", got)
 		}
 	})
 }
