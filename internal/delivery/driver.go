@@ -33,6 +33,8 @@ type DueStore interface {
 	// DueAll returns the partitions whose earliest timer is due at or
 	// before upToMs, up to limitPerBucket of each bucket, earliest first.
 	DueAll(ctx context.Context, upToMs int64, limitPerBucket int) ([]store.DuePartition, error)
+	// BucketOf is the due-index bucket of a partition.
+	BucketOf(p store.Partition) int
 }
 
 // Config configures a Driver.
@@ -58,6 +60,9 @@ type Config struct {
 
 	// after replaces time.After in tests, to tick the poll by hand.
 	after func(d time.Duration) <-chan time.Time
+	// finished, when a test sets it, learns that a fire's worker is done
+	// and whether it asked the loop to poll again.
+	finished func(kicked bool)
 }
 
 // Driver fires due timers of every partition with a bounded pool of
@@ -240,22 +245,39 @@ func (d *Driver) poll(ctx context.Context, all bool) (err error) {
 		}
 	}()
 	partitions := hot
+	// more: a bucket may hold more due partitions than its read returned.
+	more := false
 	if all {
 		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
 		if err != nil {
 			return err
 		}
 		partitions = slices.Clone(hot)
+		perBucket := map[int]int{}
 		for _, dp := range due {
+			if perBucket[d.cfg.Store.BucketOf(dp.Partition)]++; perBucket[d.cfg.Store.BucketOf(dp.Partition)] >= d.cfg.Concurrency {
+				more = true
+			}
 			if !slices.Contains(partitions, dp.Partition) {
 				partitions = append(partitions, dp.Partition)
 			}
 		}
 	}
-	found := 0
-	if all {
-		defer func() { d.cfg.Metrics.streamsDue(found) }()
-	}
+	// found counts the due timers scanned, and one for each partition left
+	// unscanned for want of workers: at least that many streams are due.
+	found, scanned := 0, 0
+	defer func() {
+		if more {
+			// There is more than the workers took: the next fire to end
+			// reads every due index again.
+			d.mu.Lock()
+			d.saturated = true
+			d.mu.Unlock()
+		}
+		if all {
+			d.cfg.Metrics.streamsDue(found + len(partitions) - scanned)
+		}
+	}()
 	start, end := timers.DueRange(nowMs)
 	for i, p := range partitions {
 		// Workers give their slot back under mu and then read saturated:
@@ -279,6 +301,7 @@ func (d *Driver) poll(ctx context.Context, all bool) (err error) {
 			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
 		found += len(page.Entries)
+		scanned++
 		if len(page.Entries) == limit {
 			// More may be due in p than this page took.
 			d.markHot(p)
@@ -340,13 +363,18 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 			// now; scanning its partition is enough to find it.
 			d.hot[p] = struct{}{}
 		}
-		kick := d.saturated || len(d.hot) > 0
+		// A fire that failed (a store refusing writes) does not kick: its
+		// partition waits for the poll interval rather than spinning.
+		kick := err == nil && (d.saturated || len(d.hot) > 0)
 		d.mu.Unlock()
 		if kick {
 			select {
 			case d.kick <- struct{}{}:
 			default:
 			}
+		}
+		if d.cfg.finished != nil {
+			d.cfg.finished(kick)
 		}
 	}()
 	return true

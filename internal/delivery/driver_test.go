@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -576,4 +578,184 @@ func TestADriverRefusesALeaseShorterThanAFire(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lease") {
 		t.Fatalf("New with a 1 ms lease: %v, want refused", err)
 	}
+}
+
+// sameBucket returns n namespaces whose partitions share one due-index
+// bucket of f's store.
+func sameBucket(f *fleet, n int) []string {
+	want := f.st.BucketOf(store.Partition{Namespace: "ns-0"})
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		ns := fmt.Sprintf("ns-%d", i)
+		if f.st.BucketOf(store.Partition{Namespace: ns}) == want {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// A full poll reads at most Concurrency partitions of each bucket. A bucket
+// holding more due streams than that is more work than the workers took, so
+// the next fire to end reads every due index again, rather than leaving the
+// rest for the poll interval with every worker idle.
+func TestDueStreamsBeyondOneBucketsDueReadAreFiredWhenWorkersFreeUpWithoutWaitingForThePollInterval(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		namespaces := sameBucket(f, 5)
+		for _, ns := range namespaces {
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, ns+"-r")
+		}
+		sink := newTally(len(namespaces))
+		f.driver(sink, Config{Concurrency: 2, after: func(time.Duration) <-chan time.Time {
+			return nil // the poll interval never ends
+		}})
+		select {
+		case <-sink.all:
+		case <-time.After(patience):
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			t.Fatalf("delivered %d of %d due streams of one bucket: the rest wait for the poll interval while both workers are free",
+				sink.total, sink.n)
+		}
+	})
+}
+
+// failingWrites answers reads and refuses every write, as a Redis replica
+// does (READONLY), or a primary short of replicas (NOREPLICAS), or a Redis
+// 6 at maxmemory (OOM: no #!lua flags, so even a claim is refused).
+type failingWrites struct {
+	DueStore
+}
+
+func (s *failingWrites) Apply(context.Context, store.Partition, store.Batch) (store.Result, error) {
+	return store.Result{}, errors.New("READONLY You can't write against a read only replica.")
+}
+
+// A claim refused by the store leaves its row due. The fire's end must not
+// ask the loop to scan again at once: with the store still refusing, that
+// is a tight loop of scans and refused claims, each with a warning, instead
+// of one attempt per poll interval.
+func TestAStoreThatRefusesWritesIsNotRetriedInATightLoopBetweenPolls(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		for _, id := range []string{"billing", "audit", "crm"} {
+			f.endpoint("acme", id, outbox.Endpoint{Enabled: true})
+		}
+		f.seed("acme", "r-1")
+		fs := &failingWrites{DueStore: f.st}
+		reg, err := timers.NewRegistry(&Handler{Sink: newTally(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished := make(chan bool, 2)
+		d, err := New(Config{Store: fs, Registry: reg, Concurrency: 2,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			after: func(time.Duration) <-chan time.Time {
+				return nil // the poll interval never ends
+			},
+			finished: func(kicked bool) { finished <- kicked }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Stop(f.ctx) })
+		for range 2 {
+			if <-finished {
+				t.Fatal("a fire whose claim the store refused asked for another poll at once")
+			}
+		}
+	})
+}
+
+// relay_streams_due counts only the timers of the partitions a poll scanned
+// before it ran out of workers, and a scan takes at most the free workers'
+// worth: with every worker busy it reads 0 however many streams are due,
+// exactly when an operator needs to see the backlog.
+func TestTheStreamsDueGaugeCountsTheDueStreamsWhileEveryWorkerIsBusy(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		namespaces := []string{"ns-a", "ns-b", "ns-c", "ns-d", "ns-e"}
+		for _, ns := range namespaces {
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, ns+"-r")
+		}
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := newGated()
+		sink.hold["*"] = true
+		polled := make(chan struct{}, 16)
+		d := f.driver(sink, Config{Concurrency: 1, Metrics: m, after: func(time.Duration) <-chan time.Time {
+			polled <- struct{}{}
+			return nil
+		}})
+		<-sink.entered // the only worker is busy with one stream
+		<-polled       // the first full poll is over
+		d.Wake()
+		<-polled // a full poll while the worker is busy
+		if got, want := testutil.ToFloat64(m.due), float64(len(namespaces)-1); got < want {
+			t.Fatalf("relay_streams_due = %v with %v streams due and not in flight", got, want)
+		}
+	})
+}
+
+// coarse is the wall clock read at a coarse resolution, so that a fire ends
+// within the tick its timer became due in, as a fast fire (a page of
+// synthetic rows, a receiver on the same host) ends within its millisecond.
+type coarse struct{ res time.Duration }
+
+func (c coarse) Now() time.Time { return time.Now().Truncate(c.res) }
+
+// A fire that delivered reschedules its timer at max(now, due+1), as the
+// reference does. When the fire ends in the millisecond its timer was due,
+// the rescheduled timer is due a millisecond later than the rescan of its
+// hot partition looks: the scan finds nothing, the partition leaves the hot
+// set, no fire is left to kick the loop, and the stream waits for the next
+// full poll although it is due a millisecond later and every worker is free.
+// (The same race is why TestTheDriverStillPollsEveryDueIndexWhileOneStream-
+// KeepsItBusy hangs at <-third about once in a hundred runs.)
+func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWaitingForThePollInterval(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		clk := coarse{res: 100 * time.Millisecond}
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.app = &outbox.Appender{Store: f.st, Clock: clk}
+		const rows = 6
+		f.seed("acme", rids("r", rows)...)
+		sink := newTally(rows)
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk, MaxRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const interval = time.Hour
+		d, err := New(Config{Store: f.st, Registry: reg, Clock: clk, PollInterval: interval,
+			after: func(d time.Duration) <-chan time.Time {
+				if d >= interval {
+					return nil // the poll interval never ends
+				}
+				return time.After(d)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithCancel(f.ctx)
+			cancel()
+			_ = d.Stop(ctx)
+		})
+		select {
+		case <-sink.all:
+		case <-time.After(patience):
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			t.Fatalf("delivered %d of %d rows of a busy stream: its rescheduled timer waits for the poll interval", sink.total, sink.n)
+		}
+	})
 }
