@@ -710,14 +710,12 @@ type coarse struct{ res time.Duration }
 
 func (c coarse) Now() time.Time { return time.Now().Truncate(c.res) }
 
-// A fire that delivered reschedules its timer at max(now, due+1), as the
-// reference does. When the fire ends in the millisecond its timer was due,
-// the rescheduled timer is due a millisecond later than the rescan of its
-// hot partition looks: the scan finds nothing, the partition leaves the hot
-// set, no fire is left to kick the loop, and the stream waits for the next
-// full poll although it is due a millisecond later and every worker is free.
-// (The same race is why TestTheDriverStillPollsEveryDueIndexWhileOneStream-
-// KeepsItBusy hangs at <-third about once in a hundred runs.)
+// A fire that delivered reschedules its timer due now. Were it due a
+// millisecond after it was last due (the reference's max(now, due+1)), a
+// fire ending in the millisecond its timer was due would leave the timer
+// due just after the rescan of its partition looks: the scan would find
+// nothing, no fire would be left to kick the loop, and the stream would
+// wait for the next full poll with every worker free.
 func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWaitingForThePollInterval(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {

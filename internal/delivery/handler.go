@@ -244,7 +244,10 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	due := max(nowMs+delayMs, t.DueAtMs+1)
+	// Never earlier than it was due, but not a millisecond later either:
+	// a stream due again now must be found by a scan in this millisecond,
+	// or a fast fire would leave it for the next full poll.
+	due := max(nowMs+delayMs, t.DueAtMs)
 	if gone != nil {
 		// Disabled: parked, rows kept, until the endpoint is enabled again.
 		due = timers.NeverMs
