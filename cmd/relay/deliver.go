@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -24,6 +26,8 @@ type deliveryConfig struct {
 	publicURL   string
 	allow       string
 	concurrency int
+	// envErr is a malformed environment variable, reported after parsing.
+	envErr error
 }
 
 func (c *deliveryConfig) flags(fs *flag.FlagSet) {
@@ -31,15 +35,16 @@ func (c *deliveryConfig) flags(fs *flag.FlagSet) {
 		"relay's canonical origin, e.g. https://relay.example.com: every webhook's data.audience (env RELAY_PUBLIC_URL; default http://<listen> without a Redis)")
 	fs.StringVar(&c.allow, "allow-cidrs", os.Getenv("RELAY_ALLOW_CIDRS"),
 		"comma-separated CIDRs webhooks may reach despite the SSRF guard, e.g. 10.1.2.3/32 (env RELAY_ALLOW_CIDRS; default 127.0.0.1/32,::1/128 without a Redis)")
-	fs.IntVar(&c.concurrency, "delivery-concurrency", envInt("RELAY_DELIVERY_CONCURRENCY", delivery.DefaultConcurrency),
-		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
-}
-
-func envInt(name string, fallback int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
+	concurrency := delivery.DefaultConcurrency
+	if v := os.Getenv("RELAY_DELIVERY_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			c.envErr = fmt.Errorf("RELAY_DELIVERY_CONCURRENCY=%q is not a whole number", v)
+		}
+		concurrency = n
 	}
-	return fallback
+	fs.IntVar(&c.concurrency, "delivery-concurrency", concurrency,
+		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
 }
 
 // audience is the public origin: configured, or in development the listen
@@ -50,13 +55,27 @@ func (c *deliveryConfig) audience(dev bool, listen string) (string, error) {
 		if !dev {
 			return "", fmt.Errorf("RELAY_PUBLIC_URL (--public-url) is required with a real Redis: it is every webhook's audience")
 		}
-		raw = "http://" + listen
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			return "", fmt.Errorf("listen address %q: %w", listen, err)
+		}
+		if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
+			// Listening on every address: the local name reaches it.
+			host = "localhost"
+		}
+		raw = "http://" + net.JoinHostPort(host, port)
 	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+	if err != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("public URL %q must be an origin such as https://relay.example.com", raw)
 	}
-	return u.Scheme + "://" + u.Host, nil
+	// The canonical spelling receivers compare data.audience with; the
+	// spellings relay refuses to sign for are refused here too.
+	origin, err := hookverify.Origin(raw)
+	if err != nil {
+		return "", fmt.Errorf("public URL must be an origin such as https://relay.example.com: %w", err)
+	}
+	return origin, nil
 }
 
 // allowList parses the SSRF allow-list; in development it lets loopback

@@ -22,6 +22,14 @@ func TestThePublicURLMustBeAnOriginAndIsRequiredWithARealRedis(t *testing.T) {
 		{raw: "relay.example.com", err: "must be an origin"},
 		{raw: "https://user@relay.example.com", err: "must be an origin"},
 		{raw: "ftp://relay.example.com", err: "must be an origin"},
+		{raw: "HTTPS://Relay.Example.COM:443", want: "https://relay.example.com"},
+		{raw: "https://relay.example.com.", err: "must be an origin"},
+		{raw: "https://relay.example.com:0443", err: "must be an origin"},
+		{raw: "https://[2001:DB8::1]", want: "https://[2001:db8::1]"},
+		{raw: "https://[2001:db8:0::1]", err: "must be an origin"},
+		{dev: true, listen: ":8080", want: "http://localhost:8080"},
+		{dev: true, listen: "0.0.0.0:8080", want: "http://localhost:8080"},
+		{dev: true, listen: "[::1]:8080", want: "http://[::1]:8080"},
 	} {
 		c := deliveryConfig{publicURL: tc.raw}
 		got, err := c.audience(tc.dev, tc.listen)
@@ -52,5 +60,20 @@ func TestTheAllowListParsesCIDRsAndOpensLoopbackOnlyInDevelopment(t *testing.T) 
 	}
 	if _, err := (&deliveryConfig{allow: "10.1.2.3"}).allowList(false, log); err == nil || !strings.Contains(err.Error(), "10.1.2.3") {
 		t.Fatalf("a bare address: %v, want an error naming it", err)
+	}
+}
+
+func TestAMalformedDeliveryConcurrencyIsAClearError(t *testing.T) {
+	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "lots")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_CONCURRENCY") {
+		t.Fatalf("parse: %v, want an error naming the variable", err)
+	}
+	c, err := parse([]string{"--delivery-concurrency", "8"})
+	if err != nil || c.deliver.concurrency != 8 {
+		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.deliver, err)
+	}
+	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "16")
+	if c, err := parse(nil); err != nil || c.deliver.concurrency != 16 {
+		t.Fatalf("from the variable: %+v %v", c.deliver, err)
 	}
 }

@@ -76,10 +76,20 @@ func parse(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if c.deliver.envErr != nil && !flagSet(fs, "delivery-concurrency") {
+		return c, c.deliver.envErr
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, nil
+}
+
+// flagSet reports whether the command line set the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(name, fallback string) string {
@@ -151,15 +161,25 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
-	// Stop taking requests, then let fires in flight finish; a fire still
-	// running at the deadline writes nothing and its lease expires.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// A second signal kills at once.
+	stop()
+	// Stop taking requests and launching fires at once; let requests and
+	// fires in flight finish, each within its own deadline. A fire lasts up
+	// to about 15 s; one still running at its deadline writes nothing, and
+	// its stream resumes once its lease expires.
+	stopped := make(chan error, 1)
+	go func() {
+		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- driver.Stop(drainCtx)
+	}()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		serveErr = errors.Join(serveErr, err)
 	}
-	if err := driver.Stop(shutdownCtx); err != nil {
-		log.Warn("delivery stopped at the deadline; unfinished fires resume after their lease", "error", err)
+	if err := <-stopped; err != nil {
+		log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

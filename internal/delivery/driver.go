@@ -22,8 +22,10 @@ const (
 	// indexes: one pipelined read of every bucket per poll.
 	DefaultPollInterval = 500 * time.Millisecond
 	// MinLease is the shortest lease a driver takes. A lease must outlast a
-	// fire: with the default sink timeout, a fire lasts at most about 15 s.
-	MinLease = time.Second
+	// fire, or the fire is cut and its stream called again every lease:
+	// with the default sink timeout a fire lasts up to about 15 s (its 10 s
+	// budget and a last 5 s call).
+	MinLease = 20 * time.Second
 )
 
 // DueStore is what the driver needs of the store: partitions, and the
@@ -245,39 +247,42 @@ func (d *Driver) poll(ctx context.Context, all bool) (err error) {
 		}
 	}()
 	partitions := hot
-	// more: a bucket may hold more due partitions than its read returned.
-	more := false
 	if all {
 		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
 		if err != nil {
 			return err
 		}
+		seen := make(map[store.Partition]bool, len(hot)+len(due))
+		for _, p := range hot {
+			seen[p] = true
+		}
 		partitions = slices.Clone(hot)
 		perBucket := map[int]int{}
+		more := false
 		for _, dp := range due {
-			if perBucket[d.cfg.Store.BucketOf(dp.Partition)]++; perBucket[d.cfg.Store.BucketOf(dp.Partition)] >= d.cfg.Concurrency {
-				more = true
-			}
-			if !slices.Contains(partitions, dp.Partition) {
+			b := d.cfg.Store.BucketOf(dp.Partition)
+			perBucket[b]++
+			more = more || perBucket[b] >= d.cfg.Concurrency
+			if !seen[dp.Partition] {
+				seen[dp.Partition] = true
 				partitions = append(partitions, dp.Partition)
 			}
+		}
+		if more {
+			// A bucket may hold more due partitions than its read
+			// returned: the next fire to end reads every due index again.
+			// Set before any launch, so no fire can end unaware of it.
+			d.mu.Lock()
+			d.saturated = true
+			d.mu.Unlock()
 		}
 	}
 	// found counts the due timers scanned, and one for each partition left
 	// unscanned for want of workers: at least that many streams are due.
 	found, scanned := 0, 0
-	defer func() {
-		if more {
-			// There is more than the workers took: the next fire to end
-			// reads every due index again.
-			d.mu.Lock()
-			d.saturated = true
-			d.mu.Unlock()
-		}
-		if all {
-			d.cfg.Metrics.streamsDue(found + len(partitions) - scanned)
-		}
-	}()
+	if all {
+		defer func() { d.cfg.Metrics.streamsDue(found + len(partitions) - scanned) }()
+	}
 	start, end := timers.DueRange(nowMs)
 	for i, p := range partitions {
 		// Workers give their slot back under mu and then read saturated:
@@ -363,9 +368,11 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 			// now; scanning its partition is enough to find it.
 			d.hot[p] = struct{}{}
 		}
-		// A fire that failed (a store refusing writes) does not kick: its
-		// partition waits for the poll interval rather than spinning.
-		kick := err == nil && (d.saturated || len(d.hot) > 0)
+		// A claim that failed (a store refusing writes) leaves its row due:
+		// kicking would spin on it, so it waits for the poll interval. A
+		// fire that failed after its claim has moved its timer a lease
+		// away, and hands its worker on as any other.
+		kick := (err == nil || rep.Claimed > 0) && (d.saturated || len(d.hot) > 0)
 		d.mu.Unlock()
 		if kick {
 			select {

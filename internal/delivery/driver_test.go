@@ -757,3 +757,153 @@ func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWait
 		}
 	})
 }
+
+// dueAt moves the delivery timer of ns/billing to dueMs.
+func (f *fleet) dueAt(ns string, dueMs int64) {
+	f.t.Helper()
+	p := store.Partition{Namespace: ns}
+	row, found, err := timers.Find(f.ctx, f.st, p, timers.KindOutcomeDelivery, "billing")
+	if err != nil || !found {
+		f.t.Fatalf("timer of %s: %v %v", ns, found, err)
+	}
+	var b store.Batch
+	row.MoveTo(&b, dueMs)
+	if res, err := f.st.Apply(f.ctx, p, b); err != nil || !res.Committed {
+		f.t.Fatalf("move timer of %s: %+v %v", ns, res, err)
+	}
+}
+
+// contended is a store shared with another relay, which claims the timer of
+// one partition between this driver's due read and its scan of it, after
+// this driver's first fire has ended.
+type contended struct {
+	DueStore
+	f        *fleet
+	taken    store.Partition
+	fireDone chan struct{}
+	once     sync.Once
+}
+
+func (s *contended) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	if p == s.taken {
+		s.once.Do(func() {
+			<-s.fireDone
+			row, found, err := timers.Find(ctx, s.DueStore, p, timers.KindOutcomeDelivery, "billing")
+			if err != nil || !found {
+				s.f.t.Errorf("timer of %s: %v %v", p, found, err)
+				return
+			}
+			if _, ok, err := timers.Claim(ctx, s.DueStore, p, row, time.Now().UnixMilli(), timers.DefaultLease); err != nil || !ok {
+				s.f.t.Errorf("the other relay's claim: %v %v", ok, err)
+			}
+		})
+	}
+	return s.DueStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// A bucket whose due read came back full is read again when a fire ends,
+// also when every fire the poll launched has ended before the poll itself
+// (here another relay took a partition of the read, so the poll launched
+// fewer fires than it has workers, and the one it launched ended while the
+// poll scanned on): the rest of the bucket does not wait for the poll
+// interval with every worker free.
+func TestABucketReadThatCameBackFullIsReadAgainEvenWhenEveryFireItLaunchedHasEnded(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		ns := sameBucket(f, 3) // first, taken by another relay, last
+		now := time.Now().UnixMilli()
+		for i, n := range ns {
+			f.endpoint(n, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(n, n+"-r")
+			f.dueAt(n, now-int64(3-i)*1000)
+		}
+		cs := &contended{DueStore: f.st, f: f, taken: store.Partition{Namespace: ns[1]}, fireDone: make(chan struct{})}
+		var ended sync.Once
+		sink := newTally(2)
+		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(Config{Store: cs, Registry: reg, Concurrency: 2,
+			after:    func(time.Duration) <-chan time.Time { return nil }, // the poll interval never ends
+			finished: func(bool) { ended.Do(func() { close(cs.fireDone) }) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Stop(f.ctx) })
+		select {
+		case <-sink.all:
+		case <-time.After(patience):
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			t.Fatalf("delivered %d of %d: %s's stream waits for the poll interval with both workers free (seen %v)",
+				sink.total, sink.n, ns[2], sink.seen)
+		}
+	})
+}
+
+// heldStore holds the fire of one partition until the driver's first full
+// poll is over.
+type heldStore struct {
+	DueStore
+	held   store.Partition
+	polled chan struct{}
+}
+
+func (s *heldStore) GetMany(ctx context.Context, p store.Partition, keys []store.Key) ([]store.Row, error) {
+	if p == s.held {
+		<-s.polled
+	}
+	return s.DueStore.GetMany(ctx, p, keys)
+}
+
+// A fire that fails after its claim (here its endpoint row does not decode)
+// has moved its timer a lease away, so its end hands the worker to the due
+// work a poll left for want of workers; only a failed claim (the store
+// refusing writes, the row still due) waits for the poll interval.
+func TestAFireThatFailsAfterItsClaimStillHandsTheWorkerToTheDueWorkAPollLeft(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		now := time.Now().UnixMilli()
+		for i, ns := range []string{"broken", "fine"} {
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, ns+"-r")
+			f.dueAt(ns, now-int64(2-i)*1000)
+		}
+		key, _ := outbox.EndpointKey("billing")
+		var b store.Batch
+		b.Put(key, store.Value("not an endpoint"))
+		if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: "broken"}, b); err != nil || !res.Committed {
+			t.Fatalf("corrupt endpoint: %+v %v", res, err)
+		}
+		hs := &heldStore{DueStore: f.st, held: store.Partition{Namespace: "broken"}, polled: make(chan struct{})}
+		var polled sync.Once
+		sink := newTally(1)
+		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(Config{Store: hs, Registry: reg, Concurrency: 1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			after: func(time.Duration) <-chan time.Time {
+				polled.Do(func() { close(hs.polled) })
+				return nil // the poll interval never ends
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Stop(f.ctx) })
+		select {
+		case <-sink.all:
+		case <-time.After(patience):
+			t.Fatal("the fine stream waits for the poll interval: the broken stream's failed fire freed the only worker without a poll")
+		}
+	})
+}
