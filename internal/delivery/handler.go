@@ -32,6 +32,21 @@ const (
 // one fire delivers a page of one stream's pending rows to its endpoint and
 // plans their acknowledgement. The sink deduplicates by reservation id: a row
 // may be delivered more than once, never lost.
+//
+// It keeps the reference driver's rules, with these differences:
+//   - a stream due again now is due at max(now, due), not max(now, due+1),
+//     so a scan in the same millisecond finds it;
+//   - now is when the calls ended, not when the fire began, so a backoff
+//     counts from the failure;
+//   - the jitter is added to the capped backoff, so streams failing for
+//     long do not all retry at the same instant; Retry-After is capped at
+//     the same 15 min;
+//   - a budget cut before the first row resumes at the same cursor rather
+//     than skipping the page;
+//   - a timer state that does not decode restarts the stream from its head
+//     rather than holding it;
+//   - beyond the reference: up to max_in_flight calls at once, 410 Gone,
+//     attempt rows, and a 410's disable planned against a fresh read.
 type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
