@@ -92,6 +92,13 @@ func (f *fleet) driver(sink Sink, cfg Config) *Driver {
 		f.t.Fatal(err)
 	}
 	cfg.Store, cfg.Registry = f.st, reg
+	return f.start(cfg)
+}
+
+// start starts a driver of cfg, stopped when the test ends without waiting
+// for its fires.
+func (f *fleet) start(cfg Config) *Driver {
+	f.t.Helper()
 	d, err := New(cfg)
 	if err != nil {
 		f.t.Fatal(err)
@@ -271,16 +278,10 @@ func TestAnIdleDriverReadsOnlyTheDueIndexesOncePerPoll(t *testing.T) {
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		polled, tick := make(chan time.Duration), make(chan time.Time)
 		reg, _ := timers.NewRegistry(&Handler{Sink: newTally(1)})
-		d, err := New(Config{Store: cs, Registry: reg, after: func(d time.Duration) <-chan time.Time {
+		d := f.start(Config{Store: cs, Registry: reg, after: func(d time.Duration) <-chan time.Time {
 			polled <- d
 			return tick
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
 		const polls = 5
 		for i := range polls {
 			if got := <-polled; got != DefaultPollInterval {
@@ -542,22 +543,11 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 		// time.After; only the first one is made to end.
 		first := make(chan chan time.Time, 1)
 		var asked sync.Once
-		d, err := New(Config{Store: f.st, Registry: reg, Concurrency: 4, after: func(time.Duration) <-chan time.Time {
+		f.start(Config{Store: f.st, Registry: reg, Concurrency: 4, after: func(time.Duration) <-chan time.Time {
 			c := make(chan time.Time, 1)
 			asked.Do(func() { first <- c })
 			return c
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithCancel(f.ctx)
-			cancel()
-			_ = d.Stop(ctx)
-		})
 		interval := <-first
 		<-third
 		moveQuiet(time.Now().UnixMilli())
@@ -649,19 +639,12 @@ func TestAStoreThatRefusesWritesIsNotRetriedInATightLoopBetweenPolls(t *testing.
 			t.Fatal(err)
 		}
 		finished := make(chan bool, 2)
-		d, err := New(Config{Store: fs, Registry: reg, Concurrency: 2,
+		f.start(Config{Store: fs, Registry: reg, Concurrency: 2,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			after: func(time.Duration) <-chan time.Time {
 				return nil // the poll interval never ends
 			},
 			finished: func(kicked bool) { finished <- kicked }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Stop(f.ctx) })
 		for range 2 {
 			if <-finished {
 				t.Fatal("a fire whose claim the store refused asked for another poll at once")
@@ -730,24 +713,13 @@ func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWait
 			t.Fatal(err)
 		}
 		const interval = time.Hour
-		d, err := New(Config{Store: f.st, Registry: reg, Clock: clk, PollInterval: interval,
+		f.start(Config{Store: f.st, Registry: reg, Clock: clk, PollInterval: interval,
 			after: func(d time.Duration) <-chan time.Time {
 				if d >= interval {
 					return nil // the poll interval never ends
 				}
 				return time.After(d)
 			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithCancel(f.ctx)
-			cancel()
-			_ = d.Stop(ctx)
-		})
 		select {
 		case <-sink.all:
 		case <-time.After(patience):
@@ -824,17 +796,10 @@ func TestABucketReadThatCameBackFullIsReadAgainEvenWhenEveryFireItLaunchedHasEnd
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := New(Config{Store: cs, Registry: reg, Concurrency: 2,
+		f.start(Config{Store: cs, Registry: reg, Concurrency: 2,
 			after:    func(time.Duration) <-chan time.Time { return nil }, // the poll interval never ends
 			finished: func(bool) { ended.Do(func() { close(cs.fireDone) }) },
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Stop(f.ctx) })
 		select {
 		case <-sink.all:
 		case <-time.After(patience):
@@ -887,19 +852,12 @@ func TestAFireThatFailsAfterItsClaimStillHandsTheWorkerToTheDueWorkAPollLeft(t *
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := New(Config{Store: hs, Registry: reg, Concurrency: 1,
+		f.start(Config{Store: hs, Registry: reg, Concurrency: 1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			after: func(time.Duration) <-chan time.Time {
 				polled.Do(func() { close(hs.polled) })
 				return nil // the poll interval never ends
 			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Stop(f.ctx) })
 		select {
 		case <-sink.all:
 		case <-time.After(patience):
