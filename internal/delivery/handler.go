@@ -179,7 +179,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
 		state = outbox.DeliveryState{}
 	}
-	if parked, ok, err := h.park(fc, t, &s, head[1]); ok || err != nil {
+	if parked, ok, err := h.park(state, &s, head[1]); ok || err != nil {
 		return parked, err
 	}
 
@@ -280,13 +280,19 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 // its rows stay, and nothing fires until the endpoint is enabled (which pulls
 // the timer). The park is guarded by the endpoint row as read, so an enable
 // racing it releases the timer to fire at once instead.
-func (h *Handler) park(fc timers.FireContext, t timers.DueTimer, s *stream, row store.Row) (timers.Fired, bool, error) {
+func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (timers.Fired, bool, error) {
+	// Re-encoded, so a parked timer always holds a state ingest can read
+	// when it pulls the timer.
+	value, err := outbox.EncodeDeliveryState(state)
+	if err != nil {
+		return timers.Fired{}, false, err
+	}
 	var b store.Batch
 	b.Drain = true
 	if !row.Found {
 		h.log().Warn("delivery stream has rows but no endpoint; parked", "namespace", s.ns, "endpoint", s.endpoint)
 		b.RequireAbsent(s.endpointKey)
-		return timers.Fired{DueAtMs: timers.NeverMs, State: t.State, Batch: b}, true, nil
+		return timers.Fired{DueAtMs: timers.NeverMs, State: value, Batch: b}, true, nil
 	}
 	ep, err := outbox.DecodeEndpoint(row.Value)
 	if err != nil {
@@ -297,7 +303,7 @@ func (h *Handler) park(fc timers.FireContext, t timers.DueTimer, s *stream, row 
 		return timers.Fired{}, false, nil
 	}
 	b.RequireEquals(s.endpointKey, row.Value)
-	return timers.Fired{DueAtMs: timers.NeverMs, State: t.State, Batch: b}, true, nil
+	return timers.Fired{DueAtMs: timers.NeverMs, State: value, Batch: b}, true, nil
 }
 
 // scan reads the page of pending rows after the cursor, wrapping to the head

@@ -408,3 +408,26 @@ func TestAnUndecodableTimerStateRestartsTheStreamFromItsHead(t *testing.T) {
 		}
 	})
 }
+
+func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		r, _ := e.timer()
+		var b store.Batch
+		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
+		e.apply(b)
+		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		sink := &capture{}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		if due := e.timerDue(); due != timers.NeverMs {
+			t.Fatalf("timer due %d, want parked", due)
+		}
+		e.putEndpoint(outbox.Endpoint{Enabled: true})
+		e.append(committed("b"))
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("delivered %v after the endpoint was enabled", got)
+		}
+	})
+}
