@@ -425,7 +425,10 @@ func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *t
 		}
 		e.putEndpoint(outbox.Endpoint{Enabled: true})
 		e.append(committed("b"))
-		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		if due := e.timerDue(); due > e.nowMs() {
+			t.Fatalf("timer due %d after the endpoint was enabled and an outcome accepted, want now", due)
+		}
+		e.fire(&Handler{Sink: sink, Clock: e.clk})
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("delivered %v after the endpoint was enabled", got)
 		}
