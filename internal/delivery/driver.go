@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -90,9 +89,10 @@ type Driver struct {
 
 	mu       sync.Mutex
 	inFlight map[string]struct{}
-	// hot are partitions whose fires rescheduled: they may be due again
-	// at once, and are scanned without reading every due index.
-	hot map[store.Partition]struct{}
+	// hot are partitions to scan before the due indexes are read again,
+	// oldest first: those whose fires rescheduled (they may be due again
+	// at once), and those a poll left for want of workers.
+	hot partitionQueue
 	// saturated: the last poll left due work for want of workers, so the
 	// next fire to finish polls every due index again.
 	saturated bool
@@ -139,7 +139,7 @@ func New(cfg Config) (*Driver, error) {
 		loopDone: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		inFlight: map[string]struct{}{},
-		hot:      map[store.Partition]struct{}{},
+		hot:      partitionQueue{in: map[store.Partition]struct{}{}},
 	}, nil
 }
 
@@ -200,7 +200,7 @@ func (d *Driver) Stop(ctx context.Context) error {
 
 func (d *Driver) loop() {
 	defer close(d.loopDone)
-	all := true
+	all, retried := true, false
 	var interval <-chan time.Time
 	for {
 		if err := d.poll(d.loopCtx, all); err != nil && d.loopCtx.Err() == nil {
@@ -210,6 +210,24 @@ func (d *Driver) loop() {
 			// The interval counts from the last full poll: the kicks of a
 			// busy stream must not postpone reading every due index.
 			interval = d.cfg.after(d.cfg.PollInterval)
+		}
+		// Work is left that only the end of a fire would look for, and no
+		// fire is running (those launched ended, or what was queued had
+		// been taken meanwhile): read every due index again now, once.
+		d.mu.Lock()
+		again := !retried && d.saturated && d.hot.len() == 0 && len(d.slots) == 0
+		if again {
+			d.saturated = false
+		}
+		d.mu.Unlock()
+		if retried = again; again {
+			select {
+			case <-d.stopping:
+				return
+			default:
+			}
+			all = true
+			continue
 		}
 		select {
 		case <-d.stopping:
@@ -221,112 +239,135 @@ func (d *Driver) loop() {
 		case <-interval:
 			all = true
 		case <-d.kick:
+			// Work a poll left goes first; the due indexes are read again
+			// once it is used up.
 			d.mu.Lock()
-			all, d.saturated = d.saturated, false
+			all = d.saturated && d.hot.len() == 0
+			if all {
+				d.saturated = false
+			}
 			d.mu.Unlock()
 		}
 	}
 }
 
-// poll launches the due timers it has free workers for: those of the hot
-// partitions, and, when all is set, those of every partition the due
-// indexes name (one pipelined read), earliest first.
-func (d *Driver) poll(ctx context.Context, all bool) (err error) {
+// poll launches the due timers it has free workers for: when all is set,
+// it first queues every partition the due indexes name (one pipelined
+// read), earliest first, behind the hot ones; then it scans queued
+// partitions, oldest first, while a worker is free. A partition that may
+// hold more than its scan took is queued again once the poll is over, so a
+// poll never spins on one partition.
+func (d *Driver) poll(ctx context.Context, all bool) error {
 	nowMs := d.cfg.Clock.Now().UnixMilli()
-	d.mu.Lock()
-	hot := make([]store.Partition, 0, len(d.hot))
-	for p := range d.hot {
-		hot = append(hot, p)
-	}
-	clear(d.hot)
-	d.mu.Unlock()
-	defer func() {
-		if err != nil {
-			// Scanned again on the next poll rather than forgotten.
-			d.markHot(hot...)
-		}
-	}()
-	partitions := hot
 	if all {
 		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
 		if err != nil {
 			return err
 		}
-		seen := make(map[store.Partition]bool, len(hot)+len(due))
-		for _, p := range hot {
-			seen[p] = true
-		}
-		partitions = slices.Clone(hot)
 		perBucket := map[int]int{}
 		more := false
 		for _, dp := range due {
 			b := d.cfg.Store.BucketOf(dp.Partition)
 			perBucket[b]++
 			more = more || perBucket[b] >= d.cfg.Concurrency
-			if !seen[dp.Partition] {
-				seen[dp.Partition] = true
-				partitions = append(partitions, dp.Partition)
-			}
 		}
+		d.mu.Lock()
 		if more {
 			// A bucket may hold more due partitions than its read
 			// returned: the next fire to end reads every due index again.
 			// Set before any launch, so no fire can end unaware of it.
-			d.mu.Lock()
 			d.saturated = true
-			d.mu.Unlock()
 		}
-	}
-	// found counts the due timers scanned, and one for each partition left
-	// unscanned for want of workers: at least that many streams are due.
-	found, scanned := 0, 0
-	if all {
-		defer func() { d.cfg.Metrics.streamsDue(found + len(partitions) - scanned) }()
-	}
-	start, end := timers.DueRange(nowMs)
-	for i, p := range partitions {
-		// Workers give their slot back under mu and then read saturated:
-		// deciding both under mu, none can finish unseen in between.
-		d.mu.Lock()
-		free := cap(d.slots) - len(d.slots)
-		if free == 0 {
-			// Every worker is busy: the next to finish polls again.
-			d.saturated = true
-			for _, rest := range partitions[i:] {
-				d.hot[rest] = struct{}{}
-			}
+		for _, dp := range due {
+			d.hot.push(dp.Partition)
 		}
 		d.mu.Unlock()
+	}
+	// again are partitions scanned in this poll that may hold more due
+	// timers; they are queued again once the poll is over.
+	var again []store.Partition
+	found := 0
+	defer func() {
+		d.mu.Lock()
+		for _, p := range again {
+			d.hot.push(p)
+		}
+		left := d.hot.len()
+		d.mu.Unlock()
+		if all {
+			// At least this many streams are due: those scanned, and one
+			// for each partition left queued.
+			d.cfg.Metrics.streamsDue(found + left)
+		}
+	}()
+	start, end := timers.DueRange(nowMs)
+	for {
+		// Workers give their slot back under mu and then read saturated
+		// and the queue: deciding here under mu, none can finish unseen.
+		d.mu.Lock()
+		free := cap(d.slots) - len(d.slots)
+		var (
+			p  store.Partition
+			ok bool
+		)
 		if free == 0 {
+			if d.hot.len() > 0 || len(again) > 0 {
+				// The next fire to end polls again.
+				d.saturated = true
+			}
+		} else {
+			p, ok = d.hot.pop()
+		}
+		d.mu.Unlock()
+		if !ok {
 			return nil
 		}
 		limit := min(free, timers.DefaultMaxTimers)
 		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {
+			again = append(again, p)
 			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
 		found += len(page.Entries)
-		scanned++
-		if len(page.Entries) == limit {
-			// More may be due in p than this page took.
-			d.markHot(p)
-		}
+		full := len(page.Entries) == limit
 		for _, e := range page.Entries {
 			if !d.launch(p, nowMs, e) {
-				d.markHot(p)
-				return nil
+				full = true
+				break
 			}
 		}
+		if full {
+			// More may be due in p than this poll took.
+			again = append(again, p)
+		}
 	}
-	return nil
 }
 
-func (d *Driver) markHot(ps ...store.Partition) {
-	d.mu.Lock()
-	for _, p := range ps {
-		d.hot[p] = struct{}{}
+// partitionQueue is a FIFO of partitions, each in it at most once.
+type partitionQueue struct {
+	items []store.Partition
+	in    map[store.Partition]struct{}
+}
+
+func (q *partitionQueue) len() int { return len(q.items) }
+
+func (q *partitionQueue) push(p store.Partition) {
+	if _, ok := q.in[p]; ok {
+		return
 	}
-	d.mu.Unlock()
+	q.in[p] = struct{}{}
+	q.items = append(q.items, p)
+}
+
+func (q *partitionQueue) pop() (store.Partition, bool) {
+	if len(q.items) == 0 {
+		return store.Partition{}, false
+	}
+	p := q.items[0]
+	q.items[0] = store.Partition{}
+	q.items = q.items[1:]
+	delete(q.in, p)
+	return p, true
 }
 
 // launch fires one due timer row on a free worker. It is false when the
@@ -366,13 +407,13 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 		if rep.Rescheduled+rep.Replanned > 0 {
 			// A stream with more rows than one fire takes is due again
 			// now; scanning its partition is enough to find it.
-			d.hot[p] = struct{}{}
+			d.hot.push(p)
 		}
 		// A claim that failed (a store refusing writes) leaves its row due:
 		// kicking would spin on it, so it waits for the poll interval. A
 		// fire that failed after its claim has moved its timer a lease
 		// away, and hands its worker on as any other.
-		kick := (err == nil || rep.Claimed > 0) && (d.saturated || len(d.hot) > 0)
+		kick := (err == nil || rep.Claimed > 0) && (d.saturated || d.hot.len() > 0)
 		d.mu.Unlock()
 		if kick {
 			select {

@@ -865,3 +865,34 @@ func TestAFireThatFailsAfterItsClaimStillHandsTheWorkerToTheDueWorkAPollLeft(t *
 		}
 	})
 }
+
+// While more streams are due than there are workers, the ones a poll left
+// are taken from its queue as workers free up: the due indexes are read
+// again only once that queue is used up, not at the end of every fire.
+func TestASaturatedDriverWorksThroughWhatAPollLeftBeforeReadingTheDueIndexesAgain(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		const streams = 24
+		for i := range streams {
+			ns := fmt.Sprintf("ns-%02d", i)
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, ns+"-r")
+		}
+		cs := &counting{DueStore: f.st, calls: map[string]int{}}
+		sink := newTally(streams)
+		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.start(Config{Store: cs, Registry: reg, Concurrency: 2, after: func(time.Duration) <-chan time.Time {
+			return nil // the poll interval never ends
+		}})
+		sink.wait(t)
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		// The first read, and one more per bucket read that came back full.
+		if n := cs.calls["dueall"]; n > 4 {
+			t.Fatalf("%d reads of every due index to fire %d streams with 2 workers", n, streams)
+		}
+	})
+}
