@@ -258,8 +258,8 @@ func (d *Driver) loop() {
 // hold more than its scan took is queued again once the poll is over, so a
 // poll never spins on one partition.
 func (d *Driver) poll(ctx context.Context, all bool) error {
-	nowMs := d.cfg.Clock.Now().UnixMilli()
 	if all {
+		nowMs := d.cfg.Clock.Now().UnixMilli()
 		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
 		if err != nil {
 			return err
@@ -300,7 +300,6 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.cfg.Metrics.streamsDue(found + left)
 		}
 	}()
-	start, end := timers.DueRange(nowMs)
 	for {
 		// Workers give their slot back under mu and then read saturated
 		// and the queue: deciding here under mu, none can finish unseen.
@@ -322,6 +321,10 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		if !ok {
 			return nil
 		}
+		// Read the clock for each scan: a poll runs on while fires end and
+		// queue their partitions, due at their own now.
+		nowMs := d.cfg.Clock.Now().UnixMilli()
+		start, end := timers.DueRange(nowMs)
 		limit := min(free, timers.DefaultMaxTimers)
 		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {

@@ -896,3 +896,63 @@ func TestASaturatedDriverWorksThroughWhatAPollLeftBeforeReadingTheDueIndexesAgai
 		}
 	})
 }
+
+// heldScan holds the first scan of a second partition until released.
+type heldScan struct {
+	DueStore
+	release chan struct{}
+	mu      sync.Mutex
+	first   *store.Partition
+	held    bool
+}
+
+func (s *heldScan) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	s.mu.Lock()
+	hold := false
+	switch {
+	case s.first == nil:
+		s.first = &p
+	case *s.first != p && !s.held:
+		s.held, hold = true, true
+	}
+	s.mu.Unlock()
+	if hold {
+		<-s.release
+	}
+	return s.DueStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// A poll runs on while fires end and queue their partitions, each due at
+// the time its fire ended. Scanned with the time the poll began, such a
+// partition would look not yet due and drop out of the queue, and its
+// stream would wait for the poll interval. Here the clock moves a
+// millisecond per call, and the first stream's first fire ends while the
+// poll still scans the second.
+func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		clk := clock.NewManual(outboxtest.T0)
+		f.app = &outbox.Appender{Store: f.st, Clock: clk}
+		for _, ns := range []string{"a", "b"} {
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, rids(ns, 3)...)
+		}
+		held := &heldScan{DueStore: f.st, release: make(chan struct{})}
+		sink := newTally(6)
+		moving := SinkFunc(func(ctx context.Context, o Outcome) error {
+			clk.Advance(time.Millisecond)
+			return sink.Deliver(ctx, o)
+		})
+		reg, err := timers.NewRegistry(&Handler{Sink: moving, Clock: clk, MaxRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var released sync.Once
+		f.start(Config{Store: held, Registry: reg, Clock: clk,
+			after: func(time.Duration) <-chan time.Time { return nil }, // the poll interval never ends
+			finished: func(bool) {
+				released.Do(func() { close(held.release) })
+			}})
+		sink.wait(t)
+	})
+}
