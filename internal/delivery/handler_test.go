@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -67,7 +68,7 @@ func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOn
 		sink := newGated()
 		sink.hold["a"] = true
 		sink.fail["b"] = &Error{Class: "status", Status: 500, Reason: "internal error"}
-		h := &Handler{Sink: sink, Clock: e.clk}
+		h := &Handler{Sink: sink, Clock: e.Clk}
 		// a is held open until the fire has taken in b's failure: then it
 		// must launch nothing more, and wait for a.
 		h.collected = func(rid string, err error) {
@@ -85,8 +86,8 @@ func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOn
 		if a, ok := e.attempt("b"); !ok || a.Status != 500 || a.Count != 1 {
 			t.Fatalf("attempt of b %+v (found %v)", a, ok)
 		}
-		if due := e.timerDue(); due > e.nowMs()+1 || e.state().Attempt != 0 {
-			t.Fatalf("due +%d ms, attempt %d: something was delivered, so no backoff", due-e.nowMs(), e.state().Attempt)
+		if due := e.timerDue(); due > e.NowMs()+1 || e.state().Attempt != 0 {
+			t.Fatalf("due +%d ms, attempt %d: something was delivered, so no backoff", due-e.NowMs(), e.state().Attempt)
 		}
 		// The next fire resumes after b, the last row launched; b follows
 		// once the cursor wraps, and succeeds.
@@ -128,7 +129,7 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 					}
 					close(sink.release)
 				}()
-				rep := e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: MaxRowsCeiling})
+				rep := e.fire(&Handler{Sink: sink, Clock: e.Clk, MaxRows: MaxRowsCeiling})
 				if rep.Done != 1 {
 					t.Fatalf("report %+v, want one fire delivering every row", rep)
 				}
@@ -156,7 +157,7 @@ func TestAGoneEndpointIsDisabledWithItsRowsKeptUntilEnabledAgain(t *testing.T) {
 		sink.fail[last] = &Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}
 		// The fullest batch: 22 acknowledgements, the disable, the attempt
 		// record and the timer, within 100 operations.
-		rep := e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: MaxRowsCeiling})
+		rep := e.fire(&Handler{Sink: sink, Clock: e.Clk, MaxRows: MaxRowsCeiling})
 		if rep.Rescheduled != 1 {
 			t.Fatalf("report %+v", rep)
 		}
@@ -177,13 +178,13 @@ func TestAGoneEndpointIsDisabledWithItsRowsKeptUntilEnabledAgain(t *testing.T) {
 		cfg.Enabled, cfg.DisabledReason = true, ""
 		e.putEndpoint(cfg)
 		e.append(committed("after"))
-		if due := e.timerDue(); due > e.nowMs() {
+		if due := e.timerDue(); due > e.NowMs() {
 			t.Fatalf("timer due %d after enabling, want now", due)
 		}
 		// The cursor is still after the refused row: the new row goes
 		// first, the refused one when the cursor wraps.
-		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
-		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
 		if e.backlogRows() != 0 || sink.count(last) != 1 || sink.count("after") != 1 {
 			t.Fatalf("backlog %d, delivered %v", e.backlogRows(), sink.rids())
 		}
@@ -196,8 +197,8 @@ func TestAFailingStreamBacksOffExponentiallyAndRecordsEachAttempt(t *testing.T) 
 		e.seed("a")
 		failing := &capture{fail: &Error{Class: "status", Status: 503, Reason: "unavailable"}}
 		for i, base := range []int64{1000, 2000, 4000, 8000} {
-			now := e.nowMs()
-			e.fire(&Handler{Sink: failing, Clock: e.clk})
+			now := e.NowMs()
+			e.fire(&Handler{Sink: failing, Clock: e.Clk})
 			gap := e.timerDue() - now
 			if gap < base || gap > base+base/5 {
 				t.Fatalf("failure %d: next fire in %d ms, want %d plus at most 20 %%", i+1, gap, base)
@@ -209,10 +210,10 @@ func TestAFailingStreamBacksOffExponentiallyAndRecordsEachAttempt(t *testing.T) 
 			if !ok || a.Count != uint32(i+1) || a.Status != 503 || a.ErrorClass != "status" || a.AtMs != now {
 				t.Fatalf("failure %d: attempt row %+v (found %v)", i+1, a, ok)
 			}
-			e.clk.Set(e.timerDue())
+			e.Clk.Set(e.timerDue())
 		}
 		ok := &capture{}
-		if rep := e.fire(&Handler{Sink: ok, Clock: e.clk}); rep.Done != 1 {
+		if rep := e.fire(&Handler{Sink: ok, Clock: e.Clk}); rep.Done != 1 {
 			t.Fatalf("report %+v, want Done", rep)
 		}
 		if _, found := e.attempt("a"); found {
@@ -226,8 +227,8 @@ func TestRetryAfterIsHonouredOverAShorterBackoff(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
 		sink := &capture{fail: &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second}}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
-		if gap := e.timerDue() - e.nowMs(); gap < 90_000 {
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		if gap := e.timerDue() - e.NowMs(); gap < 90_000 {
 			t.Fatalf("next fire in %d ms, want at least the 90 s asked for", gap)
 		}
 	})
@@ -238,8 +239,8 @@ func TestRetryAfterIsCappedAtTheLongestBackoff(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
 		sink := &capture{fail: &Error{Class: "status", Status: 503, RetryAfter: 48 * time.Hour}}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
-		if gap := e.timerDue() - e.nowMs(); gap != MaxBackoff.Milliseconds() {
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		if gap := e.timerDue() - e.NowMs(); gap != MaxBackoff.Milliseconds() {
 			t.Fatalf("next fire in %d ms, want the %v cap", gap, MaxBackoff)
 		}
 	})
@@ -251,7 +252,7 @@ func TestADisabledEndpointsStreamIsParkedWithoutACall(t *testing.T) {
 		e.seed("a")
 		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if len(sink.seen) != 0 || e.backlogRows() != 1 {
 			t.Fatalf("delivered %v, backlog %d", sink.rids(), e.backlogRows())
 		}
@@ -268,13 +269,13 @@ func TestAStoppedFireWritesNothingAndLeavesItsLease(t *testing.T) {
 		before, _ := e.backlogRow()
 		sink := newGated()
 		sink.hold["*"] = true
-		ctx, cancel := context.WithCancel(e.ctx)
+		ctx, cancel := context.WithCancel(e.Ctx)
 		go func() {
 			<-sink.entered
 			cancel()
 		}()
-		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.clk})
-		_, err := timers.RunDue(ctx, e.st, e.p, reg, e.clk, e.nowMs(), timers.Budget{})
+		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
+		_, err := timers.RunDue(ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("run: %v, want canceled", err)
 		}
@@ -321,10 +322,10 @@ func TestAStreamWithNoBacklogIsDoneAndItsEmptyBacklogRowRemoved(t *testing.T) {
 		e.seed("a")
 		key, _ := outbox.BacklogKey(ep)
 		e.put(key, outbox.EncodeBacklog(outbox.Backlog{}))
-		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.clk}); rep.Done != 1 {
+		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.Clk}); rep.Done != 1 {
 			t.Fatalf("report %+v, want Done", rep)
 		}
-		if _, found := e.get(key); found {
+		if _, found := e.Get(key); found {
 			t.Fatal("an empty backlog row was left")
 		}
 		if _, ok := e.timer(); ok {
@@ -338,8 +339,8 @@ func TestAFireReadsItsPageInAConstantNumberOfRoundTrips(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		ids := rids("row", DefaultMaxRows)
 		e.seed(ids...)
-		cs := &counting{DueStore: e.st.(DueStore), calls: map[string]int{}}
-		_, fired := (&env{t: t, ctx: e.ctx, st: cs, clk: e.clk, p: e.p}).planned(&Handler{Sink: &capture{}, Clock: e.clk})
+		cs := &counting{DueStore: e.St.(DueStore), calls: map[string]int{}}
+		_, fired := (&env{&outboxtest.Env{T: t, Ctx: e.Ctx, St: cs, Clk: e.Clk, P: e.P}}).planned(&Handler{Sink: &capture{}, Clock: e.Clk})
 		if !fired.Done {
 			t.Fatal("want Done")
 		}
@@ -377,7 +378,7 @@ func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *t
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("first")
 		sink := &goneWhileIngesting{e: e}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if got := e.backlogRows(); got != 2 {
 			t.Fatalf("backlog %d, want both rows kept", got)
 		}
@@ -386,7 +387,7 @@ func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *t
 		if cfg.Enabled || due != timers.NeverMs {
 			t.Fatalf("after a 410: endpoint enabled=%v, timer due %+d ms from now (attempt %d); "+
 				"want the endpoint disabled and its stream parked",
-				cfg.Enabled, due-e.nowMs(), e.state().Attempt)
+				cfg.Enabled, due-e.NowMs(), e.state().Attempt)
 		}
 	})
 }
@@ -398,9 +399,9 @@ func TestAnUndecodableTimerStateRestartsTheStreamFromItsHead(t *testing.T) {
 		r, _ := e.timer()
 		var b store.Batch
 		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
-		e.apply(b)
+		e.Apply(b)
 		sink := &capture{}
-		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Done != 1 {
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Done != 1 {
 			t.Fatalf("report %+v, want the stream delivered", rep)
 		}
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
@@ -416,19 +417,19 @@ func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *t
 		r, _ := e.timer()
 		var b store.Batch
 		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
-		e.apply(b)
+		e.Apply(b)
 		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if due := e.timerDue(); due != timers.NeverMs {
 			t.Fatalf("timer due %d, want parked", due)
 		}
 		e.putEndpoint(outbox.Endpoint{Enabled: true})
 		e.append(committed("b"))
-		if due := e.timerDue(); due > e.nowMs() {
+		if due := e.timerDue(); due > e.NowMs() {
 			t.Fatalf("timer due %d after the endpoint was enabled and an outcome accepted, want now", due)
 		}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("delivered %v after the endpoint was enabled", got)
 		}

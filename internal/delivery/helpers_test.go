@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
@@ -26,14 +25,7 @@ var (
 
 // env is one namespace with one endpoint, on a real store, with a manual
 // clock.
-type env struct {
-	t   *testing.T
-	ctx context.Context
-	st  store.NamespaceStore
-	clk *clock.Manual
-	p   store.Partition
-	app *outbox.Appender
-}
+type env struct{ *outboxtest.Env }
 
 // eachBackend runs f on a fresh env of every configured backend.
 func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
@@ -44,42 +36,26 @@ func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 }
 
 func setup(t *testing.T, st store.NamespaceStore) *env {
-	clk := clock.NewManual(t0)
-	e := &env{
-		t: t, ctx: context.Background(), st: st, clk: clk,
-		p:   store.Partition{Namespace: "acme"},
-		app: &outbox.Appender{Store: st, Clock: clk},
-	}
+	e := &env{outboxtest.NewEnv(t, st)}
 	e.putEndpoint(outbox.Endpoint{Enabled: true})
 	return e
 }
 
-func (e *env) nowMs() int64 { return e.clk.Now().UnixMilli() }
-
-func (e *env) apply(b store.Batch) store.Result {
-	e.t.Helper()
-	res, err := e.st.Apply(e.ctx, e.p, b)
-	if err != nil {
-		e.t.Fatalf("apply: %v", err)
-	}
-	return res
-}
-
 func (e *env) putEndpoint(cfg outbox.Endpoint) {
-	e.t.Helper()
-	outboxtest.PutEndpoint(e.t, e.st, e.p, ep, cfg)
+	e.T.Helper()
+	outboxtest.PutEndpoint(e.T, e.St, e.P, ep, cfg)
 }
 
 func (e *env) endpoint() outbox.Endpoint {
-	e.t.Helper()
+	e.T.Helper()
 	key, _ := outbox.EndpointKey(ep)
-	v, found := e.get(key)
+	v, found := e.Get(key)
 	if !found {
-		e.t.Fatal("no endpoint row")
+		e.T.Fatal("no endpoint row")
 	}
 	cfg, err := outbox.DecodeEndpoint(v)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return cfg
 }
@@ -87,7 +63,7 @@ func (e *env) endpoint() outbox.Endpoint {
 // seed accepts committed outcomes under the rids, in one request, so their
 // sequence follows the order given.
 func (e *env) seed(rids ...string) {
-	e.t.Helper()
+	e.T.Helper()
 	var os []outbox.Outcome
 	for _, rid := range rids {
 		os = append(os, committed(rid))
@@ -95,59 +71,47 @@ func (e *env) seed(rids ...string) {
 	e.append(os...)
 }
 
+// append accepts the outcomes, failing the test unless each is accepted.
 func (e *env) append(os ...outbox.Outcome) {
-	e.t.Helper()
-	st, err := e.app.Append(e.ctx, e.p, os)
-	if err != nil {
-		e.t.Fatalf("append: %v", err)
-	}
-	for i, s := range st {
-		if s.Code != outbox.Accepted {
-			e.t.Fatalf("append %s: %s %s", os[i].ReservationID, s.Code, s.Detail)
+	e.T.Helper()
+	for i, st := range e.Append(os...) {
+		if st.Code != outbox.Accepted {
+			e.T.Fatalf("append %s: %s %s", os[i].ReservationID, st.Code, st.Detail)
 		}
 	}
 }
 
-func (e *env) get(key store.Key) (store.Value, bool) {
-	e.t.Helper()
-	v, found, err := e.st.Get(e.ctx, e.p, key)
-	if err != nil {
-		e.t.Fatalf("get: %v", err)
-	}
-	return v, found
-}
-
 func (e *env) put(key store.Key, v store.Value) {
-	e.t.Helper()
+	e.T.Helper()
 	var b store.Batch
 	b.Put(key, v)
-	e.apply(b)
+	e.Apply(b)
 }
 
 func (e *env) backlogRow() (store.Value, bool) {
 	key, _ := outbox.BacklogKey(ep)
-	return e.get(key)
+	return e.Get(key)
 }
 
 func (e *env) backlogRows() uint64 {
-	e.t.Helper()
+	e.T.Helper()
 	v, found := e.backlogRow()
 	if !found {
 		return 0
 	}
 	b, err := outbox.DecodeBacklog(v)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return b.Rows
 }
 
 func (e *env) pending() []string {
-	e.t.Helper()
+	e.T.Helper()
 	start, end, _ := outbox.PendingRange(ep)
-	page, err := e.st.Scan(e.ctx, e.p, start, end, nil, 100)
+	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var rids []string
 	for _, row := range page.Entries {
@@ -158,31 +122,31 @@ func (e *env) pending() []string {
 }
 
 func (e *env) record(rid string) (store.Value, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	key, _ := outbox.RecordKey(ep, rid)
-	return e.get(key)
+	return e.Get(key)
 }
 
 func (e *env) attempt(rid string) (outbox.Attempt, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	key, _ := outbox.AttemptKey(ep, rid)
-	v, found := e.get(key)
+	v, found := e.Get(key)
 	if !found {
 		return outbox.Attempt{}, false
 	}
 	a, err := outbox.DecodeAttempt(v)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return a, true
 }
 
 // timer is the stream's delivery timer; ok is false when it has none.
 func (e *env) timer() (row timers.Row, ok bool) {
-	e.t.Helper()
-	rows, err := timers.All(e.ctx, e.st, e.p)
+	e.T.Helper()
+	rows, err := timers.All(e.Ctx, e.St, e.P)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var found []timers.Row
 	for _, r := range rows {
@@ -191,7 +155,7 @@ func (e *env) timer() (row timers.Row, ok bool) {
 		}
 	}
 	if len(found) > 1 {
-		e.t.Fatalf("%d delivery timers", len(found))
+		e.T.Fatalf("%d delivery timers", len(found))
 	}
 	if len(found) == 0 {
 		return timers.Row{}, false
@@ -200,60 +164,60 @@ func (e *env) timer() (row timers.Row, ok bool) {
 }
 
 func (e *env) timerDue() int64 {
-	e.t.Helper()
+	e.T.Helper()
 	r, ok := e.timer()
 	if !ok {
-		e.t.Fatal("no delivery timer")
+		e.T.Fatal("no delivery timer")
 	}
 	return r.DueAtMs
 }
 
 func (e *env) state() outbox.DeliveryState {
-	e.t.Helper()
+	e.T.Helper()
 	r, ok := e.timer()
 	if !ok {
-		e.t.Fatal("no delivery timer")
+		e.T.Fatal("no delivery timer")
 	}
 	s, err := outbox.DecodeDeliveryState(r.State)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return s
 }
 
 // fire runs the partition's due timers once, as a driver would, with h.
 func (e *env) fire(h *Handler) timers.Report {
-	e.t.Helper()
+	e.T.Helper()
 	reg, err := timers.NewRegistry(h)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	rep, err := timers.RunDue(e.ctx, e.st, e.p, reg, e.clk, e.nowMs(), timers.Budget{})
+	rep, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
 	if err != nil {
-		e.t.Fatalf("run due: %v", err)
+		e.T.Fatalf("run due: %v", err)
 	}
 	return rep
 }
 
 // fireAtDue moves the clock to the stream's timer and fires it.
 func (e *env) fireAtDue(h *Handler) timers.Report {
-	e.t.Helper()
-	e.clk.Set(max(e.timerDue(), e.nowMs()))
+	e.T.Helper()
+	e.Clk.Set(max(e.timerDue(), e.NowMs()))
 	return e.fire(h)
 }
 
 // planned fires h on the stream's timer directly, without a claim, and
 // returns the timer row and what the fire planned.
 func (e *env) planned(h *Handler) (timers.Row, timers.Fired) {
-	e.t.Helper()
+	e.T.Helper()
 	r, ok := e.timer()
 	if !ok {
-		e.t.Fatal("no delivery timer")
+		e.T.Fatal("no delivery timer")
 	}
-	fired, err := h.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()},
+	fired, err := h.Fire(e.Ctx, timers.FireContext{Store: e.St, Partition: e.P, NowMs: e.NowMs()},
 		timers.DueTimer{DueAtMs: r.DueAtMs, Kind: r.Kind, Reference: r.Reference, State: r.State})
 	if err != nil {
-		e.t.Fatalf("fire: %v", err)
+		e.T.Fatalf("fire: %v", err)
 	}
 	return r, fired
 }

@@ -40,7 +40,7 @@ func TestAppendDuringAckKeepsATimerAndDeliversOnTheNextFire(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("first")
-		rep := e.fire(&Handler{Sink: &appendDuring{e: e}, Clock: e.clk})
+		rep := e.fire(&Handler{Sink: &appendDuring{e: e}, Clock: e.Clk})
 		if rep.Fired != 1 {
 			t.Fatalf("fired %d, want 1", rep.Fired)
 		}
@@ -50,11 +50,11 @@ func TestAppendDuringAckKeepsATimerAndDeliversOnTheNextFire(t *testing.T) {
 		if got := e.pending(); !slices.Equal(got, []string{"second"}) {
 			t.Fatalf("pending %v, want [second]", got)
 		}
-		if due := e.timerDue(); due > e.nowMs()+1 {
-			t.Fatalf("remaining outcome due at %d, want now (%d)", due, e.nowMs())
+		if due := e.timerDue(); due > e.NowMs()+1 {
+			t.Fatalf("remaining outcome due at %d, want now (%d)", due, e.NowMs())
 		}
 		sink := &capture{}
-		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 {
 			t.Fatalf("second fire: %+v", rep)
 		}
 		if got := sink.rids(); !slices.Equal(got, []string{"second"}) || sink.seen[0].Outcome.Aborted == nil {
@@ -72,7 +72,7 @@ func TestAppendAfterTheFreshReadFailsTheGuardAndReplansDelivery(t *testing.T) {
 		e.seed("first")
 		prior, _ := e.backlogRow()
 		sink := &capture{}
-		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.clk})
+		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.Clk})
 		if !fired.Done {
 			t.Fatal("the only row was delivered: want Done")
 		}
@@ -85,7 +85,7 @@ func TestAppendAfterTheFreshReadFailsTheGuardAndReplansDelivery(t *testing.T) {
 		b := fired.Batch
 		b.RequireEquals(timer.Key, timer.Raw)
 		b.Delete(timer.Key)
-		if res := e.apply(b); res.Committed {
+		if res := e.Apply(b); res.Committed {
 			t.Fatal("a stale acknowledgement committed over a newer append")
 		}
 		if got := e.backlogRows(); got != 2 {
@@ -94,7 +94,7 @@ func TestAppendAfterTheFreshReadFailsTheGuardAndReplansDelivery(t *testing.T) {
 		if _, ok := e.timer(); !ok {
 			t.Fatal("the timer was lost")
 		}
-		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 {
 			t.Fatalf("re-plan: %+v", rep)
 		}
 		if e.backlogRows() != 0 {
@@ -114,7 +114,7 @@ func TestNoAcknowledgementsStillGuardTheInitialBacklog(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("first")
 		prior, _ := e.backlogRow()
-		_, fired := e.planned(&Handler{Sink: &capture{fail: errors.New("refused")}, Clock: e.clk})
+		_, fired := e.planned(&Handler{Sink: &capture{fail: errors.New("refused")}, Clock: e.Clk})
 		if fired.Done {
 			t.Fatal("a failed call finished the stream")
 		}
@@ -136,14 +136,14 @@ func TestAllAcknowledgedReturnsDoneWithAnEmptyBacklog(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("first", "second")
 		sink := &capture{}
-		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.clk})
+		timer, fired := e.planned(&Handler{Sink: sink, Clock: e.Clk})
 		if !fired.Done {
 			t.Fatal("all rows delivered: want Done")
 		}
 		b := fired.Batch
 		b.RequireEquals(timer.Key, timer.Raw)
 		b.Delete(timer.Key)
-		if res := e.apply(b); !res.Committed {
+		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("Done failed: %+v", res)
 		}
 		if len(sink.seen) != 2 || e.backlogRows() != 0 {
@@ -160,7 +160,7 @@ func TestDeliversInSequenceAndAcknowledgesSyntheticRowsLocally(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("one", "s:local", "three")
 		sink := &capture{}
-		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 {
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 {
 			t.Fatalf("fire: %+v", rep)
 		}
 		if got := sink.rids(); !slices.Equal(got, []string{"one", "three"}) {
@@ -189,28 +189,28 @@ func TestSinkErrorAndPoisonRowAreRetriedWithoutDeletion(t *testing.T) {
 		poison, _ := outbox.RecordKey(ep, "poison")
 		e.put(poison, store.Value("bad"))
 		sink := &capture{}
-		e.fire(&Handler{Sink: sink, Clock: e.clk})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if got := sink.rids(); !slices.Equal(got, []string{"behind"}) {
 			t.Fatalf("delivered %v, want [behind]", got)
 		}
 		if e.backlogRows() != 1 {
 			t.Fatalf("backlog %d, want the poison row's 1", e.backlogRows())
 		}
-		if v, found := e.get(poison); !found || string(v) != "bad" {
+		if v, found := e.Get(poison); !found || string(v) != "bad" {
 			t.Fatal("the poison row's record was deleted or changed")
 		}
 	})
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("retry")
 		failing := &capture{fail: &Error{Class: "status", Status: 500, Reason: "secret sink failure"}}
-		e.fire(&Handler{Sink: failing, Clock: e.clk})
+		e.fire(&Handler{Sink: failing, Clock: e.Clk})
 		if e.backlogRows() != 1 {
 			t.Fatalf("backlog %d, want 1", e.backlogRows())
 		}
 		if due := e.timerDue(); due < t0+1000 {
 			t.Fatalf("retry due at +%d ms, want a backoff of at least 1 s", due-t0)
 		}
-		e.fireAtDue(&Handler{Sink: failing, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: failing, Clock: e.Clk})
 		if len(failing.seen) != 2 || failing.seen[0].Outcome.ReservationID != "retry" {
 			t.Fatalf("delivered %v", failing.rids())
 		}
@@ -232,7 +232,7 @@ type slow struct {
 }
 
 func (s *slow) Deliver(ctx context.Context, o Outcome) error {
-	s.e.clk.Advance(s.step)
+	s.e.Clk.Advance(s.step)
 	return s.capture.Deliver(ctx, o)
 }
 
@@ -242,17 +242,17 @@ func TestASlowButSuccessfulSinkIsCutAtTheFireBudget(t *testing.T) {
 		e.seed("a", "b", "c", "d")
 		sink := &slow{e: e, step: 400 * time.Millisecond}
 		// A budget of 2 x 250 ms: two 400 ms calls spend it.
-		e.fire(&Handler{Sink: sink, Clock: e.clk, SinkTimeout: 250 * time.Millisecond})
+		e.fire(&Handler{Sink: sink, Clock: e.Clk, SinkTimeout: 250 * time.Millisecond})
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("delivered %v, want [a b]", got)
 		}
 		if e.backlogRows() != 2 {
 			t.Fatalf("backlog %d, want 2", e.backlogRows())
 		}
-		if due := e.timerDue(); due > e.nowMs()+1 {
-			t.Fatalf("due at %d, want now (%d), not backed off", due, e.nowMs())
+		if due := e.timerDue(); due > e.NowMs()+1 {
+			t.Fatalf("due at %d, want now (%d), not backed off", due, e.NowMs())
 		}
-		e.fireAtDue(&Handler{Sink: sink, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
 			t.Fatalf("delivered %v, want a, b, then the untried c, d", got)
 		}
@@ -271,11 +271,11 @@ func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
 		sink := &capture{}
 		var gaps []int64
 		for range 3 {
-			now := e.nowMs()
-			e.fire(&Handler{Sink: sink, Clock: e.clk})
+			now := e.NowMs()
+			e.fire(&Handler{Sink: sink, Clock: e.Clk})
 			due := e.timerDue()
 			gaps = append(gaps, due-now)
-			e.clk.Set(due)
+			e.Clk.Set(due)
 		}
 		if len(sink.seen) != 0 {
 			t.Fatalf("delivered %v", sink.rids())
@@ -316,7 +316,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 		e.seed("a", "b", "c")
 		sink := &hang{}
 		var requested []time.Duration
-		h := &Handler{Sink: sink, Clock: e.clk, SinkTimeout: 250 * time.Millisecond}
+		h := &Handler{Sink: sink, Clock: e.Clk, SinkTimeout: 250 * time.Millisecond}
 		// The call's deadline passes as soon as the call has started.
 		h.deadline = func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 			requested = append(requested, d)
@@ -350,7 +350,7 @@ func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
 		failing := &capture{fail: errors.New("refused")}
-		e.fire(&Handler{Sink: failing, Clock: e.clk})
+		e.fire(&Handler{Sink: failing, Clock: e.Clk})
 		if len(failing.seen) != 1 || e.backlogRows() != 3 {
 			t.Fatalf("calls %v, backlog %d: want one call, nothing lost", failing.rids(), e.backlogRows())
 		}
@@ -360,11 +360,11 @@ func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
 		// The next fire resumes after the failed a: b and c first, a once
 		// the cursor wraps.
 		ok := &capture{}
-		e.fireAtDue(&Handler{Sink: ok, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: ok, Clock: e.Clk})
 		if got := ok.rids(); !slices.Equal(got, []string{"b", "c"}) || e.backlogRows() != 1 {
 			t.Fatalf("delivered %v, backlog %d: want [b c] and a kept", got, e.backlogRows())
 		}
-		e.fireAtDue(&Handler{Sink: ok, Clock: e.clk})
+		e.fireAtDue(&Handler{Sink: ok, Clock: e.Clk})
 		if got := ok.rids(); !slices.Equal(got, []string{"b", "c", "a"}) || e.backlogRows() != 0 {
 			t.Fatalf("delivered %v, backlog %d", got, e.backlogRows())
 		}
@@ -387,8 +387,8 @@ func TestARefusedRowDoesNotStarveTheRowsBehindIt(t *testing.T) {
 		e.seed("a", "b", "c", "d")
 		sink := &picky{}
 		for range 3 {
-			e.fire(&Handler{Sink: sink, Clock: e.clk})
-			e.clk.Advance(time.Hour)
+			e.fire(&Handler{Sink: sink, Clock: e.Clk})
+			e.Clk.Advance(time.Hour)
 		}
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "c", "d"}) {
 			t.Fatalf("delivered %v, want [a c d]", got)
@@ -404,7 +404,7 @@ func TestMaxRowsBoundsOneFireAndTheCursorRotates(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c", "d", "e")
 		sink := &capture{}
-		h := &Handler{Sink: sink, Clock: e.clk, MaxRows: 2}
+		h := &Handler{Sink: sink, Clock: e.Clk, MaxRows: 2}
 		e.fire(h)
 		if len(sink.seen) != 2 || e.backlogRows() != 3 {
 			t.Fatalf("delivered %v, backlog %d: want 2 and 3", sink.rids(), e.backlogRows())
@@ -431,8 +431,8 @@ func TestConfiguredMaxRowsOf24Or25DrainsWithinTheBatchLimit(t *testing.T) {
 				e.seed(rids...)
 				sink := &capture{}
 				for range 3 {
-					e.fire(&Handler{Sink: sink, Clock: e.clk, MaxRows: configured})
-					e.clk.Advance(time.Hour)
+					e.fire(&Handler{Sink: sink, Clock: e.Clk, MaxRows: configured})
+					e.Clk.Advance(time.Hour)
 				}
 				if len(sink.seen) != 25 || e.backlogRows() != 0 {
 					t.Fatalf("delivered %d, backlog %d", len(sink.seen), e.backlogRows())
@@ -471,11 +471,11 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 		e.seed("retry")
 		// The sender shares the test's clock, so a retry's window moves.
 		sink := &Webhooks{Audience: "https://relay.example.com",
-			Sender: &hooks.Sender{Channel: ch, Mkit: signer, Now: e.clk.Now}}
-		if rep := e.fire(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 || e.backlogRows() != 1 {
+			Sender: &hooks.Sender{Channel: ch, Mkit: signer, Now: e.Clk.Now}}
+		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 || e.backlogRows() != 1 {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}
-		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.clk}); rep.Fired != 1 || e.backlogRows() != 1 {
+		if rep := e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 || e.backlogRows() != 1 {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}
 		first, second := <-seen, <-seen

@@ -16,7 +16,7 @@ import (
 func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
 	t.Helper()
 	key, _ := outbox.BacklogKey(endpoint)
-	v, found := e.get(key)
+	v, found := e.Get(key)
 	acks, err := outbox.NewAcks(endpoint, v, found)
 	if err != nil {
 		t.Fatal(err)
@@ -27,13 +27,13 @@ func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
 func putAttempt(t *testing.T, e *env, endpoint, rid string) store.Key {
 	t.Helper()
 	key, _ := outbox.AttemptKey(endpoint, rid)
-	v, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: e.nowMs(), Status: 503, ErrorClass: "status", Count: 1})
+	v, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: e.NowMs(), Status: 503, ErrorClass: "status", Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b store.Batch
 	b.Put(key, v)
-	e.apply(b)
+	e.Apply(b)
 	return key
 }
 
@@ -41,7 +41,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
-		e.append(committed("a"), aborted("b"), committed("c"))
+		e.Append(committed("a"), aborted("b"), committed("c"))
 		attemptA := putAttempt(t, e, "billing", "a")
 		attemptC := putAttempt(t, e, "billing", "c")
 		pending := e.pending("billing")
@@ -57,7 +57,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		if !b.Drain || b.Ops() != outbox.AckOps(2) {
 			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), outbox.AckOps(2))
 		}
-		if res := e.apply(b); !res.Committed {
+		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d", res.Failed)
 		}
 		for _, rid := range []string{"a", "b"} {
@@ -65,10 +65,10 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 				t.Errorf("record %s kept", rid)
 			}
 		}
-		if _, found := e.get(attemptA); found {
+		if _, found := e.Get(attemptA); found {
 			t.Error("attempt row of an acknowledged row kept")
 		}
-		if _, found := e.get(attemptC); !found {
+		if _, found := e.Get(attemptC); !found {
 			t.Error("attempt row of an unacknowledged row deleted")
 		}
 		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "c" {
@@ -87,7 +87,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		if _, found := e.backlog("billing"); found {
 			t.Error("empty backlog row kept")
 		}
-		if _, found := e.get(attemptC); found {
+		if _, found := e.Get(attemptC); found {
 			t.Error("attempt row kept")
 		}
 	})
@@ -98,7 +98,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("first"))
+		e.Append(committed("first"))
 		acks := freshAcks(t, e, "billing")
 		rec, _ := e.record("billing", "first")
 		if err := acks.Add("first", 0, rec); err != nil {
@@ -106,9 +106,9 @@ func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
 		}
 		var b store.Batch
 		acks.Plan(&b)
-		e.append(committed("second"))
+		e.Append(committed("second"))
 		before := e.all()
-		if res := e.apply(b); res.Committed || res.Failed != 0 {
+		if res := e.Apply(b); res.Committed || res.Failed != 0 {
 			t.Fatalf("result %+v, want the backlog guard (0) to fail", res)
 		}
 		if len(e.all()) != len(before) {
@@ -124,13 +124,13 @@ func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
 // cannot tell the two apart, since its bytes are equal; the pending row can.
 func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r"))
+		e.Append(committed("r"))
 		stale, _ := e.record("billing", "r")
 		ackAll(t, e, "billing")
-		e.clk.Advance(2 * time.Hour)
-		if got := codes(e.append(committed("r"))); got[0] != outbox.Accepted {
+		e.Clk.Advance(2 * time.Hour)
+		if got := codes(e.Append(committed("r"))); got[0] != outbox.Accepted {
 			t.Fatalf("re-accept after the window: %v", got)
 		}
 		acks := freshAcks(t, e, "billing")
@@ -139,7 +139,7 @@ func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 		}
 		var b store.Batch
 		acks.Plan(&b)
-		if res := e.apply(b); res.Committed {
+		if res := e.Apply(b); res.Committed {
 			t.Fatal("a stale plan acknowledged the row that replaced its own")
 		}
 		if _, found := e.record("billing", "r"); !found {
@@ -211,7 +211,7 @@ func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 		for i := range outbox.MaxAcksPerBatch {
 			in = append(in, committed(fmt.Sprintf("r-%02d", i)))
 		}
-		e.append(in...)
+		e.Append(in...)
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range e.pending("billing") {
 			rec, _ := e.record("billing", pk.RID)
@@ -227,7 +227,7 @@ func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 		timer, _ := e.deliveryTimer("billing")
 		b.RequireEquals(timer.Key, timer.Raw)
 		b.Delete(timer.Key)
-		if res := e.apply(b); !res.Committed {
+		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d", res.Failed)
 		}
 		if _, found := e.backlog("billing"); found || len(e.pending("billing")) != 0 {

@@ -39,13 +39,13 @@ func (s *spyStore) Apply(ctx context.Context, p store.Partition, b store.Batch) 
 func TestAcceptedThenDuplicateThenConflictAlsoAfterDelivery(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("first: %v", got)
 		}
 		before := e.all()
 		different := committed("r-1")
 		different.Committed.BytesStored++
-		st := e.append(committed("r-1"), different)
+		st := e.Append(committed("r-1"), different)
 		if !reflect.DeepEqual(codes(st), []outbox.Code{outbox.Duplicate, outbox.Conflict}) {
 			t.Fatalf("again: %v", st)
 		}
@@ -60,7 +60,7 @@ func TestAcceptedThenDuplicateThenConflictAlsoAfterDelivery(t *testing.T) {
 		if _, found := e.record("billing", "r-1"); found {
 			t.Fatal("record not acknowledged")
 		}
-		st = e.append(committed("r-1"), different)
+		st = e.Append(committed("r-1"), different)
 		if !reflect.DeepEqual(codes(st), []outbox.Code{outbox.Duplicate, outbox.Conflict}) {
 			t.Fatalf("after delivery: %v", st)
 		}
@@ -86,27 +86,27 @@ func ackAll(t *testing.T, e *env, endpoint string) {
 	}
 	var b store.Batch
 	acks.Plan(&b)
-	if res := e.apply(b); !res.Committed {
+	if res := e.Apply(b); !res.Committed {
 		t.Fatalf("ack failed precondition %d", res.Failed)
 	}
 }
 
 func TestWindowExpiryMakesTheReservationIDNewAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"))
+		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
-		e.clk.Advance(time.Hour - time.Millisecond)
+		e.Clk.Advance(time.Hour - time.Millisecond)
 		different := aborted("r-1")
-		if got := codes(e.append(different)); got[0] != outbox.Conflict {
+		if got := codes(e.Append(different)); got[0] != outbox.Conflict {
 			t.Fatalf("inside the window: %v", got)
 		}
-		e.clk.Advance(time.Millisecond)
-		if got := codes(e.append(different)); got[0] != outbox.Accepted {
+		e.Clk.Advance(time.Millisecond)
+		if got := codes(e.Append(different)); got[0] != outbox.Accepted {
 			t.Fatalf("after the window: %v", got)
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Conflict {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Conflict {
 			t.Fatalf("the new seen row answers: %v", got)
 		}
 		if p := e.pending("billing"); len(p) != 1 || p[0].Seq != 1 {
@@ -120,12 +120,12 @@ func TestWindowExpiryMakesTheReservationIDNewAgain(t *testing.T) {
 // record per stream and rid, or the backlog could never drain.
 func TestExpiredRIDStillPendingIsNotStoredAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: false})
-		e.append(committed("r-1"))
-		e.clk.Advance(2 * time.Hour)
+		e.Append(committed("r-1"))
+		e.Clk.Advance(2 * time.Hour)
 		rec, _ := e.record("billing", "r-1")
-		got := e.append(committed("r-1"), aborted("r-1"), committed("r-2"))
+		got := e.Append(committed("r-1"), aborted("r-1"), committed("r-2"))
 		if !reflect.DeepEqual(codes(got), []outbox.Code{outbox.Duplicate, outbox.Conflict, outbox.Accepted}) {
 			t.Fatalf("statuses %v", got)
 		}
@@ -140,12 +140,12 @@ func TestExpiredRIDStillPendingIsNotStoredAgain(t *testing.T) {
 
 func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if got := e.append(committed("r-0")); got[0].Code != outbox.NoEndpoint {
+		if got := e.Append(committed("r-0")); got[0].Code != outbox.NoEndpoint {
 			t.Fatalf("no endpoints at all: %v", got)
 		}
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
 		before := e.all()
-		got := e.append(aborted("r-1"))
+		got := e.Append(aborted("r-1"))
 		if got[0].Code != outbox.NoEndpoint || got[0].Detail != "no endpoint of this namespace receives aborted outcomes" {
 			t.Fatalf("filtered: %+v", got)
 		}
@@ -154,7 +154,7 @@ func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
 		}
 		// Refused, not remembered: once an endpoint takes it, it is new.
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
-		if got := codes(e.append(aborted("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(aborted("r-1"))); got[0] != outbox.Accepted {
 			t.Errorf("after adding an endpoint: %v", got)
 		}
 	})
@@ -165,7 +165,7 @@ func TestFanOutWritesOneStreamPerMatchingEndpoint(t *testing.T) {
 		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("commits", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
 		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
-		e.append(committed("r-1"), aborted("r-2"), committed("r-3"))
+		e.Append(committed("r-1"), aborted("r-2"), committed("r-3"))
 		rec1, rec2, rec3 := mustRecord(t, committed("r-1")), mustRecord(t, aborted("r-2")), mustRecord(t, committed("r-3"))
 		want := map[string][]uint64{"all": {0, 1, 2}, "commits": {0, 2}, "aborts": {1}}
 		bytesOf := map[string]int{"all": len(rec1) + len(rec2) + len(rec3), "commits": len(rec1) + len(rec3), "aborts": len(rec2)}
@@ -203,7 +203,7 @@ func TestFanOutWritesOneStreamPerMatchingEndpoint(t *testing.T) {
 
 func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		now := e.nowMs()
+		now := e.NowMs()
 		later := now + 60_000
 		// created: enabled, no timer.
 		e.putEndpoint("fresh", outbox.Endpoint{Enabled: true})
@@ -218,7 +218,7 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		e.putTimer(later, timers.KindOutcomeDelivery, "firing", leasedValue(now-5, nil))
 		// none: disabled.
 		e.putEndpoint("off", outbox.Endpoint{Enabled: false, DisabledReason: "gone"})
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		check := func(ep string, wantDue int64, wantLeased bool) {
@@ -245,8 +245,8 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 			}
 		}
 		// A timer already due is left as it is.
-		e.clk.Advance(time.Second)
-		e.append(committed("r-2"))
+		e.Clk.Advance(time.Second)
+		e.Append(committed("r-2"))
 		check("fresh", now, false)
 	})
 }
@@ -255,9 +255,9 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 // fails its guard and is re-planned: the claimed timer is left alone.
 func TestTimerClaimedBetweenReadAndApplyIsLeftAlone(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
-		e.app.Store = spy
-		later := e.nowMs() + 60_000
+		spy := &spyStore{NamespaceStore: e.St}
+		e.App.Store = spy
+		later := e.NowMs() + 60_000
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		key := e.putTimer(later, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
 		spy.beforeApply = func(store.Batch) {
@@ -265,9 +265,9 @@ func TestTimerClaimedBetweenReadAndApplyIsLeftAlone(t *testing.T) {
 			var b store.Batch
 			b.Delete(key)
 			b.Put(timers.Key(later+30_000, timers.KindOutcomeDelivery, "billing"), leasedValue(later, nil))
-			e.apply(b)
+			e.Apply(b)
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		if len(spy.applied) != 2 {
@@ -281,8 +281,8 @@ func TestTimerClaimedBetweenReadAndApplyIsLeftAlone(t *testing.T) {
 
 func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
-		e.app.Store = spy
+		spy := &spyStore{NamespaceStore: e.St}
+		e.App.Store = spy
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
 		var in []outbox.Outcome
 		var want []outbox.Code
@@ -307,7 +307,7 @@ func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
 				in, want = append(in, committed(fmt.Sprintf("r-%d", i))), append(want, outbox.Accepted)
 			}
 		}
-		st := e.append(in...)
+		st := e.Append(in...)
 		if !reflect.DeepEqual(codes(st), want) {
 			t.Fatalf("statuses\n%v\nwant\n%v", codes(st), want)
 		}
@@ -337,15 +337,15 @@ func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
 
 func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
-		e.app.Store = spy
-		later := e.nowMs() + 1000
+		spy := &spyStore{NamespaceStore: e.St}
+		e.App.Store = spy
+		later := e.NowMs() + 1000
 		for i := range outbox.DefaultMaxEndpoints {
 			id := fmt.Sprintf("ep%d", i)
 			e.putEndpoint(id, outbox.Endpoint{Enabled: true})
 			e.putTimer(later, timers.KindOutcomeDelivery, id, timers.EncodeIdle(nil))
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		if len(spy.applied) != 1 || spy.applied[0].Ops() != outbox.IngestOps(8) {
@@ -357,12 +357,12 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		// With the timers due (each guarded) and the sweep timer in place,
 		// two outcomes share a batch (34 shared + 26 each), three do not.
 		spy.applied = nil
-		e.append(committed("r-2"), committed("r-3"), committed("r-4"))
+		e.Append(committed("r-2"), committed("r-3"), committed("r-4"))
 		if len(spy.applied) != 2 || spy.applied[0].Ops() != 86 {
 			t.Errorf("%d batches for three outcomes to 8 endpoints", len(spy.applied))
 		}
 		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})
-		if _, err := e.app.Append(e.ctx, e.p, []outbox.Outcome{committed("r-5")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
+		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-5")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
 			t.Errorf("nine endpoints: %v", err)
 		}
 	})
@@ -372,12 +372,12 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 // fail its own guards rather than apply twice.
 func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
-		e.app.Store = spy
+		spy := &spyStore{NamespaceStore: e.St}
+		e.App.Store = spy
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"))
+		e.Append(committed("r-1"))
 		before := e.all()
-		if res := e.apply(spy.applied[0]); res.Committed {
+		if res := e.Apply(spy.applied[0]); res.Committed {
 			t.Fatal("a replayed ingest batch committed again")
 		}
 		if !reflect.DeepEqual(e.all(), before) {
@@ -392,8 +392,8 @@ func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.app.Store = storetest.LostReplies{NamespaceStore: e.st}
-		got := codes(e.append(committed("r-1"), committed("r-2")))
+		e.App.Store = storetest.LostReplies{NamespaceStore: e.St}
+		got := codes(e.Append(committed("r-1"), committed("r-2")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Accepted}) {
 			t.Fatalf("answers %v, want both accepted", got)
 		}
@@ -401,8 +401,8 @@ func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 			t.Fatalf("%d pending rows, sequence %d; want 2 and 2", n, e.sequence())
 		}
 		// Sent again by the producer, they are duplicates.
-		e.app.Store = e.st
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Duplicate {
+		e.App.Store = e.St
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Duplicate {
 			t.Fatalf("resent by the producer: %v, want duplicate", got)
 		}
 	})
@@ -413,8 +413,8 @@ func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.app.Store = storetest.LostReplies{NamespaceStore: e.st}
-		got := codes(e.append(committed("r-1"), aborted("r-1")))
+		e.App.Store = storetest.LostReplies{NamespaceStore: e.St}
+		got := codes(e.Append(committed("r-1"), aborted("r-1")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Conflict}) {
 			t.Fatalf("answers %v, want accepted then conflict", got)
 		}
@@ -429,17 +429,17 @@ func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
 // the loser re-reads and both end up stored at distinct sequence numbers.
 func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
+		spy := &spyStore{NamespaceStore: e.St}
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		other := &outbox.Appender{Store: e.st, Clock: e.clk}
+		other := &outbox.Appender{Store: e.St, Clock: e.Clk}
 		spy.beforeApply = func(store.Batch) {
 			spy.beforeApply = nil
-			if _, err := other.Append(e.ctx, e.p, []outbox.Outcome{committed("other")}); err != nil {
+			if _, err := other.Append(e.Ctx, e.P, []outbox.Outcome{committed("other")}); err != nil {
 				t.Error(err)
 			}
 		}
-		e.app.Store = spy
-		if got := codes(e.append(committed("mine"))); got[0] != outbox.Accepted {
+		e.App.Store = spy
+		if got := codes(e.Append(committed("mine"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		if len(spy.applied) != 2 {
@@ -457,7 +457,7 @@ func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
 
 func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spy := &spyStore{NamespaceStore: e.st}
+		spy := &spyStore{NamespaceStore: e.St}
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		n := 0
 		spy.beforeApply = func(store.Batch) {
@@ -465,14 +465,14 @@ func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 			n++
 			e.putEndpoint("billing", outbox.Endpoint{Enabled: true, UpdatedMs: int64(n)})
 		}
-		e.app.Store = spy
-		e.app.MaxRetries = 3
+		e.App.Store = spy
+		e.App.MaxRetries = 3
 		var waits []time.Duration
-		e.app.Wait = func(_ context.Context, d time.Duration) error {
+		e.App.Wait = func(_ context.Context, d time.Duration) error {
 			waits = append(waits, d)
 			return nil
 		}
-		_, err := e.app.Append(e.ctx, e.p, []outbox.Outcome{committed("r-1")})
+		_, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-1")})
 		if !errors.Is(err, outbox.ErrContended) {
 			t.Fatalf("err %v", err)
 		}
@@ -505,7 +505,7 @@ func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
 					for i := range each {
 						in = append(in, committed(fmt.Sprintf("w%d-%d", w, i)))
 					}
-					st, err := e.app.Append(e.ctx, e.p, in)
+					st, err := e.App.Append(e.Ctx, e.P, in)
 					if err != nil {
 						errs <- err
 						return
@@ -558,19 +558,19 @@ func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		bad := committed("r-1")
 		bad.Committed.Refs[0].New = "nothex"
-		st := e.append(bad)
+		st := e.Append(bad)
 		if st[0].Code != outbox.Invalid || e.sequence() != 0 {
 			t.Errorf("invalid outcome: %+v", st)
 		}
-		if _, err := e.app.Append(e.ctx, store.Partition{Namespace: "Bad"}, nil); !errors.Is(err, store.ErrInvalidPartition) {
+		if _, err := e.App.Append(e.Ctx, store.Partition{Namespace: "Bad"}, nil); !errors.Is(err, store.ErrInvalidPartition) {
 			t.Errorf("bad partition: %v", err)
 		}
 		tooMany := make([]outbox.Outcome, outbox.MaxAppendOutcomes+1)
-		if _, err := e.app.Append(e.ctx, e.p, tooMany); !errors.Is(err, outbox.ErrInvalid) {
+		if _, err := e.App.Append(e.Ctx, e.P, tooMany); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("101 outcomes: %v", err)
 		}
-		wide := &outbox.Appender{Store: e.st, Clock: e.clk, MaxEndpoints: outbox.HardMaxEndpoints + 1}
-		if _, err := wide.Append(e.ctx, e.p, nil); err == nil {
+		wide := &outbox.Appender{Store: e.St, Clock: e.Clk, MaxEndpoints: outbox.HardMaxEndpoints + 1}
+		if _, err := wide.Append(e.Ctx, e.P, nil); err == nil {
 			t.Error("MaxEndpoints beyond a batch accepted")
 		}
 	})
@@ -584,17 +584,17 @@ func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
 		e.putEndpoint("broken", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("healthy", outbox.Endpoint{Enabled: true})
 		corrupt := store.Value{0x7f, 0x01}
-		key := e.putTimer(e.nowMs()+60_000, timers.KindOutcomeDelivery, "broken", corrupt)
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		key := e.putTimer(e.NowMs()+60_000, timers.KindOutcomeDelivery, "broken", corrupt)
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
-		if v, found := e.get(key); !found || !bytes.Equal(v, corrupt) {
+		if v, found := e.Get(key); !found || !bytes.Equal(v, corrupt) {
 			t.Fatalf("corrupt timer row changed: %x %v", v, found)
 		}
 		if rows := e.timers(timers.KindOutcomeDelivery, "broken"); len(rows) != 1 || rows[0].Err == nil {
 			t.Fatalf("broken stream timers %+v, want only the corrupt one", rows)
 		}
-		if r, ok := e.deliveryTimer("healthy"); !ok || r.DueAtMs != e.nowMs() {
+		if r, ok := e.deliveryTimer("healthy"); !ok || r.DueAtMs != e.NowMs() {
 			t.Fatalf("healthy stream timer %+v %v", r, ok)
 		}
 		for _, ep := range []string{"broken", "healthy"} {
@@ -611,11 +611,11 @@ func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.putTimer(timers.NeverMs, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(deliveryState(t, 3)))
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		r, ok := e.deliveryTimer("billing")
-		if !ok || r.DueAtMs != e.nowMs() {
+		if !ok || r.DueAtMs != e.NowMs() {
 			t.Fatalf("timer %+v %v, want due now", r, ok)
 		}
 		st, err := outbox.DecodeDeliveryState(r.State)

@@ -2,11 +2,9 @@ package outbox_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
@@ -24,14 +22,7 @@ var (
 )
 
 // env is one namespace on a real store with a manual clock.
-type env struct {
-	t   *testing.T
-	ctx context.Context
-	st  store.NamespaceStore
-	clk *clock.Manual
-	p   store.Partition
-	app *outbox.Appender
-}
+type env struct{ *outboxtest.Env }
 
 // forEachBackend runs f on every store backend; backends that are not
 // configured skip.
@@ -44,57 +35,21 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 	}
 }
 
-func newEnv(t *testing.T, st store.NamespaceStore) *env {
-	clk := clock.NewManual(t0)
-	return &env{
-		t: t, ctx: context.Background(), st: st, clk: clk,
-		p:   store.Partition{Namespace: "acme"},
-		app: &outbox.Appender{Store: st, Clock: clk},
-	}
-}
-
-func (e *env) nowMs() int64 { return e.clk.Now().UnixMilli() }
-
-func (e *env) apply(b store.Batch) store.Result {
-	e.t.Helper()
-	res, err := e.st.Apply(e.ctx, e.p, b)
-	if err != nil {
-		e.t.Fatalf("apply: %v", err)
-	}
-	return res
-}
+func newEnv(t *testing.T, st store.NamespaceStore) *env { return &env{outboxtest.NewEnv(t, st)} }
 
 func (e *env) putEndpoint(id string, ep outbox.Endpoint) {
-	e.t.Helper()
-	outboxtest.PutEndpoint(e.t, e.st, e.p, id, ep)
-}
-
-func (e *env) append(outcomes ...outbox.Outcome) []outbox.Status {
-	e.t.Helper()
-	st, err := e.app.Append(e.ctx, e.p, outcomes)
-	if err != nil {
-		e.t.Fatalf("append: %v", err)
-	}
-	return st
-}
-
-func (e *env) get(key store.Key) (store.Value, bool) {
-	e.t.Helper()
-	v, found, err := e.st.Get(e.ctx, e.p, key)
-	if err != nil {
-		e.t.Fatalf("get: %v", err)
-	}
-	return v, found
+	e.T.Helper()
+	outboxtest.PutEndpoint(e.T, e.St, e.P, id, ep)
 }
 
 func (e *env) scan(start, end store.Key) []store.Entry {
-	e.t.Helper()
+	e.T.Helper()
 	var out []store.Entry
 	var after *store.Cursor
 	for {
-		page, err := e.st.Scan(e.ctx, e.p, start, end, after, 100)
+		page, err := e.St.Scan(e.Ctx, e.P, start, end, after, 100)
 		if err != nil {
-			e.t.Fatalf("scan: %v", err)
+			e.T.Fatalf("scan: %v", err)
 		}
 		out = append(out, page.Entries...)
 		if page.Next == nil {
@@ -108,43 +63,43 @@ func (e *env) scan(start, end store.Key) []store.Entry {
 func (e *env) all() []store.Entry { return e.scan(store.Key([]byte{0}), store.Key([]byte{0xff})) }
 
 func (e *env) backlog(endpoint string) (outbox.Backlog, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	key, _ := outbox.BacklogKey(endpoint)
-	v, found := e.get(key)
+	v, found := e.Get(key)
 	if !found {
 		return outbox.Backlog{}, false
 	}
 	b, err := outbox.DecodeBacklog(v)
 	if err != nil {
-		e.t.Fatalf("backlog: %v", err)
+		e.T.Fatalf("backlog: %v", err)
 	}
 	return b, true
 }
 
 func (e *env) sequence() uint64 {
-	e.t.Helper()
-	v, found := e.get(outbox.SequenceKey())
+	e.T.Helper()
+	v, found := e.Get(outbox.SequenceKey())
 	if !found {
 		return 0
 	}
 	n, err := outbox.DecodeSequence(v)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return n
 }
 
 func (e *env) pending(endpoint string) []outbox.ParsedKey {
-	e.t.Helper()
+	e.T.Helper()
 	start, end, err := outbox.PendingRange(endpoint)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var out []outbox.ParsedKey
 	for _, row := range e.scan(start, end) {
 		pk, ok := outbox.Parse(row.Key)
 		if !ok || pk.Class != outbox.ClassPending || len(row.Value) != 0 {
-			e.t.Fatalf("bad pending row %q", row.Key)
+			e.T.Fatalf("bad pending row %q", row.Key)
 		}
 		out = append(out, pk)
 	}
@@ -152,19 +107,19 @@ func (e *env) pending(endpoint string) []outbox.ParsedKey {
 }
 
 func (e *env) record(endpoint, rid string) (store.Value, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	key, err := outbox.RecordKey(endpoint, rid)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	return e.get(key)
+	return e.Get(key)
 }
 
 func (e *env) timers(kind timers.Kind, reference string) []timers.Row {
-	e.t.Helper()
-	rows, err := timers.All(e.ctx, e.st, e.p)
+	e.T.Helper()
+	rows, err := timers.All(e.Ctx, e.St, e.P)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var out []timers.Row
 	for _, r := range rows {
@@ -176,10 +131,10 @@ func (e *env) timers(kind timers.Kind, reference string) []timers.Row {
 }
 
 func (e *env) deliveryTimer(endpoint string) (timers.Row, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	rows := e.timers(timers.KindOutcomeDelivery, endpoint)
 	if len(rows) > 1 {
-		e.t.Fatalf("%d delivery timers for %s", len(rows), endpoint)
+		e.T.Fatalf("%d delivery timers for %s", len(rows), endpoint)
 	}
 	if len(rows) == 0 {
 		return timers.Row{}, false
@@ -188,11 +143,11 @@ func (e *env) deliveryTimer(endpoint string) (timers.Row, bool) {
 }
 
 func (e *env) putTimer(dueAtMs int64, kind timers.Kind, ref string, value store.Value) store.Key {
-	e.t.Helper()
+	e.T.Helper()
 	key := timers.Key(dueAtMs, kind, ref)
 	var b store.Batch
 	b.Put(key, value)
-	e.apply(b)
+	e.Apply(b)
 	return key
 }
 

@@ -101,7 +101,7 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 							batch = append(batch, aborted(rid))
 						}
 					}
-					statuses, err := e.app.Append(ctx, e.p, batch)
+					statuses, err := e.App.Append(ctx, e.P, batch)
 					if err != nil {
 						t.Error(err)
 						return
@@ -123,7 +123,7 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 		for _, ep := range []string{"all", "commits"} {
 			ackers.Go(func() {
 				for {
-					rids, err := ackPage(ctx, e.st, e.p, ep, 1+rand.IntN(outbox.MaxAcksPerBatch))
+					rids, err := ackPage(ctx, e.St, e.P, ep, 1+rand.IntN(outbox.MaxAcksPerBatch))
 					if err != nil {
 						t.Error(err)
 						return

@@ -28,15 +28,15 @@ func (s *scripted) Apply(ctx context.Context, p store.Partition, b store.Batch) 
 func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		other := &outbox.Appender{Store: e.st, Clock: e.clk}
-		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+		other := &outbox.Appender{Store: e.St, Clock: e.Clk}
+		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			switch n {
 			case 1: // the first batch commits, its reply is lost, the resend fails
 				if _, err := apply(); err != nil {
 					return store.Result{}, err
 				}
 			case 2: // another producer lands before the second batch
-				if _, err := other.Append(e.ctx, e.p, []outbox.Outcome{committed("elsewhere")}); err != nil {
+				if _, err := other.Append(e.Ctx, e.P, []outbox.Outcome{committed("elsewhere")}); err != nil {
 					return store.Result{}, err
 				}
 			}
@@ -46,7 +46,7 @@ func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 		for i := range 19 { // 18 fit the first batch, the 19th the second
 			in = append(in, committed(fmt.Sprintf("r-%d", i)))
 		}
-		for i, s := range e.append(in...) {
+		for i, s := range e.Append(in...) {
 			if s.Code != outbox.Accepted {
 				t.Errorf("outcome %d stored by this call answered %s", i, s.Code)
 			}
@@ -63,13 +63,13 @@ func TestAFilterWidenedMeanwhileIsHonoured(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
-		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			if n == 1 {
 				e.putEndpoint("audit", outbox.Endpoint{Enabled: true, UpdatedMs: 1}) // all kinds now
 			}
 			return apply()
 		}}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		if _, ok := e.record("audit", "r-1"); !ok {
@@ -84,8 +84,8 @@ func TestAFilterWidenedMeanwhileIsHonoured(t *testing.T) {
 func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		key := e.putTimer(e.nowMs(), timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
-		e.app.Store = &scripted{NamespaceStore: e.st, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+		key := e.putTimer(e.NowMs(), timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
+		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			if n == 1 { // the fire: backlog absent, so Done with a guard-only plan
 				acks, err := outbox.NewAcks("billing", nil, false)
 				if err != nil {
@@ -95,13 +95,13 @@ func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
 				acks.Plan(&b)
 				b.RequireEquals(key, timers.EncodeIdle(nil))
 				b.Delete(key)
-				if res := e.apply(b); !res.Committed {
+				if res := e.Apply(b); !res.Committed {
 					t.Fatal("the fire did not commit")
 				}
 			}
 			return apply()
 		}}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
 		if _, ok := e.deliveryTimer("billing"); !ok {

@@ -12,11 +12,11 @@ import (
 
 func TestIngestCreatesOneSweepTimerAWindowAhead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"))
-		e.clk.Advance(time.Minute)
-		e.append(committed("r-2"))
+		e.Append(committed("r-1"))
+		e.Clk.Advance(time.Minute)
+		e.Append(committed("r-2"))
 		rows := e.timers(timers.KindSeenSweep, "")
 		if len(rows) != 1 || rows[0].DueAtMs != t0+time.Hour.Milliseconds() || len(rows[0].State) != 0 {
 			t.Fatalf("sweep timers %+v", rows)
@@ -27,7 +27,7 @@ func TestIngestCreatesOneSweepTimerAWindowAhead(t *testing.T) {
 func TestNoSweepTimerWithoutAnAcceptedOutcome(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindExpired}})
-		e.append(committed("r-1"))
+		e.Append(committed("r-1"))
 		if rows := e.timers(timers.KindSeenSweep, ""); len(rows) != 0 {
 			t.Errorf("sweep timers %+v", rows)
 		}
@@ -38,30 +38,30 @@ func TestNoSweepTimerWithoutAnAcceptedOutcome(t *testing.T) {
 // result and whether the batch committed.
 func fireSweep(t *testing.T, e *env, s *outbox.SeenSweeper, state []byte) (timers.Fired, bool) {
 	t.Helper()
-	f, err := s.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep, State: state})
+	f, err := s.Fire(e.Ctx, timers.FireContext{Store: e.St, Partition: e.P, NowMs: e.NowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep, State: state})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !f.Batch.Drain || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
 		t.Fatalf("fired %+v", f)
 	}
-	return f, e.apply(f.Batch).Committed
+	return f, e.Apply(f.Batch).Committed
 }
 
 func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"), committed("r-2"))
-		e.clk.Advance(30 * time.Minute)
-		e.append(committed("r-3"))
-		e.clk.Advance(20 * time.Minute)
-		e.append(committed("r-4"), committed("r-5"))
+		e.Append(committed("r-1"), committed("r-2"))
+		e.Clk.Advance(30 * time.Minute)
+		e.Append(committed("r-3"))
+		e.Clk.Advance(20 * time.Minute)
+		e.Append(committed("r-4"), committed("r-5"))
 		corrupt, _ := outbox.SeenKey("r-0")
 		var b store.Batch
 		b.Put(corrupt, store.Value("junk"))
-		e.apply(b)
-		e.clk.Set(t0 + time.Hour.Milliseconds() + outbox.SweepGrace.Milliseconds())
+		e.Apply(b)
+		e.Clk.Set(t0 + time.Hour.Milliseconds() + outbox.SweepGrace.Milliseconds())
 
 		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 2}
 		var state []byte
@@ -80,7 +80,7 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 				}
 				break
 			}
-			if f.DueAtMs != e.nowMs() {
+			if f.DueAtMs != e.NowMs() {
 				t.Errorf("a pass in progress is due %d, not now", f.DueAtMs)
 			}
 			state = f.State
@@ -95,9 +95,9 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 			t.Errorf("seen rows left %v, want %v", left, want)
 		}
 		// An empty namespace sweeps again a window later.
-		e.clk.Set(t0 + 3*time.Hour.Milliseconds())
+		e.Clk.Set(t0 + 3*time.Hour.Milliseconds())
 		f, _ := fireSweep(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: time.Minute, Rows: 10}, nil)
-		if f.DueAtMs != e.nowMs()+time.Hour.Milliseconds() {
+		if f.DueAtMs != e.NowMs()+time.Hour.Milliseconds() {
 			t.Errorf("due %d after sweeping all", f.DueAtMs)
 		}
 	})
@@ -107,23 +107,23 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 // accepted again) fails the guard and is kept.
 func TestSweeperKeepsASeenRowRewrittenMeanwhile(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"))
+		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
-		e.clk.Advance(2 * time.Hour)
+		e.Clk.Advance(2 * time.Hour)
 		s := &outbox.SeenSweeper{Window: time.Hour}
-		f, err := s.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep})
+		f, err := s.Fire(e.Ctx, timers.FireContext{Store: e.St, Partition: e.P, NowMs: e.NowMs()}, timers.DueTimer{Kind: timers.KindSeenSweep})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Accepted {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("re-accept after the window: %v", got)
 		}
-		if e.apply(f.Batch).Committed {
+		if e.Apply(f.Batch).Committed {
 			t.Fatal("the sweep deleted a fresh seen row")
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Duplicate {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Duplicate {
 			t.Errorf("after the failed sweep: %v", got)
 		}
 	})
@@ -133,17 +133,17 @@ func TestSweeperKeepsASeenRowRewrittenMeanwhile(t *testing.T) {
 // not delete a seen row that process still counts as inside the window.
 func TestASweeperAheadOfIngestKeepsTheIdempotencyDecision(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.app.Window = time.Hour
+		e.App.Window = time.Hour
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.append(committed("r-1"))
+		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
-		e.clk.Advance(time.Hour - time.Second) // ingest: 1 s inside the window
+		e.Clk.Advance(time.Hour - time.Second) // ingest: 1 s inside the window
 		s := &outbox.SeenSweeper{Window: time.Hour}
-		f, err := s.Fire(e.ctx, timers.FireContext{Store: e.st, Partition: e.p, NowMs: e.nowMs() + 2_000}, timers.DueTimer{Kind: timers.KindSeenSweep})
-		if err != nil || !e.apply(f.Batch).Committed {
+		f, err := s.Fire(e.Ctx, timers.FireContext{Store: e.St, Partition: e.P, NowMs: e.NowMs() + 2_000}, timers.DueTimer{Kind: timers.KindSeenSweep})
+		if err != nil || !e.Apply(f.Batch).Committed {
 			t.Fatalf("sweep: %v", err)
 		}
-		if got := codes(e.append(committed("r-1"))); got[0] != outbox.Duplicate {
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Duplicate {
 			t.Errorf("resent inside the window: %v, want duplicate", got)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -55,4 +56,58 @@ func PutEndpoint(t testing.TB, st store.NamespaceStore, p store.Partition, id st
 	if res, err := st.Apply(context.Background(), p, b); err != nil || !res.Committed {
 		t.Fatalf("put endpoint %s: %+v %v", id, res, err)
 	}
+}
+
+// Env is one namespace ("acme") on a store, with a manual clock at T0 and
+// an Appender on both: the common ground of tests that build on the outbox.
+type Env struct {
+	T   *testing.T
+	Ctx context.Context
+	St  store.NamespaceStore
+	Clk *clock.Manual
+	P   store.Partition
+	App *outbox.Appender
+}
+
+// NewEnv is the Env of t on st.
+func NewEnv(t *testing.T, st store.NamespaceStore) *Env {
+	clk := clock.NewManual(T0)
+	return &Env{
+		T: t, Ctx: context.Background(), St: st, Clk: clk,
+		P:   store.Partition{Namespace: "acme"},
+		App: &outbox.Appender{Store: st, Clock: clk},
+	}
+}
+
+// NowMs is the clock's time in Unix milliseconds.
+func (e *Env) NowMs() int64 { return e.Clk.Now().UnixMilli() }
+
+// Apply applies b, failing the test on an error (not on a failed guard).
+func (e *Env) Apply(b store.Batch) store.Result {
+	e.T.Helper()
+	res, err := e.St.Apply(e.Ctx, e.P, b)
+	if err != nil {
+		e.T.Fatalf("apply: %v", err)
+	}
+	return res
+}
+
+// Append appends outcomes, failing the test on an error.
+func (e *Env) Append(outcomes ...outbox.Outcome) []outbox.Status {
+	e.T.Helper()
+	st, err := e.App.Append(e.Ctx, e.P, outcomes)
+	if err != nil {
+		e.T.Fatalf("append: %v", err)
+	}
+	return st
+}
+
+// Get reads one row, failing the test on an error.
+func (e *Env) Get(key store.Key) (store.Value, bool) {
+	e.T.Helper()
+	v, found, err := e.St.Get(e.Ctx, e.P, key)
+	if err != nil {
+		e.T.Fatalf("get: %v", err)
+	}
+	return v, found
 }
