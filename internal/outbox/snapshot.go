@@ -123,11 +123,13 @@ func getMany(ctx context.Context, st store.NamespaceStore, p store.Partition, ke
 }
 
 // matching is the indexes of the endpoints whose filter takes kind, enabled
-// or not: a disabled endpoint keeps accumulating rows to catch up later.
+// or not: a disabled endpoint keeps accumulating rows to catch up later. An
+// endpoint being deleted takes none, so its delete can finish.
 func (s *snapshot) matching(kind Kind) []int {
 	var out []int
 	for i := range s.endpoints {
-		if s.endpoints[i].ep.Accepts(kind) {
+		ep := &s.endpoints[i].ep
+		if ep.Accepts(kind) && ep.DisabledReason != ReasonDeleting {
 			out = append(out, i)
 		}
 	}

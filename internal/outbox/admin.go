@@ -1,0 +1,513 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Errors of Admin that callers branch on.
+var (
+	// ErrNotFound: the endpoint is not registered.
+	ErrNotFound = errors.New("outbox: endpoint not found")
+	// ErrNotPending: the row is not pending on the stream.
+	ErrNotPending = errors.New("outbox: row not pending")
+	// ErrDeleting: a forced delete of the endpoint is under way.
+	ErrDeleting = errors.New("outbox: endpoint is being deleted")
+	// ErrDisabled: the endpoint is disabled, so nothing would deliver.
+	ErrDisabled = errors.New("outbox: endpoint is disabled")
+	// ErrBusy: the stream is being delivered this instant.
+	ErrBusy = errors.New("outbox: stream is being delivered")
+)
+
+// BacklogError refuses to delete an endpoint that still has rows pending.
+type BacklogError struct{ Rows uint64 }
+
+func (e *BacklogError) Error() string {
+	return fmt.Sprintf("outbox: endpoint has %d rows pending", e.Rows)
+}
+
+// ReasonDeleting marks an endpoint whose forced delete is under way: it is
+// disabled, ingest no longer gives it rows, and its rows are being dropped.
+const ReasonDeleting = "deleting"
+
+// adminRetries bounds re-plans of one admin change that lost its guards to
+// concurrent ingest or delivery.
+const adminRetries = 16
+
+// Admin is what operators do to a namespace's endpoints and streams:
+// register, inspect, delete, and replay a stuck row. Every change is one
+// guarded batch, re-planned when a concurrent ingest or fire got there
+// first. It holds no state and is safe for concurrent use.
+type Admin struct {
+	Store store.NamespaceStore
+	Clock clock.Clock
+	// MaxEndpoints bounds the endpoints of a namespace; it must equal the
+	// Appender's. DefaultMaxEndpoints when zero.
+	MaxEndpoints int
+}
+
+func (a *Admin) maxEndpoints() int {
+	if a.MaxEndpoints > 0 {
+		return a.MaxEndpoints
+	}
+	return DefaultMaxEndpoints
+}
+
+// EndpointSpec is an endpoint as an operator registers it.
+type EndpointSpec struct {
+	URL         string
+	Scheme      Scheme
+	Kinds       []Kind
+	Enabled     bool
+	MaxInFlight int
+	// Secret, for standard-webhooks only, becomes the current secret; the
+	// one it replaces stays valid beside it so receivers can rotate. Empty
+	// keeps the current secret, or generates one when there is none.
+	Secret Secret
+}
+
+// Stream is an endpoint with the state of its stream.
+type Stream struct {
+	ID       string
+	Endpoint Endpoint
+	Backlog  Backlog
+	// Timer is the stream's delivery timer; nil when it has none.
+	Timer *StreamTimer
+}
+
+// StreamTimer is a stream's delivery timer as operators see it.
+type StreamTimer struct {
+	DueAtMs int64
+	// Attempt is how many fires in a row delivered nothing.
+	Attempt uint32
+	// Leased: a fire holds it now.
+	Leased bool
+	// Corrupt: the row does not decode; its stream is stuck until replayed.
+	Corrupt bool
+}
+
+// PutResult is what PutEndpoint stored.
+type PutResult struct {
+	Stream
+	Created bool
+	// Generated is the secret relay generated for the endpoint, shown once;
+	// empty when none was generated.
+	Generated Secret
+}
+
+// streamRead is one stream's rows as read: the guards of a change to it.
+type streamRead struct {
+	endpoints []endpointRow // every endpoint of the namespace, in id order
+	ep        *endpointRow  // the stream's, nil when not registered
+	backlog   backlogRead
+	timer     *timers.Row // the stream's delivery timer, nil when none
+}
+
+// readStream reads the namespace's endpoints, and the backlog and delivery
+// timer of the stream of id.
+func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*streamRead, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidateEndpointID(id); err != nil {
+		return nil, err
+	}
+	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	if err != nil {
+		return nil, err
+	}
+	s := &streamRead{endpoints: eps}
+	for i := range eps {
+		if eps[i].id == id {
+			s.ep = &eps[i]
+		}
+	}
+	bk := tagged(ClassBacklog, id)
+	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk})
+	if err != nil {
+		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
+	}
+	s.backlog.rowRead = rowRead{raw: rows[0].Value, found: rows[0].Found}
+	if s.backlog.backlog, err = backlogOf(rows[0].Value, rows[0].Found); err != nil {
+		return nil, fmt.Errorf("backlog of %s/%s: %w", p, id, err)
+	}
+	all, err := timers.All(ctx, a.Store, p)
+	if err != nil {
+		return nil, err
+	}
+	s.timer = streamTimer(all, id)
+	return s, nil
+}
+
+// streamTimer is the stream's delivery timer among all of a partition's.
+func streamTimer(all []timers.Row, id string) *timers.Row {
+	for i := range all {
+		if all[i].Kind == timers.KindOutcomeDelivery && all[i].Reference == id {
+			return &all[i]
+		}
+	}
+	return nil
+}
+
+// readEndpoints reads every endpoint of the namespace, refusing more than
+// max of them.
+func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition, max int) ([]endpointRow, error) {
+	start, end := EndpointRange()
+	page, err := st.Scan(ctx, p, start, end, nil, max+1)
+	if err != nil {
+		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
+	}
+	if len(page.Entries) > max {
+		return nil, fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, max)
+	}
+	out := make([]endpointRow, 0, len(page.Entries))
+	for _, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassEndpoint {
+			return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
+		}
+		ep, err := DecodeEndpoint(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+		}
+		out = append(out, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+	}
+	return out, nil
+}
+
+func viewTimer(r *timers.Row) *StreamTimer {
+	if r == nil {
+		return nil
+	}
+	t := &StreamTimer{DueAtMs: r.DueAtMs, Leased: r.Lease != nil}
+	if r.Lease != nil {
+		// The key holds the lease expiry; the stream was due before.
+		t.DueAtMs = r.Lease.DueAtMs
+	}
+	st, err := DecodeDeliveryState(r.State)
+	if r.Err != nil || err != nil {
+		t.Corrupt = true
+		return t
+	}
+	t.Attempt = st.Attempt
+	return t
+}
+
+// apply commits b, reporting whether its guards held.
+func (a *Admin) apply(ctx context.Context, p store.Partition, b store.Batch) (bool, error) {
+	res, err := a.Store.Apply(ctx, p, b)
+	if err != nil {
+		return false, fmt.Errorf("apply to %s: %w", p, err)
+	}
+	return res.Committed, nil
+}
+
+// PutEndpoint registers the endpoint id, or replaces its configuration. An
+// endpoint enabled by this change has its stream delivered at once: its
+// timer is pulled to now with the backoff reset, or created when rows wait
+// without one (an endpoint registered disabled gets none from ingest).
+func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, spec EndpointSpec) (PutResult, error) {
+	if spec.Secret != "" && !spec.Secret.valid() {
+		return PutResult{}, invalidf("secret must be %q followed by the base64 of %d to %d bytes", SecretPrefix, minSecretBytes, maxSecretBytes)
+	}
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return PutResult{}, err
+		}
+		res, b, err := a.planPut(s, id, spec)
+		if err != nil {
+			return PutResult{}, err
+		}
+		ok, err := a.apply(ctx, p, b)
+		if err != nil {
+			return PutResult{}, err
+		}
+		if ok {
+			return res, nil
+		}
+	}
+	return PutResult{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult, store.Batch, error) {
+	var b store.Batch
+	nowMs := a.Clock.Now().UnixMilli()
+	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight}.WithDefaults()
+	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
+	res := PutResult{Created: s.ep == nil}
+	var prior *Endpoint
+	if s.ep != nil {
+		prior = &s.ep.ep
+		if prior.DisabledReason == ReasonDeleting {
+			return res, b, ErrDeleting
+		}
+		e.CreatedMs = min(prior.CreatedMs, nowMs)
+		if !e.Enabled {
+			// Still disabled: keep why (a 410, say) for the operator.
+			e.DisabledReason = prior.DisabledReason
+		}
+	} else if len(s.endpoints) >= a.maxEndpoints() {
+		return res, b, fmt.Errorf("%w: at most %d", ErrTooManyEndpoints, a.maxEndpoints())
+	}
+	if e.Scheme == SchemeStandardWebhooks {
+		var current []Secret
+		if prior != nil && prior.Scheme == SchemeStandardWebhooks {
+			current = prior.Secrets
+		}
+		switch {
+		case spec.Secret == "" && len(current) > 0:
+			e.Secrets = current
+		case spec.Secret == "":
+			gen, err := NewSecret()
+			if err != nil {
+				return res, b, err
+			}
+			e.Secrets, res.Generated = []Secret{gen}, gen
+		case len(current) > 0 && current[0] == spec.Secret:
+			e.Secrets = current
+		case len(current) > 0:
+			// Rotation: the new secret signs first, the old one still
+			// verifies until the next rotation.
+			e.Secrets = []Secret{spec.Secret, current[0]}
+		default:
+			e.Secrets = []Secret{spec.Secret}
+		}
+	} else if spec.Secret != "" {
+		return res, b, invalidf("secret is only for scheme %s", SchemeStandardWebhooks)
+	}
+	value, err := EncodeEndpoint(&e)
+	if err != nil {
+		return res, b, err
+	}
+	key := tagged(ClassEndpoint, id)
+	if s.ep != nil {
+		b.RequireEquals(key, s.ep.raw)
+	} else {
+		b.RequireAbsent(key)
+	}
+	b.Put(key, value)
+	if e.Enabled && (prior == nil || !prior.Enabled) {
+		planWake(&b, s, id, nowMs)
+	}
+	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog}
+	return res, b, nil
+}
+
+// planWake makes an enabled stream with rows due now, with its backoff
+// reset: its idle timer is pulled, or one is created when there is none. A
+// leased or corrupt timer is left to its fire and its operator.
+func planWake(b *store.Batch, s *streamRead, id string, nowMs int64) {
+	switch t := s.timer; {
+	case t == nil:
+		if s.backlog.backlog.Rows == 0 {
+			return
+		}
+		// Guarded by the backlog: a concurrent ingest may create a timer.
+		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(nil))
+	case t.Lease != nil || t.Err != nil:
+		b.RequireEquals(t.Key, t.Raw)
+	default:
+		st, err := DecodeDeliveryState(t.State)
+		if err != nil {
+			b.RequireEquals(t.Key, t.Raw)
+			return
+		}
+		st.Attempt = 0
+		state, _ := EncodeDeliveryState(st)
+		t.Replace(b, nowMs, state)
+	}
+}
+
+// NewSecret generates a Standard Webhooks secret of 32 random bytes.
+func NewSecret() (Secret, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", fmt.Errorf("generate secret: %w", err)
+	}
+	return Secret(SecretPrefix + base64.StdEncoding.EncodeToString(key)), nil
+}
+
+// Endpoint reads one endpoint and its stream.
+func (a *Admin) Endpoint(ctx context.Context, p store.Partition, id string) (Stream, error) {
+	s, err := a.readStream(ctx, p, id)
+	if err != nil {
+		return Stream{}, err
+	}
+	if s.ep == nil {
+		return Stream{}, ErrNotFound
+	}
+	return Stream{ID: id, Endpoint: s.ep.ep, Backlog: s.backlog.backlog, Timer: viewTimer(s.timer)}, nil
+}
+
+// Endpoints reads every endpoint of the namespace and its stream, in id
+// order.
+func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]store.Key, len(eps))
+	for i, ep := range eps {
+		keys[i] = tagged(ClassBacklog, ep.id)
+	}
+	rows, err := getMany(ctx, a.Store, p, keys)
+	if err != nil {
+		return nil, err
+	}
+	all, err := timers.All(ctx, a.Store, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stream, len(eps))
+	for i, ep := range eps {
+		bl, err := backlogOf(rows[i].Value, rows[i].Found)
+		if err != nil {
+			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
+		}
+		out[i] = Stream{ID: ep.id, Endpoint: ep.ep, Backlog: bl, Timer: viewTimer(streamTimer(all, ep.id))}
+	}
+	return out, nil
+}
+
+// DeleteEndpoint removes the endpoint id. While rows are pending it refuses
+// with a *BacklogError, unless force: then the endpoint is first marked
+// deleting (disabled, and ingest gives it no more rows), its rows are
+// dropped page by page as if acknowledged, and the endpoint goes last, so a
+// delete cut short leaves a consistent stream that a repeated delete
+// finishes. It returns how many rows were dropped.
+func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string, force bool) (uint64, error) {
+	var dropped uint64
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return dropped, err
+		}
+		if s.ep == nil {
+			return dropped, ErrNotFound
+		}
+		if rows := s.backlog.backlog.Rows; rows > 0 {
+			if !force {
+				return dropped, &BacklogError{Rows: rows}
+			}
+			n, err := a.drain(ctx, p, s)
+			dropped += n
+			if err != nil {
+				return dropped, err
+			}
+			continue
+		}
+		var b store.Batch
+		b.Drain = true
+		key := tagged(ClassEndpoint, id)
+		b.RequireEquals(key, s.ep.raw)
+		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		b.Delete(key)
+		if s.backlog.found {
+			b.Delete(tagged(ClassBacklog, id))
+		}
+		if t := s.timer; t != nil {
+			// A fire holding it fails its guard and writes nothing.
+			b.RequireEquals(t.Key, t.Raw)
+			b.Delete(t.Key)
+		}
+		ok, err := a.apply(ctx, p, b)
+		if err != nil {
+			return dropped, err
+		}
+		if ok {
+			return dropped, nil
+		}
+	}
+	return dropped, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// drain marks the endpoint deleting, then drops its pending rows a page at
+// a time until none is left or a guard fails; it returns the rows dropped.
+func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (uint64, error) {
+	id, epKey, epRaw := s.ep.id, s.ep.key, s.ep.raw
+	if s.ep.ep.DisabledReason != ReasonDeleting {
+		e := s.ep.ep
+		e.Enabled, e.DisabledReason = false, ReasonDeleting
+		e.UpdatedMs = max(e.CreatedMs, a.Clock.Now().UnixMilli())
+		value, err := EncodeEndpoint(&e)
+		if err != nil {
+			return 0, err
+		}
+		var b store.Batch
+		b.RequireEquals(epKey, epRaw)
+		b.Put(epKey, value)
+		if ok, err := a.apply(ctx, p, b); err != nil || !ok {
+			return 0, err
+		}
+		epRaw = value
+	}
+	start, end, err := PendingRange(id)
+	if err != nil {
+		return 0, err
+	}
+	var dropped uint64
+	for {
+		page, err := a.Store.Scan(ctx, p, start, end, nil, MaxAcksPerBatch)
+		if err != nil {
+			return dropped, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+		}
+		keys := []store.Key{tagged(ClassBacklog, id)}
+		parsed := make([]ParsedKey, 0, len(page.Entries))
+		for _, e := range page.Entries {
+			pk, ok := Parse(e.Key)
+			if !ok || pk.Class != ClassPending || pk.Endpoint != id {
+				return dropped, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
+			}
+			parsed = append(parsed, pk)
+			keys = append(keys, streamKey(ClassRecord, id, pk.RID))
+		}
+		rows, err := getMany(ctx, a.Store, p, keys)
+		if err != nil {
+			return dropped, err
+		}
+		acks, err := NewAcks(id, rows[0].Value, rows[0].Found)
+		if err != nil {
+			return dropped, err
+		}
+		for i, pk := range parsed {
+			if err := acks.Add(pk.RID, pk.Seq, rows[1+i].Value); err != nil {
+				return dropped, fmt.Errorf("drop %s/%s: %w", p, id, err)
+			}
+		}
+		if acks.Len() == 0 {
+			// The backlog counts rows that are not there: the final batch
+			// deletes it with the endpoint.
+			return dropped, nil
+		}
+		var b store.Batch
+		b.RequireEquals(epKey, epRaw)
+		acks.Plan(&b)
+		ok, err := a.apply(ctx, p, b)
+		if err != nil || !ok {
+			return dropped, err
+		}
+		dropped += uint64(acks.Len())
+		if acks.Remaining().Rows == 0 {
+			return dropped, nil
+		}
+	}
+}
+
+// pendingCursorBefore is a cursor that resumes a scan of the stream at the
+// pending row of sequence number seq: the row's key without its id sorts
+// after every row of a lower sequence number and before the row itself.
+func pendingCursorBefore(endpoint string, seq uint64) *store.Cursor {
+	return store.CursorAfter(pendingKey(endpoint, seq, ""))
+}

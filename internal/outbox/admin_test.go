@@ -1,0 +1,324 @@
+package outbox_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+func (e *env) admin() *outbox.Admin { return &outbox.Admin{Store: e.St, Clock: e.Clk} }
+
+func (e *env) put(id string, spec outbox.EndpointSpec) outbox.PutResult {
+	e.T.Helper()
+	if spec.URL == "" {
+		spec.URL = "https://hooks.example.com/" + id
+	}
+	res, err := e.admin().PutEndpoint(e.Ctx, e.P, id, spec)
+	if err != nil {
+		e.T.Fatalf("put endpoint %s: %v", id, err)
+	}
+	return res
+}
+
+func (e *env) appendN(prefix string, n int) {
+	e.T.Helper()
+	for i := range n {
+		if st := e.Append(committed(fmt.Sprintf("%s-%03d", prefix, i))); st[0].Code != outbox.Accepted {
+			e.T.Fatalf("append %d: %+v", i, st)
+		}
+	}
+}
+
+func TestPutEndpointGeneratesASecretOnceAndRotatesAGivenOne(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spec := outbox.EndpointSpec{Scheme: outbox.SchemeStandardWebhooks, Enabled: true}
+		first := e.put("billing", spec)
+		if !first.Created || first.Generated == "" || !reflect.DeepEqual(first.Endpoint.Secrets, []outbox.Secret{first.Generated}) {
+			t.Fatalf("first put: created %v, generated %v, secrets %d", first.Created, first.Generated != "", len(first.Endpoint.Secrets))
+		}
+		again := e.put("billing", spec)
+		if again.Created || again.Generated != "" || !reflect.DeepEqual(again.Endpoint.Secrets, first.Endpoint.Secrets) {
+			t.Fatalf("a put without a secret must keep the current one and generate none")
+		}
+		next, err := outbox.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Secret = next
+		rotated := e.put("billing", spec)
+		if want := []outbox.Secret{next, first.Generated}; rotated.Generated != "" || !reflect.DeepEqual(rotated.Endpoint.Secrets, want) {
+			t.Fatalf("rotation: want the new secret first and the old one beside it")
+		}
+		got, err := e.admin().Endpoint(e.Ctx, e.P, "billing")
+		if err != nil || !reflect.DeepEqual(got.Endpoint.Secrets, rotated.Endpoint.Secrets) {
+			t.Fatalf("stored endpoint differs: %v", err)
+		}
+		if got.Endpoint.CreatedMs != t0 {
+			t.Fatalf("created_ms %d, want %d", got.Endpoint.CreatedMs, t0)
+		}
+	})
+}
+
+func TestPutEndpointRefusesBadInputWritingNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for i := range outbox.DefaultMaxEndpoints {
+			e.put(fmt.Sprintf("ep%d", i), outbox.EndpointSpec{Enabled: true})
+		}
+		before := e.all()
+		cases := map[string]outbox.EndpointSpec{
+			"a secret for mkit-hook-v1": {URL: "https://h.example.com/", Secret: "whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"},
+			"a malformed secret":        {URL: "https://h.example.com/", Scheme: outbox.SchemeStandardWebhooks, Secret: "whsec_nope"},
+			"an unknown kind":           {URL: "https://h.example.com/", Kinds: []outbox.Kind{"bogus"}},
+			"max_in_flight 17":          {URL: "https://h.example.com/", MaxInFlight: 17},
+			"a URL with credentials":    {URL: "https://u:p@h.example.com/"},
+		}
+		for name, spec := range cases {
+			if _, err := e.admin().PutEndpoint(e.Ctx, e.P, "ep0", spec); !errors.Is(err, outbox.ErrInvalid) {
+				t.Errorf("%s: want ErrInvalid, got %v", name, err)
+			}
+		}
+		if _, err := e.admin().PutEndpoint(e.Ctx, e.P, "one-too-many", outbox.EndpointSpec{URL: "https://h.example.com/"}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
+			t.Errorf("endpoint past the limit: want ErrTooManyEndpoints, got %v", err)
+		}
+		if _, err := e.admin().PutEndpoint(e.Ctx, e.P, "Bad Id", outbox.EndpointSpec{URL: "https://h.example.com/"}); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("bad id: want ErrInvalid, got %v", err)
+		}
+		if after := e.all(); !reflect.DeepEqual(before, after) {
+			t.Fatalf("refused puts changed the partition")
+		}
+	})
+}
+
+func TestEnablingAnEndpointRegisteredDisabledCreatesItsTimer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: false})
+		e.appendN("r", 3)
+		if _, ok := e.deliveryTimer("billing"); ok {
+			t.Fatal("ingest must not create a timer for a disabled endpoint")
+		}
+		e.Clk.Set(t0 + 5000)
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		tm, ok := e.deliveryTimer("billing")
+		if !ok || tm.DueAtMs != t0+5000 {
+			t.Fatalf("enabled stream with rows: want a timer due now, got %+v (found %v)", tm, ok)
+		}
+	})
+}
+
+func TestEnablingAParkedStreamPullsItWithItsBackoffReset(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("r", 2)
+		tm, _ := e.deliveryTimer("billing")
+		var b store.Batch
+		tm.Replace(&b, timers.NeverMs, deliveryState(t, 6))
+		e.Apply(b)
+		e.put("billing", outbox.EndpointSpec{Enabled: false})
+		e.Clk.Set(t0 + 9000)
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		tm, _ = e.deliveryTimer("billing")
+		st, err := outbox.DecodeDeliveryState(tm.State)
+		if err != nil || tm.DueAtMs != t0+9000 || st.Attempt != 0 {
+			t.Fatalf("want due now with attempt 0, got due %d, state %+v, %v", tm.DueAtMs, st, err)
+		}
+	})
+}
+
+func TestDeleteEndpointRefusesWhileRowsArePending(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("r", 2)
+		before := e.all()
+		_, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", false)
+		var be *outbox.BacklogError
+		if !errors.As(err, &be) || be.Rows != 2 {
+			t.Fatalf("want a BacklogError of 2 rows, got %v", err)
+		}
+		if !reflect.DeepEqual(before, e.all()) {
+			t.Fatal("a refused delete changed the partition")
+		}
+		if _, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "nobody", true); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("unknown endpoint: want ErrNotFound, got %v", err)
+		}
+	})
+}
+
+func TestForcedDeleteDropsEveryRowOfTheStreamAndNoOther(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.put("audit", outbox.EndpointSpec{Enabled: true})
+		const n = 2*outbox.MaxAcksPerBatch + 4
+		e.appendN("r", n)
+		dropped, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", true)
+		if err != nil || dropped != n {
+			t.Fatalf("forced delete: dropped %d, %v; want %d", dropped, err, n)
+		}
+		for _, row := range e.all() {
+			if pk, ok := outbox.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
+				t.Fatalf("row %q of the deleted stream is left", row.Key)
+			}
+		}
+		if bl, _ := e.backlog("audit"); bl.Rows != n || len(e.pending("audit")) != n {
+			t.Fatalf("the other stream lost rows: backlog %+v", bl)
+		}
+		// The id is free again, with an empty stream.
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("s", 1)
+		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
+			t.Fatalf("re-registered endpoint: backlog %+v, want 1 row", bl)
+		}
+	})
+}
+
+func TestIngestGivesNoRowsToAnEndpointBeingDeleted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: false, DisabledReason: outbox.ReasonDeleting})
+		if st := e.Append(committed("r-1")); st[0].Code != outbox.NoEndpoint {
+			t.Fatalf("want no_endpoint, got %+v", st)
+		}
+		if _, err := e.admin().PutEndpoint(e.Ctx, e.P, "billing", outbox.EndpointSpec{URL: "https://h.example.com/", Enabled: true}); !errors.Is(err, outbox.ErrDeleting) {
+			t.Fatalf("put during a delete: want ErrDeleting, got %v", err)
+		}
+		// A repeated delete finishes it.
+		if _, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", false); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestPendingPagesThroughAStreamWithItsLastAttempts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("r", 5)
+		ak, _ := outbox.AttemptKey("billing", "r-001")
+		av, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: t0 + 1, Status: 503, ErrorClass: "status", Count: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		b.Put(ak, av)
+		e.Apply(b)
+
+		var rids []string
+		var after []byte
+		pages := 0
+		for {
+			page, err := e.admin().Pending(e.Ctx, e.P, "billing", after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if page.Backlog.Rows != 5 || page.Timer == nil {
+				t.Fatalf("page: backlog %+v, timer %v", page.Backlog, page.Timer)
+			}
+			for _, r := range page.Rows {
+				rids = append(rids, r.RID)
+				if r.Kind != outbox.KindCommitted || r.Corrupt {
+					t.Fatalf("row %s: kind %q corrupt %v", r.RID, r.Kind, r.Corrupt)
+				}
+				if (r.Attempt != nil) != (r.RID == "r-001") || (r.Attempt != nil && (r.Attempt.Status != 503 || r.Attempt.Count != 2)) {
+					t.Fatalf("row %s: attempt %+v", r.RID, r.Attempt)
+				}
+			}
+			if page.Next == nil {
+				break
+			}
+			after = page.Next
+		}
+		if want := []string{"r-000", "r-001", "r-002", "r-003", "r-004"}; !reflect.DeepEqual(rids, want) || pages != 3 {
+			t.Fatalf("rids %v in %d pages, want %v in 3", rids, pages, want)
+		}
+		if _, err := e.admin().Pending(e.Ctx, e.P, "billing", []byte("e-elsewhere"), 2); !errors.Is(err, outbox.ErrInvalid) {
+			t.Fatalf("foreign cursor: want ErrInvalid, got %v", err)
+		}
+		if _, err := e.admin().Pending(e.Ctx, e.P, "billing", nil, outbox.MaxPendingPage+1); !errors.Is(err, outbox.ErrInvalid) {
+			t.Fatalf("limit too large: want ErrInvalid, got %v", err)
+		}
+	})
+}
+
+func TestReplayPutsTheRowFirstDueNowWithTheBackoffReset(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("r", 4)
+		tm, _ := e.deliveryTimer("billing")
+		var b store.Batch
+		tm.Replace(&b, t0+15*60_000, deliveryState(t, 9))
+		e.Apply(b)
+
+		e.Clk.Set(t0 + 100)
+		got, err := e.admin().Replay(e.Ctx, e.P, "billing", "r-002")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ = e.deliveryTimer("billing")
+		st, err := outbox.DecodeDeliveryState(tm.State)
+		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.Attempt != 0 || st.Cursor == nil {
+			t.Fatalf("timer after replay: due %d, state %+v, %v", tm.DueAtMs, st, err)
+		}
+		start, end, _ := outbox.PendingRange("billing")
+		page, err := e.St.Scan(e.Ctx, e.P, start, end, st.Cursor, 1)
+		if err != nil || len(page.Entries) != 1 {
+			t.Fatalf("scan after cursor: %v", err)
+		}
+		if pk, _ := outbox.Parse(page.Entries[0].Key); pk.RID != "r-002" || pk.Seq != got.Seq {
+			t.Fatalf("the next fire starts at %s (seq %d), want r-002 (seq %d)", pk.RID, pk.Seq, got.Seq)
+		}
+	})
+}
+
+func TestReplayRefusals(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		e.appendN("r", 2)
+		before := e.all()
+		for name, c := range map[string]struct {
+			id, rid string
+			want    error
+		}{
+			"unknown row":      {"billing", "r-999", outbox.ErrNotPending},
+			"unknown endpoint": {"nobody", "r-000", outbox.ErrNotFound},
+			"bad id":           {"billing", "bad id", outbox.ErrInvalid},
+		} {
+			if _, err := e.admin().Replay(e.Ctx, e.P, c.id, c.rid); !errors.Is(err, c.want) {
+				t.Errorf("%s: want %v, got %v", name, c.want, err)
+			}
+		}
+		if !reflect.DeepEqual(before, e.all()) {
+			t.Fatal("a refused replay changed the partition")
+		}
+
+		// Held by a fire: busy, nothing written.
+		tm, _ := e.deliveryTimer("billing")
+		var b store.Batch
+		b.Delete(tm.Key)
+		b.Put(timers.Key(t0+30_000, timers.KindOutcomeDelivery, "billing"), leasedValue(t0, nil))
+		e.Apply(b)
+		if _, err := e.admin().Replay(e.Ctx, e.P, "billing", "r-000"); !errors.Is(err, outbox.ErrBusy) {
+			t.Fatalf("leased stream: want ErrBusy, got %v", err)
+		}
+
+		// A corrupt timer is replaced.
+		lt, _ := e.deliveryTimer("billing")
+		b = store.Batch{}
+		b.Delete(lt.Key)
+		b.Put(timers.Key(t0, timers.KindOutcomeDelivery, "billing"), store.Value{0x00, 1, 2})
+		e.Apply(b)
+		if _, err := e.admin().Replay(e.Ctx, e.P, "billing", "r-001"); err != nil {
+			t.Fatalf("corrupt timer: %v", err)
+		}
+		if tm, _ := e.deliveryTimer("billing"); tm.Err != nil {
+			t.Fatal("the corrupt timer is still there")
+		}
+
+		e.put("billing", outbox.EndpointSpec{Enabled: false})
+		if _, err := e.admin().Replay(e.Ctx, e.P, "billing", "r-000"); !errors.Is(err, outbox.ErrDisabled) {
+			t.Fatalf("disabled endpoint: want ErrDisabled, got %v", err)
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// MaxPendingPage bounds one page of Admin.Pending.
+const MaxPendingPage = 100
+
+// PendingRow is one row waiting on a stream, as operators see it.
+type PendingRow struct {
+	RID string
+	Seq uint64
+	// Kind and OccurredUnixMs come from the record; zero when Corrupt.
+	Kind           Kind
+	OccurredUnixMs int64
+	// Attempt is the row's last failed attempt; nil when none failed yet.
+	Attempt *Attempt
+	// Corrupt: the record or attempt row does not decode. The delivery
+	// driver keeps and skips such a row.
+	Corrupt bool
+}
+
+// PendingPage is one page of a stream's pending rows in sequence order.
+type PendingPage struct {
+	Stream
+	Rows []PendingRow
+	// Next resumes after the page's last row; nil when no row follows.
+	Next []byte
+}
+
+// Pending reads up to limit pending rows of the stream of endpoint id, after
+// the position next of an earlier page (nil for the head), with the stream's
+// backlog and timer. A position that is not one of the stream's is invalid.
+func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after []byte, limit int) (PendingPage, error) {
+	if limit < 1 || limit > MaxPendingPage {
+		return PendingPage{}, invalidf("limit must be 1 to %d", MaxPendingPage)
+	}
+	st, err := a.Endpoint(ctx, p, id)
+	if err != nil {
+		return PendingPage{}, err
+	}
+	start, end, err := PendingRange(id)
+	if err != nil {
+		return PendingPage{}, err
+	}
+	var cur *store.Cursor
+	if after != nil {
+		if bytes.Compare(after, []byte(start)) < 0 || bytes.Compare(after, []byte(end)) >= 0 {
+			return PendingPage{}, invalidf("cursor is not a position of this endpoint's outbox")
+		}
+		cur = store.NewCursor(after)
+	}
+	page, err := a.Store.Scan(ctx, p, start, end, cur, limit)
+	if err != nil {
+		return PendingPage{}, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+	}
+	out := PendingPage{Stream: st, Rows: make([]PendingRow, 0, len(page.Entries))}
+	keys := make([]store.Key, 0, 2*len(page.Entries))
+	for _, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassPending || pk.Endpoint != id {
+			return PendingPage{}, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
+		}
+		out.Rows = append(out.Rows, PendingRow{RID: pk.RID, Seq: pk.Seq})
+		keys = append(keys, streamKey(ClassRecord, id, pk.RID), streamKey(ClassAttempt, id, pk.RID))
+	}
+	rows, err := getMany(ctx, a.Store, p, keys)
+	if err != nil {
+		return PendingPage{}, err
+	}
+	for i := range out.Rows {
+		r := &out.Rows[i]
+		rec, att := rows[2*i], rows[2*i+1]
+		if o, err := DecodeRecord(r.RID, rec.Value); rec.Found && err == nil {
+			r.Kind, r.OccurredUnixMs = o.Kind(), o.OccurredUnixMs
+		} else {
+			r.Corrupt = true
+		}
+		if att.Found {
+			if at, err := DecodeAttempt(att.Value); err == nil {
+				r.Attempt = &at
+			} else {
+				r.Corrupt = true
+			}
+		}
+	}
+	if page.Next != nil {
+		out.Next = page.Next.Bytes()
+	}
+	return out, nil
+}
+
+// Replayed is where a replay put a stream.
+type Replayed struct {
+	Seq     uint64
+	DueAtMs int64
+}
+
+// Replay makes the stream's next fire start at the pending row rid, now: in
+// one guarded batch the stream's timer is set due now with its backoff
+// reset and its cursor just before the row (a corrupt timer is replaced; a
+// missing one created). The row is tried first; the rows after it follow,
+// then those before. A row that is not pending is ErrNotPending; a disabled
+// endpoint ErrDisabled; a stream a fire holds this instant ErrBusy.
+func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (Replayed, error) {
+	if err := ValidateReservationID(rid); err != nil {
+		return Replayed{}, err
+	}
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return Replayed{}, err
+		}
+		if s.ep == nil {
+			return Replayed{}, ErrNotFound
+		}
+		if !s.ep.ep.Enabled {
+			if s.ep.ep.DisabledReason == ReasonDeleting {
+				return Replayed{}, ErrDeleting
+			}
+			return Replayed{}, ErrDisabled
+		}
+		seq, found, err := a.findPending(ctx, p, id, rid)
+		if err != nil {
+			return Replayed{}, err
+		}
+		if !found {
+			return Replayed{}, ErrNotPending
+		}
+		nowMs := a.Clock.Now().UnixMilli()
+		state, err := EncodeDeliveryState(DeliveryState{Cursor: pendingCursorBefore(id, seq)})
+		if err != nil {
+			return Replayed{}, err
+		}
+		var b store.Batch
+		b.RequireEquals(s.ep.key, s.ep.raw)
+		b.RequireEquals(pendingKey(id, seq, rid), store.Value{})
+		switch t := s.timer; {
+		case t == nil:
+			b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+			b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(state))
+		case t.Lease != nil:
+			return Replayed{}, ErrBusy
+		default:
+			// Replace guards the row as read, corrupt or not.
+			t.Replace(&b, nowMs, state)
+		}
+		ok, err := a.apply(ctx, p, b)
+		if err != nil {
+			return Replayed{}, err
+		}
+		if ok {
+			return Replayed{Seq: seq, DueAtMs: nowMs}, nil
+		}
+	}
+	return Replayed{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// findPending finds the sequence number of the pending row rid. A pending
+// key leads with its sequence number, so the stream is scanned from its
+// head; a stuck row is usually near it. The record tells first whether the
+// row is pending at all.
+func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string) (uint64, bool, error) {
+	if _, found, err := a.Store.Get(ctx, p, streamKey(ClassRecord, id, rid)); err != nil || !found {
+		return 0, false, err
+	}
+	start, end, err := PendingRange(id)
+	if err != nil {
+		return 0, false, err
+	}
+	var after *store.Cursor
+	for {
+		page, err := a.Store.Scan(ctx, p, start, end, after, 256)
+		if err != nil {
+			return 0, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+		}
+		for _, e := range page.Entries {
+			if pk, ok := Parse(e.Key); ok && pk.RID == rid {
+				return pk.Seq, true, nil
+			}
+		}
+		if page.Next == nil {
+			return 0, false, nil
+		}
+		after = page.Next
+	}
+}
