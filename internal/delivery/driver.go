@@ -167,6 +167,20 @@ func (d *Driver) Wake() {
 	}
 }
 
+// WakePartition makes the driver scan partition p now, without reading
+// every due index: an ingest, an enable or a replay calls it for the
+// namespace it just made due, at the cost of one scan rather than one read
+// per bucket. It never blocks.
+func (d *Driver) WakePartition(p store.Partition) {
+	d.mu.Lock()
+	d.hot.push(p)
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Stop stops polling and waits for the fires in flight to finish. Once ctx
 // ends it cancels them instead: a canceled fire writes nothing, and its
 // timer waits for its lease to expire. It returns ctx's error in that case.

@@ -221,6 +221,33 @@ func TestWakeDeliversWithoutWaitingForThePoll(t *testing.T) {
 	})
 }
 
+func TestWakePartitionDeliversWithoutReadingEveryDueIndex(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		cs := &counting{DueStore: f.st, calls: map[string]int{}}
+		polled := make(chan struct{}, 1)
+		sink := newTally(1)
+		reg, _ := timers.NewRegistry(&Handler{Sink: sink})
+		d := f.start(Config{Store: cs, Registry: reg, after: func(time.Duration) <-chan time.Time {
+			select {
+			case polled <- struct{}{}:
+			default:
+			}
+			return nil // the poll interval never ends
+		}})
+		<-polled
+		f.seed("acme", "r-1")
+		d.WakePartition(store.Partition{Namespace: "acme"})
+		sink.wait(t)
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.calls["dueall"] != 1 {
+			t.Fatalf("due indexes read %d times, want only the start's 1", cs.calls["dueall"])
+		}
+	})
+}
+
 // counting counts the store calls a driver makes.
 type counting struct {
 	DueStore
