@@ -1,0 +1,222 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// DefaultCoalesceTimeout bounds one combined Append of a Coalescer whose
+// Timeout is zero.
+const DefaultCoalesceTimeout = 10 * time.Second
+
+// Coalescer is group commit in front of an Appender. Every ingest of a
+// namespace writes its sequence row, so concurrent Appends on one namespace
+// collide, back off and retry, and small requests spend their time losing
+// races. A Coalescer queues the requests of each partition, and one flusher
+// per partition appends them together: while one combined Append is in
+// flight the requests that arrive queue behind it, and the next takes as many
+// of them as fit MaxOutcomes, whole and in arrival order. Nothing waits to
+// gather a batch, so a lone request goes at once.
+//
+// A caller gets the answers Appender.Append would give its outcomes had the
+// requests of a combined Append been sent one after another in arrival
+// order: an outcome under the reservation id of an earlier request of the
+// same batch answers Duplicate or Conflict. An error of a combined Append is
+// the error of each of its requests, some of whose outcomes may be stored; a
+// retry answers those Duplicate.
+//
+// Requests coalesce within one Coalescer only: other processes' Appends on
+// the namespace still collide. A Coalescer is safe for concurrent use and
+// its zero value needs only the Appender. A partition's flusher goroutine
+// exits when its queue is empty.
+type Coalescer struct {
+	Appender *Appender
+	// MaxOutcomes bounds one combined Append, MaxAppendOutcomes when zero,
+	// at most MaxAppendOutcomes. A request with more goes alone.
+	MaxOutcomes int
+	// Timeout bounds one combined Append, which outlives the request that
+	// started it: a request that goes away cancels nobody else's outcomes.
+	// DefaultCoalesceTimeout when zero.
+	Timeout time.Duration
+
+	mu sync.Mutex
+	// queues holds the queue of each partition whose flusher runs, and no
+	// other.
+	queues map[store.Partition]*queue
+}
+
+// CoalescerStats is a moment's view of a Coalescer.
+type CoalescerStats struct {
+	// Flushers counts the partitions with requests queued or a combined
+	// Append in flight: one goroutine each. It is zero once every Append has
+	// returned, unless one returned its ctx's error while its combined Append
+	// went on.
+	Flushers int
+	// Queued counts the requests waiting for a combined Append.
+	Queued int
+}
+
+type queue struct{ waiting []*request }
+
+// request is one caller's Append. The flusher sets statuses or err, then
+// closes done.
+type request struct {
+	ctx      context.Context
+	outcomes []Outcome
+	taken    bool // guarded by Coalescer.mu
+	done     chan struct{}
+	statuses []Status
+	err      error
+}
+
+func (c *Coalescer) config() (limit int, timeout time.Duration, err error) {
+	switch {
+	case c.Appender == nil:
+		return 0, 0, errors.New("outbox: coalescer needs an appender")
+	case c.MaxOutcomes < 0 || c.MaxOutcomes > MaxAppendOutcomes:
+		return 0, 0, fmt.Errorf("outbox: coalescer max outcomes %d out of range 1..%d", c.MaxOutcomes, MaxAppendOutcomes)
+	case c.Timeout < 0:
+		return 0, 0, fmt.Errorf("outbox: coalescer timeout %v is negative", c.Timeout)
+	}
+	limit, timeout = MaxAppendOutcomes, DefaultCoalesceTimeout
+	if c.MaxOutcomes > 0 {
+		limit = c.MaxOutcomes
+	}
+	if c.Timeout > 0 {
+		timeout = c.Timeout
+	}
+	return limit, timeout, nil
+}
+
+// Append is Appender.Append through the partition's queue. A request whose
+// ctx ends while it is queued leaves the queue and returns ctx's error,
+// having stored nothing. One whose ctx ends after its combined Append
+// started returns ctx's error as well, but that Append goes on and may
+// store its outcomes. The flusher reads outcomes until then, so the caller
+// must not change them.
+func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []Outcome) ([]Status, error) {
+	limit, timeout, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(outcomes) > MaxAppendOutcomes {
+		return nil, invalidf("at most %d outcomes may be sent at once", MaxAppendOutcomes)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &request{ctx: ctx, outcomes: outcomes, done: make(chan struct{})}
+	c.mu.Lock()
+	q := c.queues[p]
+	if q == nil {
+		if c.queues == nil {
+			c.queues = map[store.Partition]*queue{}
+		}
+		q = &queue{}
+		c.queues[p] = q
+		go c.flush(p, q, limit, timeout)
+	}
+	q.waiting = append(q.waiting, r)
+	c.mu.Unlock()
+
+	select {
+	case <-r.done:
+		return r.statuses, r.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if !r.taken {
+		// Still queued, so the flusher runs and q is p's queue.
+		q.waiting = slices.DeleteFunc(q.waiting, func(w *request) bool { return w == r })
+	}
+	c.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+// Stats reports how many flushers run and how many requests wait.
+func (c *Coalescer) Stats() CoalescerStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := CoalescerStats{Flushers: len(c.queues)}
+	for _, q := range c.queues {
+		s.Queued += len(q.waiting)
+	}
+	return s
+}
+
+// flush runs p's combined Appends until its queue is empty. It answers a
+// batch and takes the next, or leaves c.queues, in one critical section, so
+// the flusher is gone by the time its last request has its answer.
+func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.Duration) {
+	c.mu.Lock()
+	for {
+		batch := q.take(limit)
+		if len(batch) == 0 {
+			delete(c.queues, p)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		statuses, err := c.appendBatch(p, batch, timeout)
+		c.mu.Lock()
+		off := 0
+		for _, r := range batch {
+			if err != nil {
+				r.err = err
+			} else {
+				end := off + len(r.outcomes)
+				r.statuses, off = statuses[off:end:end], end
+			}
+			close(r.done)
+		}
+	}
+}
+
+// take removes the requests of the next combined Append from the front of
+// the queue: whole, in arrival order, as many as fit limit, at least one.
+func (q *queue) take(limit int) []*request {
+	n, total := 0, 0
+	for _, r := range q.waiting {
+		if n > 0 && total+len(r.outcomes) > limit {
+			break
+		}
+		r.taken = true
+		total += len(r.outcomes)
+		n++
+	}
+	batch := q.waiting[:n:n]
+	q.waiting = q.waiting[n:]
+	return batch
+}
+
+// appendBatch appends the outcomes of batch in one call, under the first
+// request's context values but none of the requests' cancellation.
+// A panic is returned as every request's error, as net/http would have
+// contained it had each request appended on its own goroutine.
+func (c *Coalescer) appendBatch(p store.Partition, batch []*request, timeout time.Duration) (statuses []Status, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			statuses, err = nil, fmt.Errorf("outbox: combined append panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	outcomes := batch[0].outcomes
+	if len(batch) > 1 {
+		outcomes = nil
+		for _, r := range batch {
+			outcomes = append(outcomes, r.outcomes...)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), timeout)
+	defer cancel()
+	return c.Appender.Append(ctx, p, outcomes)
+}
