@@ -1,0 +1,225 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+)
+
+// echoID answers with the request id the context holds.
+var echoID = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	io.WriteString(w, httpapi.RequestID(r.Context()))
+})
+
+func TestASaneClientRequestIDIsKept(t *testing.T) {
+	h := httpapi.AssignRequestID(echoID)
+	for _, id := range []string{"a", "req-42_x.Y", strings.Repeat("z", 128)} {
+		rec := call(h, http.MethodGet, "/", "X-Request-Id", id)
+		if rec.Header().Get("X-Request-Id") != id || rec.Body.String() != id {
+			t.Errorf("id %q: header %q, context %q", id, rec.Header().Get("X-Request-Id"), rec.Body)
+		}
+	}
+}
+
+func TestAMissingOrInsaneRequestIDIsReplaced(t *testing.T) {
+	h := httpapi.AssignRequestID(echoID)
+	generated := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	seen := map[string]bool{}
+	for _, id := range []string{"", strings.Repeat("z", 129), "a b", "x\ny", "<script>", "ü", "a/b"} {
+		rec := call(h, http.MethodGet, "/", "X-Request-Id", id)
+		got := rec.Header().Get("X-Request-Id")
+		if !generated.MatchString(got) || rec.Body.String() != got {
+			t.Errorf("client id %q: header %q, context %q; want 32 hex digits in both", id, got, rec.Body)
+		}
+		if seen[got] {
+			t.Errorf("id %q generated twice", got)
+		}
+		seen[got] = true
+	}
+}
+
+func TestAPanicBecomesAnInternalProblemWithoutItsText(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&log, nil))
+	h := httpapi.AssignRequestID(httpapi.AccessLog(logger)(httpapi.Recover(logger)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("db password is hunter2")
+	}))))
+	rec := call(h, http.MethodGet, "/boom")
+	p := problemOf(t, rec, http.StatusInternalServerError, httpapi.SlugInternal)
+	if strings.Contains(rec.Body.String(), "hunter2") || p.Detail != "" {
+		t.Fatalf("the panic reached the client: %s", rec.Body)
+	}
+	// The operator gets the panic, its stack and the request id to find it.
+	var lines []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(log.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("want a panic line and an access line, got %v", lines)
+	}
+	panicLine, access := lines[0], lines[1]
+	if panicLine["panic"] != "db password is hunter2" || !strings.Contains(panicLine["stack"].(string), "middleware_test.go") || panicLine["request_id"] != p.RequestID {
+		t.Fatalf("panic line %v", panicLine)
+	}
+	if access["status"] != float64(500) || access["request_id"] != p.RequestID {
+		t.Fatalf("access line %v", access)
+	}
+}
+
+func TestErrAbortHandlerIsRepanicked(t *testing.T) {
+	h := httpapi.Recover(slog.New(slog.DiscardHandler))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+		}
+	}()
+	call(h, http.MethodGet, "/")
+	t.Fatal("the abort was swallowed")
+}
+
+// After the status went out a problem cannot follow; the response is
+// aborted so the client does not take a truncated body for a success.
+func TestAPanicAfterTheHeaderAbortsTheResponse(t *testing.T) {
+	h := httpapi.Recover(slog.New(slog.DiscardHandler))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"partial":`)
+		panic("midway")
+	}))
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", v)
+		}
+	}()
+	call(h, http.MethodGet, "/")
+	t.Fatal("no abort")
+}
+
+// readBody is a handler that reads the whole body the way API handlers do
+// and answers 413 when MaxBody cut it off.
+var readBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if httpapi.IsTooLarge(err) {
+		httpapi.WriteProblem(w, r, httpapi.NewProblem(httpapi.SlugBodyTooLarge, "over 16 bytes"))
+		return
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Write(b)
+})
+
+func TestMaxBodyAnswers413(t *testing.T) {
+	h := httpapi.AssignRequestID(httpapi.MaxBody(16)(readBody))
+
+	// A body at the cap passes.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 16))))
+	if rec.Code != http.StatusOK || rec.Body.Len() != 16 {
+		t.Fatalf("16 bytes: %d %q", rec.Code, rec.Body)
+	}
+
+	// One byte more, declared or of unknown length, is cut off while the
+	// handler reads it.
+	for _, length := range []int64{17, -1} {
+		req := httptest.NewRequest(http.MethodPost, "/", io.MultiReader(strings.NewReader(strings.Repeat("a", 10)), strings.NewReader(strings.Repeat("b", 7))))
+		req.ContentLength = length
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		problemOf(t, rec, http.StatusRequestEntityTooLarge, httpapi.SlugBodyTooLarge)
+	}
+}
+
+// Auth runs before any body is read, so an unauthenticated client learns
+// nothing from the size check.
+func TestAnOversizedUnauthenticatedRequestIs401(t *testing.T) {
+	a := authFor(t, nil)
+	r := chi.NewRouter()
+	r.Use(httpapi.AssignRequestID, httpapi.MaxBody(16))
+	r.With(a.Require(httpapi.ScopeOutcomesWrite)).Post("/v1/namespaces/{ns}/outcomes", readBody)
+	body := strings.Repeat("a", 1<<10)
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/namespaces/acme/outcomes", strings.NewReader(body)))
+	problemOf(t, rec, http.StatusUnauthorized, httpapi.SlugUnauthorized)
+
+	req := httptest.NewRequest(http.MethodPost, "/v1/namespaces/acme/outcomes", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+hs(t, nil))
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	problemOf(t, rec, http.StatusRequestEntityTooLarge, httpapi.SlugBodyTooLarge)
+}
+
+func TestIsTooLarge(t *testing.T) {
+	if !httpapi.IsTooLarge(&http.MaxBytesError{Limit: 1}) {
+		t.Fatal("MaxBytesError not recognised")
+	}
+	if !httpapi.IsTooLarge(errors.Join(errors.New("decode"), &http.MaxBytesError{Limit: 1})) {
+		t.Fatal("wrapped MaxBytesError not recognised")
+	}
+	for _, err := range []error{nil, io.ErrUnexpectedEOF, errors.New("http: request body too large")} {
+		if httpapi.IsTooLarge(err) {
+			t.Fatalf("IsTooLarge(%v) = true", err)
+		}
+	}
+}
+
+func TestAccessLogHoldsNoSecretsOrBodies(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := chi.NewRouter()
+	r.Use(httpapi.AssignRequestID, httpapi.AccessLog(logger), httpapi.Recover(logger))
+	r.Post("/v1/namespaces/{ns}/outcomes", func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"results":"RESPONSE-BODY-VALUE"}`)
+	})
+	req := httptest.NewRequest(http.MethodPost, "/v1/namespaces/acme/outcomes?token=QUERY-SECRET", strings.NewReader(`{"reservation_id":"REQUEST-BODY-VALUE"}`))
+	req.Header.Set("Authorization", "Bearer AUTH-HEADER-VALUE")
+	req.Header.Set("X-Request-Id", "trace-1")
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+
+	out := log.String()
+	for _, secret := range []string{"AUTH-HEADER-VALUE", "QUERY-SECRET", "REQUEST-BODY-VALUE", "RESPONSE-BODY-VALUE"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log holds %s: %s", secret, out)
+		}
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &line); err != nil {
+		t.Fatalf("want one JSON line, got %q: %v", out, err)
+	}
+	want := map[string]any{
+		"method":     "POST",
+		"path":       "/v1/namespaces/acme/outcomes",
+		"route":      "/v1/namespaces/{ns}/outcomes",
+		"status":     float64(202),
+		"bytes":      float64(len(`{"results":"RESPONSE-BODY-VALUE"}`)),
+		"request_id": "trace-1",
+	}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("log %s = %v, want %v", k, line[k], v)
+		}
+	}
+	if _, ok := line["duration"]; !ok {
+		t.Error("log has no duration")
+	}
+}
