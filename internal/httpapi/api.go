@@ -1,0 +1,192 @@
+// Package httpapi is relay's REST API: routing, JWT auth, strict request
+// decoding and RFC 9457 problems, in front of the outbox. api/openapi.yaml
+// is its contract.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// MaxBodyBytes caps every request body.
+const MaxBodyBytes = 1 << 20
+
+// Appender accepts outcomes into a namespace's outbox: an
+// *outbox.Appender, or an *outbox.Coalescer that combines concurrent
+// requests into one store batch.
+type Appender interface {
+	Append(ctx context.Context, p store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error)
+}
+
+// Config is what the API is built from.
+type Config struct {
+	Appender Appender
+	Admin    *outbox.Admin
+	Auth     *Auth
+	// Wake tells the delivery driver that a namespace has a stream due
+	// now: after an accepted ingest, an enable and a replay. Optional.
+	Wake func(store.Partition)
+	// CheckURL applies the SSRF rules that need no DNS to an endpoint URL
+	// at registration, for fast feedback; delivery applies them again at
+	// dial time. Optional.
+	CheckURL func(*url.URL) error
+	// Ready reports whether relay can serve; its error text is shown on
+	// /readyz, so it must carry no internals.
+	Ready func(ctx context.Context) error
+	// Keys serves the mkit-hook public key list; Metrics serves /metrics.
+	// Both optional.
+	Keys    http.Handler
+	Metrics http.Handler
+	Clock   clock.Clock
+	Logger  *slog.Logger
+}
+
+type api struct {
+	Config
+	log *slog.Logger
+}
+
+// New builds the API's router.
+func New(cfg Config) (http.Handler, error) {
+	switch {
+	case cfg.Appender == nil || cfg.Admin == nil:
+		return nil, errors.New("httpapi: an appender and an admin are required")
+	case cfg.Auth == nil:
+		return nil, errors.New("httpapi: auth is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	a := &api{Config: cfg, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	r := chi.NewRouter()
+	r.Use(AssignRequestID, AccessLog(a.log), Recover(a.log))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, NewProblem(SlugNotFound, "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, NewProblem(SlugMethodNotAllowed, ""))
+	})
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	r.Get("/readyz", a.readyz)
+	if cfg.Keys != nil {
+		r.Method(http.MethodGet, "/.well-known/mkit-hook-keys.json", cfg.Keys)
+	}
+	if cfg.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", cfg.Metrics)
+	}
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(MaxBody(MaxBodyBytes))
+		r.Route("/namespaces/{ns}", func(r chi.Router) {
+			r.With(cfg.Auth.Require(ScopeOutcomesWrite)).Post("/outcomes", a.postOutcomes)
+			r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get("/endpoints", a.listEndpoints)
+			r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get("/endpoints/{id}", a.getEndpoint)
+			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Put("/endpoints/{id}", a.putEndpoint)
+			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete("/endpoints/{id}", a.deleteEndpoint)
+			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outbox", a.getOutbox)
+		})
+		r.With(cfg.Auth.Require(ScopeAdmin)).
+			Post("/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)
+	})
+	return r, nil
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if a.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", err)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func (a *api) wake(p store.Partition) {
+	if a.Wake != nil {
+		a.Wake(p)
+	}
+}
+
+// partition is the request's namespace, or the problem of a bad one.
+func partition(r *http.Request) (store.Partition, *Problem) {
+	p := store.Partition{Namespace: chi.URLParam(r, "ns")}
+	if p.Validate() != nil {
+		return p, NewProblem(SlugInvalidRequest, "namespace must be 1 to 63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
+	}
+	return p, nil
+}
+
+// endpointParam is the request's endpoint id, or the problem of a bad one.
+func endpointParam(r *http.Request) (string, *Problem) {
+	id := chi.URLParam(r, "id")
+	if err := outbox.ValidateEndpointID(id); err != nil {
+		return id, NewProblem(SlugInvalidRequest, err.Error())
+	}
+	return id, nil
+}
+
+// fail answers err: a known refusal as its problem, anything else as an
+// internal error whose cause is logged, never shown.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var backlog *outbox.BacklogError
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+	case errors.As(err, &backlog):
+		p = NewProblem(SlugEndpointHasBacklog, fmt.Sprintf("%d outcomes are still pending; delete with ?force=true to drop them", backlog.Rows)).
+			With("backlog_rows", backlog.Rows)
+	case errors.Is(err, outbox.ErrInvalid):
+		p = NewProblem(SlugInvalidRequest, err.Error())
+	case errors.Is(err, outbox.ErrNotFound):
+		p = NewProblem(SlugNotFound, "no endpoint is registered under this id")
+	case errors.Is(err, outbox.ErrNotPending):
+		p = NewProblem(SlugNotPending, "this outcome is not pending on this endpoint: it was delivered, dropped, or never accepted for it")
+	case errors.Is(err, outbox.ErrDeleting):
+		p = NewProblem(SlugEndpointDeleting, "the endpoint is being deleted; repeat the delete to finish it")
+	case errors.Is(err, outbox.ErrDisabled):
+		p = NewProblem(SlugEndpointDisabled, "the endpoint is disabled; enable it to deliver")
+	case errors.Is(err, outbox.ErrBusy):
+		p = NewProblem(SlugStreamBusy, "the stream is being delivered right now; retry in a second")
+	case errors.Is(err, outbox.ErrTooManyEndpoints):
+		p = NewProblem(SlugTooManyEndpoints, fmt.Sprintf("a namespace holds at most %d endpoints", outbox.DefaultMaxEndpoints))
+	case errors.Is(err, outbox.ErrContended):
+		p = NewProblem(SlugContended, "too many concurrent writes to this namespace; retry")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		return
+	case errors.Is(err, context.DeadlineExceeded):
+		a.log.WarnContext(r.Context(), "request timed out", "request_id", RequestID(r.Context()), "error", err)
+		p = NewProblem(SlugUnavailable, "the store did not answer in time")
+	default:
+		a.log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "error", err)
+		p = NewProblem(SlugInternal, "")
+	}
+	WriteProblem(w, r, p)
+}
+
+// rfc3339 formats a Unix millisecond time for the API.
+func rfc3339(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// maxJSONDepth bounds nesting; an outcome is four levels deep.
+const maxJSONDepth = 16
+
+// readJSON reads a request body that must be exactly one strict JSON value:
+// application/json, no duplicate key at any depth, no unknown field, no
+// trailing data, every field of its Go type. It decodes into v, or returns
+// the problem to answer.
+func readJSON(r *http.Request, v any) *Problem {
+	if p := requireJSON(r); p != nil {
+		return p
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if IsTooLarge(err) {
+			return NewProblem(SlugBodyTooLarge, "the request body exceeds 1 MiB")
+		}
+		return NewProblem(SlugInvalidRequest, "the request body could not be read")
+	}
+	if p := checkStrict(body); p != nil {
+		return p
+	}
+	return decodeStrict(body, v)
+}
+
+// requireJSON refuses a body that does not say it is JSON.
+func requireJSON(r *http.Request) *Problem {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return NewProblem(SlugUnsupportedMediaType, "send the body as application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return NewProblem(SlugUnsupportedMediaType, "the body must be UTF-8")
+	}
+	return nil
+}
+
+// checkStrict walks body's tokens: one value, no duplicate keys, bounded
+// depth. encoding/json alone keeps the last of duplicate keys, which would
+// let two readers of one request disagree.
+func checkStrict(body []byte) *Problem {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walkValue(dec, 0); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return NewProblem(SlugInvalidRequest, "the body must hold exactly one JSON value, with nothing after it")
+	}
+	return nil
+}
+
+func walkValue(dec *json.Decoder, depth int) *Problem {
+	if depth > maxJSONDepth {
+		return NewProblem(SlugInvalidRequest, "the body is nested too deeply")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return NewProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q", truncate(key)))
+			}
+			seen[key] = true
+			if p := walkValue(dec, depth+1); p != nil {
+				return p
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
+		}
+	case json.Delim('['):
+		for dec.More() {
+			if p := walkValue(dec, depth+1); p != nil {
+				return p
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
+		}
+	}
+	return nil
+}
+
+// decodeStrict decodes a body checkStrict accepted, refusing unknown fields
+// and wrong types with the field's name (never its value).
+func decodeStrict(body []byte, v any) *Problem {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return NewProblem(SlugInvalidRequest, fmt.Sprintf("%s must be a JSON %s", typeErr.Field, jsonType(typeErr.Type.Kind().String())))
+	case errors.As(err, &typeErr):
+		return NewProblem(SlugInvalidRequest, "the body must be a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return NewProblem(SlugInvalidRequest, "unknown field "+truncate(strings.TrimPrefix(err.Error(), "json: unknown field ")))
+	}
+	return NewProblem(SlugInvalidRequest, "the body does not match the expected shape")
+}
+
+// jsonType names a Go kind as JSON calls it.
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	case "slice", "array":
+		return "array"
+	case "struct", "map", "ptr":
+		return "object"
+	}
+	return "number of the right range"
+}
+
+// truncate bounds a client-sent name echoed in an error.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,220 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// endpointBody is an endpoint as a PUT registers it.
+type endpointBody struct {
+	URL         string        `json:"url"`
+	Scheme      outbox.Scheme `json:"scheme"`
+	Kinds       []outbox.Kind `json:"kinds"`
+	Enabled     *bool         `json:"enabled"`
+	MaxInFlight *int          `json:"max_in_flight"`
+	Secret      outbox.Secret `json:"secret"`
+}
+
+type backlogView struct {
+	Rows  uint64 `json:"rows"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// endpointView is an endpoint as the API shows it: never a secret, except
+// one relay generated, in the answer to the PUT that generated it.
+type endpointView struct {
+	ID             string        `json:"id"`
+	URL            string        `json:"url"`
+	Scheme         outbox.Scheme `json:"scheme"`
+	Kinds          []outbox.Kind `json:"kinds"`
+	Enabled        bool          `json:"enabled"`
+	MaxInFlight    int           `json:"max_in_flight"`
+	DisabledReason string        `json:"disabled_reason,omitempty"`
+	CreatedAt      string        `json:"created_at"`
+	UpdatedAt      string        `json:"updated_at"`
+	Backlog        backlogView   `json:"backlog"`
+	NextAttemptAt  *string       `json:"next_attempt_at"`
+	Secret         string        `json:"secret,omitempty"`
+}
+
+func viewEndpoint(s outbox.Stream) endpointView {
+	e := s.Endpoint
+	v := endpointView{
+		ID: s.ID, URL: e.URL, Scheme: e.Scheme, Kinds: e.Kinds, Enabled: e.Enabled,
+		MaxInFlight: e.MaxInFlight, DisabledReason: e.DisabledReason,
+		CreatedAt: rfc3339(e.CreatedMs), UpdatedAt: rfc3339(e.UpdatedMs),
+		Backlog:       backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes},
+		NextAttemptAt: nextAttempt(s.Timer),
+	}
+	if v.Kinds == nil {
+		v.Kinds = []outbox.Kind{}
+	}
+	return v
+}
+
+// nextAttempt is when the stream's timer fires next; nil when it has none
+// or is parked.
+func nextAttempt(t *outbox.StreamTimer) *string {
+	if t == nil || t.DueAtMs == timers.NeverMs {
+		return nil
+	}
+	s := rfc3339(t.DueAtMs)
+	return &s
+}
+
+func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob == nil {
+		_, prob = endpointParam(r)
+	}
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	id, _ := endpointParam(r)
+	var body endpointBody
+	if prob := readJSON(r, &body); prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	spec := outbox.EndpointSpec{URL: body.URL, Scheme: body.Scheme, Kinds: body.Kinds, Enabled: true, Secret: body.Secret}
+	if body.Enabled != nil {
+		spec.Enabled = *body.Enabled
+	}
+	if body.MaxInFlight != nil {
+		if *body.MaxInFlight < outbox.MinMaxInFlight || *body.MaxInFlight > outbox.MaxMaxInFlight {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, "max_in_flight must be 1 to 16"))
+			return
+		}
+		spec.MaxInFlight = *body.MaxInFlight
+	}
+	if prob := a.checkURL(body.URL); prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	res, err := a.Admin.PutEndpoint(r.Context(), p, id, spec)
+	if err != nil {
+		if errors.Is(err, outbox.ErrInvalid) {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, err.Error()))
+			return
+		}
+		a.fail(w, r, err)
+		return
+	}
+	a.audit(r, "endpoint registered", "namespace", p.Namespace, "endpoint", id, "created", res.Created, "enabled", res.Endpoint.Enabled)
+	if res.Endpoint.Enabled {
+		a.wake(p)
+	}
+	view := viewEndpoint(res.Stream)
+	view.Secret = string(res.Generated)
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	WriteJSON(w, status, view)
+}
+
+// checkURL applies the SSRF rules that need no DNS. A URL that does not
+// parse is left to the endpoint's own validation.
+func (a *api) checkURL(raw string) *Problem {
+	u, err := url.Parse(raw)
+	if a.CheckURL == nil || raw == "" || err != nil {
+		return nil
+	}
+	if err := a.CheckURL(u); err != nil {
+		var he *hooks.Error
+		if errors.As(err, &he) && he.Class == hooks.ClassRefused {
+			return NewProblem(SlugUnsafeURL, "url: relay may not send to this address (private, loopback, link-local or metadata); an operator can allow it with RELAY_ALLOW_CIDRS")
+		}
+		return NewProblem(SlugInvalidEndpoint, "url: "+strings.TrimPrefix(err.Error(), "webhook: url: "))
+	}
+	return nil
+}
+
+func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob == nil {
+		_, prob = endpointParam(r)
+	}
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	id, _ := endpointParam(r)
+	s, err := a.Admin.Endpoint(r.Context(), p, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, viewEndpoint(s))
+}
+
+func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	streams, err := a.Admin.Endpoints(r.Context(), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Endpoints []endpointView `json:"endpoints"`
+	}{Endpoints: make([]endpointView, len(streams))}
+	for i, s := range streams {
+		out.Endpoints[i] = viewEndpoint(s)
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob == nil {
+		_, prob = endpointParam(r)
+	}
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	id, _ := endpointParam(r)
+	force := false
+	if q := r.URL.Query(); q.Has("force") {
+		f, err := strconv.ParseBool(q.Get("force"))
+		if err != nil {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "force must be true or false"))
+			return
+		}
+		force = f
+	}
+	dropped, err := a.Admin.DeleteEndpoint(r.Context(), p, id, force)
+	if dropped > 0 || err == nil {
+		a.audit(r, "endpoint deleted", "namespace", p.Namespace, "endpoint", id, "dropped_rows", dropped, "finished", err == nil)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, struct {
+		ID          string `json:"id"`
+		DroppedRows uint64 `json:"dropped_rows"`
+	}{id, dropped})
+}
+
+// audit logs a change an operator made, with who made it.
+func (a *api) audit(r *http.Request, msg string, args ...any) {
+	subject := ""
+	if pr, ok := PrincipalFrom(r.Context()); ok {
+		subject = pr.Subject
+	}
+	args = append(args, "subject", subject, "request_id", RequestID(r.Context()))
+	a.log.InfoContext(r.Context(), msg, args...)
+}

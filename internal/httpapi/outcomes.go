@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/hookrelay/relay/internal/outbox"
+)
+
+// outcomeResult is the answer for one outcome of a request.
+type outcomeResult struct {
+	ReservationID string `json:"reservation_id"`
+	Status        string `json:"status"`
+	// Type and Detail explain a refusal within a batch.
+	Type   string `json:"type,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type outcomesAnswer struct {
+	Results []outcomeResult `json:"results"`
+}
+
+// itemError names an invalid outcome of a batch.
+type itemError struct {
+	Index  int    `json:"index"`
+	Detail string `json:"detail"`
+}
+
+// postOutcomes accepts one outcome, or a batch {"outcomes": [...]}. Every
+// outcome is validated before anything is written, so a request with an
+// invalid outcome writes nothing; each valid one is then stored whole or not
+// at all, and answered on its own.
+func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	var body struct {
+		outbox.Outcome
+		Outcomes []outbox.Outcome `json:"outcomes"`
+	}
+	if prob := readJSON(r, &body); prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	batch := body.Outcomes != nil
+	outcomes := body.Outcomes
+	if batch {
+		if !isZeroOutcome(&body.Outcome) {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "a batch holds only \"outcomes\""))
+			return
+		}
+		if len(outcomes) == 0 || len(outcomes) > outbox.MaxAppendOutcomes {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, fmt.Sprintf("outcomes must hold 1 to %d outcomes", outbox.MaxAppendOutcomes)))
+			return
+		}
+	} else {
+		outcomes = []outbox.Outcome{body.Outcome}
+	}
+	var invalid []itemError
+	for i := range outcomes {
+		if err := outcomes[i].Validate(); err != nil {
+			invalid = append(invalid, itemError{Index: i, Detail: err.Error()})
+		}
+	}
+	if len(invalid) > 0 {
+		prob := NewProblem(SlugInvalidOutcome, invalid[0].Detail)
+		if batch {
+			prob = NewProblem(SlugInvalidOutcome, fmt.Sprintf("%d of %d outcomes are invalid; nothing was stored", len(invalid), len(outcomes))).
+				With("errors", invalid)
+		}
+		WriteProblem(w, r, prob)
+		return
+	}
+	statuses, err := a.Appender.Append(r.Context(), p, outcomes)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	answer := outcomesAnswer{Results: make([]outcomeResult, len(statuses))}
+	accepted := false
+	for i, st := range statuses {
+		res := outcomeResult{ReservationID: outcomes[i].ReservationID, Status: string(st.Code)}
+		switch st.Code {
+		case outbox.Accepted:
+			accepted = true
+		case outbox.Duplicate:
+		case outbox.Conflict:
+			res.Type, res.Detail = SlugConflict.Type(), "a different outcome was accepted under this reservation_id"
+		case outbox.NoEndpoint:
+			res.Type, res.Detail = SlugNoEndpoint.Type(), "no endpoint of this namespace takes outcomes of this kind"
+		default:
+			res.Type, res.Detail = SlugInvalidOutcome.Type(), st.Detail
+		}
+		answer.Results[i] = res
+	}
+	if accepted {
+		a.wake(p)
+	}
+	if !batch {
+		if res := answer.Results[0]; res.Type != "" {
+			WriteProblem(w, r, NewProblem(Slug(res.Type[len(ProblemTypePrefix):]), res.Detail))
+			return
+		}
+	}
+	WriteJSON(w, http.StatusAccepted, answer)
+}
+
+func isZeroOutcome(o *outbox.Outcome) bool {
+	return o.ReservationID == "" && o.Repository == "" && o.OccurredUnixMs == 0 &&
+		o.Committed == nil && o.Aborted == nil && o.Expired == nil && o.ReadServed == nil
+}

@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+const defaultPendingPage = 50
+
+type attemptView struct {
+	At     string `json:"at"`
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error"`
+	Count  uint32 `json:"count"`
+}
+
+type pendingRowView struct {
+	ReservationID  string       `json:"reservation_id"`
+	Sequence       uint64       `json:"sequence"`
+	Kind           outbox.Kind  `json:"kind,omitempty"`
+	OccurredUnixMs int64        `json:"occurred_unix_ms,omitempty"`
+	LastAttempt    *attemptView `json:"last_attempt"`
+	Corrupt        bool         `json:"corrupt,omitempty"`
+}
+
+type outboxView struct {
+	Endpoint      string           `json:"endpoint"`
+	Backlog       backlogView      `json:"backlog"`
+	State         string           `json:"state"`
+	NextAttemptAt *string          `json:"next_attempt_at"`
+	FailedFires   uint32           `json:"failed_fires"`
+	Rows          []pendingRowView `json:"rows"`
+	NextCursor    *string          `json:"next_cursor"`
+}
+
+// streamState names what the stream's timer is doing.
+func streamState(t *outbox.StreamTimer, nowMs int64) string {
+	switch {
+	case t == nil:
+		return "none"
+	case t.Corrupt:
+		return "corrupt"
+	case t.Leased:
+		return "delivering"
+	case t.DueAtMs == timers.NeverMs:
+		return "parked"
+	case t.Attempt > 0:
+		return "backing_off"
+	case t.DueAtMs <= nowMs:
+		return "due"
+	}
+	return "idle"
+}
+
+// getOutbox shows a page of one stream's pending rows in sequence order,
+// each with its last failed attempt, and what the stream is doing.
+func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	q := r.URL.Query()
+	id := q.Get("endpoint")
+	if err := outbox.ValidateEndpointID(id); err != nil {
+		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "endpoint: "+err.Error()))
+		return
+	}
+	limit := defaultPendingPage
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > outbox.MaxPendingPage {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "limit must be a whole number from 1 to 100"))
+			return
+		}
+		limit = n
+	}
+	var after []byte
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) == 0 {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "cursor must be a next_cursor this API returned"))
+			return
+		}
+		after = b
+	}
+	page, err := a.Admin.Pending(r.Context(), p, id, after, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v := outboxView{
+		Endpoint:      id,
+		Backlog:       backlogView{Rows: page.Backlog.Rows, Bytes: page.Backlog.Bytes},
+		State:         streamState(page.Timer, a.Clock.Now().UnixMilli()),
+		NextAttemptAt: nextAttempt(page.Timer),
+		Rows:          make([]pendingRowView, len(page.Rows)),
+	}
+	if page.Timer != nil {
+		v.FailedFires = page.Timer.Attempt
+	}
+	for i, row := range page.Rows {
+		rv := pendingRowView{ReservationID: row.RID, Sequence: row.Seq, Kind: row.Kind, OccurredUnixMs: row.OccurredUnixMs, Corrupt: row.Corrupt}
+		if at := row.Attempt; at != nil {
+			rv.LastAttempt = &attemptView{At: rfc3339(at.AtMs), Status: at.Status, Error: at.ErrorClass, Count: at.Count}
+		}
+		v.Rows[i] = rv
+	}
+	if page.Next != nil {
+		c := base64.RawURLEncoding.EncodeToString(page.Next)
+		v.NextCursor = &c
+	}
+	WriteJSON(w, http.StatusOK, v)
+}
+
+// replay makes a stuck row the first its stream tries, now.
+func (a *api) replay(w http.ResponseWriter, r *http.Request) {
+	p, prob := partition(r)
+	if prob == nil {
+		_, prob = endpointParam(r)
+	}
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
+	id, _ := endpointParam(r)
+	rid := chi.URLParam(r, "rid")
+	if err := outbox.ValidateReservationID(rid); err != nil {
+		WriteProblem(w, r, NewProblem(SlugInvalidRequest, err.Error()))
+		return
+	}
+	res, err := a.Admin.Replay(r.Context(), p, id, rid)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.audit(r, "outcome replayed", "namespace", p.Namespace, "endpoint", id, "reservation_id", rid, "sequence", res.Seq)
+	a.wake(p)
+	WriteJSON(w, http.StatusAccepted, struct {
+		Endpoint      string `json:"endpoint"`
+		ReservationID string `json:"reservation_id"`
+		Sequence      uint64 `json:"sequence"`
+		NextAttemptAt string `json:"next_attempt_at"`
+	}{id, rid, res.Seq, rfc3339(res.DueAtMs)})
+}
