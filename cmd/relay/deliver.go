@@ -100,16 +100,18 @@ func (c *deliveryConfig) allowList(dev bool, log *slog.Logger) ([]netip.Prefix, 
 	return out, nil
 }
 
-// newDriver builds the delivery driver and the timers it fires: outcome
-// delivery and the idempotency sweep.
-func newDriver(c deliveryConfig, st *redisstore.Store, signer *hooks.MkitSigner, audience string, allow []netip.Prefix, reg prometheus.Registerer, log *slog.Logger) (*delivery.Driver, error) {
+// newChannel is the SSRF-guarded HTTP channel webhooks go out on; the API
+// checks endpoint URLs against the same rules at registration.
+func newChannel(c deliveryConfig, allow []netip.Prefix) (*hooks.Channel, error) {
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.concurrency)
 	}
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: c.concurrency * outbox.MaxMaxInFlight})
-	if err != nil {
-		return nil, err
-	}
+	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: c.concurrency * outbox.MaxMaxInFlight})
+}
+
+// newDriver builds the delivery driver and the timers it fires: outcome
+// delivery and the idempotency sweep.
+func newDriver(c deliveryConfig, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, log *slog.Logger) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -9,21 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
@@ -45,13 +33,15 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, args, log)
+		return serve(ctx, args, log, stdout)
+	case "token":
+		return token(args, stdout)
 	case "keygen":
 		return keygen(args, stdout)
 	case "receive":
 		return receive(ctx, args, stdout)
 	}
-	return fmt.Errorf("unknown command %q (known: serve, keygen, receive)", cmd)
+	return fmt.Errorf("unknown command %q (known: serve, token, keygen, receive)", cmd)
 }
 
 type config struct {
@@ -61,6 +51,7 @@ type config struct {
 	buckets int
 	signing signingConfig
 	deliver deliveryConfig
+	auth    authConfig
 }
 
 func parse(args []string) (config, error) {
@@ -73,6 +64,7 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
 	c.signing.flags(fs)
 	c.deliver.flags(fs)
+	c.auth.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -97,167 +89,4 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
-}
-
-func serve(ctx context.Context, args []string, log *slog.Logger) error {
-	cfg, err := parse(args)
-	if err != nil {
-		return err
-	}
-	dev := cfg.redis == ""
-	sign, err := cfg.signing.load(dev, log)
-	if err != nil {
-		return err
-	}
-	audience, err := cfg.deliver.audience(dev, cfg.listen)
-	if err != nil {
-		return err
-	}
-	allow, err := cfg.deliver.allowList(dev, log)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	client, closeRedis, err := connect(cfg.redis, log)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	if cfg.redis != "" && !st.Shebang() {
-		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
-	}
-	if err := st.Check(ctx); err != nil {
-		log.Warn("store check failed; /readyz will say so", "error", err)
-	}
-
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	driver, err := newDriver(cfg.deliver, st, sign.signer, audience, allow, metrics, log)
-	if err != nil {
-		return err
-	}
-
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	mux := routes(st, sign.keys)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", st.Buckets(), "audience", audience)
-	if err := driver.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	var serveErr error
-	select {
-	case serveErr = <-errc:
-	case <-ctx.Done():
-	}
-	// A second signal kills at once.
-	stop()
-	// Stop taking requests and launching fires at once; let requests and
-	// fires in flight finish, each within its own deadline. A fire lasts up
-	// to about 15 s; one still running at its deadline writes nothing, and
-	// its stream resumes once its lease expires.
-	stopped := make(chan error, 1)
-	go func() {
-		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		stopped <- driver.Stop(drainCtx)
-	}()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		serveErr = errors.Join(serveErr, err)
-	}
-	if err := <-stopped; err != nil {
-		log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return serveErr
-	}
-	log.Info("relay stopped cleanly")
-	return nil
-}
-
-// checker is what the health routes need of the store.
-type checker interface {
-	Check(ctx context.Context) error
-}
-
-// routes serves /healthz (the process answers), /readyz (the store is
-// reachable and will not evict rows) and the mkit-hook public key list.
-func routes(st checker, keys hooks.KeyList) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle(hooks.KeysPath, hooks.KeysHandler(keys))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := st.Check(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready:", readiness(err))
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
-}
-
-// readiness is what /readyz tells: the eviction warning in full, any other
-// cause without internals.
-func readiness(err error) string {
-	if errors.Is(err, redisstore.ErrEvictingPolicy) {
-		return "Redis may evict keys (set maxmemory-policy noeviction)"
-	}
-	return "Redis is unreachable"
-}
-
-// connect opens a client for a Redis URL, a list of Cluster seeds, or an
-// embedded miniredis when addr is empty.
-func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	switch {
-	case addr == "":
-		m, err := miniredis.Run()
-		if err != nil {
-			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
-		}
-		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		return c, func() { c.Close(); m.Close() }, nil
-	case strings.Contains(addr, "addr="):
-		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
-		opts, err := redis.ParseClusterURL(addr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("redis cluster URL: %w", err)
-		}
-		c := redis.NewClusterClient(opts)
-		return c, func() { c.Close() }, nil
-	case strings.Contains(addr, ","):
-		seeds := strings.Split(addr, ",")
-		for i := range seeds {
-			seeds[i] = strings.TrimSpace(seeds[i])
-		}
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
-		return c, func() { c.Close() }, nil
-	default:
-		opts, err := redis.ParseURL(addr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("redis URL: %w", err)
-		}
-		c := redis.NewClient(opts)
-		return c, func() { c.Close() }, nil
-	}
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
@@ -38,8 +40,29 @@ func testKeys(t *testing.T) hooks.KeyList {
 	return sign.keys
 }
 
+// routes is the API on st, publishing keys, with the readiness check serve
+// uses.
+func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler {
+	t.Helper()
+	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: "http://localhost:8080", HS256Secret: bytes.Repeat([]byte("k"), 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{
+		Appender: &outbox.Appender{Store: st, Clock: clockSystem},
+		Admin:    &outbox.Admin{Store: st, Clock: clockSystem},
+		Auth:     auth,
+		Ready:    ready(st),
+		Keys:     hooks.KeysHandler(keys),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
-	h := routes(redistest.Miniredis(t), testKeys(t))
+	h := routes(t, redistest.Miniredis(t), testKeys(t))
 	if code, body := get(t, h, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q", code, body)
 	}
@@ -50,7 +73,7 @@ func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
 
 func TestNotReadyOnARedisThatMayEvictRows(t *testing.T) {
 	srv := redistest.StartServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
-	h := routes(redistest.NewStore(t, srv.Client, redisstore.Options{}), testKeys(t))
+	h := routes(t, redistest.NewStore(t, srv.Client, redisstore.Options{}), testKeys(t))
 	code, body := get(t, h, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "noeviction") {
 		t.Fatalf("/readyz = %d %q, want 503 naming noeviction", code, body)
@@ -91,7 +114,7 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	if err := os.WriteFile(published, []byte(list), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parse([]string{"-redis", "redis://127.0.0.1:1", "-signing-key", keyFile, "-signing-key-id", "relay-1", "-published-keys", published})
+	cfg, err := parse([]string{"-redis", "redis://127.0.0.1:1", "-hook-key", keyFile, "-hook-key-id", "relay-1", "-published-keys", published})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +122,7 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, body := get(t, routes(redistest.Miniredis(t), sign.keys), hooks.KeysPath)
+	code, body := get(t, routes(t, redistest.Miniredis(t), sign.keys), hooks.KeysPath)
 	if code != http.StatusOK {
 		t.Fatalf("%s = %d", hooks.KeysPath, code)
 	}
@@ -143,7 +166,7 @@ func TestAMisspeltPublishedKeyListIsRefused(t *testing.T) {
 // could never trust it.
 func TestARealDeploymentNeedsASigningKey(t *testing.T) {
 	_, err := (&signingConfig{keyID: "relay-1"}).load(false, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil || !strings.Contains(err.Error(), "RELAY_SIGNING_KEY_FILE") {
+	if err == nil || !strings.Contains(err.Error(), "RELAY_HOOK_KEY_FILE") {
 		t.Fatalf("load without a key on a real Redis = %v", err)
 	}
 	dev, err := (&signingConfig{keyID: "relay-1"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))

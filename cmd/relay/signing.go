@@ -25,10 +25,10 @@ type signingConfig struct {
 }
 
 func (c *signingConfig) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.keyFile, "signing-key", os.Getenv("RELAY_SIGNING_KEY_FILE"),
-		"PEM Ed25519 private key (relay keygen writes one) signing mkit-hook v1 webhooks; required with a real Redis (env RELAY_SIGNING_KEY_FILE)")
-	fs.StringVar(&c.keyID, "signing-key-id", envOr("RELAY_SIGNING_KEY_ID", "relay-1"),
-		"key id of the signing key, 1-64 of [A-Za-z0-9._-] (env RELAY_SIGNING_KEY_ID)")
+	fs.StringVar(&c.keyFile, "hook-key", os.Getenv("RELAY_HOOK_KEY_FILE"),
+		"PEM Ed25519 private key (relay keygen writes one) signing mkit-hook v1 webhooks; required with a real Redis (env RELAY_HOOK_KEY_FILE)")
+	fs.StringVar(&c.keyID, "hook-key-id", envOr("RELAY_HOOK_KEY_ID", "relay-1"),
+		"key id of the signing key, 1-64 of [A-Za-z0-9._-] (env RELAY_HOOK_KEY_ID)")
 	fs.StringVar(&c.published, "published-keys", os.Getenv("RELAY_PUBLISHED_KEYS"),
 		"JSON key list of other public keys to publish beside the signing key: the next one before a rotation, the previous one after it (env RELAY_PUBLISHED_KEYS)")
 }
@@ -65,7 +65,7 @@ func (c *signingConfig) load(dev bool, log *slog.Logger) (signing, error) {
 func (c *signingConfig) signer(dev bool, log *slog.Logger) (*hooks.MkitSigner, error) {
 	if c.keyFile == "" {
 		if !dev {
-			return nil, errors.New("no signing key: set RELAY_SIGNING_KEY_FILE (relay keygen makes one); a throwaway key is for development only")
+			return nil, errors.New("no signing key: set RELAY_HOOK_KEY_FILE (relay keygen makes one); a throwaway key is for development only")
 		}
 		key, err := hooks.GenerateKey(rand.Reader)
 		if err != nil {

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// devTokenTTL is how long the development admin token printed at start
+// lasts.
+const devTokenTTL = 24 * time.Hour
+
+// app is one relay process: its store, delivery driver and API.
+type app struct {
+	handler  http.Handler
+	driver   *delivery.Driver
+	store    *redisstore.Store
+	audience string
+	// devToken is an admin token minted at start in development, when no
+	// token key is configured; empty otherwise.
+	devToken string
+	close    func()
+}
+
+// build connects to Redis (or starts an embedded miniredis) and builds the
+// delivery driver and the API from cfg. The driver is not started.
+func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
+	dev := cfg.redis == ""
+	sign, err := cfg.signing.load(dev, log)
+	if err != nil {
+		return nil, err
+	}
+	audience, err := cfg.deliver.audience(dev, cfg.listen)
+	if err != nil {
+		return nil, err
+	}
+	allow, err := cfg.deliver.allowList(dev, log)
+	if err != nil {
+		return nil, err
+	}
+	auth, devSecret, err := cfg.auth.load(dev, audience, log)
+	if err != nil {
+		return nil, err
+	}
+	client, closeRedis, err := connect(cfg.redis, log)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeRedis()
+		}
+	}()
+	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if !dev && !st.Shebang() {
+		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
+	}
+	if err := st.Check(ctx); err != nil {
+		log.Warn("store check failed; /readyz will say so", "error", err)
+	}
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	channel, err := newChannel(cfg.deliver, allow)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := newDriver(cfg.deliver, st, channel, sign.signer, audience, metrics, log)
+	if err != nil {
+		return nil, err
+	}
+	handler, err := httpapi.New(httpapi.Config{
+		Appender: &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
+		Admin:    &outbox.Admin{Store: st, Clock: clockSystem},
+		Auth:     auth,
+		Wake:     driver.WakePartition,
+		CheckURL: channel.CheckURL,
+		Ready:    ready(st),
+		Keys:     hooks.KeysHandler(sign.keys),
+		Metrics:  promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &app{handler: handler, driver: driver, store: st, audience: audience, close: closeRedis}
+	if devSecret != nil {
+		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
+		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.auth.issuer, p, devTokenTTL, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return a, nil
+}
+
+func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer) error {
+	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// Large enough that an oversized bearer token reaches the API and
+		// gets its 401, rather than a bare 431 from the server.
+		MaxHeaderBytes: 2 << 20,
+	}
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.store.Buckets(), "audience", a.audience)
+	if a.devToken != "" {
+		// Printed, never logged: the one place this secret appears.
+		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\n", devTokenTTL, a.devToken)
+	}
+	if err := a.driver.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	// A second signal kills at once.
+	stop()
+	// Stop taking requests and launching fires at once; let requests and
+	// fires in flight finish, each within its own deadline. A fire lasts up
+	// to about 15 s; one still running at its deadline writes nothing, and
+	// its stream resumes once its lease expires.
+	stopped := make(chan error, 1)
+	go func() {
+		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- a.driver.Stop(drainCtx)
+	}()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serveErr = errors.Join(serveErr, err)
+	}
+	if err := <-stopped; err != nil {
+		log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	log.Info("relay stopped cleanly")
+	return nil
+}
+
+// checker is what readiness needs of the store.
+type checker interface {
+	Check(ctx context.Context) error
+}
+
+// ready is the API's readiness check: the store answers and will not evict
+// rows.
+func ready(st checker) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := st.Check(ctx); err != nil {
+			return errors.New(readiness(err))
+		}
+		return nil
+	}
+}
+
+// readiness is what /readyz tells: the eviction warning in full, any other
+// cause without internals.
+func readiness(err error) string {
+	if errors.Is(err, redisstore.ErrEvictingPolicy) {
+		return "Redis may evict keys (set maxmemory-policy noeviction)"
+	}
+	return "Redis is unreachable"
+}
+
+// connect opens a client for a Redis URL, a list of Cluster seeds, or an
+// embedded miniredis when addr is empty.
+func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	switch {
+	case addr == "":
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
+		}
+		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		return c, func() { c.Close(); m.Close() }, nil
+	case strings.Contains(addr, "addr="):
+		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
+		opts, err := redis.ParseClusterURL(addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis cluster URL: %w", err)
+		}
+		c := redis.NewClusterClient(opts)
+		return c, func() { c.Close() }, nil
+	case strings.Contains(addr, ","):
+		seeds := strings.Split(addr, ",")
+		for i := range seeds {
+			seeds[i] = strings.TrimSpace(seeds[i])
+		}
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+		return c, func() { c.Close() }, nil
+	default:
+		opts, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis URL: %w", err)
+		}
+		c := redis.NewClient(opts)
+		return c, func() { c.Close() }, nil
+	}
+}
+
+// clockSystem is the wall clock the outbox reads.
+var clockSystem = clock.System{}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/httpapi"
+)
+
+// scopeList collects --scope flags; each may hold several scopes separated
+// by spaces or commas.
+type scopeList []httpapi.Scope
+
+func (l *scopeList) String() string {
+	names := make([]string, len(*l))
+	for i, s := range *l {
+		names[i] = string(s)
+	}
+	return strings.Join(names, " ")
+}
+
+func (l *scopeList) Set(v string) error {
+	for f := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ' ' || r == ',' || r == '\t' }) {
+		s := httpapi.Scope(f)
+		if !s.Valid() {
+			return fmt.Errorf("unknown scope %q (known: %s)", f, knownScopes())
+		}
+		*l = append(*l, s)
+	}
+	return nil
+}
+
+func knownScopes() string {
+	var names []string
+	for _, s := range httpapi.Scopes() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// token mints an API token and prints it alone on a line, so that
+// TOKEN=$(relay token ...) works. It signs HS256 with the secret relay
+// serve verifies with, or EdDSA with --key.
+func token(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("relay token", flag.ContinueOnError)
+	var scopes scopeList
+	fs.Var(&scopes, "scope", "scope to grant, repeatable or space-separated: "+knownScopes()+" (admin implies the others)")
+	ns := fs.String("ns", "", "bind the token to this namespace; unbound when empty")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	sub := fs.String("sub", "relay-cli", "subject: who the token speaks for, as the access log shows it")
+	keyFile := fs.String("key", "", "sign EdDSA with this Ed25519 PKCS#8 PEM private key (relay keygen writes one) instead of the HS256 secret")
+	kid := fs.String("kid", "", "kid header for --key, naming the key among RELAY_JWT_PUBLIC_KEYS")
+	secret := os.Getenv("RELAY_JWT_SECRET")
+	secretFlag := false
+	fs.Func("jwt-secret", "HS256 secret relay serve verifies with (env RELAY_JWT_SECRET)",
+		func(v string) error { secret, secretFlag = v, true; return nil })
+	aud := fs.String("jwt-audience", os.Getenv("RELAY_JWT_AUDIENCE"), "aud of the token (env RELAY_JWT_AUDIENCE; default the public URL)")
+	publicURL := fs.String("public-url", os.Getenv("RELAY_PUBLIC_URL"), "relay's public URL, the default audience (env RELAY_PUBLIC_URL; default http://127.0.0.1:8080, or what RELAY_LISTEN gives)")
+	issuer := fs.String("jwt-issuer", os.Getenv("RELAY_JWT_ISSUER"), "iss of the token (env RELAY_JWT_ISSUER)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if len(scopes) == 0 {
+		return fmt.Errorf("give at least one --scope (%s)", knownScopes())
+	}
+	if *ns != "" && !httpapi.ValidNamespace(*ns) {
+		return fmt.Errorf("--ns %q is not a namespace: 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit", *ns)
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("--ttl %v must be positive", *ttl)
+	}
+	if *sub == "" {
+		return errors.New("--sub must not be empty")
+	}
+	audience := *aud
+	if audience == "" {
+		// What relay serve defaults its audience to, spelled the same way.
+		var err error
+		dc := deliveryConfig{publicURL: *publicURL}
+		if audience, err = dc.audience(true, envOr("RELAY_LISTEN", "127.0.0.1:8080")); err != nil {
+			return err
+		}
+	}
+	p := httpapi.Principal{Subject: *sub, Scopes: scopes, Namespace: *ns}
+	now := time.Now()
+	var tok string
+	switch {
+	case *keyFile != "" && secretFlag:
+		return errors.New("give --key or --jwt-secret, not both")
+	case *keyFile != "":
+		key, err := hooks.LoadKey(*keyFile)
+		if err != nil {
+			return err
+		}
+		if tok, err = httpapi.MintEdDSA(key, *kid, audience, *issuer, p, *ttl, now); err != nil {
+			return err
+		}
+	case secret != "":
+		if *kid != "" {
+			return errors.New("--kid goes with --key; HS256 tokens carry no kid")
+		}
+		if len(secret) < httpapi.MinHS256Secret {
+			return fmt.Errorf("RELAY_JWT_SECRET (--jwt-secret) is %d bytes; it must be at least %d", len(secret), httpapi.MinHS256Secret)
+		}
+		var err error
+		if tok, err = httpapi.MintHS256([]byte(secret), audience, *issuer, p, *ttl, now); err != nil {
+			return err
+		}
+	default:
+		return errors.New("no signing key: set RELAY_JWT_SECRET (or --jwt-secret) to the secret relay serve verifies with, or give --key FILE; a development server with neither prints its own admin token at start")
+	}
+	_, err := fmt.Fprintln(stdout, tok)
+	return err
+}
