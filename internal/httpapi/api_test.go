@@ -36,7 +36,7 @@ type harness struct {
 	prefix string
 	clk    *clock.Manual
 	woken  atomic.Int64
-	// check sees every request and answer; the contract test sets it.
+	// check sees every request and answer: the contract, api/openapi.yaml.
 	check func(req *http.Request, body []byte, rec *httptest.ResponseRecorder)
 }
 
@@ -82,7 +82,7 @@ func newHarness(t *testing.T, client redis.UniversalClient, prefix string) *harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, st: st, client: client, prefix: prefix, clk: clk}
+	h := &harness{t: t, st: st, client: client, prefix: prefix, clk: clk, check: checkContract(t)}
 	h.h, err = httpapi.New(httpapi.Config{
 		Appender: &outbox.Appender{Store: st, Clock: clk},
 		Admin:    &outbox.Admin{Store: st, Clock: clk},
@@ -128,7 +128,9 @@ func (h *harness) doType(method, path, token, contentType, body string) *httptes
 	rec := httptest.NewRecorder()
 	h.h.ServeHTTP(rec, req)
 	if h.check != nil {
-		h.check(httptest.NewRequest(method, path, strings.NewReader(body)), []byte(body), rec)
+		again := httptest.NewRequest(method, path, strings.NewReader(body))
+		again.Header = req.Header.Clone()
+		h.check(again, []byte(body), rec)
 	}
 	return rec
 }

@@ -1,0 +1,85 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/hookrelay/relay/api"
+)
+
+var (
+	contractOnce   sync.Once
+	contractRouter routers.Router
+	contractErr    error
+)
+
+// contract is api/openapi.yaml as a router of its operations.
+func contract(t *testing.T) routers.Router {
+	t.Helper()
+	contractOnce.Do(func() {
+		doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
+		if err != nil {
+			contractErr = err
+			return
+		}
+		if err = doc.Validate(context.Background()); err != nil {
+			contractErr = err
+			return
+		}
+		// Match paths on any host: the tests' requests go to example.com.
+		doc.Servers = nil
+		contractRouter, contractErr = legacy.NewRouter(doc)
+	})
+	if contractErr != nil {
+		t.Fatalf("api/openapi.yaml: %v", contractErr)
+	}
+	return contractRouter
+}
+
+// checkContract validates one exchange the router had against the
+// contract: every answer must be one the contract lists, in its schema; a
+// request the API accepted (2xx) must be one the contract accepts. Refused
+// requests are malformed on purpose, so only their answers are checked.
+func checkContract(t *testing.T) func(req *http.Request, body []byte, rec *httptest.ResponseRecorder) {
+	router := contract(t)
+	return func(req *http.Request, body []byte, rec *httptest.ResponseRecorder) {
+		t.Helper()
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			if rec.Code == http.StatusNotFound || rec.Code == http.StatusMethodNotAllowed {
+				return // a route the contract rightly does not have
+			}
+			t.Errorf("contract: %s %s answered %d but is not in the contract: %v", req.Method, req.URL.Path, rec.Code, err)
+			return
+		}
+		in := &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true},
+		}
+		if rec.Code >= 200 && rec.Code < 300 {
+			if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+				t.Errorf("contract: the API accepted %s %s (%d), which the contract refuses: %v", req.Method, req.URL.Path, rec.Code, err)
+			}
+		}
+		out := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: in,
+			Status:                 rec.Code,
+			Header:                 rec.Header(),
+			Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
+			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+		}
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			t.Errorf("contract: %s %s answered %d, which the contract does not allow: %v\n%s", req.Method, req.URL.Path, rec.Code, err, rec.Body)
+		}
+	}
+}
