@@ -207,8 +207,11 @@ func ready(st checker) func(ctx context.Context) error {
 // readiness is what /readyz tells: the eviction warning in full, any other
 // cause without internals.
 func readiness(err error) string {
-	if errors.Is(err, redisstore.ErrEvictingPolicy) {
+	switch {
+	case errors.Is(err, redisstore.ErrEvictingPolicy):
 		return "Redis may evict keys (set maxmemory-policy noeviction)"
+	case errors.Is(err, redisstore.ErrScripts):
+		return "Redis does not hold relay's scripts and would not load them"
 	}
 	return "Redis is unreachable"
 }

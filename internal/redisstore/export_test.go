@@ -14,3 +14,12 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 
 // PartitionKeys are p's values HASH, order ZSET and bucket due index.
 func (s *Store) PartitionKeys(p store.Partition) []string { return s.partitionKeys(p) }
+
+// ScriptSHAs is the digest of every script the store runs.
+func (s *Store) ScriptSHAs() []string {
+	var out []string
+	for _, sc := range s.scripts.all() {
+		out = append(out, sc.sha)
+	}
+	return out
+}

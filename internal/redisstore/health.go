@@ -14,9 +14,13 @@ import (
 // would silently drop outbox rows. relay needs maxmemory-policy noeviction.
 var ErrEvictingPolicy = errors.New("redisstore: maxmemory-policy evicts keys")
 
-// Check pings every node and checks that none may evict keys. A node that
-// does not answer CONFIG GET (a managed Redis may forbid it) passes: its
-// policy cannot be known from here.
+// ErrScripts: a node lacks relay's scripts and would not load them.
+var ErrScripts = errors.New("redisstore: scripts not loaded")
+
+// Check pings every node, makes sure each holds relay's scripts (loading
+// them again where a restart or SCRIPT FLUSH dropped them), and checks that
+// none may evict keys. A node that does not answer CONFIG GET (a managed
+// Redis may forbid it) passes: its policy cannot be known from here.
 func (s *Store) Check(ctx context.Context) error {
 	var (
 		mu       sync.Mutex
@@ -25,6 +29,9 @@ func (s *Store) Check(ctx context.Context) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		if err := c.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("redisstore: ping %s: %w", c.Options().Addr, err)
+		}
+		if err := s.scripts.ensure(ctx, c); err != nil {
+			return fmt.Errorf("%w on %s: %w", ErrScripts, c.Options().Addr, err)
 		}
 		policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
@@ -33,5 +35,27 @@ func TestCheckPassesEveryConfiguredBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+func TestCheckLoadsScriptsAFlushDropped(t *testing.T) {
+	st, m := redistest.MiniredisServer(t, redisstore.Options{})
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	ctx := context.Background()
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Check(ctx); err != nil {
+		t.Fatalf("check after SCRIPT FLUSH: %v", err)
+	}
+	held, err := client.ScriptExists(ctx, st.ScriptSHAs()...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range held {
+		if !ok {
+			t.Fatalf("script %d still missing after Check", i)
+		}
 	}
 }

@@ -72,6 +72,27 @@ func (sc *scripts) applyFor(b store.Batch) *script {
 
 func (sc *scripts) all() []*script { return []*script{sc.apply, sc.drain, sc.scan} }
 
+// ensure loads on node c every script it does not hold.
+func (sc *scripts) ensure(ctx context.Context, c *redis.Client) error {
+	all := sc.all()
+	shas := make([]string, len(all))
+	for i, s := range all {
+		shas[i] = s.sha
+	}
+	held, err := c.ScriptExists(ctx, shas...).Result()
+	if err != nil {
+		return err
+	}
+	for i, ok := range held {
+		if !ok {
+			if err := c.ScriptLoad(ctx, all[i].src).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // loadScripts loads every script on every master (go-redis fans SCRIPT LOAD
 // out on a ClusterClient), so pipelined EVALSHAs find them. A server that
 // cannot compile a "#!lua" line (Redis before 7, miniredis) gets the bodies
