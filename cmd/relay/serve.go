@@ -95,16 +95,21 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	apiMetrics, err := httpapi.NewMetrics(metrics)
+	if err != nil {
+		return nil, err
+	}
 	handler, err := httpapi.New(httpapi.Config{
-		Appender: &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
-		Admin:    &outbox.Admin{Store: st, Clock: clockSystem},
-		Auth:     auth,
-		Wake:     driver.WakePartition,
-		CheckURL: channel.CheckURL,
-		Ready:    ready(st),
-		Keys:     hooks.KeysHandler(sign.keys),
-		Metrics:  promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
-		Logger:   log,
+		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
+		Admin:          &outbox.Admin{Store: st, Clock: clockSystem},
+		Auth:           auth,
+		Wake:           driver.WakePartition,
+		CheckURL:       channel.CheckURL,
+		Ready:          ready(st),
+		Keys:           hooks.KeysHandler(sign.keys),
+		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
+		Metrics:        apiMetrics,
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, err

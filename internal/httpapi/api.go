@@ -44,12 +44,14 @@ type Config struct {
 	// Ready reports whether relay can serve; its error text is shown on
 	// /readyz, so it must carry no internals.
 	Ready func(ctx context.Context) error
-	// Keys serves the mkit-hook public key list; Metrics serves /metrics.
-	// Both optional.
-	Keys    http.Handler
-	Metrics http.Handler
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// Keys serves the mkit-hook public key list; MetricsHandler serves
+	// /metrics; Metrics counts the API's requests and outcomes. All
+	// optional.
+	Keys           http.Handler
+	MetricsHandler http.Handler
+	Metrics        *Metrics
+	Clock          clock.Clock
+	Logger         *slog.Logger
 }
 
 type api struct {
@@ -73,7 +75,7 @@ func New(cfg Config) (http.Handler, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	r := chi.NewRouter()
-	r.Use(AssignRequestID, AccessLog(a.log), Recover(a.log))
+	r.Use(AssignRequestID, AccessLog(a.log), cfg.Metrics.instrument, Recover(a.log))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NewProblem(SlugNotFound, "no such route"))
 	})
@@ -89,8 +91,8 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Keys != nil {
 		r.Method(http.MethodGet, "/.well-known/mkit-hook-keys.json", cfg.Keys)
 	}
-	if cfg.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", cfg.Metrics)
+	if cfg.MetricsHandler != nil {
+		r.Method(http.MethodGet, "/metrics", cfg.MetricsHandler)
 	}
 
 	r.Route("/v1", func(r chi.Router) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/clock"
@@ -36,6 +37,7 @@ type harness struct {
 	prefix string
 	clk    *clock.Manual
 	woken  atomic.Int64
+	reg    *prometheus.Registry
 	// check sees every request and answer: the contract, api/openapi.yaml.
 	check func(req *http.Request, body []byte, rec *httptest.ResponseRecorder)
 }
@@ -82,7 +84,11 @@ func newHarness(t *testing.T, client redis.UniversalClient, prefix string) *harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, st: st, client: client, prefix: prefix, clk: clk, check: checkContract(t)}
+	h := &harness{t: t, st: st, client: client, prefix: prefix, clk: clk, check: checkContract(t), reg: prometheus.NewRegistry()}
+	metrics, err := httpapi.NewMetrics(h.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.h, err = httpapi.New(httpapi.Config{
 		Appender: &outbox.Appender{Store: st, Clock: clk},
 		Admin:    &outbox.Admin{Store: st, Clock: clk},
@@ -91,6 +97,7 @@ func newHarness(t *testing.T, client redis.UniversalClient, prefix string) *harn
 		CheckURL: ch.CheckURL,
 		Ready:    st.Check,
 		Clock:    clk,
+		Metrics:  metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -82,6 +82,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	accepted := false
 	for i, st := range statuses {
 		res := outcomeResult{ReservationID: outcomes[i].ReservationID, Status: string(st.Code)}
+		a.Metrics.outcome(res.Status)
 		switch st.Code {
 		case outbox.Accepted:
 			accepted = true

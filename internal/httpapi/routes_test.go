@@ -1,12 +1,18 @@
 package httpapi_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/hookrelay/relay/internal/httpapi"
 )
@@ -228,6 +234,131 @@ func TestHealthAndReadiness(t *testing.T) {
 		var v any
 		if json.Unmarshal(rec.Body.Bytes(), &v) == nil {
 			t.Fatal("healthz is plain text")
+		}
+	})
+}
+
+func TestRefusedTokensWriteNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		now := h.clk.Now()
+		claims := func(mod map[string]any) jwt.MapClaims {
+			c := jwt.MapClaims{"sub": "ci", "aud": apiAudience, "exp": now.Add(time.Hour).Unix(), "scope": "outcomes:write"}
+			for k, v := range mod {
+				if v == nil {
+					delete(c, k)
+				} else {
+					c[k] = v
+				}
+			}
+			return c
+		}
+		hs := func(c jwt.MapClaims) string {
+			s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(testSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		enc := base64.RawURLEncoding
+		payload, _ := json.Marshal(claims(nil))
+		cases := []struct {
+			name, token string
+			status      int
+		}{
+			{"no token", "", 401},
+			{"expired", hs(claims(map[string]any{"exp": now.Add(-time.Hour).Unix()})), 401},
+			{"exp missing", hs(claims(map[string]any{"exp": nil})), 401},
+			{"exp 0", hs(claims(map[string]any{"exp": 0})), 401},
+			{"wrong aud", hs(claims(map[string]any{"aud": "https://other.example.com"})), 401},
+			{"alg none", enc.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc.EncodeToString(payload) + ".", 401},
+			{"signed with another secret", func() string {
+				s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil)).SignedString([]byte(strings.Repeat("x", 32)))
+				return s
+			}(), 401},
+			{"1 MiB token", strings.Repeat("a", 1<<20), 401},
+			{"wrong scope", h.token("", httpapi.ScopeOutboxRead), 403},
+			{"bound to another namespace", h.token("other", httpapi.ScopeOutcomesWrite), 403},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				slug := httpapi.SlugUnauthorized
+				if c.status == 403 {
+					slug = httpapi.SlugForbidden
+				}
+				want(t, h.do(http.MethodPost, outcomesPath, c.token, outcomeJSON("r-1", "committed")), c.status, slug)
+				if !reflect.DeepEqual(before, h.dump()) {
+					t.Fatal("a refused token changed Redis")
+				}
+			})
+		}
+	})
+}
+
+func TestAnHS256TokenSignedWithTheEdDSAPublicKeyIsRefused(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: apiAudience, EdDSAKeys: []httpapi.EdDSAKey{{Key: pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": "attacker", "aud": apiAudience, "exp": time.Now().Add(time.Hour).Unix(), "scope": "admin",
+	}).SignedString([]byte(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Verify(forged); err == nil {
+		t.Fatal("an HS256 token keyed with the public key was accepted")
+	}
+}
+
+func TestMetricsCountRequestsByRouteAndOutcomesByStatus(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		tok := h.token("", httpapi.ScopeOutcomesWrite)
+		batch := `{"outcomes": [` + outcomeJSON("m-1", "committed") + `,` + outcomeJSON("m-2", "aborted") + `,` + outcomeJSON("m-1", "committed") + `]}`
+		want(t, h.do(http.MethodPost, outcomesPath, tok, batch), http.StatusAccepted, "")
+		want(t, h.do(http.MethodPost, outcomesPath, "", batch), http.StatusUnauthorized, httpapi.SlugUnauthorized)
+		count := func(name string, labels ...string) float64 {
+			mfs, err := h.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != name {
+					continue
+				}
+			metrics:
+				for _, m := range mf.GetMetric() {
+					for i := 0; i < len(labels); i += 2 {
+						found := false
+						for _, lp := range m.GetLabel() {
+							found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
+						}
+						if !found {
+							continue metrics
+						}
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+			return 0
+		}
+		if got := count("relay_outcomes_total", "status", "accepted"); got != 2 {
+			t.Fatalf("accepted outcomes %v, want 2", got)
+		}
+		if got := count("relay_outcomes_total", "status", "duplicate"); got != 1 {
+			t.Fatalf("duplicate outcomes %v, want 1", got)
+		}
+		if got := count("relay_http_requests_total", "route", "/v1/namespaces/{ns}/outcomes", "code", "202"); got != 1 {
+			t.Fatalf("202 answers %v, want 1", got)
+		}
+		if got := count("relay_http_requests_total", "route", "/v1/namespaces/{ns}/outcomes", "code", "401"); got != 1 {
+			t.Fatalf("401 answers %v, want 1", got)
 		}
 	})
 }

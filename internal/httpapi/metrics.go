@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the API's Prometheus metrics. Labels are routes and statuses,
+// never namespaces: a tenant count must not become a series count.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	outcomes *prometheus.CounterVec
+}
+
+// NewMetrics registers the API's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_http_requests_total",
+			Help: "API requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "relay_http_request_duration_seconds",
+			Help:    "Time to answer an API request, by route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_outcomes_total",
+			Help: "Outcomes answered by ingest, by status: accepted, duplicate, conflict, no_endpoint.",
+		}, []string{"status"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// instrument counts and times each request under its route pattern, known
+// once routing is done; an unrouted request counts as "unmatched".
+func (m *Metrics) instrument(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := routePattern(r)
+		if route == "" {
+			route = "unmatched"
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+func (m *Metrics) outcome(status string) {
+	if m != nil {
+		m.outcomes.WithLabelValues(status).Inc()
+	}
+}
