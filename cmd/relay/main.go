@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -61,7 +62,14 @@ func parse(args []string) (config, error) {
 		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
-	fs.IntVar(&c.buckets, "buckets", redisstore.DefaultBuckets, "due-index buckets; fixed when a keyspace is first used")
+	buckets := redisstore.DefaultBuckets
+	var bucketsErr error
+	if v := os.Getenv("RELAY_BUCKETS"); v != "" {
+		if buckets, bucketsErr = strconv.Atoi(v); bucketsErr != nil {
+			bucketsErr = fmt.Errorf("RELAY_BUCKETS=%q is not a whole number", v)
+		}
+	}
+	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	c.signing.flags(fs)
 	c.deliver.flags(fs)
 	c.auth.flags(fs)
@@ -70,6 +78,9 @@ func parse(args []string) (config, error) {
 	}
 	if c.deliver.envErr != nil && !flagSet(fs, "delivery-concurrency") {
 		return c, c.deliver.envErr
+	}
+	if bucketsErr != nil && !flagSet(fs, "buckets") {
+		return c, bucketsErr
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
