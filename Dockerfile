@@ -1,8 +1,10 @@
 # relay: the HTTP webhook relay, as a static binary on distroless.
 #
 #   docker build -t relay .
-#   docker run -p 8080:8080 -e RELAY_REDIS_URL=redis://redis:6379/0 \
-#     -e RELAY_PUBLIC_URL=https://relay.example.com relay
+#   docker run -p 8080:8080 -v "$PWD/hook.pem:/keys/hook.pem:ro" \
+#     -e RELAY_REDIS_URL=redis://redis:6379/0 \
+#     -e RELAY_PUBLIC_URL=https://relay.example.com \
+#     -e RELAY_HOOK_KEY_FILE=/keys/hook.pem -e RELAY_JWT_SECRET relay
 #
 # Without RELAY_REDIS_URL relay runs on an embedded in-memory Redis, for
 # development only.
