@@ -41,8 +41,10 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 		return keygen(args, stdout)
 	case "receive":
 		return receive(ctx, args, stdout)
+	case "bench":
+		return bench(ctx, args, log, stdout)
 	}
-	return fmt.Errorf("unknown command %q (known: serve, token, keygen, receive)", cmd)
+	return fmt.Errorf("unknown command %q (known: serve, token, keygen, receive, bench)", cmd)
 }
 
 type config struct {
