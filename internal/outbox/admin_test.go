@@ -322,3 +322,21 @@ func TestReplayRefusals(t *testing.T) {
 		}
 	})
 }
+
+func TestIngestReadsPastOrphanBacklogRows(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true})
+		var b store.Batch
+		for i := range outbox.DefaultMaxEndpoints + 2 {
+			key, _ := outbox.BacklogKey(fmt.Sprintf("gone%d", i))
+			b.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 1}))
+		}
+		e.Apply(b)
+		if st := e.Append(committed("r-1")); st[0].Code != outbox.Accepted {
+			t.Fatalf("append beside orphan backlogs: %+v", st)
+		}
+		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
+			t.Fatalf("backlog %+v, want 1 row", bl)
+		}
+	})
+}

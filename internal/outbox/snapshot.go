@@ -44,37 +44,17 @@ type snapshot struct {
 }
 
 // read reads the endpoints, the sequence, the timers, every endpoint's
-// backlog and the seen rows of the items.
+// backlog and the seen rows of the items: one round trip on a store that
+// reads several things at once (store.MultiReader). Endpoints and backlogs
+// are both scanned, since the backlog keys depend on the endpoints; the
+// plan guards every row it uses, so reads from different instants are safe.
 func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, cfg appendConfig) (*snapshot, error) {
 	s := &snapshot{
 		nowMs:    a.Clock.Now().UnixMilli(),
 		backlogs: map[string]backlogRead{},
 		seen:     map[string]rowRead{},
 	}
-	start, end := EndpointRange()
-	page, err := a.Store.Scan(ctx, p, start, end, nil, cfg.maxEndpoints+1)
-	if err != nil {
-		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
-	}
-	if len(page.Entries) > cfg.maxEndpoints {
-		return nil, fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, cfg.maxEndpoints)
-	}
-	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassEndpoint {
-			return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
-		}
-		ep, err := DecodeEndpoint(e.Value)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
-		}
-		s.endpoints = append(s.endpoints, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
-	}
-	// The sequence, every backlog and the items' seen rows in one read.
 	keys := []store.Key{SequenceKey()}
-	for _, ep := range s.endpoints {
-		keys = append(keys, tagged(ClassBacklog, ep.id))
-	}
 	seenAt := map[string]int{}
 	for _, it := range items {
 		if _, dup := seenAt[it.rid]; !dup {
@@ -82,31 +62,129 @@ func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, c
 			keys = append(keys, it.seenKey)
 		}
 	}
-	rows, err := getMany(ctx, a.Store, p, keys)
+	epStart, epEnd := EndpointRange()
+	blStart, blEnd := ClassRange(ClassBacklog)
+	tStart, tEnd := timers.Range()
+	reads := []store.Read{
+		{Start: epStart, End: epEnd, Limit: cfg.maxEndpoints + 1},
+		{Start: blStart, End: blEnd, Limit: cfg.maxEndpoints + 1},
+		{Start: tStart, End: tEnd, Limit: timers.MaxRows + 1},
+	}
+	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
+		reads = append(reads, store.Read{Keys: chunk})
+	}
+	res, err := store.ReadMany(ctx, a.Store, p, reads)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	rows := make([]store.Row, 0, len(keys))
+	for _, r := range res[3:] {
+		rows = append(rows, r.Rows...)
+	}
+	if err := s.endpointsFrom(p, res[0].Page, cfg); err != nil {
+		return nil, err
+	}
+	if res[1].Page.Next != nil {
+		// More backlog rows than endpoints: orphans, never written by
+		// relay. Read the endpoints' own.
+		return a.readSlow(ctx, p, s, keys, seenAt, cfg)
+	}
+	backlogs := map[string]rowRead{}
+	for _, e := range res[1].Page.Entries {
+		if pk, ok := Parse(e.Key); ok && pk.Class == ClassBacklog {
+			backlogs[pk.Endpoint] = rowRead{raw: e.Value, found: true}
+		}
+	}
+	if err := s.backlogsFrom(p, func(i int) rowRead { return backlogs[s.endpoints[i].id] }); err != nil {
+		return nil, err
+	}
+	if err := s.keysFrom(p, rows, seenAt); err != nil {
+		return nil, err
+	}
+	if res[2].Page.Next != nil {
+		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
+	}
+	s.timers = timers.AppendRows(nil, res[2].Page.Entries)
+	return s, nil
+}
+
+// readSlow reads what read does, one read at a time.
+func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot, keys []store.Key, seenAt map[string]int, cfg appendConfig) (*snapshot, error) {
+	start, end := EndpointRange()
+	page, err := a.Store.Scan(ctx, p, start, end, nil, cfg.maxEndpoints+1)
+	if err != nil {
+		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
+	}
+	s.endpoints = nil
+	if err := s.endpointsFrom(p, page, cfg); err != nil {
+		return nil, err
+	}
+	blKeys := make([]store.Key, len(s.endpoints))
+	for i, ep := range s.endpoints {
+		blKeys[i] = tagged(ClassBacklog, ep.id)
+	}
+	rows, err := getMany(ctx, a.Store, p, append(keys, blKeys...))
 	if err != nil {
 		return nil, err
 	}
-	s.seq = rowRead{raw: rows[0].Value, found: rows[0].Found}
-	if s.seq.found {
-		if s.next, err = DecodeSequence(s.seq.raw); err != nil {
-			return nil, fmt.Errorf("sequence of %s: %w", p, err)
-		}
+	bl := rows[len(keys):]
+	if err := s.backlogsFrom(p, func(i int) rowRead { return rowRead{raw: bl[i].Value, found: bl[i].Found} }); err != nil {
+		return nil, err
 	}
-	for i, ep := range s.endpoints {
-		r := rowRead{raw: rows[1+i].Value, found: rows[1+i].Found}
-		b, err := backlogOf(r.raw, r.found)
-		if err != nil {
-			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
-		}
-		s.backlogs[ep.id] = backlogRead{rowRead: r, backlog: b}
-	}
-	for rid, i := range seenAt {
-		s.seen[rid] = rowRead{raw: rows[i].Value, found: rows[i].Found}
+	if err := s.keysFrom(p, rows[:len(keys)], seenAt); err != nil {
+		return nil, err
 	}
 	if s.timers, err = timers.All(ctx, a.Store, p); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// endpointsFrom decodes the scanned endpoint rows.
+func (s *snapshot) endpointsFrom(p store.Partition, page store.Page, cfg appendConfig) error {
+	if len(page.Entries) > cfg.maxEndpoints {
+		return fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, cfg.maxEndpoints)
+	}
+	for _, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassEndpoint {
+			return fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
+		}
+		ep, err := DecodeEndpoint(e.Value)
+		if err != nil {
+			return fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+		}
+		s.endpoints = append(s.endpoints, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+	}
+	return nil
+}
+
+// backlogsFrom decodes each endpoint's backlog row, as row(i) gives it.
+func (s *snapshot) backlogsFrom(p store.Partition, row func(i int) rowRead) error {
+	for i, ep := range s.endpoints {
+		r := row(i)
+		b, err := backlogOf(r.raw, r.found)
+		if err != nil {
+			return fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
+		}
+		s.backlogs[ep.id] = backlogRead{rowRead: r, backlog: b}
+	}
+	return nil
+}
+
+// keysFrom takes the sequence (rows[0]) and the seen rows.
+func (s *snapshot) keysFrom(p store.Partition, rows []store.Row, seenAt map[string]int) error {
+	s.seq = rowRead{raw: rows[0].Value, found: rows[0].Found}
+	if s.seq.found {
+		var err error
+		if s.next, err = DecodeSequence(s.seq.raw); err != nil {
+			return fmt.Errorf("sequence of %s: %w", p, err)
+		}
+	}
+	for rid, i := range seenAt {
+		s.seen[rid] = rowRead{raw: rows[i].Value, found: rows[i].Found}
+	}
+	return nil
 }
 
 // getMany reads rows in as few round trips as the store allows.

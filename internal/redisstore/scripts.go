@@ -20,6 +20,8 @@ var (
 	applyBody string
 	//go:embed scan.lua
 	scanBody string
+	//go:embed read.lua
+	readBody string
 )
 
 // Shebang lines. A growing batch has no flags: a Redis at maxmemory with
@@ -61,6 +63,7 @@ type scripts struct {
 	apply   *script // growing batches
 	drain   *script // Batch.Drain: allow-oom
 	scan    *script
+	read    *script
 }
 
 func (sc *scripts) applyFor(b store.Batch) *script {
@@ -70,7 +73,7 @@ func (sc *scripts) applyFor(b store.Batch) *script {
 	return sc.apply
 }
 
-func (sc *scripts) all() []*script { return []*script{sc.apply, sc.drain, sc.scan} }
+func (sc *scripts) all() []*script { return []*script{sc.apply, sc.drain, sc.scan, sc.read} }
 
 // ensure loads on node c every script it does not hold.
 func (sc *scripts) ensure(ctx context.Context, c *redis.Client) error {
@@ -103,6 +106,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		apply:   newScript(applyShebang + applyBody),
 		drain:   newScript(applyDrainShebang + applyBody),
 		scan:    newScript(scanShebang + scanBody),
+		read:    newScript(scanShebang + readBody),
 	}
 	err := with.load(ctx, c)
 	if err == nil {
@@ -112,7 +116,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		return nil, err
 	}
 	plain := newScript(applyBody)
-	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody)}
+	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody), read: newScript(readBody)}
 	if err := without.load(ctx, c); err != nil {
 		return nil, err
 	}

@@ -185,18 +185,9 @@ func (s *Store) GetMany(ctx context.Context, p store.Partition, keys []store.Key
 	if err != nil {
 		return nil, fmt.Errorf("get rows of %s: %w", p, err)
 	}
-	if len(vals) != len(keys) {
-		return nil, fmt.Errorf("get rows of %s: %d values for %d keys", p, len(vals), len(keys))
-	}
-	rows := make([]store.Row, len(keys))
-	for i, v := range vals {
-		switch v := v.(type) {
-		case nil:
-		case string:
-			rows[i] = store.Row{Value: store.Value(v), Found: true}
-		default:
-			return nil, fmt.Errorf("get rows of %s: unexpected value of type %T", p, v)
-		}
+	rows, err := decodeRows(vals, len(keys))
+	if err != nil {
+		return nil, fmt.Errorf("get rows of %s: %w", p, err)
 	}
 	return rows, nil
 }

@@ -214,17 +214,7 @@ func All(ctx context.Context, s Scanner, p store.Partition) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scan timers of %s: %w", p, err)
 		}
-		for _, e := range page.Entries {
-			row, err := DecodeRow(e.Key, e.Value)
-			if err != nil {
-				due, kind, ref, ok := ParseKey(e.Key)
-				if !ok {
-					continue
-				}
-				row = Row{Key: e.Key, Raw: e.Value, DueAtMs: due, Kind: kind, Reference: ref, Err: err}
-			}
-			rows = append(rows, row)
-		}
+		rows = AppendRows(rows, page.Entries)
 		if page.Next == nil {
 			return rows, nil
 		}
@@ -233,4 +223,27 @@ func All(ctx context.Context, s Scanner, p store.Partition) ([]Row, error) {
 		}
 		after = page.Next
 	}
+}
+
+// MaxRows is the most timer rows a partition may hold: one per stream and
+// kind. All refuses a partition with more; a caller scanning the timer Range
+// itself reads MaxRows+1 rows to tell.
+const MaxRows = maxReferences
+
+// AppendRows appends the timer rows of scanned entries to rows, as All
+// decodes them: a row whose value does not decode comes with Err set, and an
+// entry whose key is not a timer's is skipped.
+func AppendRows(rows []Row, entries []store.Entry) []Row {
+	for _, e := range entries {
+		row, err := DecodeRow(e.Key, e.Value)
+		if err != nil {
+			due, kind, ref, ok := ParseKey(e.Key)
+			if !ok {
+				continue
+			}
+			row = Row{Key: e.Key, Raw: e.Value, DueAtMs: due, Kind: kind, Reference: ref, Err: err}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"FailedBatchLeavesDueIndexUnchanged", testFailedBatchLeavesDueIndexUnchanged},
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
 		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
+		{"ReadManyAnswersAsEachReadAlone", testReadManyAnswersAsEachReadAlone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -818,4 +819,62 @@ func testDrainBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
 	wantAbsent(t, s, acme, "pending/1")
 	wantRow(t, s, acme, "backlog", "0")
 	mustFailAt(t, s, acme, b, 0)
+}
+
+// testReadManyAnswersAsEachReadAlone: store.ReadMany, in one round trip on a
+// MultiReader or one call per read otherwise, answers each read as GetMany
+// or Scan alone would.
+func testReadManyAnswersAsEachReadAlone(t *testing.T, s Store) {
+	ctx := t.Context()
+	put(t, s, acme, "a1", "x", "a2", "", "a3", "z", "b1", "y", "\x00\xff", "bin")
+	reads := []store.Read{
+		{Keys: []store.Key{"a2", "missing", "b1"}},
+		{Start: "a", End: "b", Limit: 2},
+		{Start: "a", End: "b", After: store.CursorAfter("a1"), Limit: 10},
+		{Keys: []store.Key{}},
+		{Start: "b", End: "a", Limit: 5},
+		{Start: "c", End: "d", Limit: 5},
+		{Start: "\x00", End: "\xff", Limit: 100},
+	}
+	got, err := store.ReadMany(ctx, s, acme, reads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(reads) {
+		t.Fatalf("%d results for %d reads", len(got), len(reads))
+	}
+	for i, r := range reads {
+		if r.Keys != nil {
+			want := []store.Row{}
+			if len(r.Keys) > 0 {
+				if want, err = s.GetMany(ctx, acme, r.Keys); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(got[i].Rows) != len(want) {
+				t.Fatalf("read %d: %d rows, want %d", i, len(got[i].Rows), len(want))
+			}
+			for j := range want {
+				if got[i].Rows[j].Found != want[j].Found || !bytes.Equal(got[i].Rows[j].Value, want[j].Value) {
+					t.Fatalf("read %d row %d = %+v, want %+v", i, j, got[i].Rows[j], want[j])
+				}
+			}
+			continue
+		}
+		want, err := s.Scan(ctx, acme, r.Start, r.End, r.After, r.Limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got[i].Page.Entries) != fmt.Sprint(want.Entries) || (got[i].Page.Next == nil) != (want.Next == nil) {
+			t.Fatalf("read %d: page %+v, want %+v", i, got[i].Page, want)
+		}
+		if want.Next != nil && !bytes.Equal(got[i].Page.Next.Bytes(), want.Next.Bytes()) {
+			t.Fatalf("read %d: next %q, want %q", i, got[i].Page.Next.Bytes(), want.Next.Bytes())
+		}
+	}
+	if mr, ok := s.(store.MultiReader); ok {
+		if _, err := mr.ReadMany(ctx, store.Partition{Namespace: "Bad"}, reads); err == nil {
+			t.Fatal("ReadMany of an invalid partition must fail")
+		}
+	}
 }
