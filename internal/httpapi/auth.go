@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -114,8 +115,48 @@ type Auth struct {
 	keys     []EdDSAKey
 	// keyed: some key has an ID, so a kid header must name one.
 	keyed  bool
+	leeway time.Duration
 	now    func() time.Time
 	parser *jwt.Parser
+	cache  verified
+}
+
+// verified remembers tokens that verified, until they expire: a producer
+// sends one token with thousands of requests, and verifying it again each
+// time (HMAC or Ed25519 and a JSON parse) was a tenth of the API's CPU. The
+// key is the whole token, so only the very bytes that verified are
+// believed; an entry lasts no longer than the token would pass Verify.
+type verified struct {
+	mu      sync.Mutex
+	entries map[string]verifiedEntry
+}
+
+type verifiedEntry struct {
+	p     Principal
+	until time.Time
+}
+
+// maxVerified bounds the cache; when full it starts afresh, which costs a
+// verification per token and nothing else.
+const maxVerified = 1024
+
+func (v *verified) get(raw string, now time.Time) (Principal, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.entries[raw]
+	if !ok || !now.Before(e.until) {
+		return Principal{}, false
+	}
+	return e.p, true
+}
+
+func (v *verified) put(raw string, p Principal, until time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.entries == nil || len(v.entries) >= maxVerified {
+		v.entries = make(map[string]verifiedEntry)
+	}
+	v.entries[raw] = verifiedEntry{p: p, until: until}
 }
 
 // NewAuth checks cfg and returns an Auth for it.
@@ -132,7 +173,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 	if cfg.Leeway < 0 || cfg.Leeway > MaxLeeway {
 		return nil, fmt.Errorf("auth: leeway %v must be between 0 and %v", cfg.Leeway, MaxLeeway)
 	}
-	a := &Auth{audience: cfg.Audience, issuer: cfg.Issuer, now: cfg.Now}
+	a := &Auth{audience: cfg.Audience, issuer: cfg.Issuer, leeway: cfg.Leeway, now: cfg.Now}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -202,6 +243,10 @@ func (a *Auth) Verify(raw string) (Principal, error) {
 	if len(raw) > MaxTokenBytes {
 		return Principal{}, errTokenTooLarge
 	}
+	now := a.now()
+	if p, ok := a.cache.get(raw, now); ok {
+		return p, nil
+	}
 	var c claims
 	if _, err := a.parser.ParseWithClaims(raw, &c, a.key); err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
@@ -215,6 +260,9 @@ func (a *Auth) Verify(raw string) (Principal, error) {
 			p.Scopes = append(p.Scopes, s)
 		}
 	}
+	// exp is required, so it is set here. The token passes Verify until
+	// exp plus the leeway, and nbf and iat are in the past already.
+	a.cache.put(raw, p, c.ExpiresAt.Add(a.leeway))
 	return p, nil
 }
 

@@ -692,3 +692,23 @@ func TestVerifyIsSafeForConcurrentUse(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+func TestAVerifiedTokenIsNotBelievedPastItsExpiry(t *testing.T) {
+	now := t0
+	a := authFor(t, func(c *httpapi.AuthConfig) { c.Now = func() time.Time { return now } })
+	raw := hs(t, map[string]any{"exp": t0.Add(time.Minute).Unix()})
+	mustAccept(t, a, raw)
+	now = t0.Add(time.Minute + 4*time.Second) // within the 5 s leeway
+	mustAccept(t, a, raw)
+	now = t0.Add(time.Minute + 5*time.Second)
+	mustRefuse(t, a, raw)
+	// A token differing in one byte of its signature is verified afresh.
+	now = t0
+	mustAccept(t, a, raw)
+	flip := byte('A')
+	if raw[len(raw)-2] == 'A' {
+		flip = 'B'
+	}
+	tampered := raw[:len(raw)-2] + string(flip) + raw[len(raw)-1:]
+	mustRefuse(t, a, tampered)
+}
