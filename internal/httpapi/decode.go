@@ -47,62 +47,6 @@ func requireJSON(r *http.Request) *Problem {
 	return nil
 }
 
-// checkStrict walks body's tokens: one value, no duplicate keys, bounded
-// depth. encoding/json alone keeps the last of duplicate keys, which would
-// let two readers of one request disagree.
-func checkStrict(body []byte) *Problem {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := walkValue(dec, 0); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return NewProblem(SlugInvalidRequest, "the body must hold exactly one JSON value, with nothing after it")
-	}
-	return nil
-}
-
-func walkValue(dec *json.Decoder, depth int) *Problem {
-	if depth > maxJSONDepth {
-		return NewProblem(SlugInvalidRequest, "the body is nested too deeply")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
-			}
-			key, _ := k.(string)
-			if seen[key] {
-				return NewProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q", truncate(key)))
-			}
-			seen[key] = true
-			if p := walkValue(dec, depth+1); p != nil {
-				return p
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
-		}
-	case json.Delim('['):
-		for dec.More() {
-			if p := walkValue(dec, depth+1); p != nil {
-				return p
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
-		}
-	}
-	return nil
-}
-
 // decodeStrict decodes a body checkStrict accepted, refusing unknown fields
 // and wrong types with the field's name (never its value).
 func decodeStrict(body []byte, v any) *Problem {
