@@ -22,6 +22,10 @@ package main
 //	         arrival. Rate: accepted per second of sending; send lag is the
 //	         most any send left behind its schedule.
 //
+// The phases POST through a lean HTTP/1.1 client (loadConn), -concurrency
+// keep-alive connections, so that the load takes little of the CPU relay
+// is measured on.
+//
 // Redis commands per outcome are the growth of INFO commandstats (scripts'
 // own calls included) over the phase, divided by the outcomes accepted: they
 // count every client of that Redis, so run on a quiet one.
@@ -341,7 +345,11 @@ type bencher struct {
 	cfg   benchConfig
 	base  string
 	token string
-	http  *http.Client
+	// http makes the setup calls; the load phases' POSTs go over conns.
+	http *http.Client
+	// load is where the load phases send; set once base and token are.
+	load  *loadTarget
+	conns []*loadConn
 	recv  *benchReceiver
 	// counter reads INFO commandstats; nil when commands are unknown.
 	counter redis.UniversalClient
@@ -371,11 +379,9 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 	}
 	defer recv.close()
 	transport := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConns:        c.concurrency + 16,
-		MaxIdleConnsPerHost: c.concurrency + 16,
-		IdleConnTimeout:     90 * time.Second,
+		Proxy:           nil,
+		DialContext:     (&net.Dialer{Timeout: benchDialTimeout}).DialContext,
+		IdleConnTimeout: 90 * time.Second,
 	}
 	defer transport.CloseIdleConnections()
 	b := &bencher{
@@ -407,6 +413,18 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 		}
 		defer func() { err = errors.Join(err, b.deleteEndpoints(log)) }()
 	}
+	if b.load, err = newLoadTarget(b.base, b.token); err != nil {
+		return res, err
+	}
+	b.conns = make([]*loadConn, c.concurrency)
+	for i := range b.conns {
+		b.conns[i] = b.load.conn()
+	}
+	defer func() {
+		for _, lc := range b.conns {
+			lc.close()
+		}
+	}()
 	for _, name := range c.phases {
 		p, perr := b.phase(ctx, name)
 		if perr != nil {
@@ -532,8 +550,8 @@ func (b *bencher) call(ctx context.Context, method, path string, body []byte) (i
 
 // benchRequest is one prepared POST of outcomes first..first+n-1.
 type benchRequest struct {
-	path  string
-	body  []byte
+	// wire is the request as it is written, head and body.
+	wire  []byte
 	first int
 	n     int
 }
@@ -542,6 +560,10 @@ type benchRequest struct {
 // request (1: one outcome alone, not a batch), the requests round-robin
 // over the namespaces.
 func (b *bencher) requests(phase string, nss []string, n, per int) []benchRequest {
+	heads := make([]string, len(nss))
+	for i, ns := range nss {
+		heads[i] = b.load.head("/v1/namespaces/" + ns + "/outcomes")
+	}
 	out := make([]benchRequest, 0, (n+per-1)/per)
 	for first := 0; first < n; first += per {
 		k := min(per, n-first)
@@ -562,8 +584,7 @@ func (b *bencher) requests(phase string, nss []string, n, per int) []benchReques
 		if err != nil {
 			panic(err) // plain structs always encode
 		}
-		ns := nss[len(out)%len(nss)]
-		out = append(out, benchRequest{path: "/v1/namespaces/" + ns + "/outcomes", body: body, first: first, n: k})
+		out = append(out, benchRequest{wire: loadRequest(heads[len(out)%len(heads)], body), first: first, n: k})
 	}
 	return out
 }
@@ -594,10 +615,10 @@ func (e *errorCounts) add(why string, n int) {
 // relay's compact JSON writes it.
 var acceptedMarker = []byte(`"status":"accepted"`)
 
-// post sends one request and returns how many of its outcomes were
+// post sends one request on c and returns how many of its outcomes were
 // accepted; every other one is counted in errs under its cause.
-func (b *bencher) post(ctx context.Context, rq *benchRequest, errs *errorCounts) int {
-	code, answer, err := b.call(ctx, http.MethodPost, rq.path, rq.body)
+func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs *errorCounts) int {
+	code, answer, err := c.do(ctx, rq.wire)
 	if err != nil {
 		errs.add("transport: "+err.Error(), rq.n)
 		return 0
@@ -641,7 +662,7 @@ func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) 
 	before := b.commands(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range b.cfg.concurrency {
+	for _, c := range b.conns {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -652,7 +673,7 @@ func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) 
 					errs.add("not sent: "+ctx.Err().Error(), reqs[i].n)
 					continue
 				}
-				accepted.Add(int64(b.post(ctx, &reqs[i], &errs)))
+				accepted.Add(int64(b.post(ctx, c, &reqs[i], &errs)))
 			}
 		})
 	}
@@ -680,7 +701,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 	before := b.commands(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range b.cfg.concurrency {
+	for _, c := range b.conns {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
@@ -688,7 +709,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 					return
 				}
 				sent.Add(int64(reqs[i].n))
-				acc := b.post(pctx, &reqs[i], &errs)
+				acc := b.post(pctx, c, &reqs[i], &errs)
 				tr.answered(acc, reqs[i].n-acc)
 			}
 		})
@@ -719,9 +740,10 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 }
 
 // latency sends single outcomes on an open-loop schedule, outcome i at
-// start + i/rate, each on its own goroutine. A send that finds -concurrency
-// requests in flight waits, and the schedule does not slow for it: the
-// sends behind it go as soon as they can, and the lag is reported.
+// start + i/rate, each on its own goroutine and on whichever connection is
+// free. A send that finds -concurrency requests in flight waits, and the
+// schedule does not slow for it: the sends behind it go as soon as they
+// can, and the lag is reported.
 func (b *bencher) latency(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
 	tr := newDeliveryTracker(b.ridPrefix(name), 0, 0)
 	b.recv.track(tr)
@@ -729,7 +751,10 @@ func (b *bencher) latency(ctx context.Context, name string, reqs []benchRequest)
 
 	var errs errorCounts
 	acceptedAt := make([]time.Time, len(reqs)) // each written by its own send
-	sem := make(chan struct{}, b.cfg.concurrency)
+	free := make(chan *loadConn, len(b.conns))
+	for _, c := range b.conns {
+		free <- c
+	}
 	period := max(time.Second/time.Duration(b.cfg.rate), time.Millisecond)
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
@@ -742,8 +767,9 @@ send:
 	for next < len(reqs) {
 		due := min(int(time.Since(start).Seconds()*float64(b.cfg.rate))+1, len(reqs))
 		for ; next < due; next++ {
+			var c *loadConn
 			select {
-			case sem <- struct{}{}:
+			case c = <-free:
 			case <-ctx.Done():
 				break send
 			}
@@ -751,8 +777,8 @@ send:
 			lag = max(lag, time.Since(scheduled))
 			rq := &reqs[next]
 			wg.Go(func() {
-				defer func() { <-sem }()
-				acc := b.post(ctx, rq, &errs)
+				defer func() { free <- c }()
+				acc := b.post(ctx, c, rq, &errs)
 				if acc == 1 {
 					acceptedAt[rq.first] = time.Now()
 				}
@@ -1106,217 +1132,3 @@ func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }
-
-// benchReceiver takes the webhooks and notes when each reservation id first
-// arrived. It answers 204 without verifying the signature: the e2e tests
-// verify, and here verifying would take CPU from the relay under test.
-type benchReceiver struct {
-	url     string
-	srv     *http.Server
-	served  chan struct{}
-	tracker atomic.Pointer[deliveryTracker]
-	bad     atomic.Int64
-
-	mu    sync.Mutex
-	first map[string]time.Time
-}
-
-func startBenchReceiver(ctx context.Context) (*benchReceiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("receiver: %w", err)
-	}
-	rc := &benchReceiver{url: "http://" + ln.Addr().String(), first: map[string]time.Time{}, served: make(chan struct{})}
-	rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second}
-	labeled(ctx, "receiver", func(context.Context) {
-		go func() {
-			defer close(rc.served)
-			_ = rc.srv.Serve(ln)
-		}()
-	})
-	return rc, nil
-}
-
-func (rc *benchReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	at := time.Now()
-	var event struct {
-		Data struct {
-			ReservationID string `json:"reservation_id"`
-		} `json:"data"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err == nil {
-		err = json.Unmarshal(body, &event)
-	}
-	rid := event.Data.ReservationID
-	if err != nil || rid == "" {
-		rc.bad.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	rc.mu.Lock()
-	_, seen := rc.first[rid]
-	if !seen {
-		rc.first[rid] = at
-	}
-	rc.mu.Unlock()
-	if t := rc.tracker.Load(); !seen && t != nil && strings.HasPrefix(rid, t.prefix) {
-		t.arrived(at)
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// track sends the first arrivals of t's reservation ids to t; nil stops.
-func (rc *benchReceiver) track(t *deliveryTracker) { rc.tracker.Store(t) }
-
-func (rc *benchReceiver) firstSeen(rid string) (time.Time, bool) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	at, ok := rc.first[rid]
-	return at, ok
-}
-
-func (rc *benchReceiver) close() {
-	_ = rc.srv.Close()
-	<-rc.served
-}
-
-// deliveryTracker follows one phase's outcomes from acceptance to their
-// first arrival. With a window it also gates the producers: a batch is sent
-// only while the outcomes issued and not yet delivered leave room for it.
-type deliveryTracker struct {
-	prefix string
-	window int // 0: no gate
-	step   int // the batch size the gate makes room for
-
-	mu   sync.Mutex
-	cond *sync.Cond
-	// issued are outcomes sent or being sent, less those that failed.
-	issued    int
-	accepted  int
-	delivered int
-	last      time.Time
-	peak      int
-	sending   bool
-
-	progress chan struct{}
-	done     chan struct{}
-	doneOnce sync.Once
-}
-
-func newDeliveryTracker(prefix string, window, step int) *deliveryTracker {
-	t := &deliveryTracker{prefix: prefix, window: window, step: step, sending: true,
-		progress: make(chan struct{}, 1), done: make(chan struct{})}
-	t.cond = sync.NewCond(&t.mu)
-	return t
-}
-
-// reserve waits until n more outcomes fit the window, and counts them
-// issued. It returns false once ctx ends.
-func (t *deliveryTracker) reserve(ctx context.Context, n int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for t.window > 0 && t.issued-t.delivered+n > t.window && ctx.Err() == nil {
-		t.cond.Wait()
-	}
-	if ctx.Err() != nil {
-		return false
-	}
-	t.issued += n
-	t.signalRoom()
-	return true
-}
-
-// signalRoom wakes one waiting producer when a batch fits; it wakes the
-// next in turn.
-func (t *deliveryTracker) signalRoom() {
-	if t.window > 0 && t.issued-t.delivered+t.step <= t.window {
-		t.cond.Signal()
-	}
-}
-
-// wakeAll lets every waiting producer see that its context ended.
-func (t *deliveryTracker) wakeAll() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.cond.Broadcast()
-}
-
-// answered records the answer to n+failed outcomes sent: n accepted.
-func (t *deliveryTracker) answered(n, failed int) {
-	t.mu.Lock()
-	t.accepted += n
-	t.issued -= failed
-	t.peak = max(t.peak, t.accepted-t.delivered)
-	t.signalRoom()
-	t.checkDone()
-	t.mu.Unlock()
-	t.poke()
-}
-
-// arrived records the first arrival of one of the phase's outcomes.
-func (t *deliveryTracker) arrived(at time.Time) {
-	t.mu.Lock()
-	t.delivered++
-	if at.After(t.last) {
-		t.last = at
-	}
-	t.signalRoom()
-	t.checkDone()
-	t.mu.Unlock()
-	t.poke()
-}
-
-// sendsDone says that nothing more will be sent.
-func (t *deliveryTracker) sendsDone() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sending = false
-	t.checkDone()
-}
-
-func (t *deliveryTracker) checkDone() {
-	if !t.sending && t.delivered >= t.accepted {
-		t.doneOnce.Do(func() { close(t.done) })
-	}
-}
-
-func (t *deliveryTracker) poke() {
-	select {
-	case t.progress <- struct{}{}:
-	default:
-	}
-}
-
-// wait returns nil once sending is over and every accepted outcome has
-// arrived, or an error when nothing is accepted or delivered for stall, or
-// ctx ends.
-func (t *deliveryTracker) wait(ctx context.Context, stall time.Duration) error {
-	timer := time.NewTimer(stall)
-	defer timer.Stop()
-	for {
-		select {
-		case <-t.done:
-			return nil
-		case <-t.progress:
-			timer.Reset(stall)
-		case <-timer.C:
-			return fmt.Errorf("nothing accepted or delivered for %s", stall)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-}
-
-// trackedCounts is what a tracker saw.
-type trackedCounts struct {
-	accepted, delivered, peak int
-	// last is the latest first arrival.
-	last time.Time
-}
-
-func (t *deliveryTracker) counts() trackedCounts {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return trackedCounts{accepted: t.accepted, delivered: t.delivered, peak: t.peak, last: t.last}
-}

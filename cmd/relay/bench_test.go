@@ -1,17 +1,25 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
 
@@ -192,5 +200,347 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 	}
 	if res.failures() != 310 {
 		t.Errorf("failures = %d, want 300 errors and 10 undelivered", res.failures())
+	}
+}
+
+func TestBenchReadAnswerFramesEveryKindOfAnswer(t *testing.T) {
+	t.Parallel()
+	// next follows every answer that leaves the connection usable: reading
+	// it proves the answer before was read to its last byte and no further.
+	const next = "HTTP/1.1 204 No Content\r\n\r\n"
+	for _, tc := range []struct {
+		name, answer string
+		code         int
+		body         string
+		keep         bool
+	}{
+		{"content-length", "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello", 202, "hello", true},
+		{"chunked, with an extension and a trailer", "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nX-Trailer: t\r\n\r\n", 202, "hello", true},
+		{"chunked wins over a content-length", "HTTP/1.1 202 Accepted\r\nContent-Length: 99\r\nTransfer-Encoding: Chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 202, "hello", true},
+		{"1xx before the answer", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok", 202, "ok", true},
+		{"no body for 204", "HTTP/1.1 204 No Content\r\nContent-Length: 7\r\n\r\n", 204, "", true},
+		{"bare line feeds, any case, no reason", "HTTP/1.1 503\ncontent-LENGTH:  2 \n\nno", 503, "no", true},
+		{"repeated equal content-length", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", 200, "ok", true},
+		{"connection close", "HTTP/1.1 202 Accepted\r\nConnection: keep-alive, Close\r\nContent-Length: 2\r\n\r\nok", 202, "ok", false},
+		{"HTTP/1.0 closes by default", "HTTP/1.0 202 Accepted\r\nContent-Length: 2\r\n\r\nok", 202, "ok", false},
+		{"HTTP/1.0 keep-alive", "HTTP/1.0 202 Accepted\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", 202, "ok", true},
+		{"body to the end of the connection", "HTTP/1.1 200 OK\r\n\r\nall of it", 200, "all of it", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			br := bufio.NewReader(strings.NewReader(tc.answer + next))
+			if !tc.keep {
+				br = bufio.NewReader(strings.NewReader(tc.answer))
+			}
+			code, body, keep, err := readAnswer(br, nil)
+			if err != nil || code != tc.code || string(body) != tc.body || keep != tc.keep {
+				t.Fatalf("readAnswer = %d %q keep=%v %v, want %d %q keep=%v", code, body, keep, err, tc.code, tc.body, tc.keep)
+			}
+			if !tc.keep {
+				return
+			}
+			if code, body, keep, err := readAnswer(br, body[:0]); err != nil || code != 204 || len(body) != 0 || !keep {
+				t.Fatalf("the answer after it: %d %q keep=%v %v", code, body, keep, err)
+			}
+		})
+	}
+}
+
+func TestBenchReadAnswerRefusesWhatItCannotFrame(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, answer string
+		want         error
+	}{
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n\r\n", errBadAnswer},
+		{"HTTP/2 status line", "HTTP/2 202\r\n\r\n", errBadAnswer},
+		{"letters in the status", "HTTP/1.1 2x2 Accepted\r\n\r\n", errBadAnswer},
+		{"header without a colon", "HTTP/1.1 202 Accepted\r\nContent-Length 2\r\n\r\nok", errBadAnswer},
+		{"folded header", "HTTP/1.1 202 Accepted\r\nX-A: b\r\n c\r\nContent-Length: 2\r\n\r\nok", errBadAnswer},
+		{"conflicting content-lengths", "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", errBadAnswer},
+		{"negative content-length", "HTTP/1.1 202 Accepted\r\nContent-Length: -2\r\n\r\nok", errBadAnswer},
+		{"a coding besides chunked", "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", errBadAnswer},
+		{"bad chunk size", "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", errBadAnswer},
+		{"chunk longer than its size", "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhello\r\n0\r\n\r\n", errBadAnswer},
+		{"short body", "HTTP/1.1 202 Accepted\r\nContent-Length: 10\r\n\r\nok", io.ErrUnexpectedEOF},
+		{"chunks cut off", "HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", io.ErrUnexpectedEOF},
+		{"headers cut off", "HTTP/1.1 202 Accepted\r\nContent-Len", io.ErrUnexpectedEOF},
+		{"status line cut off", "HTTP/1.1 202 Acc", io.ErrUnexpectedEOF},
+		{"nothing", "", io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, keep, err := readAnswer(bufio.NewReader(strings.NewReader(tc.answer)), nil)
+			if !errors.Is(err, tc.want) || keep {
+				t.Fatalf("readAnswer = %d keep=%v %v, want %v and a connection not kept", code, keep, err, tc.want)
+			}
+		})
+	}
+	big := fmt.Sprintf("HTTP/1.1 202 Accepted\r\nContent-Length: %d\r\n\r\n", benchAnswerLimit+1)
+	if _, _, _, err := readAnswer(bufio.NewReader(strings.NewReader(big)), nil); err == nil {
+		t.Fatal("an answer longer than the limit was read")
+	}
+}
+
+func TestBenchLoadTargetWritesTheRequestLineAndHeadersOfTheURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base, addr, head string
+		tls              bool
+	}{
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", "POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n", false},
+		{"http://relay.internal/prefix", "relay.internal:80", "POST /prefix/v1/x HTTP/1.1\r\nHost: relay.internal\r\n", false},
+		{"https://[::1]", "[::1]:443", "POST /v1/x HTTP/1.1\r\nHost: [::1]\r\n", true},
+	} {
+		lt, err := newLoadTarget(tc.base, "t0k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := string(loadRequest(lt.head("/v1/x"), []byte(`{"a":1}`)))
+		want := tc.head + "Authorization: Bearer t0k\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"
+		if lt.addr != tc.addr || (lt.tls != nil) != tc.tls || req != want {
+			t.Errorf("%s: dials %s (tls %v) with\n%q\nwant %s (tls %v) with\n%q", tc.base, lt.addr, lt.tls != nil, req, tc.addr, tc.tls, want)
+		}
+	}
+	if _, err := newLoadTarget("http://h", "a\r\nX-Evil: 1"); err == nil {
+		t.Error("a token with a line break was taken")
+	}
+}
+
+// loadServer answers by path: /length with a Content-Length, /chunked in
+// chunks, /close with Connection: close. It notes each request's client
+// address and headers.
+type loadServer struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []*http.Request
+}
+
+func newLoadServer(t *testing.T, tlsToo bool) *loadServer {
+	ls := &loadServer{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ls.mu.Lock()
+		ls.got = append(ls.got, r)
+		ls.mu.Unlock()
+		switch r.URL.Path {
+		case "/chunked":
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte("first half, "))
+			w.(http.Flusher).Flush()
+			_, _ = w.Write(body)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write(body)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write(body)
+		}
+	})
+	if tlsToo {
+		ls.srv = httptest.NewTLSServer(h)
+	} else {
+		ls.srv = httptest.NewServer(h)
+	}
+	t.Cleanup(ls.srv.Close)
+	return ls
+}
+
+func (ls *loadServer) requests() []*http.Request {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return slices.Clone(ls.got)
+}
+
+func TestBenchLoadConnKeepsItsConnectionUntilTheServerClosesIt(t *testing.T) {
+	t.Parallel()
+	for _, overTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", overTLS), func(t *testing.T) {
+			t.Parallel()
+			ls := newLoadServer(t, overTLS)
+			lt, err := newLoadTarget(ls.srv.URL, "t0k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if overTLS {
+				lt.tls.RootCAs = ls.srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+			}
+			c := lt.conn()
+			defer c.close()
+			for _, step := range []struct{ path, want string }{
+				{"/length", "one"},
+				{"/chunked", "first half, two"},
+				{"/close", "three"},
+				{"/length", "four"},
+			} {
+				body := strings.TrimPrefix(step.want, "first half, ")
+				code, answer, err := c.do(context.Background(), loadRequest(lt.head(step.path), []byte(body)))
+				if err != nil || code != http.StatusAccepted || string(answer) != step.want {
+					t.Fatalf("%s: %d %q %v, want 202 %q", step.path, code, answer, err, step.want)
+				}
+			}
+			c.idle = 0 // the next request finds the connection rested too long
+			if _, _, err := c.do(context.Background(), loadRequest(lt.head("/length"), []byte("five"))); err != nil {
+				t.Fatal(err)
+			}
+			got := ls.requests()
+			var addrs []string
+			for _, r := range got {
+				addrs = append(addrs, r.RemoteAddr)
+				if r.Header.Get("Authorization") != "Bearer t0k" || r.Header.Get("Content-Type") != "application/json" || r.Method != http.MethodPost {
+					t.Errorf("%s %s arrived with headers %v", r.Method, r.URL, r.Header)
+				}
+			}
+			// One connection for the first three, whose last answer closed
+			// it; a new one for the fourth; another after the rest.
+			if len(addrs) != 5 || addrs[0] != addrs[1] || addrs[1] != addrs[2] || addrs[3] == addrs[2] || addrs[4] == addrs[3] {
+				t.Errorf("client addresses %v: want the first three alike, then two new ones", addrs)
+			}
+		})
+	}
+}
+
+// silentServer reads requests and never answers; got has a value for each
+// connection once it has sent something.
+func silentServer(t *testing.T) (addr string, got <-chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan struct{}, 16)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { nc.Close() })
+			go func() {
+				buf := make([]byte, 4096)
+				if _, err := nc.Read(buf); err == nil {
+					ch <- struct{}{}
+				}
+				_, _ = io.Copy(io.Discard, nc)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), ch
+}
+
+func TestBenchLoadConnGivesUpOnAnAnswerThatDoesNotCome(t *testing.T) {
+	t.Parallel()
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		url, _ := silentServer(t)
+		lt, err := newLoadTarget(url, "t0k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := lt.conn()
+		c.timeout = 50 * time.Millisecond
+		if _, _, err := c.do(context.Background(), loadRequest(lt.head("/"), nil)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("do = %v, want a deadline exceeded", err)
+		}
+		if c.nc != nil {
+			t.Error("the connection that timed out stayed open")
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		t.Parallel()
+		url, got := silentServer(t)
+		lt, err := newLoadTarget(url, "t0k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := lt.conn() // its own deadline is far beyond the wait below
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, _, err := c.do(ctx, loadRequest(lt.head("/"), nil)); done <- err }()
+		<-got
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("do = %v, want the context's error", err)
+			}
+		case <-time.After(benchRequestTimeout / 3):
+			t.Fatal("do went on waiting for its answer after its context ended")
+		}
+		if c.nc != nil {
+			t.Error("the connection of the canceled request stayed open")
+		}
+	})
+}
+
+func TestBenchPostCountsEveryOutcomeThatWasNotAccepted(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/contended":
+			httpapi.WriteProblem(w, r, httpapi.NewProblem(httpapi.SlugContended, ""))
+		case "/duplicate":
+			httpapi.WriteJSON(w, http.StatusAccepted, map[string]any{"results": []map[string]string{
+				{"status": "accepted"}, {"status": "duplicate"}, {"status": "conflict"}}})
+		case "/garbled":
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte("{"))
+		default:
+			httpapi.WriteJSON(w, http.StatusAccepted, map[string]any{"results": []map[string]string{
+				{"status": "accepted"}, {"status": "accepted"}, {"status": "accepted"}}})
+		}
+	}))
+	defer srv.Close()
+	// gone takes connections and closes them at once.
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	go func() {
+		for {
+			nc, err := gone.Accept()
+			if err != nil {
+				return
+			}
+			nc.Close()
+		}
+	}()
+
+	var b bencher
+	var errs errorCounts
+	send := func(base, path string) int {
+		t.Helper()
+		lt, err := newLoadTarget(base, "t0k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := lt.conn()
+		defer c.close()
+		return b.post(context.Background(), c, &benchRequest{wire: loadRequest(lt.head(path), []byte("{}")), n: 3}, &errs)
+	}
+	for path, want := range map[string]int{"/ok": 3, "/contended": 0, "/duplicate": 1, "/garbled": 0} {
+		if got := send(srv.URL, path); got != want {
+			t.Errorf("%s: %d accepted, want %d", path, got, want)
+		}
+	}
+	if got := send("http://"+gone.Addr().String(), "/ok"); got != 0 {
+		t.Errorf("a closed connection: %d accepted", got)
+	}
+	transport := 0
+	for k, n := range errs.kinds {
+		if strings.HasPrefix(k, "transport: ") {
+			transport += n
+		}
+	}
+	want := map[string]int{"HTTP 503 contended": 3, "202 with status duplicate": 1, "202 with status conflict": 1, "202 with an unreadable answer": 3}
+	for k, n := range want {
+		if errs.kinds[k] != n {
+			t.Errorf("%d × %q, want %d; all: %v", errs.kinds[k], k, n, errs.kinds)
+		}
+	}
+	if transport != 3 || errs.n != 11 {
+		t.Errorf("%d transport errors of %d in all, want 3 of 11: %v", transport, errs.n, errs.kinds)
 	}
 }
