@@ -915,49 +915,6 @@ func redisKind(c redis.UniversalClient) string {
 	return "redis"
 }
 
-// deleteKeys unlinks every key that starts with prefix, on each master of
-// a Cluster. The prefix must hold no glob characters.
-func deleteKeys(ctx context.Context, client redis.UniversalClient, prefix string) error {
-	del := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		flush := func() error {
-			if len(keys) == 0 {
-				return nil
-			}
-			// One key per command: on a Cluster the keys of different
-			// buckets live in different slots.
-			_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-				for _, k := range keys {
-					pipe.Unlink(ctx, k)
-				}
-				return nil
-			})
-			keys = keys[:0]
-			return err
-		}
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-			if len(keys) == 500 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		return flush()
-	}
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	}
-	return fmt.Errorf("cannot delete keys on a %T", client)
-}
-
 // benchDetail is n bytes of printable text.
 func benchDetail(n int) string {
 	const text = "relay bench payload; "
@@ -1106,7 +1063,7 @@ func (r *benchRelay) cleanup() error {
 	defer r.closeCounter()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := deleteKeys(ctx, r.counter, r.prefix); err != nil {
+	if err := redisstore.DeletePrefix(ctx, r.counter, r.prefix); err != nil {
 		return fmt.Errorf("delete the bench keys under %q: %w", r.prefix, err)
 	}
 	return nil

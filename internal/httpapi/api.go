@@ -140,13 +140,18 @@ func partition(r *http.Request) (store.Partition, *Problem) {
 	return p, nil
 }
 
-// endpointParam is the request's endpoint id, or the problem of a bad one.
-func endpointParam(r *http.Request) (string, *Problem) {
+// streamParams are the request's namespace and endpoint id, or the problem
+// of a bad one.
+func streamParams(r *http.Request) (store.Partition, string, *Problem) {
+	p, prob := partition(r)
+	if prob != nil {
+		return p, "", prob
+	}
 	id := chi.URLParam(r, "id")
 	if err := outbox.ValidateEndpointID(id); err != nil {
-		return id, NewProblem(SlugInvalidRequest, err.Error())
+		return p, id, NewProblem(SlugInvalidRequest, err.Error())
 	}
-	return id, nil
+	return p, id, nil
 }
 
 // fail answers err: a known refusal as its problem, anything else as an

@@ -70,15 +70,11 @@ func nextAttempt(t *outbox.StreamTimer) *string {
 }
 
 func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
-	p, prob := partition(r)
-	if prob == nil {
-		_, prob = endpointParam(r)
-	}
+	p, id, prob := streamParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
 	}
-	id, _ := endpointParam(r)
 	var body endpointBody
 	if prob := readJSON(r, &body); prob != nil {
 		WriteProblem(w, r, prob)
@@ -139,15 +135,11 @@ func (a *api) checkURL(raw string) *Problem {
 }
 
 func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	p, prob := partition(r)
-	if prob == nil {
-		_, prob = endpointParam(r)
-	}
+	p, id, prob := streamParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
 	}
-	id, _ := endpointParam(r)
 	s, err := a.Admin.Endpoint(r.Context(), p, id)
 	if err != nil {
 		a.fail(w, r, err)
@@ -177,15 +169,11 @@ func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	p, prob := partition(r)
-	if prob == nil {
-		_, prob = endpointParam(r)
-	}
+	p, id, prob := streamParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
 	}
-	id, _ := endpointParam(r)
 	force := false
 	if q := r.URL.Query(); q.Has("force") {
 		f, err := strconv.ParseBool(q.Get("force"))

@@ -121,15 +121,11 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 
 // replay makes a stuck row the first its stream tries, now.
 func (a *api) replay(w http.ResponseWriter, r *http.Request) {
-	p, prob := partition(r)
-	if prob == nil {
-		_, prob = endpointParam(r)
-	}
+	p, id, prob := streamParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
 	}
-	id, _ := endpointParam(r)
 	rid := chi.URLParam(r, "rid")
 	if err := outbox.ValidateReservationID(rid); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidRequest, err.Error()))

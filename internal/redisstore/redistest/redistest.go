@@ -130,55 +130,11 @@ func Prefix(t testing.TB, client redis.UniversalClient) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := DeletePrefix(ctx, client, prefix); err != nil {
+		if err := redisstore.DeletePrefix(ctx, client, prefix); err != nil {
 			t.Errorf("delete test keys under %q: %v", prefix, err)
 		}
 	})
 	return prefix
-}
-
-// DeletePrefix deletes every key that starts with prefix. The prefix must
-// hold no glob characters.
-func DeletePrefix(ctx context.Context, client redis.UniversalClient, prefix string) error {
-	del := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		flush := func() error {
-			if len(keys) == 0 {
-				return nil
-			}
-			// One key per command: keys of different buckets are in
-			// different slots.
-			_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-				for _, k := range keys {
-					pipe.Unlink(ctx, k)
-				}
-				return nil
-			})
-			keys = keys[:0]
-			return err
-		}
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-			if len(keys) == 500 {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		return flush()
-	}
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	default:
-		panic("redistest: DeletePrefix needs a *redis.Client or *redis.ClusterClient")
-	}
 }
 
 // NewStore is redisstore.New that fails the test on an error.
