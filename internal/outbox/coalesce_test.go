@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -439,17 +440,7 @@ func BenchmarkCoalescedAppend(b *testing.B) {
 	ctx := context.Background()
 	p := store.Partition{Namespace: "coalesced"}
 	for _, id := range []string{"billing", "audit"} {
-		key, _ := outbox.EndpointKey(id)
-		ep := outbox.Endpoint{URL: "https://" + id + ".example.com/hooks", Enabled: true}.WithDefaults()
-		v, err := outbox.EncodeEndpoint(&ep)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var setup store.Batch
-		setup.Put(key, v)
-		if _, err := st.Apply(ctx, p, setup); err != nil {
-			b.Fatal(err)
-		}
+		outboxtest.PutEndpoint(b, st, p, id, outbox.Endpoint{Enabled: true})
 	}
 	counting := &countingStore{NamespaceStore: st}
 	co := &outbox.Coalescer{Appender: &outbox.Appender{Store: counting, Clock: clock.System{}}}
