@@ -326,6 +326,14 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	var pl plan
 	var pack []*item
 	rids := map[string]bool{}
+	// bound is at least the operations of the pack's batch, kept as items
+	// join, so that the batch is built once rather than once per item: the
+	// sequence guard and write, the sweep timer, a guard per endpoint, and
+	// per endpoint used its backlog guard and write and up to three timer
+	// operations; per item its seen guard and write and three operations
+	// per endpoint taking it.
+	bound := 3 + len(s.endpoints)
+	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
 		if rids[it.rid] {
 			break
@@ -336,20 +344,35 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		}
 		if !done {
 			cand := append(pack[:len(pack):len(pack)], it)
-			b, guards := s.build(cand, cfg)
-			if b.Ops() > store.MaxBatchOps {
-				if len(pack) == 0 {
-					return plan{}, fmt.Errorf("one outcome needs %d batch operations", b.Ops())
+			grow := 2
+			for _, i := range s.matching(it.kind) {
+				grow += 3
+				if !used[i] {
+					grow += 5
 				}
-				break
 			}
-			pack, pl.batch, pl.recordGuards = cand, b, guards
+			if bound+grow > store.MaxBatchOps {
+				// Near the limit the bound is too coarse: count exactly.
+				if b, _ := s.build(cand, cfg); b.Ops() > store.MaxBatchOps {
+					if len(pack) == 0 {
+						return plan{}, fmt.Errorf("one outcome needs %d batch operations", b.Ops())
+					}
+					break
+				}
+			}
+			for _, i := range s.matching(it.kind) {
+				used[i] = true
+			}
+			pack, bound = cand, bound+grow
 			rids[it.rid] = true
 			pl.accepted++
 			st = Status{Code: Accepted}
 		}
 		pl.decided = append(pl.decided, decision{index: it.index, status: st})
 		pl.consumed = j + 1
+	}
+	if len(pack) > 0 {
+		pl.batch, pl.recordGuards = s.build(pack, cfg)
 	}
 	return pl, nil
 }
