@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -220,13 +221,14 @@ type received struct {
 }
 
 // receiver verifies every request with both schemes and reports each one
-// on a channel; refuse decides, per request, to answer 503 instead.
+// on a channel; while refused is set, it answers 503 to that reservation id.
 type receiver struct {
 	url      string
 	got      chan received
 	refused  chan string
 	rejected chan error
-	refuse   func(rid string) bool
+	// refuse is read by the server's goroutines as the test sets it.
+	refuse atomic.Pointer[string]
 }
 
 func startReceiver(t *testing.T, relayURL, secret string) *receiver {
@@ -252,7 +254,7 @@ func startReceiver(t *testing.T, relayURL, secret string) *receiver {
 		}
 		body, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(body, &event)
-		if rc.refuse != nil && rc.refuse(event.Data.ReservationID) {
+		if rid := rc.refuse.Load(); rid != nil && *rid == event.Data.ReservationID {
 			w.Header().Set("Retry-After", "600")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			rc.refused <- event.Data.ReservationID
@@ -336,7 +338,8 @@ func deliveryFlow(t *testing.T, p *process, token string) {
 	rc.await(t, want)
 
 	// Replay: a row stuck behind a 10-minute Retry-After goes at once.
-	rc.refuse = func(rid string) bool { return rid == "stuck" }
+	stuckID := "stuck"
+	rc.refuse.Store(&stuckID)
 	stuck := outboxtest.Committed("stuck")
 	if code, v := p.call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, stuck); code != http.StatusAccepted {
 		t.Fatalf("post stuck: %d %v", code, v)
@@ -368,7 +371,7 @@ func deliveryFlow(t *testing.T, p *process, token string) {
 	if err != nil || time.Until(next) < 5*time.Minute {
 		t.Fatalf("the stuck row should wait out its Retry-After: next attempt %v (%v)", view["next_attempt_at"], err)
 	}
-	rc.refuse = nil
+	rc.refuse.Store(nil)
 	replayed := time.Now()
 	if code, v := p.call(t, http.MethodPost, "/v1/admin/namespaces/acme/endpoints/mkit/outcomes/stuck/replay", token, nil); code != http.StatusAccepted {
 		t.Fatalf("replay: %d %v", code, v)

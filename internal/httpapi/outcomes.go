@@ -14,6 +14,7 @@ type outcomeResult struct {
 	// Type and Detail explain a refusal within a batch.
 	Type   string `json:"type,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	slug   Slug
 }
 
 type outcomesAnswer struct {
@@ -88,11 +89,14 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 			accepted = true
 		case outbox.Duplicate:
 		case outbox.Conflict:
-			res.Type, res.Detail = SlugConflict.Type(), "a different outcome was accepted under this reservation_id"
+			res.slug, res.Detail = SlugConflict, "a different outcome was accepted under this reservation_id"
 		case outbox.NoEndpoint:
-			res.Type, res.Detail = SlugNoEndpoint.Type(), "no endpoint of this namespace takes outcomes of this kind"
+			res.slug, res.Detail = SlugNoEndpoint, "no endpoint of this namespace takes outcomes of this kind"
 		default:
-			res.Type, res.Detail = SlugInvalidOutcome.Type(), st.Detail
+			res.slug, res.Detail = SlugInvalidOutcome, st.Detail
+		}
+		if res.slug != "" {
+			res.Type = res.slug.Type()
 		}
 		answer.Results[i] = res
 	}
@@ -100,8 +104,8 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		a.wake(p)
 	}
 	if !batch {
-		if res := answer.Results[0]; res.Type != "" {
-			WriteProblem(w, r, NewProblem(Slug(res.Type[len(ProblemTypePrefix):]), res.Detail))
+		if res := answer.Results[0]; res.slug != "" {
+			WriteProblem(w, r, NewProblem(res.slug, res.Detail))
 			return
 		}
 	}
