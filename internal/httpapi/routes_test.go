@@ -212,7 +212,8 @@ func TestOutboxShowsPendingRowsAndReplayPullsOne(t *testing.T) {
 		want(t, h.do(http.MethodPost, "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-1/replay", reader, ""), http.StatusForbidden, httpapi.SlugForbidden)
 		woken := h.woken.Load()
 		res := want(t, h.do(http.MethodPost, "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-1/replay", h.admin(), ""), http.StatusAccepted, "")
-		if res["sequence"] != 1.0 || h.woken.Load() == woken {
+		// The endpoint's creation fenced the sequence (moved it to 1): r-1 is 2.
+		if res["sequence"] != 2.0 || h.woken.Load() == woken {
 			t.Fatalf("replay: %v, woken %d", res, h.woken.Load())
 		}
 		want(t, h.do(http.MethodPost, "/v1/admin/namespaces/acme/endpoints/nobody/outcomes/r-1/replay", h.admin(), ""), http.StatusNotFound, httpapi.SlugNotFound)

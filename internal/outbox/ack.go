@@ -60,10 +60,20 @@ func NewAcks(endpoint string, backlog store.Value, found bool) (*Acks, error) {
 // repeated rid or a missing record is refused with an error and leaves the
 // plan as it was; the caller keeps that row.
 func (a *Acks) Add(rid string, seq uint64, record store.Value) error {
+	return a.add(rid, seq, record, false)
+}
+
+// drop is Add for a forced delete: a row whose record is missing, which
+// delivery keeps and skips, is dropped as well, counting no bytes.
+func (a *Acks) drop(rid string, seq uint64, record store.Value) error {
+	return a.add(rid, seq, record, true)
+}
+
+func (a *Acks) add(rid string, seq uint64, record store.Value, recordless bool) error {
 	if err := ValidateReservationID(rid); err != nil {
 		return err
 	}
-	if len(record) == 0 {
+	if len(record) == 0 && !recordless {
 		return fmt.Errorf("acknowledge %s/%s: no record", a.endpoint, rid)
 	}
 	if _, dup := a.rids[rid]; dup {

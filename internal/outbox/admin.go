@@ -108,6 +108,26 @@ type streamRead struct {
 	ep        *endpointRow  // the stream's, nil when not registered
 	backlog   backlogRead
 	timer     *timers.Row // the stream's delivery timer, nil when none
+	// seq is the namespace's sequence row: every ingest guards it, so a
+	// change that creates what ingest plans on (an endpoint, a delivery
+	// timer) bumps it to fence out plans read before.
+	seq rowRead
+}
+
+// fence guards the sequence row as read and moves it on by one: every
+// ingest, endpoint creation and timer creation read before fails its guard.
+// A skipped sequence number is harmless, numbers only order rows.
+func (s *streamRead) fence(b *store.Batch) error {
+	var next uint64
+	if s.seq.found {
+		var err error
+		if next, err = DecodeSequence(s.seq.raw); err != nil {
+			return err
+		}
+	}
+	b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
+	b.Put(SequenceKey(), EncodeSequence(next+1))
+	return nil
 }
 
 // readStream reads the namespace's endpoints, and the backlog and delivery
@@ -130,11 +150,12 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 		}
 	}
 	bk := tagged(ClassBacklog, id)
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk})
+	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey()})
 	if err != nil {
 		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
 	}
 	s.backlog.rowRead = rowRead{raw: rows[0].Value, found: rows[0].Found}
+	s.seq = rowRead{raw: rows[1].Value, found: rows[1].Found}
 	if s.backlog.backlog, err = backlogOf(rows[0].Value, rows[0].Found); err != nil {
 		return nil, fmt.Errorf("backlog of %s/%s: %w", p, id, err)
 	}
@@ -292,6 +313,12 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		b.RequireEquals(key, s.ep.raw)
 	} else {
 		b.RequireAbsent(key)
+		// Another id created meanwhile is not guarded by the absent row:
+		// the fence makes two creations that each read room for one
+		// refuse the later.
+		if err := s.fence(&b); err != nil {
+			return res, b, err
+		}
 	}
 	b.Put(key, value)
 	if e.Enabled && (prior == nil || !prior.Enabled) {
@@ -389,6 +416,10 @@ func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, err
 // finishes. It returns how many rows were dropped.
 func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string, force bool) (uint64, error) {
 	var dropped uint64
+	// empty: the endpoint is marked deleting and its pending range was
+	// found empty, so no row can come back; a backlog that still counts
+	// rows counts rows that are not there.
+	empty := false
 	for range adminRetries {
 		s, err := a.readStream(ctx, p, id)
 		if err != nil {
@@ -397,23 +428,46 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		if s.ep == nil {
 			return dropped, ErrNotFound
 		}
-		if rows := s.backlog.backlog.Rows; rows > 0 {
+		if rows := s.backlog.backlog.Rows; rows > 0 && !(empty && s.ep.ep.DisabledReason == ReasonDeleting) {
 			if !force {
 				return dropped, &BacklogError{Rows: rows}
 			}
-			n, err := a.drain(ctx, p, s)
+			n, done, err := a.drain(ctx, p, s)
 			dropped += n
 			if err != nil {
+				return dropped, err
+			}
+			empty = done
+			continue
+		}
+		key := tagged(ClassEndpoint, id)
+		// Rows of the stream that no pending row holds: attempt rows a
+		// fire's release wrote after the drain dropped their rows (its
+		// notes are guarded by its lease only), and stray records.
+		leftover, more, err := a.leftovers(ctx, p, id)
+		if err != nil {
+			return dropped, err
+		}
+		if more {
+			var b store.Batch
+			b.Drain = true
+			b.RequireEquals(key, s.ep.raw)
+			for _, k := range leftover {
+				b.Delete(k)
+			}
+			if _, err := a.apply(ctx, p, b); err != nil {
 				return dropped, err
 			}
 			continue
 		}
 		var b store.Batch
 		b.Drain = true
-		key := tagged(ClassEndpoint, id)
 		b.RequireEquals(key, s.ep.raw)
 		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
 		b.Delete(key)
+		for _, k := range leftover {
+			b.Delete(k)
+		}
 		if s.backlog.found {
 			b.Delete(tagged(ClassBacklog, id))
 		}
@@ -433,9 +487,36 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 	return dropped, fmt.Errorf("%w: %s", ErrContended, p)
 }
 
+// maxLeftovers is the most leftover rows the final batch of a delete takes:
+// with its six other operations it stays within store.MaxBatchOps.
+const maxLeftovers = store.MaxBatchOps - 6
+
+// leftovers is up to maxLeftovers attempt and record rows of the stream of
+// id; more reports that there are others.
+func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (keys []store.Key, more bool, err error) {
+	for _, r := range []func(string) (store.Key, store.Key, error){AttemptRange, RecordRange} {
+		start, end, err := r(id)
+		if err != nil {
+			return nil, false, err
+		}
+		page, err := a.Store.Scan(ctx, p, start, end, nil, maxLeftovers+1-len(keys))
+		if err != nil {
+			return nil, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+		}
+		for _, e := range page.Entries {
+			keys = append(keys, e.Key)
+		}
+		if len(keys) > maxLeftovers {
+			return keys[:maxLeftovers], true, nil
+		}
+	}
+	return keys, false, nil
+}
+
 // drain marks the endpoint deleting, then drops its pending rows a page at
-// a time until none is left or a guard fails; it returns the rows dropped.
-func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (uint64, error) {
+// a time until none is left or a guard fails; it returns the rows dropped,
+// and empty when it found the pending range empty after the mark.
+func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (dropped uint64, empty bool, err error) {
 	id, epKey, epRaw := s.ep.id, s.ep.key, s.ep.raw
 	if s.ep.ep.DisabledReason != ReasonDeleting {
 		e := s.ep.ep
@@ -443,64 +524,65 @@ func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (ui
 		e.UpdatedMs = max(e.CreatedMs, a.Clock.Now().UnixMilli())
 		value, err := EncodeEndpoint(&e)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		var b store.Batch
 		b.RequireEquals(epKey, epRaw)
 		b.Put(epKey, value)
 		if ok, err := a.apply(ctx, p, b); err != nil || !ok {
-			return 0, err
+			return 0, false, err
 		}
 		epRaw = value
 	}
 	start, end, err := PendingRange(id)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var dropped uint64
 	for {
 		page, err := a.Store.Scan(ctx, p, start, end, nil, MaxAcksPerBatch)
 		if err != nil {
-			return dropped, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+			return dropped, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
 		}
 		keys := []store.Key{tagged(ClassBacklog, id)}
 		parsed := make([]ParsedKey, 0, len(page.Entries))
 		for _, e := range page.Entries {
 			pk, ok := Parse(e.Key)
 			if !ok || pk.Class != ClassPending || pk.Endpoint != id {
-				return dropped, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
+				return dropped, false, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
 			}
 			parsed = append(parsed, pk)
 			keys = append(keys, streamKey(ClassRecord, id, pk.RID))
 		}
 		rows, err := getMany(ctx, a.Store, p, keys)
 		if err != nil {
-			return dropped, err
+			return dropped, false, err
 		}
 		acks, err := NewAcks(id, rows[0].Value, rows[0].Found)
 		if err != nil {
-			return dropped, err
+			return dropped, false, err
 		}
 		for i, pk := range parsed {
-			if err := acks.Add(pk.RID, pk.Seq, rows[1+i].Value); err != nil {
-				return dropped, fmt.Errorf("drop %s/%s: %w", p, id, err)
+			// A row whose record is missing, which delivery keeps and
+			// skips, is dropped too: a forced delete is the way out.
+			if err := acks.drop(pk.RID, pk.Seq, rows[1+i].Value); err != nil {
+				return dropped, false, fmt.Errorf("drop %s/%s: %w", p, id, err)
 			}
 		}
 		if acks.Len() == 0 {
 			// The backlog counts rows that are not there: the final batch
 			// deletes it with the endpoint.
-			return dropped, nil
+			return dropped, len(page.Entries) == 0, nil
 		}
 		var b store.Batch
 		b.RequireEquals(epKey, epRaw)
 		acks.Plan(&b)
 		ok, err := a.apply(ctx, p, b)
 		if err != nil || !ok {
-			return dropped, err
+			return dropped, false, err
 		}
 		dropped += uint64(acks.Len())
 		if acks.Remaining().Rows == 0 {
-			return dropped, nil
+			return dropped, false, nil
 		}
 	}
 }

@@ -143,7 +143,13 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		b.RequireEquals(pendingKey(id, seq, rid), store.Value{})
 		switch t := s.timer; {
 		case t == nil:
+			// Neither the backlog nor the endpoint changes here, so they do
+			// not fence out an ingest or another Replay that also read no
+			// timer and would create a second one: the sequence does.
 			b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+			if err := s.fence(&b); err != nil {
+				return Replayed{}, err
+			}
 			b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(state))
 		case t.Lease != nil:
 			return Replayed{}, ErrBusy
