@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -237,7 +238,7 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
 		opts, err := redis.ParseClusterURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis cluster URL: %w", err)
+			return nil, nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
 		}
 		c := redis.NewClusterClient(opts)
 		return c, func() { c.Close() }, nil
@@ -251,11 +252,21 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 	default:
 		opts, err := redis.ParseURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis URL: %w", err)
+			return nil, nil, fmt.Errorf("redis URL: %w", redactURLError(err))
 		}
 		c := redis.NewClient(opts)
 		return c, func() { c.Close() }, nil
 	}
+}
+
+// redactURLError drops the URL a *url.Error quotes: a Redis URL carries its
+// password, and this error is printed at start.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("the URL does not parse: %w", ue.Err)
+	}
+	return err
 }
 
 // clockSystem is the wall clock the outbox reads.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -79,8 +80,21 @@ func New(cfg Config) (http.Handler, error) {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NewProblem(SlugNotFound, "no such route"))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		WriteProblem(w, r, NewProblem(SlugMethodNotAllowed, ""))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// A custom handler loses chi's Allow header; RFC 9110 §15.5.6
+		// requires it.
+		path := req.URL.RawPath
+		if path == "" {
+			path = req.URL.Path
+		}
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteProblem(w, req, NewProblem(SlugMethodNotAllowed, ""))
 	})
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {

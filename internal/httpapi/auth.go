@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -219,7 +220,23 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 type claims struct {
 	jwt.RegisteredClaims
 	Scope     string  `json:"scope,omitempty"`
-	Namespace *string `json:"ns,omitempty"`
+	Namespace nsClaim `json:"ns"`
+}
+
+// nsClaim is the ns claim. encoding/json leaves a *string nil for null, so
+// "ns": null would read as no claim and the token as unbound; this type
+// sees null and refuses it.
+type nsClaim struct {
+	set bool
+	ns  string
+}
+
+func (n *nsClaim) UnmarshalJSON(b []byte) error {
+	n.set = true
+	if string(b) == "null" {
+		return errors.New("ns claim must be a string")
+	}
+	return json.Unmarshal(b, &n.ns)
 }
 
 // Validate runs after the library's checks (exp present, aud, iss, times).
@@ -231,8 +248,15 @@ func (c *claims) Validate() error {
 	if c.ExpiresAt != nil && c.ExpiresAt.Unix() <= 0 {
 		return errors.New("exp claim must be positive")
 	}
-	if c.Namespace != nil && !ValidNamespace(*c.Namespace) {
+	if c.Namespace.set && !ValidNamespace(c.Namespace.ns) {
 		return errors.New("ns claim is not a valid namespace")
+	}
+	// nbf and iat beyond int64 seconds wrap to the far past in the library,
+	// so a token meant to be valid never would pass.
+	for _, t := range []*jwt.NumericDate{c.NotBefore, c.IssuedAt} {
+		if t != nil && t.Unix() < 0 {
+			return errors.New("nbf and iat claims must not be negative")
+		}
 	}
 	return nil
 }
@@ -252,10 +276,12 @@ func (a *Auth) Verify(raw string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	p := Principal{Subject: c.Subject}
-	if c.Namespace != nil {
-		p.Namespace = *c.Namespace
+	if c.Namespace.set {
+		p.Namespace = c.Namespace.ns
 	}
-	for _, f := range strings.Fields(c.Scope) {
+	// RFC 6749 §3.3: scope tokens are separated by spaces (%x20) only;
+	// strings.Fields would also split on no-break space, NEL and others.
+	for f := range strings.SplitSeq(c.Scope, " ") {
 		if s := Scope(f); s.Valid() && !slices.Contains(p.Scopes, s) {
 			p.Scopes = append(p.Scopes, s)
 		}

@@ -19,20 +19,29 @@ const maxJSONDepth = 16
 // trailing data, every field of its Go type. It decodes into v, or returns
 // the problem to answer.
 func readJSON(r *http.Request, v any) *Problem {
+	_, p := readJSONTop(r, v)
+	return p
+}
+
+// readJSONTop is readJSON that also counts the members of the body's
+// top-level object: encoding/json cannot tell a member sent with its zero
+// value from one left out.
+func readJSONTop(r *http.Request, v any) (topKeys int, p *Problem) {
 	if p := requireJSON(r); p != nil {
-		return p
+		return 0, p
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		if IsTooLarge(err) {
-			return NewProblem(SlugBodyTooLarge, "the request body exceeds 1 MiB")
+			return 0, NewProblem(SlugBodyTooLarge, "the request body exceeds 1 MiB")
 		}
-		return NewProblem(SlugInvalidRequest, "the request body could not be read")
+		return 0, NewProblem(SlugInvalidRequest, "the request body could not be read")
 	}
-	if p := checkStrict(body); p != nil {
-		return p
+	topKeys, p = checkStrictTop(body)
+	if p != nil {
+		return 0, p
 	}
-	return decodeStrict(body, v)
+	return topKeys, decodeStrict(body, v)
 }
 
 // requireJSON refuses a body that does not say it is JSON.

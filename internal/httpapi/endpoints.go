@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/hookrelay/relay/internal/hooks"
@@ -176,12 +175,16 @@ func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	force := false
 	if q := r.URL.Query(); q.Has("force") {
-		f, err := strconv.ParseBool(q.Get("force"))
-		if err != nil {
+		// Exactly the contract's boolean: not strconv.ParseBool's 1, t, T,
+		// TRUE or True, on the one flag that drops data.
+		switch q.Get("force") {
+		case "true":
+			force = true
+		case "false":
+		default:
 			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "force must be true or false"))
 			return
 		}
-		force = f
 	}
 	dropped, err := a.Admin.DeleteEndpoint(r.Context(), p, id, force)
 	if dropped > 0 || err == nil {

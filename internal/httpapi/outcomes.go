@@ -41,14 +41,17 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		outbox.Outcome
 		Outcomes []outbox.Outcome `json:"outcomes"`
 	}
-	if prob := readJSON(r, &body); prob != nil {
+	topKeys, prob := readJSONTop(r, &body)
+	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
 	}
 	batch := body.Outcomes != nil
 	outcomes := body.Outcomes
 	if batch {
-		if !isZeroOutcome(&body.Outcome) {
+		// A member sent with its zero value ("reservation_id": "") decodes
+		// as one left out: count them.
+		if topKeys != 1 || !isZeroOutcome(&body.Outcome) {
 			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "a batch holds only \"outcomes\""))
 			return
 		}

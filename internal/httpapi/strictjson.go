@@ -20,6 +20,13 @@ import (
 //     array at depth 16 passes and anything inside it does not.
 //   - Keys are compared as encoding/json decodes them, so {"a":1,"\u0061":2}
 //     holds a duplicate.
+//   - null is refused wherever it appears: no member of a request is
+//     nullable, and encoding/json would take null as "absent".
+//   - Keys must hold no ASCII upper-case letter and no byte of 0x80 or
+//     above once decoded: encoding/json matches keys to fields without
+//     regard to case (and folds K, U+212A, to k), so "ID" and "id" would be
+//     one field, the last one winning; every field name of the API is
+//     lower-case ASCII.
 //   - Strings may hold invalid UTF-8 and lone surrogate escapes (\ud800):
 //     encoding/json accepts both and decodeStrict turns each bad byte or lone
 //     surrogate into U+FFFD. Refusing them here would refuse requests the API
@@ -30,6 +37,7 @@ const (
 	detailNotJSON  = "the body is not valid JSON"
 	detailTooDeep  = "the body is nested too deeply"
 	detailTrailing = "the body must hold exactly one JSON value, with nothing after it"
+	detailNull     = "null is not allowed; leave the member out"
 )
 
 // smallObject is how many keys an object holds before its duplicate check
@@ -42,17 +50,24 @@ const smallObject = 16
 // the last of duplicate keys, which would let two readers of one request
 // disagree.
 func checkStrict(body []byte) *Problem {
+	_, p := checkStrictTop(body)
+	return p
+}
+
+// checkStrictTop is checkStrict that also counts the keys of the body's
+// top-level object.
+func checkStrictTop(body []byte) (topKeys int, p *Problem) {
 	// Room for the keys of every object open at once: a valid batch of
 	// outcomes has at most a dozen, so this is its only allocation.
 	s := strictScanner{data: body, keys: make([][]byte, 0, 32)}
 	if p := s.value(0); p != nil {
-		return p
+		return 0, p
 	}
 	s.skipSpace()
 	if s.pos != len(s.data) {
-		return NewProblem(SlugInvalidRequest, detailTrailing)
+		return 0, NewProblem(SlugInvalidRequest, detailTrailing)
 	}
-	return nil
+	return s.top, nil
 }
 
 // strictScanner walks data once. Objects being scanned share one stack of
@@ -67,6 +82,8 @@ type strictScanner struct {
 	// decoded holds the decoded form of keys with escapes or invalid UTF-8,
 	// stacked like keys.
 	decoded []byte
+	// top counts the keys of the top-level object.
+	top int
 }
 
 func notJSON() *Problem { return NewProblem(SlugInvalidRequest, detailNotJSON) }
@@ -113,7 +130,10 @@ func (s *strictScanner) value(depth int) *Problem {
 	case 'f':
 		return s.literal("false")
 	case 'n':
-		return s.literal("null")
+		if p := s.literal("null"); p != nil {
+			return p
+		}
+		return NewProblem(SlugInvalidRequest, detailNull)
 	default:
 		if !s.number() {
 			return notJSON()
@@ -171,8 +191,14 @@ func (s *strictScanner) object(depth int) *Problem {
 		if !ok {
 			return notJSON()
 		}
+		if !lowerASCII(key) {
+			return NewProblem(SlugInvalidRequest, fmt.Sprintf("key %q must be lower-case ASCII", truncate(string(key))))
+		}
 		if s.add(&o, key) {
 			return NewProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q", truncate(string(key))))
+		}
+		if depth == 0 {
+			s.top++
 		}
 		if depth >= maxJSONDepth {
 			// As in array: the Token walk refused depth right after the
@@ -198,6 +224,18 @@ func (s *strictScanner) object(depth int) *Problem {
 			return notJSON()
 		}
 	}
+}
+
+// lowerASCII reports whether a decoded key has no upper-case ASCII letter
+// and no byte of 0x80 or above, so that encoding/json's case-insensitive
+// match can only match it to the field of exactly that name.
+func lowerASCII(key []byte) bool {
+	for _, c := range key {
+		if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // objectKeys is the duplicate check of one object being scanned.

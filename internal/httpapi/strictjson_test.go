@@ -19,7 +19,7 @@ var strictCases = []struct {
 	{"scalars at the top", `"x"`, ""},
 	{"true", `true`, ""},
 	{"false", `false`, ""},
-	{"null", `null`, ""},
+	{"null", `null`, detailNull},
 	{"zero", `0`, ""},
 	{"negative zero", `-0`, ""},
 	{"full number", `-12.5e+3`, ""},
@@ -28,12 +28,12 @@ var strictCases = []struct {
 	{"space around", " \t\r\n{\"a\" : [ 1 , 2 ] } \n", ""},
 	{"same key at two depths", `{"a":{"a":1}}`, ""},
 	{"same key in sibling objects", `[{"a":1},{"a":2}]`, ""},
-	{"keys differing by case", `{"a":1,"A":2}`, ""},
+	{"keys differing by case", `{"a":1,"A":2}`, `key "A" must be lower-case ASCII`},
 	{"every escape", `"\"\\\/\b\f\n\r\t\u0041\uD834\uDD1E"`, ""},
 	{"lone surrogate escape", `"\ud800"`, ""},
-	{"lone low surrogate escape", `{"\udc00x":1}`, ""},
+	{"lone low surrogate escape", `{"\udc00x":1}`, `key "�x" must be lower-case ASCII`},
 	{"invalid UTF-8 in a value", "\"\xff\xfe\"", ""},
-	{"invalid UTF-8 in a key", "{\"\xff\":1}", ""},
+	{"invalid UTF-8 in a key", "{\"\xff\":1}", `key "�" must be lower-case ASCII`},
 	{"DEL in a string", "\"\x7f\"", ""},
 	{"value at depth 16", strings.Repeat("[", 16) + "1" + strings.Repeat("]", 16), ""},
 	{"empty array at depth 16", strings.Repeat("[", 17) + strings.Repeat("]", 17), ""},
@@ -75,6 +75,10 @@ var strictCases = []struct {
 	{"short literal", `tru`, detailNotJSON},
 	{"capital literal", `True`, detailNotJSON},
 	{"short null", `[nul]`, detailNotJSON},
+	{"null in an array", `[1,null]`, detailNull},
+	{"null member", `{"a":null}`, detailNull},
+	{"upper-case key", `{"ID":1}`, `key "ID" must be lower-case ASCII`},
+	{"Kelvin sign key", `{"\u212aind":1}`, "key \"\u212aind\" must be lower-case ASCII"},
 	{"word after a literal in an array", `[truex]`, detailNotJSON},
 
 	{"unknown escape", `"\x"`, detailNotJSON},
@@ -126,11 +130,11 @@ var strictCases = []struct {
 	{"escaped duplicate", `{"a":1,"\u0061":2}`, `duplicate key "a"`},
 	{"escaped newline duplicate", `{"\n":1,"\u000A":2}`, `duplicate key "\n"`},
 	{"escaped slash duplicate", `{"/":1,"\/":2}`, `duplicate key "/"`},
-	{"escaped non-ASCII duplicate", `{"é":1,"\u00e9":2}`, `duplicate key "é"`},
-	{"surrogate pair duplicate", `{"𝄞":1,"\ud834\udd1e":2}`, `duplicate key "𝄞"`},
-	{"lone surrogates decode alike", `{"\ud800":1,"\udc00":2}`, `duplicate key "�"`},
-	{"lone surrogate and U+FFFD", `{"\ud800":1,"�":2}`, `duplicate key "�"`},
-	{"invalid UTF-8 decodes alike", "{\"\xff\":1,\"\xfe\":2}", `duplicate key "�"`},
+	{"escaped non-ASCII duplicate", `{"é":1,"\u00e9":2}`, `key "é" must be lower-case ASCII`},
+	{"surrogate pair duplicate", `{"𝄞":1,"\ud834\udd1e":2}`, `key "𝄞" must be lower-case ASCII`},
+	{"lone surrogates decode alike", `{"\ud800":1,"\udc00":2}`, `key "�" must be lower-case ASCII`},
+	{"lone surrogate and U+FFFD", `{"\ud800":1,"�":2}`, `key "�" must be lower-case ASCII`},
+	{"invalid UTF-8 decodes alike", "{\"\xff\":1,\"\xfe\":2}", `key "�" must be lower-case ASCII`},
 	{"duplicate before a syntax error", `{"a":1,"a"`, `duplicate key "a"`},
 	{"duplicate in a big object", manyKeys(40, "k3"), `duplicate key "k3"`},
 	{"duplicate of the last small key", manyKeys(16, "k15"), `duplicate key "k15"`},
@@ -285,6 +289,9 @@ func walkValueReference(dec *json.Decoder, depth int) *Problem {
 	if err != nil {
 		return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
 	}
+	if tok == nil {
+		return NewProblem(SlugInvalidRequest, detailNull)
+	}
 	switch tok {
 	case json.Delim('{'):
 		seen := map[string]bool{}
@@ -294,6 +301,9 @@ func walkValueReference(dec *json.Decoder, depth int) *Problem {
 				return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
 			}
 			key, _ := k.(string)
+			if !lowerASCII([]byte(key)) {
+				return NewProblem(SlugInvalidRequest, fmt.Sprintf("key %q must be lower-case ASCII", truncate(key)))
+			}
 			if seen[key] {
 				return NewProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q", truncate(key)))
 			}

@@ -1,0 +1,138 @@
+package httpapi_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+)
+
+// signedHS256 signs raw header and claims JSON, for shapes MapClaims cannot
+// produce (null members, duplicate keys).
+func signedHS256(t *testing.T, header, payload string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	s := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(payload))
+	sig, err := jwt.SigningMethodHS256.Sign(s, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s + "." + enc.EncodeToString(sig)
+}
+
+// An ns claim of null must not make a token unbound: fail closed.
+func TestNullNamespaceClaimIsRefused(t *testing.T) {
+	a := authFor(t, nil)
+	mustRefuse(t, a, signedHS256(t, `{"alg":"HS256","typ":"JWT"}`,
+		`{"sub":"x","aud":"`+audience+`","exp":1700003600,"scope":"admin","ns":null}`))
+	mustRefuse(t, a, signedHS256(t, `{"alg":"HS256","typ":"JWT"}`,
+		`{"sub":"x","aud":"`+audience+`","exp":1700003600,"scope":"admin","ns":"acme","ns":null}`))
+}
+
+// nbf and iat beyond int64 seconds wrap to the far past in the library.
+func TestOverflowingNbfAndIatAreRefused(t *testing.T) {
+	a := authFor(t, nil)
+	mustRefuse(t, a, hs(t, map[string]any{"nbf": 1e300}))
+	mustRefuse(t, a, hs(t, map[string]any{"nbf": 1e19}))
+	mustRefuse(t, a, hs(t, map[string]any{"iat": 1e300}))
+}
+
+// RFC 6749 §3.3: scope tokens are separated by %x20 only.
+func TestScopeIsSplitOnSpacesOnly(t *testing.T) {
+	a := authFor(t, nil)
+	p := mustAccept(t, a, hs(t, map[string]any{"scope": "outcomes:write\u00a0admin outbox:read\u0085admin"}))
+	if !reflect.DeepEqual(p.Scopes, []httpapi.Scope{}) && !reflect.DeepEqual(p.Scopes, []httpapi.Scope(nil)) {
+		t.Fatalf("scopes %v: no-break space and NEL are not separators", p.Scopes)
+	}
+}
+
+// encoding/json matches keys case-insensitively, so keys the strict check
+// calls distinct land on one field: the last wins.
+func TestCaseVariantKeysAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		for _, body := range []string{
+			`{"reservation_id": "c1", "RESERVATION_ID": "c2", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, "expired": {}}`,
+			`{"OUTCOMES": [` + outcomeJSON("c3", "expired") + `]}`,
+			`{"reservation_id": "c4", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, "\u212Aexpired": {}, "expired": {}}`,
+		} {
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), body), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		}
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+	})
+}
+
+// No request member is nullable in the contract; null must not pass as
+// "absent".
+func TestNullMembersAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		one := strings.TrimSuffix(outcomeJSON("n1", "expired"), "}")
+		for _, body := range []string{
+			`{"outcomes": null}`,
+			one + `, "outcomes": null}`,
+			one + `, "aborted": null}`,
+			`{"reservation_id": "n2", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, "committed": {"bytes_stored": 1, "new_to_repo": 1, "new_to_store": 1, "refs": null}}`,
+		} {
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), body), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		}
+		want(t, h.do(http.MethodPut, "/v1/namespaces/acme/endpoints/billing", h.admin(),
+			`{"url": "https://billing.example.com/hooks", "enabled": null, "max_in_flight": null}`), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+	})
+}
+
+// A batch holds only "outcomes"; zero-valued single-outcome members are
+// members all the same.
+func TestBatchWithOutcomeMembersIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		for _, extra := range []string{`"reservation_id": ""`, `"occurred_unix_ms": 0`, `"repository": ""`} {
+			body := `{"outcomes": [` + outcomeJSON("z1", "expired") + `], ` + extra + `}`
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), body), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		}
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+	})
+}
+
+// force is a boolean query parameter: "true" or "false", not strconv's
+// 1/t/T/TRUE/True, on the one flag that drops data.
+func TestForceIsTrueOrFalse(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON("f1", "expired")), http.StatusAccepted, "")
+		for _, q := range []string{"1", "t", "T", "TRUE", "True"} {
+			want(t, h.do(http.MethodDelete, "/v1/namespaces/acme/endpoints/billing?force="+q, h.admin(), ""), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		}
+		want(t, h.do(http.MethodDelete, "/v1/namespaces/acme/endpoints/billing?force=true", h.admin(), ""), http.StatusOK, "")
+	})
+}
+
+// RFC 9110 §15.5.6: a 405 carries Allow.
+func Test405CarriesAllow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		rec := h.do(http.MethodPatch, "/v1/namespaces/acme/endpoints/billing", h.admin(), "")
+		want(t, rec, http.StatusMethodNotAllowed, httpapi.SlugMethodNotAllowed)
+		if got := rec.Header().Get("Allow"); got != "GET, PUT, DELETE" {
+			t.Fatalf("Allow %q", got)
+		}
+		rec = h.do(http.MethodPost, "/healthz", "", "")
+		if got := rec.Header().Get("Allow"); got != "GET" {
+			t.Fatalf("Allow %q", got)
+		}
+	})
+}
