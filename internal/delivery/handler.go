@@ -197,9 +197,29 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return timers.Fired{}, err
 	}
 
-	fresh := head[0]
+	fired, err := h.plan(ctx, fc, t, &s, state, page, after, run, head[0], false)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	// The plan is guarded by the backlog as read after the calls; an append
+	// landing before it applies would fail that guard and, without a
+	// re-plan, send every row of this fire again.
+	fired.Replan = func(ctx context.Context) (timers.Fired, error) {
+		return h.plan(ctx, fc, t, &s, state, page, after, run, store.Row{}, true)
+	}
+	return fired, nil
+}
+
+// plan turns a fire's calls into the timer's completion: the
+// acknowledgements of the delivered rows, a 410's disable, and the timer's
+// next due time and state. head is the backlog as read before the calls;
+// reread (or an acknowledgement or disable to plan) reads it afresh.
+func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueTimer, sp *stream, state outbox.DeliveryState, page store.Page, after *store.Cursor, run calls, head store.Row, reread bool) (timers.Fired, error) {
+	s := *sp
+	clk := h.clock()
+	fresh := head
 	gone := run.gone()
-	if len(run.acked) > 0 || gone != nil {
+	if reread || len(run.acked) > 0 || gone != nil {
 		// Acknowledgements, and a 410's disable, are planned against a
 		// backlog read after the calls, so the slow calls sit outside the
 		// read-modify-write window.
@@ -210,8 +230,8 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		fresh = store.Row{Value: v, Found: found}
 	}
 	// Completion and acknowledgements share one snapshot: an append since
-	// fails this guard and the next fire re-plans.
-	acks, err = outbox.NewAcks(s.endpoint, fresh.Value, fresh.Found)
+	// fails this guard, and the completion re-plans.
+	acks, err := outbox.NewAcks(s.endpoint, fresh.Value, fresh.Found)
 	if err != nil {
 		return timers.Fired{}, err
 	}

@@ -435,3 +435,53 @@ func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *t
 		}
 	})
 }
+
+// appendAfterBacklogRead is a store on which an append lands just after
+// the fire reads its backlog to plan acknowledgements: between that read
+// and the completion that the plan is guarded by.
+type appendAfterBacklogRead struct {
+	store.NamespaceStore
+	e    *env
+	once sync.Once
+}
+
+func (s *appendAfterBacklogRead) Get(ctx context.Context, p store.Partition, key store.Key) (store.Value, bool, error) {
+	v, found, err := s.NamespaceStore.Get(ctx, p, key)
+	if bk, _ := outbox.BacklogKey(ep); string(key) == string(bk) {
+		s.once.Do(func() { s.e.append(aborted("landed")) })
+	}
+	return v, found, err
+}
+
+// An append that lands between the fire's last read and its completion
+// fails the completion's guard. The completion is planned again under the
+// same lease, so the rows the fire delivered are acknowledged, not sent a
+// second time by the next fire.
+func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("first", "second")
+		sink := &capture{}
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		racing := &appendAfterBacklogRead{NamespaceStore: e.St, e: e}
+		rep, err := timers.RunDue(e.Ctx, racing, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+		if err != nil {
+			t.Fatalf("run due: %v", err)
+		}
+		if rep.Replanned != 0 || rep.Rescheduled != 1 {
+			t.Fatalf("report %+v: want the completion rescheduled, not released", rep)
+		}
+		if got := e.pending(); !slices.Equal(got, []string{"landed"}) {
+			t.Fatalf("pending %v, want only the row that landed during the fire", got)
+		}
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		for _, rid := range []string{"first", "second", "landed"} {
+			if n := sink.count(rid); n != 1 {
+				t.Errorf("%s delivered %d times, want once", rid, n)
+			}
+		}
+	})
+}

@@ -152,46 +152,68 @@ const (
 // against fresh rows; a Backoff reschedule that writes nothing else is
 // applied as planned instead.
 func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
-	if clk.Now().UnixMilli() >= c.ExpiresAtMs {
-		// Another worker may already hold the timer; writing now would at
-		// best be refused.
-		return LeaseLost, nil
-	}
-	b := store.Batch{
-		Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
-		Writes:        append(append([]store.Write(nil), f.Batch.Writes...), f.Notes...),
-		Drain:         f.Batch.Drain,
-	}
-	leaseGuard := len(b.Preconditions)
-	b.RequireEquals(c.Key, c.Value)
-	b.Delete(c.Key)
-	if !f.Done {
-		b.Put(Key(f.DueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(f.State))
-	}
-	if err := b.Validate(); err != nil {
-		return 0, fmt.Errorf("complete timer %d/%s of %s: %w", c.Timer.Kind, c.Timer.Reference, c.Partition, err)
-	}
-	res, err := st.Apply(ctx, c.Partition, b)
-	if err != nil {
-		return 0, fmt.Errorf("complete timer of %s: %w", c.Partition, err)
-	}
-	switch {
-	case res.Committed:
-		return Completed, nil
-	case res.Failed == leaseGuard:
-		return LeaseLost, nil
-	case f.Backoff && !f.Done && len(f.Batch.Writes) == 0:
-		// A failed call backing off: what moved under its guard, such as an
-		// append, does not change that plan, and firing again at once would
-		// call a failing endpoint at the rate of ingest.
-		out, err := release(ctx, st, c, f.DueAtMs, f.State, f.Notes)
-		if out == Replanned {
-			out = Completed
-		}
-		return out, err
-	}
-	return release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, f.Notes)
+	out, _, err := complete(ctx, st, clk, c, f)
+	return out, err
 }
+
+// complete is Complete that also returns the plan it applied, which a
+// re-plan may have changed (a fire done when planned may not be after).
+func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, Fired, error) {
+	first := f
+	for replans := 0; ; replans++ {
+		if clk.Now().UnixMilli() >= c.ExpiresAtMs {
+			// Another worker may already hold the timer; writing now would
+			// at best be refused.
+			return LeaseLost, f, nil
+		}
+		b := store.Batch{
+			Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
+			Writes:        append(append([]store.Write(nil), f.Batch.Writes...), f.Notes...),
+			Drain:         f.Batch.Drain,
+		}
+		leaseGuard := len(b.Preconditions)
+		b.RequireEquals(c.Key, c.Value)
+		b.Delete(c.Key)
+		if !f.Done {
+			b.Put(Key(f.DueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(f.State))
+		}
+		if err := b.Validate(); err != nil {
+			return 0, f, fmt.Errorf("complete timer %d/%s of %s: %w", c.Timer.Kind, c.Timer.Reference, c.Partition, err)
+		}
+		res, err := st.Apply(ctx, c.Partition, b)
+		if err != nil {
+			return 0, f, fmt.Errorf("complete timer of %s: %w", c.Partition, err)
+		}
+		switch {
+		case res.Committed:
+			return Completed, f, nil
+		case res.Failed == leaseGuard:
+			return LeaseLost, f, nil
+		case f.Replan != nil && replans < maxReplans:
+			next, err := f.Replan(ctx)
+			if err == nil {
+				next.Replan = f.Replan
+				f = next
+				continue
+			}
+		case f.Backoff && !f.Done && len(f.Batch.Writes) == 0:
+			// A failed call backing off: what moved under its guard, such
+			// as an append, does not change that plan, and firing again at
+			// once would call a failing endpoint at the rate of ingest.
+			out, err := release(ctx, st, c, f.DueAtMs, f.State, f.Notes)
+			if out == Replanned {
+				out = Completed
+			}
+			return out, f, err
+		}
+		out, err := release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, first.Notes)
+		return out, first, err
+	}
+}
+
+// maxReplans bounds the re-plans of one completion; a stream so contended
+// that every one fails is released and fired afresh.
+const maxReplans = 8
 
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
@@ -281,7 +303,7 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 		report.Deferred++
 		return report, err
 	}
-	out, err := Complete(ctx, st, clk, c, fired)
+	out, fired, err := complete(ctx, st, clk, c, fired)
 	if err != nil {
 		return report, err
 	}

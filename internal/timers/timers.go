@@ -47,6 +47,11 @@ type Fired struct {
 	// when the guard fails, with the timer's release. Only the lease guards
 	// them.
 	Notes []store.Write
+	// Replan, when set, plans the completion again against fresh rows. A
+	// completion whose handler guard failed is re-planned a few times,
+	// under the same lease, before the timer is released: the work the
+	// fire did (calls made, rows delivered) is then kept, not done again.
+	Replan func(ctx context.Context) (Fired, error)
 }
 
 // Handler fires the timers of one kind.
