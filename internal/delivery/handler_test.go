@@ -485,3 +485,41 @@ func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) 
 		}
 	})
 }
+
+// A row failing for the first time waits the first backoff step, even when
+// the stream's attempts are many because another row kept failing: an
+// endpoint that refuses each outcome a few times is not pushed into long
+// waits by its neighbours' failures. The stream's count still grows, and the
+// row that failed often waits its own long step.
+func TestAFreshFailureWaitsTheFirstStepWhateverItsNeighboursFailed(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("old")
+		failing := &capture{fail: &Error{Class: "status", Status: 500, Reason: "refused"}}
+		for range 4 {
+			e.fireAtDue(&Handler{Sink: failing, Clock: e.Clk})
+		}
+		e.Clk.Set(e.timerDue())
+		e.seed("new")
+		now := e.NowMs()
+		e.fire(&Handler{Sink: failing, Clock: e.Clk})
+		if rids := failing.rids(); rids[len(rids)-1] != "new" {
+			t.Fatalf("calls %v: want the fire after the old row's to call the new one", rids)
+		}
+		if gap := e.timerDue() - now; gap < 1000 || gap > 1200 {
+			t.Fatalf("a first failure waits %d ms, want the first step (1 s plus at most 20 %%)", gap)
+		}
+		if got := e.state().Attempt; got != 5 {
+			t.Fatalf("stream attempt %d, want 5", got)
+		}
+		e.Clk.Set(e.timerDue())
+		now = e.NowMs()
+		e.fire(&Handler{Sink: failing, Clock: e.Clk})
+		if rids := failing.rids(); rids[len(rids)-1] != "old" {
+			t.Fatalf("calls %v: want the old row next", rids)
+		}
+		if gap := e.timerDue() - now; gap < 16000 || gap > 19200 {
+			t.Fatalf("a row that failed 5 times waits %d ms, want 16 s plus at most 20 %%", gap)
+		}
+	})
+}
