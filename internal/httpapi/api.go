@@ -200,6 +200,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		a.log.WarnContext(r.Context(), "request timed out", "request_id", RequestID(r.Context()), "error", err)
 		p = NewProblem(SlugUnavailable, "the store did not answer in time")
+	case errors.Is(err, store.ErrUnavailable):
+		// Redis is restarting, failing over, loading or full: the producer
+		// retries. The cause (addresses, Redis's words) is for the log only.
+		a.log.WarnContext(r.Context(), "store unavailable", "request_id", RequestID(r.Context()), "error", err)
+		p = NewProblem(SlugUnavailable, "the store is unavailable for now; retry")
 	default:
 		a.log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "error", err)
 		p = NewProblem(SlugInternal, "")

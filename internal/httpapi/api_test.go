@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,6 +76,23 @@ func forEachBackend(t *testing.T, f func(t *testing.T, h *harness)) {
 func newHarness(t *testing.T, client redis.UniversalClient, prefix string) *harness {
 	t.Helper()
 	st := redistest.NewStore(t, client, redisstore.Options{Prefix: prefix})
+	h := newHarnessOn(t, st, apiOptions{ready: st.Check})
+	h.st, h.client, h.prefix = st, client, prefix
+	return h
+}
+
+// apiOptions vary the API a harness serves.
+type apiOptions struct {
+	ready func(ctx context.Context) error
+	// coalesce sends ingest through an outbox.Coalescer, as relay does.
+	coalesce bool
+	logger   *slog.Logger
+}
+
+// newHarnessOn is the API on any store; the harness's Redis fields are
+// left empty.
+func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harness {
+	t.Helper()
 	clk := clock.NewManual(outboxtest.T0)
 	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: apiAudience, HS256Secret: testSecret, Now: clk.Now})
 	if err != nil {
@@ -84,20 +102,25 @@ func newHarness(t *testing.T, client redis.UniversalClient, prefix string) *harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, st: st, client: client, prefix: prefix, clk: clk, check: checkContract(t), reg: prometheus.NewRegistry()}
+	h := &harness{t: t, clk: clk, check: checkContract(t), reg: prometheus.NewRegistry()}
 	metrics, err := httpapi.NewMetrics(h.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var appender httpapi.Appender = &outbox.Appender{Store: st, Clock: clk}
+	if opts.coalesce {
+		appender = &outbox.Coalescer{Appender: appender.(*outbox.Appender)}
+	}
 	h.h, err = httpapi.New(httpapi.Config{
-		Appender: &outbox.Appender{Store: st, Clock: clk},
+		Appender: appender,
 		Admin:    &outbox.Admin{Store: st, Clock: clk},
 		Auth:     auth,
 		Wake:     func(store.Partition) { h.woken.Add(1) },
 		CheckURL: ch.CheckURL,
-		Ready:    st.Check,
+		Ready:    opts.ready,
 		Clock:    clk,
 		Metrics:  metrics,
+		Logger:   opts.logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,15 @@ var slugs = map[Slug]slugInfo{
 	SlugInternal:             {http.StatusInternalServerError, "Internal error"},
 }
 
+// retryAfter is the Retry-After, in seconds, of the problems a client
+// should retry as they are: a lost race clears at once; a Redis restart or
+// failover takes a little longer.
+var retryAfter = map[Slug]string{
+	SlugContended:   "1",
+	SlugStreamBusy:  "1",
+	SlugUnavailable: "2",
+}
+
 // Slugs returns every known slug, sorted.
 func Slugs() []Slug {
 	out := make([]Slug, 0, len(slugs))
@@ -204,8 +213,8 @@ func (p *Problem) marshal(requestID string) ([]byte, error) {
 }
 
 // WriteProblem answers with p as application/problem+json, carrying the
-// request id the middleware assigned. Contended and stream-busy answers tell
-// the client to retry after a second. A nil p is the internal problem.
+// request id the middleware assigned. Contended, stream-busy and unavailable
+// answers carry Retry-After (retryAfter). A nil p is the internal problem.
 func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if p == nil {
 		p = NewProblem(SlugInternal, "")
@@ -226,8 +235,8 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	h.Set("Content-Type", ContentTypeProblem)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
-	if p.Slug == SlugContended || p.Slug == SlugStreamBusy {
-		h.Set("Retry-After", "1")
+	if s, ok := retryAfter[p.Slug]; ok {
+		h.Set("Retry-After", s)
 	}
 	w.WriteHeader(p.status())
 	_, _ = w.Write(append(body, '\n'))

@@ -90,13 +90,16 @@ func TestWriteProblemWritesRFC9457WithTheRequestID(t *testing.T) {
 	}
 }
 
-func TestContendedAndStreamBusyAskForARetryAfterASecond(t *testing.T) {
+func TestRetryableProblemsSayWhenToRetry(t *testing.T) {
 	for _, slug := range httpapi.Slugs() {
 		rec := httptest.NewRecorder()
 		httpapi.WriteProblem(rec, withRequestID("r"), httpapi.NewProblem(slug, ""))
 		want := ""
-		if slug == httpapi.SlugContended || slug == httpapi.SlugStreamBusy {
+		switch slug {
+		case httpapi.SlugContended, httpapi.SlugStreamBusy:
 			want = "1"
+		case httpapi.SlugUnavailable:
+			want = "2"
 		}
 		if got := rec.Header().Get("Retry-After"); got != want {
 			t.Errorf("%s: Retry-After %q, want %q", slug, got, want)

@@ -24,7 +24,9 @@ type Item struct {
 // call with a nil result and no batch is applied. Once sent, batches fail
 // alone (an OOM refusal, a lost connection): the error joins those failures,
 // each naming its item index, and the results still report every other
-// batch; a failed item's result is the zero Result. If ctx ends first, the
+// batch; a failed item's result is the zero Result. Each failure is
+// classified as Apply's is, so a Redis that is away or full makes the
+// joined error match store.ErrUnavailable. If ctx ends first, the
 // call fails and any batch may have committed. As after any failed Apply,
 // the caller re-reads and re-plans.
 func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, error) {
@@ -88,7 +90,7 @@ func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, err
 	for i, c := range calls {
 		res, err := c.cmd.Result()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i, applyError(items[i].Partition, err)))
+			errs = append(errs, fmt.Errorf("item %d: %w", i, applyError(ctx, items[i].Partition, err)))
 			continue
 		}
 		r, err := decodeResult(res)

@@ -24,7 +24,7 @@ func (s *Store) Due(ctx context.Context, bucket int, upToMs int64, limit int) ([
 	}
 	zs, err := s.client.ZRangeByScoreWithScores(ctx, s.dueKey(bucket), dueRange(upToMs, limit)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("due in bucket %d: %w", bucket, err)
+		return nil, fmt.Errorf("due in bucket %d: %w", bucket, classify(ctx, err))
 	}
 	return appendDue(nil, zs), nil
 }
@@ -45,7 +45,7 @@ func (s *Store) DueAll(ctx context.Context, upToMs int64, limitPerBucket int) ([
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("due in every bucket: %w", err)
+		return nil, fmt.Errorf("due in every bucket: %w", classify(ctx, err))
 	}
 	var out []store.DuePartition
 	for _, c := range cmds {

@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"context"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/store"
@@ -23,3 +25,6 @@ func (s *Store) ScriptSHAs() []string {
 	}
 	return out
 }
+
+// Classify is how the store reports a Redis error.
+func Classify(ctx context.Context, err error) error { return classify(ctx, err) }

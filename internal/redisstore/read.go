@@ -45,7 +45,7 @@ func (s *Store) ReadMany(ctx context.Context, p store.Partition, reads []store.R
 	keys := s.partitionKeys(p)
 	res, err := s.scripts.read.run(ctx, s.client, keys[:2], args...)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, fmt.Errorf("read %s: %w", p, classify(ctx, err))
 	}
 	replies, ok := res.([]any)
 	if !ok || len(replies) != len(reads) {

@@ -437,8 +437,8 @@ func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
 			break
 		}
 	}
-	if !errors.Is(refused, redisstore.ErrOutOfMemory) {
-		t.Fatalf("after %d batches: %v, want ErrOutOfMemory", filled, refused)
+	if !errors.Is(refused, redisstore.ErrOutOfMemory) || !errors.Is(refused, store.ErrUnavailable) {
+		t.Fatalf("after %d batches: %v, want ErrOutOfMemory and store.ErrUnavailable", filled, refused)
 	}
 	t.Logf("refused after %d batches of %d bytes", filled, len(payload))
 
@@ -455,7 +455,7 @@ func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
 		t.Fatalf("growing batch on a full Redis: %v, want ErrOutOfMemory", err)
 	}
 	results, err := s.ApplyAll(ctx, []redisstore.Item{{Partition: acme, Batch: grow}})
-	if !errors.Is(err, redisstore.ErrOutOfMemory) || len(results) != 1 || results[0].Committed {
+	if !errors.Is(err, redisstore.ErrOutOfMemory) || !errors.Is(err, store.ErrUnavailable) || len(results) != 1 || results[0].Committed {
 		t.Fatalf("pipelined growing batch on a full Redis: %v, %v; want ErrOutOfMemory", results, err)
 	}
 	// Reads still work on a full Redis, and show nothing of the refused batch.

@@ -40,7 +40,8 @@ var (
 	// count. Changing it would move namespaces between due indexes.
 	ErrBucketMismatch = errors.New("redisstore: bucket count mismatch")
 	// ErrOutOfMemory: Redis is at maxmemory with noeviction and refused a
-	// batch that could grow it. Nothing was written.
+	// batch that could grow it. Nothing was written. An error that matches
+	// it also matches store.ErrUnavailable.
 	ErrOutOfMemory = errors.New("redisstore: redis out of memory")
 )
 
@@ -56,6 +57,12 @@ type Options struct {
 
 // Store is a store.NamespaceStore and store.DueIndex on Redis. It is safe for
 // concurrent use. It does not own the client: the caller closes it.
+//
+// A call that fails because Redis is away or not serving for now (refused,
+// reset or timed-out connections, LOADING, READONLY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, BUSY) or full (ErrOutOfMemory) returns an error
+// that matches store.ErrUnavailable, with the cause in its chain. One that
+// fails because its ctx ended matches ctx's error.
 type Store struct {
 	client  redis.UniversalClient
 	prefix  string
@@ -160,7 +167,7 @@ func (s *Store) Get(ctx context.Context, p store.Partition, key store.Key) (stor
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("get %s: %w", p, err)
+		return nil, false, fmt.Errorf("get %s: %w", p, classify(ctx, err))
 	}
 	return store.Value(v), true, nil
 }
@@ -183,7 +190,7 @@ func (s *Store) GetMany(ctx context.Context, p store.Partition, keys []store.Key
 	b := s.BucketOf(p)
 	vals, err := s.client.HMGet(ctx, s.tags[b]+":ns:"+p.Namespace+":rows", fields...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("get rows of %s: %w", p, err)
+		return nil, fmt.Errorf("get rows of %s: %w", p, classify(ctx, err))
 	}
 	rows, err := decodeRows(vals, len(keys))
 	if err != nil {
@@ -213,7 +220,7 @@ func (s *Store) Scan(ctx context.Context, p store.Partition, start, end store.Ke
 	keys := s.partitionKeys(p)
 	res, err := s.scripts.scan.run(ctx, s.client, keys[:2], lower, "("+string(end), limit)
 	if err != nil {
-		return store.Page{}, fmt.Errorf("scan %s: %w", p, err)
+		return store.Page{}, fmt.Errorf("scan %s: %w", p, classify(ctx, err))
 	}
 	page, err := decodePage(res)
 	if err != nil {
@@ -269,7 +276,7 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	}
 	res, err := s.scripts.applyFor(b).run(ctx, s.client, keys, args...)
 	if err != nil {
-		return store.Result{}, applyError(p, err)
+		return store.Result{}, applyError(ctx, p, err)
 	}
 	r, err := decodeResult(res)
 	if err != nil {
@@ -334,13 +341,6 @@ func decodeResult(res any) (store.Result, error) {
 	return store.Result{}, fmt.Errorf("unexpected apply reply %v", arr)
 }
 
-func applyError(p store.Partition, err error) error {
-	if isOOM(err) {
-		return fmt.Errorf("apply %s: %w: %w", p, ErrOutOfMemory, err)
-	}
-	return fmt.Errorf("apply %s: %w", p, err)
-}
-
-func isOOM(err error) bool {
-	return redis.HasErrorPrefix(err, "OOM") || (err != nil && strings.Contains(err.Error(), "OOM command not allowed"))
+func applyError(ctx context.Context, p store.Partition, err error) error {
+	return fmt.Errorf("apply %s: %w", p, classify(ctx, err))
 }

@@ -48,6 +48,12 @@ var (
 	ErrInvalidPartition = errors.New("store: invalid partition")
 	// ErrCorrupt: a row does not decode. Returned by decoders above the store.
 	ErrCorrupt = errors.New("store: corrupt row")
+	// ErrUnavailable: the store is unreachable or refusing writes for now
+	// (restarting, failing over, loading its data, full); retry. Stores wrap
+	// it around the cause. A batch refused with it wrote nothing; a call
+	// whose connection broke after sending may have committed, as the
+	// NamespaceStore contract allows, and a retry is safe.
+	ErrUnavailable = errors.New("store: unreachable or refusing writes for now")
 )
 
 // Partition names one namespace's rows, the unit of atomicity.

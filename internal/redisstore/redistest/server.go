@@ -21,7 +21,15 @@ type Server struct {
 	Addr string
 	// Client talks to the server; it is closed when the test ends.
 	Client *redis.Client
+
+	stop func()
 }
+
+// Stop kills the server and waits until it has exited, so that every later
+// connection to Addr is refused (until another process takes the port). The
+// test's clients stay open. Stopping twice is harmless; the test's cleanup
+// stops the server anyway.
+func (s *Server) Stop() { s.stop() }
 
 // StartServer starts redis-server on a free loopback port with persistence
 // off and the extra arguments (e.g. "--maxmemory", "2mb"), waits until it
@@ -100,9 +108,12 @@ func startServer(t testing.TB, bin, dir string, port int, extra []string) (*Serv
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	var once sync.Once
 	kill := func() {
-		_ = cmd.Process.Kill()
-		<-exited
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
 	}
 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -140,7 +151,7 @@ func startServer(t testing.TB, bin, dir string, port int, extra []string) (*Serv
 		_ = client.Close()
 		kill()
 	})
-	return &Server{Addr: addr, Client: client}, nil
+	return &Server{Addr: addr, Client: client, stop: kill}, nil
 }
 
 func serverPID(ctx context.Context, client *redis.Client) (int, error) {

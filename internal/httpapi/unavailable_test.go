@@ -1,0 +1,200 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// downStore is a store whose every call fails with err.
+type downStore struct{ err error }
+
+func (d downStore) Get(context.Context, store.Partition, store.Key) (store.Value, bool, error) {
+	return nil, false, d.err
+}
+
+func (d downStore) GetMany(context.Context, store.Partition, []store.Key) ([]store.Row, error) {
+	return nil, d.err
+}
+
+func (d downStore) Scan(context.Context, store.Partition, store.Key, store.Key, *store.Cursor, int) (store.Page, error) {
+	return store.Page{}, d.err
+}
+
+func (d downStore) Apply(context.Context, store.Partition, store.Batch) (store.Result, error) {
+	return store.Result{}, d.err
+}
+
+// logBuffer collects JSON log lines written from the handlers' goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// records are the log lines with message msg.
+func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+		var r map[string]any
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if r["msg"] == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wantUnavailable checks a 503 unavailable answer that tells the client when
+// to retry.
+func wantUnavailable(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	want(t, rec, http.StatusServiceUnavailable, httpapi.SlugUnavailable)
+	if got := rec.Header().Get("Retry-After"); got != "2" {
+		t.Fatalf("Retry-After %q, want 2", got)
+	}
+}
+
+// storeRoutes is one request on every route that reaches the store.
+func storeRoutes() []struct{ method, path, body string } {
+	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	return []struct{ method, path, body string }{
+		{http.MethodPost, outcomesPath, committedJSON},
+		{http.MethodPost, outcomesPath, batch},
+		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", `{"url": "https://billing.example.com/hooks"}`},
+		{http.MethodGet, "/v1/namespaces/acme/endpoints/billing", ""},
+		{http.MethodGet, "/v1/namespaces/acme/endpoints", ""},
+		{http.MethodDelete, "/v1/namespaces/acme/endpoints/billing", ""},
+		{http.MethodDelete, "/v1/namespaces/acme/endpoints/billing?force=true", ""},
+		{http.MethodGet, "/v1/namespaces/acme/outbox?endpoint=billing", ""},
+		{http.MethodPost, "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-7f3a/replay", ""},
+	}
+}
+
+// TestUnavailableStoreIsA503ThatSaysWhenToRetry: a store that is away
+// answers every route with 503 unavailable and Retry-After, never 500 and
+// never per-item errors; the cause goes to the log, not to the client.
+func TestUnavailableStoreIsA503ThatSaysWhenToRetry(t *testing.T) {
+	cause := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 9, 8, 7), Port: 6379}, Err: syscall.ECONNREFUSED}
+	down := downStore{err: fmt.Errorf("scan acme: %w: %w", store.ErrUnavailable, cause)}
+	for _, coalesce := range []bool{false, true} {
+		t.Run("coalesce="+strconv.FormatBool(coalesce), func(t *testing.T) {
+			var logs logBuffer
+			h := newHarnessOn(t, down, apiOptions{coalesce: coalesce, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			for _, r := range storeRoutes() {
+				rec := h.do(r.method, r.path, h.admin(), r.body)
+				wantUnavailable(t, rec)
+				body := rec.Body.String()
+				for _, internal := range []string{"10.9.8.7", "6379", "refused", "dial", "scan", "store: "} {
+					if strings.Contains(body, internal) {
+						t.Fatalf("%s %s: the answer shows %q: %s", r.method, r.path, internal, body)
+					}
+				}
+				id := rec.Header().Get(httpapi.HeaderRequestID)
+				var logged bool
+				for _, l := range logs.records(t, "store unavailable") {
+					if l["request_id"] == id {
+						logged = true
+						if l["level"] != "WARN" || !strings.Contains(fmt.Sprint(l["error"]), "10.9.8.7:6379") {
+							t.Fatalf("%s %s: logged %v, want the cause at WARN", r.method, r.path, l)
+						}
+					}
+				}
+				if !logged {
+					t.Fatalf("%s %s: request %s not logged as store unavailable", r.method, r.path, id)
+				}
+			}
+		})
+	}
+}
+
+// TestStoppedRedisAnswers503: with relay's Redis gone, ingest, a batch
+// included, is one 503 the producer retries.
+func TestStoppedRedisAnswers503(t *testing.T) {
+	srv := redistest.StartServer(t)
+	// One try per call: go-redis's own retries only make the test slower.
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	h := newHarness(t, client, redisstore.DefaultPrefix)
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	tok := h.token("acme", httpapi.ScopeOutcomesWrite)
+	want(t, h.do(http.MethodPost, outcomesPath, tok, committedJSON), http.StatusAccepted, "")
+
+	srv.Stop()
+	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, outcomeJSON("r-2", "committed")))
+	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, batch))
+	wantUnavailable(t, h.do(http.MethodGet, "/v1/namespaces/acme/endpoints", h.admin(), ""))
+}
+
+// TestFullRedisRefusesIngestWholeWith503: a Redis at maxmemory refuses a
+// batch of outcomes with 503 and stores none of it; once memory is freed,
+// the same request is accepted.
+func TestFullRedisRefusesIngestWholeWith503(t *testing.T) {
+	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	h := newHarness(t, srv.Client, redisstore.DefaultPrefix)
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	h.putEndpoint("acme", "audit", `{"url": "https://audit.example.com/hooks"}`)
+
+	ctx := t.Context()
+	value := strings.Repeat("x", 32<<10)
+	var fill []string
+	for {
+		if len(fill) == 1000 {
+			t.Fatal("a Redis at 2 MB took 32 MB")
+		}
+		key := "fill:" + strconv.Itoa(len(fill))
+		err := srv.Client.Set(ctx, key, value, 0).Err()
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "OOM ") {
+				t.Fatalf("filling Redis: %v", err)
+			}
+			break
+		}
+		fill = append(fill, key)
+	}
+
+	before := h.dump()
+	tok := h.token("acme", httpapi.ScopeOutcomesWrite)
+	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, batch))
+	if after := h.dump(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused batch changed relay's keys:\nbefore %v\nafter  %v", before, after)
+	}
+
+	if err := srv.Client.Del(ctx, fill...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	body := want(t, h.do(http.MethodPost, outcomesPath, tok, batch), http.StatusAccepted, "")
+	if got := results(t, body); !reflect.DeepEqual(got, []string{"b-1=accepted", "r-7f3a=accepted", "b-2=accepted"}) {
+		t.Fatalf("the retried batch answered %v", got)
+	}
+}
