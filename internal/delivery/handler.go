@@ -223,7 +223,14 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		// Acknowledgements, and a 410's disable, are planned against a
 		// backlog read after the calls, so the slow calls sit outside the
 		// read-modify-write window.
-		v, found, err := fc.Store.Get(ctx, fc.Partition, s.backlogKey)
+		// The calls are made: a Redis restart now is waited out (within the
+		// fire's lease) rather than have them made again.
+		var v store.Value
+		var found bool
+		err := store.RetryUnavailable(ctx, 30, func() (err error) {
+			v, found, err = fc.Store.Get(ctx, fc.Partition, s.backlogKey)
+			return err
+		})
 		if err != nil {
 			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
 		}

@@ -180,7 +180,21 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		if err := b.Validate(); err != nil {
 			return 0, f, fmt.Errorf("complete timer %d/%s of %s: %w", c.Timer.Kind, c.Timer.Reference, c.Partition, err)
 		}
-		res, err := st.Apply(ctx, c.Partition, b)
+		// A Redis restart or failover mid-completion is waited out while the
+		// lease lasts: giving up would leave the timer leased until then and
+		// send the fire's delivered rows again.
+		var res store.Result
+		err := store.RetryUnavailable(ctx, unavailableAttempts, func() error {
+			if clk.Now().UnixMilli() >= c.ExpiresAtMs {
+				return errLeaseExpired
+			}
+			var err error
+			res, err = st.Apply(ctx, c.Partition, b)
+			return err
+		})
+		if errors.Is(err, errLeaseExpired) {
+			return LeaseLost, f, nil
+		}
 		if err != nil {
 			return 0, f, fmt.Errorf("complete timer of %s: %w", c.Partition, err)
 		}
@@ -210,6 +224,13 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		return out, first, err
 	}
 }
+
+// unavailableAttempts bounds the sends of one completion or release to a
+// store that is away: with waits doubling to a second, about 25 s, inside
+// the default lease.
+const unavailableAttempts = 30
+
+var errLeaseExpired = errors.New("timers: lease expired")
 
 // maxReplans bounds the re-plans of one completion; a stream so contended
 // that every one fails is released and fired afresh.
@@ -296,6 +317,18 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 	fired, err := h.Fire(fireCtx, FireContext{Store: st, Partition: p, NowMs: nowMs}, c.Timer)
 	if err != nil {
 		report.Deferred++
+		if errors.Is(err, store.ErrUnavailable) && ctx.Err() == nil {
+			// The store went away mid-fire. Once it is back, put the timer
+			// back due as it was, rather than leave it leased until the
+			// lease expires.
+			_ = store.RetryUnavailable(ctx, unavailableAttempts, func() error {
+				if clk.Now().UnixMilli() >= c.ExpiresAtMs {
+					return nil
+				}
+				_, err := release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, nil)
+				return err
+			})
+		}
 		return report, fmt.Errorf("fire timer %d/%s of %s: %w", row.Kind, row.Reference, p, err)
 	}
 	if err := ctx.Err(); err != nil {

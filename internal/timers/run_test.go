@@ -514,3 +514,48 @@ func TestNotesStandWhetherOrNotTheHandlersGuardHolds(t *testing.T) {
 		}
 	})
 }
+
+// awayFor is a store whose next n Applies fail as a Redis that is away
+// would, writing nothing.
+type awayFor struct {
+	store.NamespaceStore
+	n int
+}
+
+func (s *awayFor) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	if s.n > 0 {
+		s.n--
+		return store.Result{}, fmt.Errorf("apply: %w: connection refused", store.ErrUnavailable)
+	}
+	return s.NamespaceStore.Apply(ctx, p, b)
+}
+
+// A Redis restart during a completion is waited out while the lease lasts:
+// the completion lands, rather than the timer staying leased until its
+// lease expires and the fire's work being done again.
+func TestACompletionWaitsOutAStoreThatIsAwayForAMoment(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		c, ok, err := timers.Claim(context.Background(), st, ns, onlyTimer(t, st, ns), 100, lease)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		away := &awayFor{NamespaceStore: st, n: 3}
+		out, err := timers.Complete(context.Background(), away, clock.NewManual(100), c, timers.Fired{Done: true})
+		if err != nil || out != timers.Completed {
+			t.Fatalf("completion across a short outage: %v %v, want Completed", out, err)
+		}
+		if rows := allTimers(t, st, ns); len(rows) != 0 {
+			t.Fatalf("timers left after a completion that was Done: %v", rows)
+		}
+		// Past the lease the completion gives up: another worker may hold
+		// the timer by then.
+		putTimer(t, st, ns, 100, 8, "ledger", "s")
+		c, _, _ = timers.Claim(context.Background(), st, ns, onlyTimer(t, st, ns), 100, lease)
+		away.n = 1
+		out, err = timers.Complete(context.Background(), away, clock.NewManual(c.ExpiresAtMs), c, timers.Fired{Done: true})
+		if err != nil || out != timers.LeaseLost {
+			t.Fatalf("completion past the lease: %v %v, want LeaseLost", out, err)
+		}
+	})
+}

@@ -1,0 +1,197 @@
+package faults
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// TestFullRedis fills Redis to its maxmemory (noeviction) while outcomes
+// flow: ingest is refused with a retryable 503 and writes nothing, delivery
+// goes on and frees memory, and ingest recovers.
+func TestFullRedis(t *testing.T) {
+	s := newSuite(t, "--maxmemory-policy", "noeviction")
+	notify := make(chan struct{}, 1)
+	r := s.startRelay("a")
+	targets := spread(t, r, "full", 2, 1, notify, slowish)
+
+	// A little room above what Redis holds now, so the fill is quick.
+	info, err := s.redis.client.InfoMap(t.Context(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := strconv.Atoi(info["Memory"]["used_memory"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.redis.client.ConfigSet(t.Context(), "maxmemory", strconv.Itoa(used+2<<20)).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	p := newProducer(s, 50, r)
+	// Producers stop once Redis has refused a few requests for want of
+	// memory; the rest of what they held is given up, not accepted.
+	ctx, stopPosting := context.WithCancel(t.Context())
+	p.stop = ctx.Done()
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		postAll(p, targets, 4000, 2)
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	for refused := 0; refused < 10; {
+		select {
+		case <-tick.C:
+		case <-posted:
+			t.Fatalf("every outcome was accepted: Redis never filled up (%s)", p.answers())
+		}
+		p.mu.Lock()
+		refused = p.codes[http.StatusServiceUnavailable]
+		p.mu.Unlock()
+	}
+	tick.Stop()
+	stopPosting()
+	<-posted
+	settle(t, p, notify, targets...)
+	report(t, "Redis full", p, time.Since(start), targets...)
+	checkAnswers(t, p, true)
+	emptyOutbox(t, r, targets)
+
+	// Delivery freed the memory: ingest takes outcomes again.
+	before := p.total()
+	p.stop = nil
+	p.post(targets[0].ns, rids("after-full", 5), 1)
+	if p.total() != before+5 {
+		t.Fatalf("ingest did not recover once delivery freed memory: %s", p.answers())
+	}
+	settle(t, p, notify, targets...)
+}
+
+// TestEvictingRedisIsReported starts relay on a Redis that may evict keys:
+// it starts, warns, and /readyz says why it is not ready.
+func TestEvictingRedisIsReported(t *testing.T) {
+	s := newSuite(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+	r := s.startRelay("a")
+	if !strings.Contains(r.out.String(), "maxmemory-policy") {
+		t.Errorf("relay did not warn of the evicting policy at start:\n%s", r.out.String())
+	}
+	resp, err := http.Get(r.url() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "evict") {
+		t.Fatalf("/readyz on an evicting Redis: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestPoisonRow writes an undecodable record by hand into a stream: the
+// rows behind it are delivered, it stays and shows in the outbox view, and
+// a fixed record or a forced delete of the endpoint clears it.
+func TestPoisonRow(t *testing.T) {
+	s := newSuite(t)
+	notify := make(chan struct{}, 1)
+	r := s.startRelay("a")
+	const ns = "poison"
+	st, err := redisstore.New(t.Context(), s.redis.client, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := rids(ns, 5)
+	poisoned := ids[2]
+	var fixed atomic.Bool
+	var targets []target
+	for _, id := range []string{"fixed", "deleted"} {
+		rc := newReceiver(t, id, notify, ok)
+		// Disabled while the rows are poisoned, so none is tried before.
+		r.must(http.StatusCreated, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+id, map[string]any{
+			"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "enabled": false,
+		})
+		targets = append(targets, target{ns: ns, rc: rc})
+	}
+	p := newProducer(s, 1, r)
+	p.post(ns, ids, 1)
+	for _, tg := range targets {
+		put(t, st, ns, tg.rc.name, poisoned, store.Value("not a record"))
+		r.must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+tg.rc.name, map[string]any{
+			"url": tg.rc.url, "scheme": "standard-webhooks", "secret": tg.rc.secret, "enabled": true,
+		})
+	}
+
+	// Every row but the poisoned one is delivered to both endpoints.
+	healthy := append(append([]string(nil), ids[:2]...), ids[3:]...)
+	only := &producer{accepted: map[string][]string{ns: healthy}}
+	settle(t, only, notify, targets...)
+	for _, tg := range targets {
+		v := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/outbox?endpoint="+tg.rc.name, nil)
+		rows, _ := v["rows"].([]any)
+		if len(rows) != 1 {
+			t.Fatalf("%s: outbox view %v, want the poisoned row alone", tg.rc.name, v)
+		}
+		row := rows[0].(map[string]any)
+		if row["reservation_id"] != poisoned || row["corrupt"] != true {
+			t.Fatalf("%s: outbox row %v, want %s marked corrupt", tg.rc.name, row, poisoned)
+		}
+	}
+
+	// A fixed record is delivered.
+	record, err := outbox.EncodeRecord(ptr(outboxtest.Committed(poisoned)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, st, ns, "fixed", poisoned, record)
+	fixed.Store(true)
+	settle(t, p, notify, targets[0])
+
+	// A forced delete drops the poisoned row with its endpoint.
+	r.must(http.StatusOK, http.MethodDelete, "/v1/namespaces/"+ns+"/endpoints/deleted?force=true", nil)
+	if code, v, _, err := r.call(http.MethodGet, "/v1/namespaces/"+ns+"/endpoints/deleted", nil); err != nil || code != http.StatusNotFound {
+		t.Fatalf("after a forced delete: %d %v %v", code, v, err)
+	}
+	left := 0
+	for _, class := range []outbox.Class{outbox.ClassRecord, outbox.ClassPending, outbox.ClassAttempt} {
+		start, end := outbox.ClassRange(class)
+		page, err := st.Scan(t.Context(), store.Partition{Namespace: ns}, start, end, nil, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entries {
+			if k, ok := outbox.Parse(e.Key); ok && k.Endpoint == "deleted" {
+				left++
+			}
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d rows of the deleted endpoint remain", left)
+	}
+	report(t, "poison row", p, 0, targets[0])
+}
+
+// put writes one record row of a stream by hand, unguarded, as an operator
+// (or a bug) could.
+func put(t *testing.T, st *redisstore.Store, ns, endpoint, rid string, v store.Value) {
+	t.Helper()
+	key, err := outbox.RecordKey(endpoint, rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.Put(key, v)
+	if res, err := st.Apply(t.Context(), store.Partition{Namespace: ns}, b); err != nil || !res.Committed {
+		t.Fatalf("write record: %+v %v", res, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
