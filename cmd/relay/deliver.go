@@ -120,10 +120,11 @@ func newDriver(c deliveryConfig, st *redisstore.Store, ch *hooks.Channel, signer
 		Sink:    &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
 		Logger:  log,
 		Metrics: m,
+		Clock:   clockSystem,
 	}
 	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Concurrency: c.concurrency, Logger: log, Metrics: m})
+	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clockSystem, Concurrency: c.concurrency, Logger: log, Metrics: m})
 }

@@ -269,5 +269,7 @@ func redactURLError(err error) error {
 	return err
 }
 
-// clockSystem is the wall clock the outbox reads.
-var clockSystem = clock.System{}
+// clockSystem is the one clock of the process: the outbox, the delivery
+// driver and its handler read it. It is the wall clock, made never to go
+// backward, so that a clock stepped back does not stall rows dated by it.
+var clockSystem = clock.NewSteady(clock.System{})

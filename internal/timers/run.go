@@ -161,11 +161,11 @@ func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, Fired, error) {
 	first := f
 	for replans := 0; ; replans++ {
-		if clk.Now().UnixMilli() >= c.ExpiresAtMs {
-			// Another worker may already hold the timer; writing now would
-			// at best be refused.
-			return LeaseLost, f, nil
-		}
+		// Past its lease by this process's clock the completion is still
+		// sent: the lease guard refuses it if another worker claimed the
+		// timer since, and if none did, the work is kept rather than done
+		// again. A clock stepped forward would otherwise throw away every
+		// fire in flight.
 		b := store.Batch{
 			Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
 			Writes:        append(append([]store.Write(nil), f.Batch.Writes...), f.Notes...),
@@ -184,10 +184,13 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		// lease lasts: giving up would leave the timer leased until then and
 		// send the fire's delivered rows again.
 		var res store.Result
+		sent := false
 		err := store.RetryUnavailable(ctx, unavailableAttempts, func() error {
-			if clk.Now().UnixMilli() >= c.ExpiresAtMs {
+			if sent && clk.Now().UnixMilli() >= c.ExpiresAtMs {
+				// Another worker may hold the timer by now.
 				return errLeaseExpired
 			}
+			sent = true
 			var err error
 			res, err = st.Apply(ctx, c.Partition, b)
 			return err

@@ -150,7 +150,7 @@ func TestExpiredLeaseIsTakenOverAndTheLateCompletionIsRefused(t *testing.T) {
 		if err != nil || out != timers.LeaseLost {
 			t.Fatalf("late completion: %v %v", out, err)
 		}
-		// The late owner who knows its lease ran out writes nothing at all.
+		// The late owner whose clock says its lease ran out is refused too.
 		out, err = timers.Complete(ctx, st, clock.NewManual(first.ExpiresAtMs), first, late("late"))
 		if err != nil || out != timers.LeaseLost {
 			t.Fatalf("late completion past expiry: %v %v", out, err)
@@ -548,14 +548,40 @@ func TestACompletionWaitsOutAStoreThatIsAwayForAMoment(t *testing.T) {
 		if rows := allTimers(t, st, ns); len(rows) != 0 {
 			t.Fatalf("timers left after a completion that was Done: %v", rows)
 		}
-		// Past the lease the completion gives up: another worker may hold
-		// the timer by then.
+		// Past the lease the completion stops retrying: another worker may
+		// hold the timer by then.
 		putTimer(t, st, ns, 100, 8, "ledger", "s")
 		c, _, _ = timers.Claim(context.Background(), st, ns, onlyTimer(t, st, ns), 100, lease)
 		away.n = 1
 		out, err = timers.Complete(context.Background(), away, clock.NewManual(c.ExpiresAtMs), c, timers.Fired{Done: true})
-		if err != nil || out != timers.LeaseLost {
-			t.Fatalf("completion past the lease: %v %v, want LeaseLost", out, err)
+		if err != nil || out != timers.LeaseLost || away.n != 0 {
+			t.Fatalf("completion past the lease: %v %v (%d outages left), want one send and LeaseLost", out, err, away.n)
+		}
+		if len(allTimers(t, st, ns)) != 1 {
+			t.Fatal("a completion that gave up changed the timer")
+		}
+	})
+}
+
+// A clock stepped forward makes a fire in flight look past its lease. If no
+// worker claimed the timer since, its completion still lands, guarded by the
+// leased row, and the fire's work is kept rather than done again.
+func TestACompletionPastItsLeaseLandsWhenNoOneClaimedTheTimer(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 8, "billing", "s")
+		c, ok, err := timers.Claim(context.Background(), st, ns, onlyTimer(t, st, ns), 100, lease)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		var b store.Batch
+		b.Put(store.Key("work"), store.Value("kept"))
+		stepped := clock.NewManual(c.ExpiresAtMs + (10 * time.Minute).Milliseconds())
+		out, err := timers.Complete(context.Background(), st, stepped, c, timers.Fired{Done: true, Batch: b})
+		if err != nil || out != timers.Completed {
+			t.Fatalf("completion after a forward step: %v %v, want Completed", out, err)
+		}
+		if _, found, err := st.Get(context.Background(), ns, "work"); err != nil || !found {
+			t.Fatal("the fire's batch was not applied")
 		}
 	})
 }
