@@ -68,13 +68,30 @@ func decodeStrict(body []byte, v any) *Problem {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return NewProblem(SlugInvalidRequest, fmt.Sprintf("%s must be a JSON %s", typeErr.Field, jsonType(typeErr.Type.Kind().String())))
+		return NewProblem(SlugInvalidRequest, fmt.Sprintf("%s must be a JSON %s", apiField(typeErr.Field), jsonType(typeErr.Type.Kind().String())))
 	case errors.As(err, &typeErr):
 		return NewProblem(SlugInvalidRequest, "the body must be a JSON object")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return NewProblem(SlugInvalidRequest, "unknown field "+truncate(strings.TrimPrefix(err.Error(), "json: unknown field ")))
 	}
 	return NewProblem(SlugInvalidRequest, "the body does not match the expected shape")
+}
+
+// apiField is a decoding error's field path as the API names it: without
+// the Go names of embedded structs ("Outcome.occurred_unix_ms"). API keys
+// are lower case, so a segment starting upper case is a Go name.
+func apiField(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return "the body"
+	}
+	return strings.Join(out, ".")
 }
 
 // jsonType names a Go kind as JSON calls it.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/hookrelay/relay/internal/outbox"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -326,4 +328,21 @@ func walkValueReference(dec *json.Decoder, depth int) *Problem {
 		}
 	}
 	return nil
+}
+
+// A wrong type inside the embedded outcome of a single-outcome body is named
+// by its API path, not by the Go struct it was decoded into.
+func TestTypeErrorsNameTheAPIField(t *testing.T) {
+	var v struct {
+		outbox.Outcome
+	}
+	p := decodeStrict([]byte(`{"occurred_unix_ms":"1"}`), &v)
+	if p == nil || p.Detail != "occurred_unix_ms must be a JSON number of the right range" {
+		t.Fatalf("problem %+v", p)
+	}
+	for path, want := range map[string]string{"Outcome.committed.bytes_stored": "committed.bytes_stored", "outcomes.kind": "outcomes.kind", "Outcome": "the body"} {
+		if got := apiField(path); got != want {
+			t.Errorf("apiField(%q) = %q, want %q", path, got, want)
+		}
+	}
 }
