@@ -26,6 +26,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/testlog"
 )
 
 // settle bounds every wait of these tests; deliveries normally take
@@ -73,25 +74,8 @@ func freeAddr(t *testing.T) string {
 type process struct {
 	cmd  *exec.Cmd
 	url  string
-	out  *lockedBuffer
+	out  *testlog.Buffer
 	done chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startRelay runs the binary with env and waits until it listens; in
@@ -112,7 +96,7 @@ func startRelay(t *testing.T, env []string, dev bool) (*process, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan error, 1)}
+	p := &process{cmd: cmd, url: "http://" + addr, out: &testlog.Buffer{}, done: make(chan error, 1)}
 	tokens, listening := make(chan string, 1), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)

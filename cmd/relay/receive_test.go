@@ -13,29 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/testlog"
 )
-
-// syncBuffer collects the receiver's output from its handler goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const receiveSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -56,7 +38,7 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out syncBuffer
+	var out testlog.Buffer
 	srv := httptest.NewUnstartedServer(nil)
 	cfg, err := parseReceive([]string{"-keys", keyFile, "-secret", receiveSecret, "-audience", "http://" + srv.Listener.Addr().String()})
 	if err != nil {
@@ -112,7 +94,7 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 
 // A request whose path would print as a second, forged line is quoted.
 func TestReceivePrintsOneLinePerRequest(t *testing.T) {
-	var out syncBuffer
+	var out testlog.Buffer
 	cfg, err := parseReceive([]string{"-secret", receiveSecret})
 	if err != nil {
 		t.Fatal(err)

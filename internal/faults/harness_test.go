@@ -29,6 +29,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/testlog"
 )
 
 // settleWithin bounds every wait for the system to settle. A stream leased
@@ -77,24 +78,6 @@ func need(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a child's output while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,7 +97,7 @@ type redisServer struct {
 	extra  []string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *lockedBuffer
+	out    *testlog.Buffer
 	// client talks to the server across its restarts.
 	client *redis.Client
 }
@@ -152,7 +135,7 @@ func (s *redisServer) launch() error {
 		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
 	}, s.extra...)
 	cmd := exec.Command("redis-server", args...)
-	s.out = &lockedBuffer{}
+	s.out = &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		return err
@@ -252,7 +235,7 @@ type relayProc struct {
 	addr string
 	cmd  *exec.Cmd
 	done chan error
-	out  *lockedBuffer
+	out  *testlog.Buffer
 	// logs keeps the output of earlier runs, for a failing test.
 	logs []string
 }
@@ -294,7 +277,7 @@ func (r *relayProc) launch() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.out = &lockedBuffer{}
+	r.out = &testlog.Buffer{}
 	cmd.Stdout = r.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

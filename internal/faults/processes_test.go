@@ -36,6 +36,17 @@ func postAll(p *producer, targets []target, n, workersPerNS int) {
 	wg.Wait()
 }
 
+// postInBackground runs postAll in a goroutine; the channel closes when it
+// returns.
+func postInBackground(p *producer, targets []target, n, workersPerNS int) <-chan struct{} {
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		postAll(p, targets, n, workersPerNS)
+	}()
+	return posted
+}
+
 // deliveredSoFar is every delivery the targets' receivers answered 2xx.
 func deliveredSoFar(targets []target) int {
 	n := 0
@@ -114,11 +125,7 @@ func TestKillNineDuringDelivery(t *testing.T) {
 	const perNS = 150
 
 	start := time.Now()
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postAll(p, targets, perNS, 1)
-	}()
+	posted := postInBackground(p, targets, perNS, 1)
 	// Kills follow ingest, not delivery: a kill strands the streams its
 	// fires held until their leases expire, and kills spaced by deliveries
 	// would wait out a lease each.
@@ -145,11 +152,7 @@ func TestSurvivorTakesOverAKilledProcess(t *testing.T) {
 	p := newProducer(s, 1, a, b)
 	const perNS = 200
 
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postAll(p, targets, perNS, 2)
-	}()
+	posted := postInBackground(p, targets, perNS, 2)
 	awaitDeliveries(t, notify, targets, len(targets)*perNS/4)
 	a.kill()
 	killed := time.Now()
@@ -172,11 +175,7 @@ func TestRedisRestartDuringIngestAndDelivery(t *testing.T) {
 	const perNS = 250
 
 	start := time.Now()
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postAll(p, targets, perNS, 2)
-	}()
+	posted := postInBackground(p, targets, perNS, 2)
 	awaitDeliveries(t, notify, targets, len(targets)*perNS/5)
 	s.redis.shutdown()
 	// Keep Redis away until producers have been refused a few times.
@@ -212,11 +211,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	const perNS = 300
 
 	start := time.Now()
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postAll(p, targets, perNS, 2)
-	}()
+	posted := postInBackground(p, targets, perNS, 2)
 	for i := range 10 {
 		awaitDeliveries(t, notify, targets, (i+1)*len(targets)*perNS/12)
 		if err := s.redis.client.ScriptFlush(t.Context()).Err(); err != nil {

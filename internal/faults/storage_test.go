@@ -44,11 +44,7 @@ func TestFullRedis(t *testing.T) {
 	// memory; the rest of what they held is given up, not accepted.
 	ctx, stopPosting := context.WithCancel(t.Context())
 	p.stop = ctx.Done()
-	posted := make(chan struct{})
-	go func() {
-		defer close(posted)
-		postAll(p, targets, 4000, 2)
-	}()
+	posted := postInBackground(p, targets, 4000, 2)
 	tick := time.NewTicker(10 * time.Millisecond)
 	for refused := 0; refused < 10; {
 		select {

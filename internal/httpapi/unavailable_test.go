@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/testlog"
 )
 
 // downStore is a store whose every call fails with err.
@@ -43,25 +43,11 @@ func (d downStore) Apply(context.Context, store.Partition, store.Batch) (store.R
 	return store.Result{}, d.err
 }
 
-// logBuffer collects JSON log lines written from the handlers' goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records are the log lines with message msg.
-func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
+// records are the JSON log lines of b with message msg.
+func records(t *testing.T, b *testlog.Buffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace([]byte(b.String())), []byte("\n")) {
 		var r map[string]any
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -107,7 +93,7 @@ func TestUnavailableStoreIsA503ThatSaysWhenToRetry(t *testing.T) {
 	down := downStore{err: fmt.Errorf("scan acme: %w: %w", store.ErrUnavailable, cause)}
 	for _, coalesce := range []bool{false, true} {
 		t.Run("coalesce="+strconv.FormatBool(coalesce), func(t *testing.T) {
-			var logs logBuffer
+			var logs testlog.Buffer
 			h := newHarnessOn(t, down, apiOptions{coalesce: coalesce, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 			for _, r := range storeRoutes() {
 				rec := h.do(r.method, r.path, h.admin(), r.body)
@@ -120,7 +106,7 @@ func TestUnavailableStoreIsA503ThatSaysWhenToRetry(t *testing.T) {
 				}
 				id := rec.Header().Get(httpapi.HeaderRequestID)
 				var logged bool
-				for _, l := range logs.records(t, "store unavailable") {
+				for _, l := range records(t, &logs, "store unavailable") {
 					if l["request_id"] == id {
 						logged = true
 						if l["level"] != "WARN" || !strings.Contains(fmt.Sprint(l["error"]), "10.9.8.7:6379") {

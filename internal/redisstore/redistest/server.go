@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/testlog"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -69,25 +69,6 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// lockedBuffer collects the server's output, written by exec's copier while
-// the test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func startServer(t testing.TB, bin, dir string, port int, extra []string) (*Server, error) {
 	t.Helper()
 	args := append([]string{
@@ -98,7 +79,7 @@ func startServer(t testing.TB, bin, dir string, port int, extra []string) (*Serv
 		"--dir", dir,
 	}, extra...)
 	cmd := exec.Command(bin, args...)
-	var out lockedBuffer
+	var out testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return nil, err
