@@ -138,9 +138,7 @@ func TestClockJumps(t *testing.T) {
 	wall.jump(-10 * time.Minute)
 	settle(t, p, notify, targets...)
 	_, dups := report(t, "clock ±10 min", p, time.Since(start), targets...)
-	if dups*100 >= p.total() {
-		t.Errorf("%d duplicates of %d outcomes", dups, p.total())
-	}
+	boundDuplicates(t, dups, p.total()*len(targets))
 }
 
 // failedAhead reports whether a receiver refused a row posted while the

@@ -60,7 +60,8 @@ func TestFullRedis(t *testing.T) {
 	stopPosting()
 	<-posted
 	settle(t, p, notify, targets...)
-	report(t, "Redis full", p, time.Since(start), targets...)
+	_, dups := report(t, "Redis full", p, time.Since(start), targets...)
+	boundDuplicates(t, dups, p.total()*len(targets))
 	checkAnswers(t, p, true)
 	emptyOutbox(t, r, targets)
 
