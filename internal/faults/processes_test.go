@@ -181,7 +181,7 @@ func TestRedisRestartDuringIngestAndDelivery(t *testing.T) {
 	r := s.startRelay("a")
 	targets := spread(t, r, "restart", 8, 1, notify, slowish)
 	p := newProducer(s, 1, r)
-	const perNS = 250
+	const perNS = 400
 
 	start := time.Now()
 	posted := postInBackground(p, targets, perNS, 2)
