@@ -227,7 +227,7 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		// fire's lease) rather than have them made again.
 		var v store.Value
 		var found bool
-		err := store.RetryUnavailable(ctx, 30, func() (err error) {
+		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() (err error) {
 			v, found, err = fc.Store.Get(ctx, fc.Partition, s.backlogKey)
 			return err
 		})

@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// UnavailableAttempts is how many times a write that must outlive an outage
+// is sent: with waits doubling to a second, about 25 s, inside a fire's
+// default 30 s lease.
+const UnavailableAttempts = 30
+
 // RetryUnavailable runs op until it succeeds, fails with an error other than
 // ErrUnavailable, has run attempts times, or ctx ends, waiting between runs
 // from 20 ms doubling to a second. It returns op's last error. It is for

@@ -148,9 +148,11 @@ const (
 // Complete applies a fire's result under the claim's lease: the handler's
 // batch, and the leased row deleted (Done) or moved (Reschedule), in one
 // batch guarded by the leased row. When the handler's own precondition fails,
-// the timer is released due at its original time, so the next fire re-plans
-// against fresh rows; a Backoff reschedule that writes nothing else is
-// applied as planned instead.
+// the fire's Replan, if it has one, plans again against fresh rows under the
+// same lease; failing that, the timer is released due at its original time,
+// so the next fire re-plans, except that a Backoff reschedule that writes
+// nothing else is applied as planned. A store that is away is waited out
+// while the lease lasts.
 func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
 	out, _, err := complete(ctx, st, clk, c, f)
 	return out, err
@@ -185,7 +187,7 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		// send the fire's delivered rows again.
 		var res store.Result
 		sent := false
-		err := store.RetryUnavailable(ctx, unavailableAttempts, func() error {
+		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
 			if sent && clk.Now().UnixMilli() >= c.ExpiresAtMs {
 				// Another worker may hold the timer by now.
 				return errLeaseExpired
@@ -227,11 +229,6 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		return out, first, err
 	}
 }
-
-// unavailableAttempts bounds the sends of one completion or release to a
-// store that is away: with waits doubling to a second, about 25 s, inside
-// the default lease.
-const unavailableAttempts = 30
 
 var errLeaseExpired = errors.New("timers: lease expired")
 
@@ -324,7 +321,7 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 			// The store went away mid-fire. Once it is back, put the timer
 			// back due as it was, rather than leave it leased until the
 			// lease expires.
-			_ = store.RetryUnavailable(ctx, unavailableAttempts, func() error {
+			_ = store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
 				if clk.Now().UnixMilli() >= c.ExpiresAtMs {
 					return nil
 				}
