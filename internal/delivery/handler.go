@@ -197,7 +197,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return timers.Fired{}, err
 	}
 
-	fired, err := h.plan(ctx, fc, t, &s, state, page, after, run, head[0], false)
+	fired, err := h.plan(ctx, fc, t, s, state, page, after, run, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err
 	}
@@ -205,7 +205,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	// landing before it applies would fail that guard and, without a
 	// re-plan, send every row of this fire again.
 	fired.Replan = func(ctx context.Context) (timers.Fired, error) {
-		return h.plan(ctx, fc, t, &s, state, page, after, run, store.Row{}, true)
+		return h.plan(ctx, fc, t, s, state, page, after, run, store.Row{}, true)
 	}
 	return fired, nil
 }
@@ -214,17 +214,15 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 // acknowledgements of the delivered rows, a 410's disable, and the timer's
 // next due time and state. head is the backlog as read before the calls;
 // reread (or an acknowledgement or disable to plan) reads it afresh.
-func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueTimer, sp *stream, state outbox.DeliveryState, page store.Page, after *store.Cursor, run calls, head store.Row, reread bool) (timers.Fired, error) {
-	s := *sp
+func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state outbox.DeliveryState, page store.Page, after *store.Cursor, run calls, head store.Row, reread bool) (timers.Fired, error) {
 	clk := h.clock()
 	fresh := head
 	gone := run.gone()
 	if reread || len(run.acked) > 0 || gone != nil {
 		// Acknowledgements, and a 410's disable, are planned against a
 		// backlog read after the calls, so the slow calls sit outside the
-		// read-modify-write window.
-		// The calls are made: a Redis restart now is waited out (within the
-		// fire's lease) rather than have them made again.
+		// read-modify-write window. The calls are made: a Redis restart now
+		// is waited out (within the fire's lease) so they are not made again.
 		var v store.Value
 		var found bool
 		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() (err error) {
