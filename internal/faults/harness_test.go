@@ -65,7 +65,7 @@ func run(m *testing.M) int {
 }
 
 // need skips the test where the suite does not run.
-func need(t *testing.T) {
+func need(t testing.TB) {
 	t.Helper()
 	if relayBin == "" {
 		t.Skipf("fault suite: set %s (or %s=1) to run it", redistest.EnvRedisURL, redistest.EnvRequireReal)
@@ -78,7 +78,7 @@ func need(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +91,7 @@ func freePort(t *testing.T) int {
 // redisServer is a redis-server of one test's own, persisting to an AOF
 // (fsync every second) in a directory that outlives restarts.
 type redisServer struct {
-	t      *testing.T
+	t      testing.TB
 	port   int
 	dir    string
 	extra  []string
@@ -102,12 +102,18 @@ type redisServer struct {
 	client *redis.Client
 }
 
-func startRedis(t *testing.T, extra ...string) *redisServer {
+func startRedis(t testing.TB, extra ...string) *redisServer {
+	t.Helper()
+	return startRedisOn(t, freePort, extra...)
+}
+
+// startRedisOn is startRedis on a port that port picks.
+func startRedisOn(t testing.TB, port func(testing.TB) int, extra ...string) *redisServer {
 	t.Helper()
 	s := &redisServer{t: t, dir: t.TempDir(), extra: extra}
 	var err error
 	for range 5 { // the port may be taken between probe and bind
-		s.port = freePort(t)
+		s.port = port(t)
 		if err = s.launch(); err == nil {
 			break
 		}
@@ -196,19 +202,28 @@ func (s *redisServer) kill() {
 // suite is what every relay of a test shares: its Redis, its API secret
 // and its webhook signing key.
 type suite struct {
-	t       *testing.T
-	redis   *redisServer
-	secret  string
-	keyFile string
-	token   string
+	t     testing.TB
+	redis *redisServer
+	// redisURL is what relays connect to: redis's, or a cluster's seeds.
+	redisURL string
+	secret   string
+	keyFile  string
+	token    string
 	// extraEnv is added to every relay's environment.
 	extraEnv []string
 }
 
-func newSuite(t *testing.T, redisArgs ...string) *suite {
+func newSuite(t testing.TB, redisArgs ...string) *suite {
 	t.Helper()
 	need(t)
-	s := &suite{t: t, redis: startRedis(t, redisArgs...), secret: strings.Repeat("f", 32)}
+	r := startRedis(t, redisArgs...)
+	return newSuiteOn(t, r, r.url())
+}
+
+// newSuiteOn is a suite whose relays connect to url; redis may be nil.
+func newSuiteOn(t testing.TB, redis *redisServer, url string) *suite {
+	t.Helper()
+	s := &suite{t: t, redis: redis, redisURL: url, secret: strings.Repeat("f", 32)}
 	key, err := hooks.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +280,7 @@ func (r *relayProc) launch() {
 	}
 	cmd := exec.Command(relayBin)
 	cmd.Env = append(os.Environ(),
-		"RELAY_REDIS_URL="+r.s.redis.url(),
+		"RELAY_REDIS_URL="+r.s.redisURL,
 		"RELAY_LISTEN="+r.addr,
 		"RELAY_JWT_SECRET="+r.s.secret,
 		"RELAY_PUBLIC_URL=http://relay.test",
@@ -422,7 +437,7 @@ type receiver struct {
 }
 
 // newReceiver starts a receiver; notify (buffered) hears of every request.
-func newReceiver(t *testing.T, name string, notify chan<- struct{}, sc script) *receiver {
+func newReceiver(t testing.TB, name string, notify chan<- struct{}, sc script) *receiver {
 	t.Helper()
 	secret, err := outbox.NewSecret()
 	if err != nil {
@@ -738,7 +753,7 @@ func rids(prefix string, n int) []string {
 // settle waits until every outcome p accepted reached each target, and
 // fails on a request that did not verify or an outcome delivered to a
 // target of another namespace.
-func settle(t *testing.T, p *producer, notify <-chan struct{}, targets ...target) {
+func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target) {
 	t.Helper()
 	deadline := time.After(settleWithin)
 	for {
@@ -766,7 +781,7 @@ func settle(t *testing.T, p *producer, notify <-chan struct{}, targets ...target
 }
 
 // report prints the case's line and returns its duplicates.
-func report(t *testing.T, name string, p *producer, settled time.Duration, targets ...target) (delivered, duplicates int) {
+func report(t testing.TB, name string, p *producer, settled time.Duration, targets ...target) (delivered, duplicates int) {
 	t.Helper()
 	for _, tg := range targets {
 		d, dup := tg.rc.counts(p.acceptedOf(tg.ns))

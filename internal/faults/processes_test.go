@@ -10,7 +10,7 @@ import (
 
 // spread registers one endpoint per namespace, each on its own receiver,
 // and returns the targets.
-func spread(t *testing.T, r *relayProc, prefix string, namespaces, maxInFlight int, notify chan<- struct{}, sc script) []target {
+func spread(t testing.TB, r *relayProc, prefix string, namespaces, maxInFlight int, notify chan<- struct{}, sc script) []target {
 	t.Helper()
 	var out []target
 	for i := range namespaces {
@@ -61,7 +61,7 @@ func deliveredSoFar(targets []target) int {
 }
 
 // awaitDeliveries waits until the targets' receivers answered n deliveries.
-func awaitDeliveries(t *testing.T, notify <-chan struct{}, targets []target, n int) {
+func awaitDeliveries(t testing.TB, notify <-chan struct{}, targets []target, n int) {
 	t.Helper()
 	deadline := time.After(settleWithin)
 	for deliveredSoFar(targets) < n {
@@ -74,7 +74,7 @@ func awaitDeliveries(t *testing.T, notify <-chan struct{}, targets []target, n i
 }
 
 // awaitAccepted waits until the producer has n outcomes accepted.
-func awaitAccepted(t *testing.T, p *producer, n int) {
+func awaitAccepted(t testing.TB, p *producer, n int) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -96,7 +96,7 @@ func slowish(string, int) answer {
 
 // boundDuplicates fails a case that is not a kill when 1 % or more of its
 // deliveries were duplicates.
-func boundDuplicates(t *testing.T, dups, deliveries int) {
+func boundDuplicates(t testing.TB, dups, deliveries int) {
 	t.Helper()
 	if dups*100 >= deliveries {
 		t.Errorf("%d duplicate deliveries of %d: 1 %% or more", dups, deliveries)
@@ -105,7 +105,7 @@ func boundDuplicates(t *testing.T, dups, deliveries int) {
 
 // checkAnswers fails on any API answer but 202 and, where allowed, 503
 // with Retry-After.
-func checkAnswers(t *testing.T, p *producer, allow503 bool) {
+func checkAnswers(t testing.TB, p *producer, allow503 bool) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,7 +240,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 // everything was delivered, nothing half-written remains. (A batch refused
 // midway may have stored outcomes the producer did not count; they drain
 // too.)
-func emptyOutbox(t *testing.T, r *relayProc, targets []target) {
+func emptyOutbox(t testing.TB, r *relayProc, targets []target) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -119,7 +119,7 @@ func TestMisbehavingReceivers(t *testing.T) {
 }
 
 // awaitEndpoint polls an endpoint's view until cond holds.
-func awaitEndpoint(t *testing.T, r *relayProc, ns, id string, cond func(map[string]any) bool) map[string]any {
+func awaitEndpoint(t testing.TB, r *relayProc, ns, id string, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

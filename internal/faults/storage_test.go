@@ -178,7 +178,7 @@ func TestPoisonRow(t *testing.T) {
 
 // put writes one record row of a stream by hand, unguarded, as an operator
 // (or a bug) could.
-func put(t *testing.T, st *redisstore.Store, ns, endpoint, rid string, v store.Value) {
+func put(t testing.TB, st *redisstore.Store, ns, endpoint, rid string, v store.Value) {
 	t.Helper()
 	key, err := outbox.RecordKey(endpoint, rid)
 	if err != nil {
