@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,6 +197,10 @@ func TestClusterScaleOut(t *testing.T) {
 	emptyOutbox(t, b, targets)
 }
 
+// benchRound makes each round's namespaces new: the benchmark function runs
+// more than once on one cluster.
+var benchRound atomic.Int64
+
 // BenchmarkClusterDelivery measures ingest and delivery on a three-master
 // cluster of its own with one relay process and with two, each delivering
 // 8 streams at once to receivers that take 5 ms per webhook, so the work is
@@ -215,7 +220,7 @@ func BenchmarkClusterDelivery(b *testing.B) {
 			}
 			var ingestSecs, deliverSecs float64
 			var outcomes, commands int64
-			for i := range b.N {
+			for range b.N {
 				notify := make(chan struct{}, 1)
 				slow := func(string, int) answer {
 					return answer{status: http.StatusNoContent, delay: 5 * time.Millisecond}
@@ -224,7 +229,7 @@ func BenchmarkClusterDelivery(b *testing.B) {
 				// delivery from the moment the endpoints are enabled.
 				var targets []target
 				for n := range 32 {
-					ns := fmt.Sprintf("bench%d-%d-%02d", processes, i, n)
+					ns := fmt.Sprintf("bench%d-%d-%02d", processes, benchRound.Add(1), n)
 					rc := newReceiver(b, ns, notify, slow)
 					relays[0].must(http.StatusCreated, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/hook", map[string]any{
 						"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "enabled": false,
