@@ -273,14 +273,12 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 	case delivered > 0:
 		next.Attempt = 0
 	default:
-		// Only a failed call raises the attempt: a page of junk or
-		// synthetic rows is no fault of the endpoint. The wait grows with
-		// the stream's attempts, but no faster than the failures of the
-		// rows that failed: rows failing for the first time, behind other
-		// rows that failed before, wait the first step, so an endpoint
-		// refusing each outcome a few times is not pushed into long waits
-		// by the count of its neighbours.
-		delayMs = max(backoffMs(s.ns, s.endpoint, min(state.Attempt, run.fewestFailures())), min(run.retryAfter, MaxBackoff).Milliseconds())
+		// The wait grows with the stream's failing fires, not with the
+		// failures of the rows that failed: a dead endpoint fails a new row
+		// in each fire and must still back off. Only a failed call raises
+		// the count: a page of rows that cannot be sent is no fault of the
+		// endpoint.
+		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), min(run.retryAfter, MaxBackoff).Milliseconds())
 		if run.stopped && next.Attempt < ^uint32(0) {
 			next.Attempt++
 		}
@@ -420,16 +418,6 @@ type calls struct {
 	// last is the page index of the last row examined, -1 for none.
 	last       int
 	retryAfter time.Duration
-}
-
-// fewestFailures is the least count of earlier failed attempts among the
-// rows that failed in this fire; the maximum when none failed.
-func (c *calls) fewestFailures() uint32 {
-	least := ^uint32(0)
-	for _, f := range c.failed {
-		least = min(least, f.row.attempt.Count)
-	}
-	return least
 }
 
 func (c *calls) gone() *Error {
