@@ -607,3 +607,42 @@ func (r *refusing) calls() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.called...)
 }
+
+// A Retry-After holds even when the same fire delivered rows, as one call
+// can be delivered while the next is told to wait; and an outcome accepted
+// meanwhile does not pull the stream sooner.
+func TestRetryAfterHoldsWhenTheSameFireDeliveredRows(t *testing.T) {
+	t.Parallel()
+	for _, width := range []int{1, 3} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.seed("a", "b", "c")
+				sink := newGated()
+				sink.fail["b"] = &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second, Reason: "slow down"}
+				h := &Handler{Sink: sink, Clock: e.Clk}
+				e.fire(h)
+				if got := sink.rids(); !slices.Contains(got, "a") || slices.Contains(e.pending(), "a") {
+					t.Fatalf("delivered %v, pending %v: want a delivered", got, e.pending())
+				}
+				due := e.timerDue()
+				if gap := due - e.NowMs(); gap < 90_000 {
+					t.Fatalf("next fire in %d ms after a 429 with Retry-After: 90, want at least 90 s", gap)
+				}
+				if got := e.state().Attempt; got != 1 {
+					t.Fatalf("stream attempt %d, want 1: the count restarts with this fire", got)
+				}
+				e.Clk.Advance(time.Second)
+				e.append(committed("d"))
+				if got := e.timerDue(); got != due {
+					t.Fatalf("an accepted outcome moved the stream from +%d to +%d ms", due-e.NowMs(), got-e.NowMs())
+				}
+				e.fireAtDue(h)
+				e.fireAtDue(h)
+				if e.backlogRows() != 0 {
+					t.Fatalf("backlog %d, pending %v once the endpoint takes calls again", e.backlogRows(), e.pending())
+				}
+			})
+		})
+	}
+}
