@@ -40,7 +40,7 @@ const (
 //     counts from the failure;
 //   - the jitter is added to the capped backoff, so streams failing for
 //     long do not all retry at the same instant; Retry-After is capped at
-//     the same 15 min;
+//     the same 15 min, and holds even when the fire delivered rows too;
 //   - a budget cut before the first row resumes at the same cursor rather
 //     than skipping the page;
 //   - a timer state that does not decode restarts the stream from its head
@@ -268,19 +268,29 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		}
 	}
 	next := outbox.DeliveryState{Attempt: state.Attempt, Cursor: resume}
+	// A Retry-After the endpoint gave is a floor whatever else the fire
+	// did: rows delivered before the call told to wait do not cut it
+	// short, or a rate-limited endpoint would be called again at once.
+	floorMs := min(run.retryAfter, MaxBackoff).Milliseconds()
 	var delayMs int64
 	switch {
 	case delivered > 0:
+		// The endpoint took something, so its count of failing fires
+		// starts afresh and the rest are due now, unless it asked to wait.
+		// Then this fire counts as the first failing one: a stream at
+		// attempt 0 is not backing off, and an ingest would pull it to now.
 		next.Attempt = 0
+		if floorMs > 0 {
+			next.Attempt = 1
+		}
+		delayMs = floorMs
 	default:
-		// Only a failed call raises the attempt: a page of junk or
-		// synthetic rows is no fault of the endpoint. The wait grows with
-		// the stream's attempts, but no faster than the failures of the
-		// rows that failed: rows failing for the first time, behind other
-		// rows that failed before, wait the first step, so an endpoint
-		// refusing each outcome a few times is not pushed into long waits
-		// by the count of its neighbours.
-		delayMs = max(backoffMs(s.ns, s.endpoint, min(state.Attempt, run.fewestFailures())), min(run.retryAfter, MaxBackoff).Milliseconds())
+		// The wait grows with the stream's failing fires, not with the
+		// failures of the rows that failed: a dead endpoint fails a new row
+		// in each fire and must still back off. Only a failed call raises
+		// the count: a page of rows that cannot be sent is no fault of the
+		// endpoint.
+		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), floorMs)
 		if run.stopped && next.Attempt < ^uint32(0) {
 			next.Attempt++
 		}
@@ -420,16 +430,6 @@ type calls struct {
 	// last is the page index of the last row examined, -1 for none.
 	last       int
 	retryAfter time.Duration
-}
-
-// fewestFailures is the least count of earlier failed attempts among the
-// rows that failed in this fire; the maximum when none failed.
-func (c *calls) fewestFailures() uint32 {
-	least := ^uint32(0)
-	for _, f := range c.failed {
-		least = min(least, f.row.attempt.Count)
-	}
-	return least
 }
 
 func (c *calls) gone() *Error {

@@ -486,40 +486,163 @@ func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) 
 	})
 }
 
-// A row failing for the first time waits the first backoff step, even when
-// the stream's attempts are many because another row kept failing: an
-// endpoint that refuses each outcome a few times is not pushed into long
-// waits by its neighbours' failures. The stream's count still grows, and the
-// row that failed often waits its own long step.
-func TestAFreshFailureWaitsTheFirstStepWhateverItsNeighboursFailed(t *testing.T) {
+// refusing answers 500 to the rids it holds ("*" for all) and takes the
+// rest, noting when each call came by the test's clock.
+type refusing struct {
+	capture
+	e      *env
+	refuse map[string]bool
+	// called and at are every call's rid, delivered or not, and time.
+	called []string
+	at     []int64
+}
+
+func (r *refusing) Deliver(ctx context.Context, o Outcome) error {
+	r.mu.Lock()
+	r.called = append(r.called, o.Outcome.ReservationID)
+	r.at = append(r.at, r.e.NowMs())
+	refused := r.refuse[o.Outcome.ReservationID] || r.refuse["*"]
+	r.mu.Unlock()
+	if refused {
+		return &Error{Class: "status", Status: 500, Reason: "internal error"}
+	}
+	return r.capture.Deliver(ctx, o)
+}
+
+// A dead endpoint with many rows waiting backs off as its stream keeps
+// failing, though each fire fails a row that never failed before: in its
+// first minute it is called a handful of times, each wait double the last,
+// not once a second for as many fires as it has rows.
+func TestADeadEndpointWithManyRowsWaitingBacksOffAsItsStreamFails(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		ids := rids("row", 200)
+		e.seed(ids[:100]...) // at most 100 a request
+		e.seed(ids[100:]...)
+		dead := &refusing{e: e, refuse: map[string]bool{"*": true}}
+		start := e.NowMs()
+		for e.timerDue() < start+60_000 {
+			e.fireAtDue(&Handler{Sink: dead, Clock: e.Clk})
+		}
+		t.Logf("calls at %v ms", offsets(dead.at, start))
+		if n := len(dead.at); n > 10 {
+			t.Fatalf("%d calls in the first 60 s, want at most 10", n)
+		}
+		for i := 1; i < len(dead.at); i++ {
+			base := int64(1000) << (i - 1)
+			if gap := dead.at[i] - dead.at[i-1]; gap < base || gap > base+base/5 {
+				t.Fatalf("calls at %v ms: wait %d is %d ms, want %d plus at most 20 %%", offsets(dead.at, start), i, gap, base)
+			}
+		}
+		// Each fire called a row that had not failed before.
+		if got := dead.calls(); len(got) < 5 || !slices.Equal(got, ids[:len(got)]) {
+			t.Fatalf("calls %v, want the first rows, one a fire", got)
+		}
+		if got := e.state().Attempt; got != uint32(len(dead.at)) {
+			t.Fatalf("stream attempt %d after %d failing fires", got, len(dead.at))
+		}
+		if e.backlogRows() != 200 {
+			t.Fatalf("backlog %d, want every row kept", e.backlogRows())
+		}
+	})
+}
+
+func offsets(at []int64, start int64) []int64 {
+	out := make([]int64, len(at))
+	for i, ms := range at {
+		out[i] = ms - start
+	}
+	return out
+}
+
+// Behind a stream that failed throughout, a row failing for the first time
+// waits the stream's step, not the first one; once something is delivered
+// the count starts afresh, and the next failure waits the first step again.
+func TestAFailureWaitsTheStreamsStepUntilSomethingIsDelivered(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("old")
-		failing := &capture{fail: &Error{Class: "status", Status: 500, Reason: "refused"}}
+		sink := &refusing{e: e, refuse: map[string]bool{"*": true}}
 		for range 4 {
-			e.fireAtDue(&Handler{Sink: failing, Clock: e.Clk})
+			e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
 		}
 		e.Clk.Set(e.timerDue())
 		e.seed("new")
 		now := e.NowMs()
-		e.fire(&Handler{Sink: failing, Clock: e.Clk})
-		if rids := failing.rids(); rids[len(rids)-1] != "new" {
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		if rids := sink.calls(); rids[len(rids)-1] != "new" {
 			t.Fatalf("calls %v: want the fire after the old row's to call the new one", rids)
 		}
-		if gap := e.timerDue() - now; gap < 1000 || gap > 1200 {
-			t.Fatalf("a first failure waits %d ms, want the first step (1 s plus at most 20 %%)", gap)
+		if gap := e.timerDue() - now; gap < 16000 || gap > 19200 {
+			t.Fatalf("a first failure on a stream failing for 4 fires waits %d ms, want 16 s plus at most 20 %%", gap)
 		}
 		if got := e.state().Attempt; got != 5 {
 			t.Fatalf("stream attempt %d, want 5", got)
 		}
-		e.Clk.Set(e.timerDue())
-		now = e.NowMs()
-		e.fire(&Handler{Sink: failing, Clock: e.Clk})
-		if rids := failing.rids(); rids[len(rids)-1] != "old" {
-			t.Fatalf("calls %v: want the old row next", rids)
+		// A healthy fire: old is delivered, new refused.
+		sink.mu.Lock()
+		sink.refuse = map[string]bool{"new": true, "later": true}
+		sink.mu.Unlock()
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
+		if got := sink.rids(); !slices.Equal(got, []string{"old"}) {
+			t.Fatalf("delivered %v, want [old]", got)
 		}
-		if gap := e.timerDue() - now; gap < 16000 || gap > 19200 {
-			t.Fatalf("a row that failed 5 times waits %d ms, want 16 s plus at most 20 %%", gap)
+		if due, st := e.timerDue(), e.state(); due > e.NowMs() || st.Attempt != 0 {
+			t.Fatalf("due +%d ms, attempt %d: something was delivered, so due now and the count reset", due-e.NowMs(), st.Attempt)
+		}
+		e.seed("later")
+		now = e.NowMs()
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		if rids := sink.calls(); rids[len(rids)-1] != "later" {
+			t.Fatalf("calls %v: want later called last", rids)
+		}
+		if gap := e.timerDue() - now; gap < 1000 || gap > 1200 {
+			t.Fatalf("the first failure after a delivery waits %d ms, want the first step (1 s plus at most 20 %%)", gap)
 		}
 	})
+}
+
+func (r *refusing) calls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.called...)
+}
+
+// A Retry-After holds even when the same fire delivered rows, as one call
+// can be delivered while the next is told to wait; and an outcome accepted
+// meanwhile does not pull the stream sooner.
+func TestRetryAfterHoldsWhenTheSameFireDeliveredRows(t *testing.T) {
+	t.Parallel()
+	for _, width := range []int{1, 3} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.seed("a", "b", "c")
+				sink := newGated()
+				sink.fail["b"] = &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second, Reason: "slow down"}
+				h := &Handler{Sink: sink, Clock: e.Clk}
+				e.fire(h)
+				if got := sink.rids(); !slices.Contains(got, "a") || slices.Contains(e.pending(), "a") {
+					t.Fatalf("delivered %v, pending %v: want a delivered", got, e.pending())
+				}
+				due := e.timerDue()
+				if gap := due - e.NowMs(); gap < 90_000 {
+					t.Fatalf("next fire in %d ms after a 429 with Retry-After: 90, want at least 90 s", gap)
+				}
+				if got := e.state().Attempt; got != 1 {
+					t.Fatalf("stream attempt %d, want 1: the count restarts with this fire", got)
+				}
+				e.Clk.Advance(time.Second)
+				e.append(committed("d"))
+				if got := e.timerDue(); got != due {
+					t.Fatalf("an accepted outcome moved the stream from +%d to +%d ms", due-e.NowMs(), got-e.NowMs())
+				}
+				e.fireAtDue(h)
+				e.fireAtDue(h)
+				if e.backlogRows() != 0 {
+					t.Fatalf("backlog %d, pending %v once the endpoint takes calls again", e.backlogRows(), e.pending())
+				}
+			})
+		})
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // appendDuring accepts a second outcome inside the call of the first.
@@ -236,25 +237,28 @@ func (s *slow) Deliver(ctx context.Context, o Outcome) error {
 	return s.capture.Deliver(ctx, o)
 }
 
+// The page is larger than the budget allows, and rows follow it: a cut that
+// resumed at the page's end rather than at the first untried row would skip
+// c and d until the cursor wrapped.
 func TestASlowButSuccessfulSinkIsCutAtTheFireBudget(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.seed("a", "b", "c", "d")
+		e.seed("a", "b", "c", "d", "e", "f")
 		sink := &slow{e: e, step: 400 * time.Millisecond}
-		// A budget of 2 x 250 ms: two 400 ms calls spend it.
-		e.fire(&Handler{Sink: sink, Clock: e.Clk, SinkTimeout: 250 * time.Millisecond})
+		// A budget of 2 x 250 ms: two 400 ms calls spend it, on a page of 4.
+		e.fire(&Handler{Sink: sink, Clock: e.Clk, SinkTimeout: 250 * time.Millisecond, MaxRows: 4})
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b"}) {
 			t.Fatalf("delivered %v, want [a b]", got)
 		}
-		if e.backlogRows() != 2 {
-			t.Fatalf("backlog %d, want 2", e.backlogRows())
+		if e.backlogRows() != 4 {
+			t.Fatalf("backlog %d, want 4", e.backlogRows())
 		}
 		if due := e.timerDue(); due > e.NowMs()+1 {
 			t.Fatalf("due at %d, want now (%d), not backed off", due, e.NowMs())
 		}
-		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
-		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
-			t.Fatalf("delivered %v, want a, b, then the untried c, d", got)
+		e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk, MaxRows: 4})
+		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d", "e", "f"}) {
+			t.Fatalf("delivered %v, want a, b, then the untried c, d and the rest", got)
 		}
 		if e.backlogRows() != 0 {
 			t.Fatalf("backlog %d", e.backlogRows())
@@ -292,29 +296,33 @@ func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
 	})
 }
 
-// hang never answers; only its context ends the call.
+// hang never answers and ignores its context, as a call stuck where nothing
+// interrupts it: only the fire's own bound ends the call. It is let go when
+// the test ends.
 type hang struct {
 	mu    sync.Mutex
 	calls int
 	// enter is called once the call started: the test's deadline.
-	enter func()
+	enter   func()
+	release chan struct{}
 }
 
-func (h *hang) Deliver(ctx context.Context, _ Outcome) error {
+func (h *hang) Deliver(context.Context, Outcome) error {
 	h.mu.Lock()
 	h.calls++
 	enter := h.enter
 	h.mu.Unlock()
 	enter()
-	<-ctx.Done()
-	return ctx.Err()
+	<-h.release
+	return errors.New("let go")
 }
 
 func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
-		sink := &hang{}
+		sink := &hang{release: make(chan struct{})}
+		t.Cleanup(func() { close(sink.release) })
 		var requested []time.Duration
 		h := &Handler{Sink: sink, Clock: e.Clk, SinkTimeout: 250 * time.Millisecond}
 		// The call's deadline passes as soon as the call has started.
@@ -326,9 +334,30 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 			sink.mu.Unlock()
 			return c, cancel
 		}
-		e.fire(h)
-		if sink.calls != 1 {
-			t.Fatalf("%d calls, want 1: the fire stops at the hung call", sink.calls)
+		reg, err := timers.NewRegistry(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fired apart, so a fire held by the call fails the test rather
+		// than hanging it.
+		done := make(chan error, 1)
+		go func() {
+			_, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run due: %v", err)
+			}
+		case <-time.After(patience):
+			t.Fatalf("the fire did not end within %v: a call whose sink ignores its context was not cut", patience)
+		}
+		sink.mu.Lock()
+		calls := sink.calls
+		sink.mu.Unlock()
+		if calls != 1 {
+			t.Fatalf("%d calls, want 1: the fire stops at the hung call", calls)
 		}
 		if !slices.Equal(requested, []time.Duration{250 * time.Millisecond}) {
 			t.Fatalf("timeouts requested %v, want [250ms]", requested)
@@ -399,21 +428,47 @@ func TestARefusedRowDoesNotStarveTheRowsBehindIt(t *testing.T) {
 	})
 }
 
+// Each fire takes exactly the next MaxRows rows, from the head and again
+// once the cursor has wrapped past the stream's last row: a page scanned
+// larger than that would call more rows in a fire, or strand the rows
+// between the last one called and the page's end until a whole rotation.
 func TestMaxRowsBoundsOneFireAndTheCursorRotates(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
+		h := &Handler{Clock: e.Clk, MaxRows: 2}
+		drain := func(from string, fires ...[]string) {
+			t.Helper()
+			left := e.backlogRows()
+			for i, want := range fires {
+				sink := &capture{}
+				h.Sink = sink
+				e.fireAtDue(h)
+				left -= uint64(len(want))
+				if got := sink.rids(); !slices.Equal(got, want) || e.backlogRows() != left {
+					t.Fatalf("%s, fire %d: delivered %v, backlog %d; want %v and %d", from, i+1, got, e.backlogRows(), want, left)
+				}
+			}
+		}
 		e.seed("a", "b", "c", "d", "e")
-		sink := &capture{}
-		h := &Handler{Sink: sink, Clock: e.Clk, MaxRows: 2}
-		e.fire(h)
-		if len(sink.seen) != 2 || e.backlogRows() != 3 {
-			t.Fatalf("delivered %v, backlog %d: want 2 and 3", sink.rids(), e.backlogRows())
+		drain("from the head", []string{"a", "b"}, []string{"c", "d"}, []string{"e"})
+
+		// A cursor past the last row, as a fire that failed at the stream's
+		// last row leaves it: the next fire wraps to the head.
+		e.seed("v", "w", "x", "y", "z")
+		start, end, _ := outbox.PendingRange(ep)
+		page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
+		if err != nil {
+			t.Fatal(err)
 		}
-		e.fireAtDue(h)
-		e.fireAtDue(h)
-		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) || e.backlogRows() != 0 {
-			t.Fatalf("delivered %v, backlog %d", got, e.backlogRows())
+		state, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.CursorAfter(page.Entries[len(page.Entries)-1].Key)})
+		if err != nil {
+			t.Fatal(err)
 		}
+		r, _ := e.timer()
+		var b store.Batch
+		r.Replace(&b, r.DueAtMs, state)
+		e.Apply(b)
+		drain("wrapped", []string{"v", "w"}, []string{"x", "y"}, []string{"z"})
 	})
 }
 

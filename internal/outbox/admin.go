@@ -85,7 +85,8 @@ type Stream struct {
 // StreamTimer is a stream's delivery timer as operators see it.
 type StreamTimer struct {
 	DueAtMs int64
-	// Attempt is how many fires in a row delivered nothing.
+	// Attempt is how many fires in a row delivered nothing; one told to
+	// wait by a Retry-After counts whatever it delivered.
 	Attempt uint32
 	// Leased: a fire holds it now.
 	Leased bool
