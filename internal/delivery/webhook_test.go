@@ -151,13 +151,13 @@ func (b *whBundle) mkitVerifier(t *testing.T) *hookverify.MkitVerifier {
 	if err != nil {
 		t.Fatalf("receiver cannot parse the served key list: %v", err)
 	}
-	return &hookverify.MkitVerifier{Keys: keys, Audience: b.srv.URL, Now: func() time.Time { return whT0 }}
+	return &hookverify.MkitVerifier{Keys: keys, Audience: b.srv.URL, Namespaces: []string{"acme"}, Now: func() time.Time { return whT0 }}
 }
 
 // wantBody is the body every attempt of o must carry.
 func wantBody(t *testing.T, o delivery.Outcome) []byte {
 	t.Helper()
-	body, err := outbox.EncodeWebhook(&o.Outcome, whAudience)
+	body, err := outbox.EncodeWebhook(&o.Outcome, o.Namespace, whAudience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,36 @@ func TestWebhooksMkitDeliveryVerifiesWithThePublishedKeys(t *testing.T) {
 		t.Errorf("signed audience %q, want the endpoint's origin %q", a, b.srv.URL)
 	}
 	if got.header.Get(hookverify.HeaderStandardSignature) != "" {
-		t.Error("an mkit-hook-v1 delivery carries a Standard Webhooks signature")
+		t.Error("an mkit-hook-v2 delivery carries a Standard Webhooks signature")
+	}
+}
+
+// The stream's namespace is signed and in the body: a receiver of acme takes
+// acme's webhook and refuses another namespace's sent to the same URL.
+func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
+	t.Parallel()
+	b := whSetup(t, nil)
+	v := b.mkitVerifier(t)
+	for _, ns := range []string{"acme", "attacker-a"} {
+		o := b.outcome(outbox.SchemeMkitHookV1)
+		o.Namespace = ns
+		if err := b.sink.Deliver(context.Background(), o); err != nil {
+			t.Fatalf("Deliver for %s: %v", ns, err)
+		}
+		got := b.one(t)
+		if h := got.header.Get(hookverify.HeaderMkitNamespace); h != ns {
+			t.Errorf("%s: signed namespace %q", ns, h)
+		}
+		if !strings.Contains(string(got.body), `"namespace":"`+ns+`"`) {
+			t.Errorf("%s: body %s does not name it", ns, got.body)
+		}
+		err := v.Verify(got.header, got.path, got.body)
+		switch {
+		case ns == "acme" && err != nil:
+			t.Errorf("acme's receiver refuses acme's webhook: %v", err)
+		case ns != "acme" && !errors.Is(err, hookverify.ErrNamespace):
+			t.Errorf("acme's receiver given %s's webhook: %v, want ErrNamespace", ns, err)
+		}
 	}
 }
 
@@ -276,7 +305,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 			}
 		}
 	})
-	t.Run("mkit-hook-v1", func(t *testing.T) {
+	t.Run("mkit-hook-v2", func(t *testing.T) {
 		t.Parallel()
 		b := whSetup(t, nil)
 		o := b.outcome(outbox.SchemeMkitHookV1)
@@ -361,6 +390,12 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 		}, delivery.ClassEncode, ""},
 		{"no audience", func(b *whBundle, _ *delivery.Outcome) {
 			b.sink.Audience = ""
+		}, delivery.ClassEncode, ""},
+		{"no namespace", func(_ *whBundle, o *delivery.Outcome) {
+			o.Namespace = ""
+		}, delivery.ClassEncode, ""},
+		{"malformed namespace", func(_ *whBundle, o *delivery.Outcome) {
+			o.Namespace = "Acme\nX-Mkit-Hook-Namespace: victim"
 		}, delivery.ClassEncode, ""},
 	}
 	for _, c := range cases {
