@@ -388,9 +388,10 @@ func TestEndpointSchemas(t *testing.T) {
 		{"url of 2048", `{"url": "https://h.example/` + strings.Repeat("a", 2030) + `"}`, true},
 		{"every field", `{"url": "https://h.example/x", "scheme": "standard-webhooks", "kinds": [], "enabled": false,
 			"max_in_flight": 16, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
-		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1", "max_in_flight": 1}`, true},
+		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "max_in_flight": 1}`, true},
 
-		{"no url", `{"scheme": "mkit-hook-v1"}`, false},
+		{"retired mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1"}`, false},
+		{"no url", `{"scheme": "mkit-hook-v2"}`, false},
 		{"empty url", `{"url": ""}`, false},
 		{"url over 2048", `{"url": "https://h.example/` + strings.Repeat("a", 2031) + `"}`, false},
 		{"unknown field", `{"url": "https://h.example/x", "secrets": []}`, false},
@@ -402,7 +403,7 @@ func TestEndpointSchemas(t *testing.T) {
 		{"max_in_flight fraction", `{"url": "https://h.example/x", "max_in_flight": 1.5}`, false},
 		{"enabled string", `{"url": "https://h.example/x", "enabled": "yes"}`, false},
 		{"secret without prefix", `{"url": "https://h.example/x", "scheme": "standard-webhooks", "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
-		{"secret with mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
+		{"secret with mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 		{"secret with default scheme", `{"url": "https://h.example/x", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 	})
 

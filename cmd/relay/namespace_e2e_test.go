@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -99,8 +100,13 @@ func TestBinaryReceiverRefusesAnotherNamespacesWebhooks(t *testing.T) {
 
 	rp := startReceive(t, "-keys", p.url+"/.well-known/mkit-hook-keys.json", "-namespace", "victim-b")
 	hook := map[string]any{"url": rp.url + "/hooks/victim"}
-	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, hook); code != http.StatusCreated {
-		t.Fatalf("victim's endpoint: %d %v", code, v)
+	// The retired scheme, which signed no namespace, cannot be chosen.
+	retired := map[string]any{"url": hook["url"], "scheme": "mkit-hook-v1"}
+	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, retired); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v["detail"]), "mkit-hook-v2") {
+		t.Fatalf("an endpoint of scheme mkit-hook-v1: %d %v, want 400 naming mkit-hook-v2", code, v)
+	}
+	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, hook); code != http.StatusCreated || v["scheme"] != "mkit-hook-v2" {
+		t.Fatalf("victim's endpoint: %d %v, want 201 with scheme mkit-hook-v2", code, v)
 	}
 	// The attacker's token is bound to its own namespace...
 	if code, _ := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/evil", attacker, hook); code != http.StatusForbidden {

@@ -47,8 +47,10 @@ func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
 	}
 	var scheme hooks.Scheme
 	switch o.Endpoint.Scheme {
-	case outbox.SchemeMkitHookV1, "":
-		// An unset scheme is the default, as Endpoint.WithDefaults has it.
+	case outbox.SchemeMkitHookV2, outbox.SchemeMkitHookV1, "":
+		// An unset scheme is the default, as Endpoint.WithDefaults has it;
+		// the retired v1 is signed as v2 (DecodeEndpoint reads it so too),
+		// so its rows keep delivering.
 		scheme = hooks.SchemeMkit
 	case outbox.SchemeStandardWebhooks:
 		scheme = hooks.SchemeStandard

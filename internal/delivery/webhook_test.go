@@ -219,7 +219,7 @@ func TestWebhooksStandardDeliveryVerifiesWithEachSecret(t *testing.T) {
 func TestWebhooksMkitDeliveryVerifiesWithThePublishedKeys(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, nil)
-	o := b.outcome(outbox.SchemeMkitHookV1)
+	o := b.outcome(outbox.SchemeMkitHookV2)
 	if err := b.sink.Deliver(context.Background(), o); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -248,7 +248,7 @@ func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
 	b := whSetup(t, nil)
 	v := b.mkitVerifier(t)
 	for _, ns := range []string{"acme", "attacker-a"} {
-		o := b.outcome(outbox.SchemeMkitHookV1)
+		o := b.outcome(outbox.SchemeMkitHookV2)
 		o.Namespace = ns
 		if err := b.sink.Deliver(context.Background(), o); err != nil {
 			t.Fatalf("Deliver for %s: %v", ns, err)
@@ -267,6 +267,23 @@ func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
 		case ns != "acme" && !errors.Is(err, hookverify.ErrNamespace):
 			t.Errorf("acme's receiver given %s's webhook: %v, want ErrNamespace", ns, err)
 		}
+	}
+}
+
+// An endpoint stored while relay signed mkit-hook v1 keeps delivering,
+// signed as relay signs now.
+func TestWebhooksRetiredMkitSchemeIsSignedAsV2(t *testing.T) {
+	t.Parallel()
+	b := whSetup(t, nil)
+	if err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV1)); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	got := b.one(t)
+	if v := got.header.Get(hookverify.HeaderMkitVersion); v != "2" {
+		t.Errorf("X-Mkit-Hook-Version %q, want 2", v)
+	}
+	if err := b.mkitVerifier(t).Verify(got.header, got.path, got.body); err != nil {
+		t.Errorf("receiver refuses it: %v", err)
 	}
 }
 
@@ -308,7 +325,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 	t.Run("mkit-hook-v2", func(t *testing.T) {
 		t.Parallel()
 		b := whSetup(t, nil)
-		o := b.outcome(outbox.SchemeMkitHookV1)
+		o := b.outcome(outbox.SchemeMkitHookV2)
 		// One verifier for both: its replay cache refuses a repeated nonce.
 		v := b.mkitVerifier(t)
 		var attempts []whReceived
@@ -339,7 +356,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 func TestWebhooksGoneEndpointIsReportedGone(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, func(w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
-	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV1))
+	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV2))
 	b.one(t)
 	e := b.sinkError(t, err)
 	if !e.Gone || e.Status != http.StatusGone || e.Class != string(hooks.ClassGone) {
@@ -402,7 +419,7 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := whSetup(t, nil)
-			o := b.outcome(outbox.SchemeMkitHookV1)
+			o := b.outcome(outbox.SchemeMkitHookV2)
 			c.change(b, &o)
 			e := b.sinkError(t, b.sink.Deliver(context.Background(), o))
 			b.none(t)
