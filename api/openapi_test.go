@@ -195,14 +195,14 @@ func checkResponses(t *testing.T, op *openapi3.Operation, authenticated bool) {
 // hex64 is a valid 32-byte id.
 const hex64 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
-// designOutcome is DESIGN.md's example outcome, its "<64 hex>" filled in.
+// designOutcome is the documented example outcome.
 var designOutcome = `{"reservation_id": "r-7f3a", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000,
  "committed": {"bytes_stored": 1024, "new_to_repo": 512, "new_to_store": 256,
                "refs": [{"name": "refs/heads/main", "new": "` + hex64 + `", "deleted": false}]}}`
 
-// designWebhook is DESIGN.md's example webhook body.
+// designWebhook is the example webhook body, of namespace acme.
 var designWebhook = `{"type": "outcome.committed", "timestamp": "2025-11-30T00:00:00Z",
- "data": {"reservation_id": "r-7f3a", "audience": "https://relay.example.com",
+ "data": {"reservation_id": "r-7f3a", "namespace": "acme", "audience": "https://relay.example.com",
           "repository": "acme/widgets", "occurred_unix_ms": 1764460800000,
           "committed": {"bytes_stored": 1024, "new_to_repo": 512, "new_to_store": 256,
                         "refs": [{"name": "refs/heads/main", "new": "` + hex64 + `", "deleted": false}]}}}`
@@ -388,9 +388,10 @@ func TestEndpointSchemas(t *testing.T) {
 		{"url of 2048", `{"url": "https://h.example/` + strings.Repeat("a", 2030) + `"}`, true},
 		{"every field", `{"url": "https://h.example/x", "scheme": "standard-webhooks", "kinds": [], "enabled": false,
 			"max_in_flight": 16, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
-		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1", "max_in_flight": 1}`, true},
+		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "max_in_flight": 1}`, true},
 
-		{"no url", `{"scheme": "mkit-hook-v1"}`, false},
+		{"retired mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1"}`, false},
+		{"no url", `{"scheme": "mkit-hook-v2"}`, false},
 		{"empty url", `{"url": ""}`, false},
 		{"url over 2048", `{"url": "https://h.example/` + strings.Repeat("a", 2031) + `"}`, false},
 		{"unknown field", `{"url": "https://h.example/x", "secrets": []}`, false},
@@ -402,7 +403,7 @@ func TestEndpointSchemas(t *testing.T) {
 		{"max_in_flight fraction", `{"url": "https://h.example/x", "max_in_flight": 1.5}`, false},
 		{"enabled string", `{"url": "https://h.example/x", "enabled": "yes"}`, false},
 		{"secret without prefix", `{"url": "https://h.example/x", "scheme": "standard-webhooks", "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
-		{"secret with mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
+		{"secret with mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 		{"secret with default scheme", `{"url": "https://h.example/x", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, false},
 	})
 
@@ -478,12 +479,14 @@ func TestWebhookSchema(t *testing.T) {
 		{"type and kind differ", strings.Replace(designWebhook, "outcome.committed", "outcome.aborted", 1), false},
 		{"unknown type", strings.Replace(designWebhook, "outcome.committed", "outcome.deleted", 1), false},
 		{"no audience", strings.Replace(designWebhook, `"audience": "https://relay.example.com",`, "", 1), false},
+		{"no namespace", strings.Replace(designWebhook, `"namespace": "acme",`, "", 1), false},
+		{"namespace in capitals", strings.Replace(designWebhook, `"namespace": "acme",`, `"namespace": "Acme",`, 1), false},
 		{"committed without refs", `{"type": "outcome.committed", "timestamp": "2025-11-30T00:00:00Z",
-			"data": {"reservation_id": "r", "audience": "https://relay.example.com", "repository": "a", "occurred_unix_ms": 1,
+			"data": {"reservation_id": "r", "namespace": "acme", "audience": "https://relay.example.com", "repository": "a", "occurred_unix_ms": 1,
 			         "committed": {"bytes_stored": 0, "new_to_repo": 0, "new_to_store": 0}}}`, false},
 		{"ref without deleted", strings.Replace(designWebhook, `, "deleted": false`, "", 1), false},
 		{"aborted without detail", `{"type": "outcome.aborted", "timestamp": "2025-11-30T00:00:00Z",
-			"data": {"reservation_id": "r", "audience": "https://relay.example.com", "repository": "a", "occurred_unix_ms": 1,
+			"data": {"reservation_id": "r", "namespace": "acme", "audience": "https://relay.example.com", "repository": "a", "occurred_unix_ms": 1,
 			         "aborted": {"reason": "x"}}}`, false},
 	})
 }
@@ -501,7 +504,7 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.json), &o); err != nil {
 				t.Fatal(err)
 			}
-			body, err := outbox.EncodeWebhook(&o, "https://relay.example.com")
+			body, err := outbox.EncodeWebhook(&o, "acme", "https://relay.example.com")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -510,12 +513,12 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 			}
 		})
 	}
-	// The DESIGN.md example, encoded by relay, is the DESIGN.md webhook.
+	// The example outcome, encoded by relay, is the example webhook.
 	var o outbox.Outcome
 	if err := json.Unmarshal([]byte(designOutcome), &o); err != nil {
 		t.Fatal(err)
 	}
-	body, err := outbox.EncodeWebhook(&o, "https://relay.example.com")
+	body, err := outbox.EncodeWebhook(&o, "acme", "https://relay.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

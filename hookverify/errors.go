@@ -14,7 +14,8 @@ var (
 	// ErrMalformed: a header is repeated or breaks its syntax (hex case or
 	// length, a decimal with a sign or a leading zero, a bad key id).
 	ErrMalformed = errors.New("hookverify: malformed header")
-	// ErrVersion: X-Mkit-Hook-Version is not "1".
+	// ErrVersion: X-Mkit-Hook-Version is not "2" (MkitVersion); "1", which
+	// signs no namespace, included.
 	ErrVersion = errors.New("hookverify: unsupported signature version")
 	// ErrUnknownKey: the key id is not in the key list.
 	ErrUnknownKey = errors.New("hookverify: unknown key id")
@@ -23,6 +24,10 @@ var (
 	ErrKeyInactive = errors.New("hookverify: key not valid now")
 	// ErrAudience: the request was signed for another origin.
 	ErrAudience = errors.New("hookverify: wrong audience")
+	// ErrNamespace: the request was signed for a namespace the receiver
+	// does not take (see MkitVerifier.Namespaces), or its body's
+	// data.namespace is not the signed one.
+	ErrNamespace = errors.New("hookverify: namespace not accepted")
 	// ErrWindow: expires-at is not after created-at, or the window is longer
 	// than 300,000 ms.
 	ErrWindow = errors.New("hookverify: invalid validity window")
@@ -44,8 +49,8 @@ var (
 	// ErrBodyTooLarge: Middleware refused a body over its limit.
 	ErrBodyTooLarge = errors.New("hookverify: body too large")
 	// ErrConfig: the verifier itself is misconfigured (no keys or secrets, a
-	// bad audience, a malformed secret or key entry). The sender is not at
-	// fault.
+	// bad audience, no namespace accepted, a malformed secret or key entry).
+	// The sender is not at fault.
 	ErrConfig = errors.New("hookverify: verifier misconfigured")
 )
 

@@ -45,15 +45,15 @@ func FuzzMkitVerify(f *testing.F) {
 		f.Fatal(err)
 	}
 	h := vec.Mkit.Headers
-	f.Add(h["X-Mkit-Hook-Version"], h["X-Mkit-Hook-Key-Id"], h["X-Mkit-Hook-Audience"], h["X-Mkit-Hook-Created-At"],
+	f.Add(h["X-Mkit-Hook-Version"], h["X-Mkit-Hook-Key-Id"], h["X-Mkit-Hook-Namespace"], h["X-Mkit-Hook-Audience"], h["X-Mkit-Hook-Created-At"],
 		h["X-Mkit-Hook-Expires-At"], h["X-Mkit-Hook-Nonce"], h["X-Mkit-Hook-Digest"], h["X-Mkit-Hook-Signature"],
 		vec.Mkit.Path, []byte(vec.Mkit.Body))
-	f.Add("1", "relay-2025-11", "https://hooks.example.com", "+1", "-1", "", "body:", "00", "", []byte(nil))
+	f.Add("2", "relay-2025-11", "Acme", "https://hooks.example.com", "+1", "-1", "", "body:", "00", "", []byte(nil))
 	now := time.UnixMilli(vec.Mkit.VerifyAtMs)
-	f.Fuzz(func(t *testing.T, version, keyID, aud, created, expires, nonce, digest, sig, path string, body []byte) {
-		v := &hookverify.MkitVerifier{Keys: keys, Audience: vec.Mkit.Audience, Now: func() time.Time { return now }}
+	f.Fuzz(func(t *testing.T, version, keyID, ns, aud, created, expires, nonce, digest, sig, path string, body []byte) {
+		v := &hookverify.MkitVerifier{Keys: keys, Audience: vec.Mkit.Audience, AcceptAnyNamespace: true, Now: func() time.Time { return now }}
 		header := http.Header{
-			"X-Mkit-Hook-Version": {version}, "X-Mkit-Hook-Key-Id": {keyID}, "X-Mkit-Hook-Audience": {aud},
+			"X-Mkit-Hook-Version": {version}, "X-Mkit-Hook-Key-Id": {keyID}, "X-Mkit-Hook-Namespace": {ns}, "X-Mkit-Hook-Audience": {aud},
 			"X-Mkit-Hook-Created-At": {created}, "X-Mkit-Hook-Expires-At": {expires}, "X-Mkit-Hook-Nonce": {nonce},
 			"X-Mkit-Hook-Digest": {digest}, "X-Mkit-Hook-Signature": {sig},
 		}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,10 +18,11 @@ import (
 	"github.com/zeebo/blake3"
 )
 
-// The mkit-hook v1 request headers.
+// The mkit-hook v2 request headers.
 const (
 	HeaderMkitVersion   = "X-Mkit-Hook-Version"
 	HeaderMkitKeyID     = "X-Mkit-Hook-Key-Id"
+	HeaderMkitNamespace = "X-Mkit-Hook-Namespace"
 	HeaderMkitAudience  = "X-Mkit-Hook-Audience"
 	HeaderMkitCreatedAt = "X-Mkit-Hook-Created-At"
 	HeaderMkitExpiresAt = "X-Mkit-Hook-Expires-At"
@@ -28,7 +31,12 @@ const (
 	HeaderMkitSignature = "X-Mkit-Hook-Signature"
 )
 
-// Limits of mkit-hook v1.
+// MkitVersion is the one X-Mkit-Hook-Version accepted. Version 1 signed no
+// namespace, so a receiver could not tell one tenant's webhooks from
+// another's; it is refused.
+const MkitVersion = "2"
+
+// Limits of mkit-hook.
 const (
 	// MaxWindowMs is the longest validity window a receiver accepts.
 	MaxWindowMs = 300_000
@@ -38,13 +46,18 @@ const (
 )
 
 var mkitHeaders = [...]string{
-	HeaderMkitVersion, HeaderMkitKeyID, HeaderMkitAudience, HeaderMkitCreatedAt,
+	HeaderMkitVersion, HeaderMkitKeyID, HeaderMkitNamespace, HeaderMkitAudience, HeaderMkitCreatedAt,
 	HeaderMkitExpiresAt, HeaderMkitNonce, HeaderMkitDigest, HeaderMkitSignature,
 }
 
-// MkitVerifier checks mkit-hook v1 requests. Set the fields before the first
+// MkitVerifier checks mkit-hook v2 requests. Set the fields before the first
 // Verify and use it by pointer; it is safe for concurrent use. To refresh
 // the key list, build a new verifier with the same Nonces and swap it in.
+//
+// One relay key signs the webhooks of every namespace (tenant) of a relay,
+// and any tenant may register any URL, so a valid signature alone does not
+// say the webhook is meant for this receiver: name the namespaces it takes
+// in Namespaces. A verifier that names none refuses every request.
 type MkitVerifier struct {
 	// Keys is relay's public key list (see ParseKeyList).
 	Keys KeyList
@@ -53,6 +66,17 @@ type MkitVerifier struct {
 	// signed for another origin are refused, so a request captured at one
 	// receiver cannot be replayed to another.
 	Audience string
+	// Namespaces are the relay namespaces whose webhooks this receiver
+	// takes; a request signed for any other is refused with ErrNamespace
+	// before its nonce is recorded, so another tenant can neither pass its
+	// webhooks off as this one's nor, by sending its reservation ids first,
+	// have the real ones dropped as duplicates.
+	Namespaces []string
+	// AcceptAnyNamespace takes every namespace instead, for a receiver
+	// shared by tenants on purpose. It then must look at the namespace
+	// (X-Mkit-Hook-Namespace, or data.namespace, which Verify checks is the
+	// same) and deduplicate by namespace and reservation id.
+	AcceptAnyNamespace bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Nonces remembers accepted nonces until their signatures expire. When
@@ -66,12 +90,16 @@ type MkitVerifier struct {
 }
 
 // Check validates the configuration without a request: the audience is an
-// origin Origin accepts and the key list holds at least one well-formed key,
+// origin Origin accepts, the namespaces are named (well-formed) or any is
+// accepted explicitly, and the key list holds at least one well-formed key,
 // no key id twice. Call it at start so that a misconfigured receiver refuses
 // to start instead of answering every request 500. Errors match ErrConfig.
 func (v *MkitVerifier) Check() error {
 	if _, err := origin(v.Audience); err != nil {
 		return errorf(ErrConfig, "audience %q: %v", v.Audience, err)
+	}
+	if err := v.checkNamespaces(); err != nil {
+		return err
 	}
 	if len(v.Keys.Keys) == 0 {
 		return errorf(ErrConfig, "key list has no keys")
@@ -87,6 +115,28 @@ func (v *MkitVerifier) Check() error {
 		seen[k.KeyID] = true
 	}
 	return nil
+}
+
+func (v *MkitVerifier) checkNamespaces() error {
+	switch {
+	case v.AcceptAnyNamespace && len(v.Namespaces) > 0:
+		return errorf(ErrConfig, "set Namespaces or AcceptAnyNamespace, not both")
+	case v.AcceptAnyNamespace:
+		return nil
+	case len(v.Namespaces) == 0:
+		return errorf(ErrConfig, "no namespace accepted: name the namespaces this receiver takes in Namespaces (or set AcceptAnyNamespace)")
+	}
+	for _, ns := range v.Namespaces {
+		if !validNamespace(ns) {
+			return errorf(ErrConfig, "namespace %q must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit", ns)
+		}
+	}
+	return nil
+}
+
+// accepts reports whether ns, well-formed, is one this receiver takes.
+func (v *MkitVerifier) accepts(ns string) bool {
+	return v.AcceptAnyNamespace || slices.Contains(v.Namespaces, ns)
 }
 
 func (v *MkitVerifier) now() time.Time {
@@ -110,22 +160,34 @@ func (v *MkitVerifier) VerifyRequest(r *http.Request, body []byte) error {
 	return v.Verify(r.Header, r.URL.EscapedPath(), body)
 }
 
-// Verify checks an mkit-hook v1 request: h as net/http parsed it, path the
+// Verify checks an mkit-hook v2 request: h as net/http parsed it, path the
 // escaped request path (without the query, which is not signed; behind a
 // proxy that rewrites paths, pass the path the sender used), body the exact
-// bytes received. Cheap checks come first, the signature after them, and
-// the nonce is recorded only once everything else passed, so a forged
-// request cannot burn a nonce.
+// bytes received. Cheap checks come first, the signature after them, then
+// that the body's data.namespace is the signed namespace; the nonce is
+// recorded only once everything else passed, so neither a forged request
+// nor another namespace's can burn a nonce.
 func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
-	f, err := singleHeaders(h, mkitHeaders[:]...)
+	vf, err := singleHeaders(h, HeaderMkitVersion)
 	if err != nil {
 		return err
 	}
-	version, keyID, audience, createdS, expiresS, nonce, digest, signature := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
-
-	if version != "1" {
-		return errorf(ErrVersion, "%s must be 1", HeaderMkitVersion)
+	switch vf[0] {
+	case MkitVersion:
+	case "1":
+		return errorf(ErrVersion, "mkit-hook v1 is not accepted: it does not sign the namespace (relay signs v2)")
+	default:
+		return errorf(ErrVersion, "%s must be %s", HeaderMkitVersion, MkitVersion)
 	}
+	if err := otherSpellings(h); err != nil {
+		return err
+	}
+	f, err := singleHeaders(h, mkitHeaders[1:]...)
+	if err != nil {
+		return err
+	}
+	keyID, namespace, audience, createdS, expiresS, nonce, digest, signature := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
+
 	if !validKeyID(keyID) {
 		return errorf(ErrMalformed, "%s must be 1 to 64 of A-Z a-z 0-9 . _ -", HeaderMkitKeyID)
 	}
@@ -146,6 +208,16 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	}
 	if audience != want {
 		return errorf(ErrAudience, "request was signed for another origin")
+	}
+	if !validNamespace(namespace) {
+		return errorf(ErrMalformed, "%s must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit", HeaderMkitNamespace)
+	}
+	if err := v.checkNamespaces(); err != nil {
+		return err
+	}
+	if !v.accepts(namespace) {
+		// Well-formed, so safe to name: the receiver's log says whose it was.
+		return errorf(ErrNamespace, "%s is not a namespace this receiver takes", namespace)
 	}
 	created, ok := parseDecimal(createdS)
 	if !ok {
@@ -192,18 +264,36 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	if path == "" {
 		path = "/"
 	}
-	msg := blake3.Sum256(canonical(keyID, audience, path, digest, createdS, expiresS, nonce))
+	msg := blake3.Sum256(canonical(keyID, namespace, audience, path, digest, createdS, expiresS, nonce))
 	if !ed25519.Verify(pub, msg[:], sig) {
 		return errorf(ErrBadSignature, "signature does not verify with key %s", keyID)
+	}
+	// Signed, so relay wrote both; a handler reading data.namespace must
+	// still read what was checked.
+	if err := checkBodyNamespace(body, namespace); err != nil {
+		return err
 	}
 	return v.nonceCache().Record(nonce, time.UnixMilli(expires))
 }
 
-// canonical is the signed string: eight fields joined by "\n", no final
+// otherSpellings refuses a signed header held under a second, non-canonical
+// spelling (possible in a Header built by hand, not by net/http): a handler
+// reading that spelling would see a value that was not checked.
+func otherSpellings(h http.Header) error {
+	for name := range h {
+		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if canon != name && slices.Contains(mkitHeaders[:], canon) {
+			return errorf(ErrMalformed, "%s is repeated in another spelling", canon)
+		}
+	}
+	return nil
+}
+
+// canonical is the signed string: nine fields joined by "\n", no final
 // newline. relay's signer builds it separately, on purpose: the vectors in
 // api/testdata check the two against each other.
-func canonical(keyID, audience, path, digest, created, expires, nonce string) []byte {
-	fields := [...]string{"mkit-hook:v1", keyID, audience, path, digest, created, expires, nonce}
+func canonical(keyID, namespace, audience, path, digest, created, expires, nonce string) []byte {
+	fields := [...]string{"mkit-hook:v2", keyID, namespace, audience, path, digest, created, expires, nonce}
 	n := len(fields) - 1
 	for _, f := range fields {
 		n += len(f)

@@ -46,7 +46,7 @@ func TestMkitRefusesEachMissingHeader(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, name := range []string{
-		"X-Mkit-Hook-Version", "X-Mkit-Hook-Key-Id", "X-Mkit-Hook-Audience", "X-Mkit-Hook-Created-At",
+		"X-Mkit-Hook-Version", "X-Mkit-Hook-Key-Id", "X-Mkit-Hook-Namespace", "X-Mkit-Hook-Audience", "X-Mkit-Hook-Created-At",
 		"X-Mkit-Hook-Expires-At", "X-Mkit-Hook-Nonce", "X-Mkit-Hook-Digest", "X-Mkit-Hook-Signature",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -66,11 +66,30 @@ func TestMkitRefusesEachMissingHeader(t *testing.T) {
 func TestMkitRefusesOtherVersions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, version := range []string{"2", "0", "01", "1 ", "v1", "1.0"} {
+	for _, version := range []string{"1", "3", "0", "02", "2 ", "v2", "2.0"} {
 		f := b.fields(body)
 		f.version = version
 		check(t, b.v, forge(b.key, f), "/in", body, hookverify.ErrVersion)
 	}
+}
+
+// A request exactly as relay signed mkit-hook v1, by a trusted key, is
+// refused: v1 names no namespace. Relabelled as v2, its signature no longer
+// verifies, since v2 signs another string.
+func TestMkitRefusesV1SignedRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	v1 := forgeV1(b.key, b.fields(body))
+	check(t, b.v, v1, "/in", body, hookverify.ErrVersion)
+	if err := b.v.Verify(v1, "/in", []byte(body)); err == nil || !strings.Contains(err.Error(), "v1") {
+		t.Errorf("refusal %v does not say v1 is not accepted", err)
+	}
+	relabelled := v1.Clone()
+	relabelled.Set("X-Mkit-Hook-Version", "2")
+	relabelled.Set("X-Mkit-Hook-Namespace", namespace)
+	check(t, b.v, relabelled, "/in", body, hookverify.ErrBadSignature)
+	anyNS := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, AcceptAnyNamespace: true, Now: b.v.Now}
+	check(t, anyNS, v1, "/in", body, hookverify.ErrVersion)
 }
 
 func TestMkitRefusesUnknownOrMalformedKeyID(t *testing.T) {
@@ -139,7 +158,7 @@ func TestMkitCheckValidatesConfigurationWithoutARequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	good := func() *hookverify.MkitVerifier {
-		return &hookverify.MkitVerifier{Keys: keyList(t, b.signer.PublicKey()), Audience: audience}
+		return &hookverify.MkitVerifier{Keys: keyList(t, b.signer.PublicKey()), Audience: audience, Namespaces: []string{namespace}}
 	}
 	if err := good().Check(); err != nil {
 		t.Fatalf("good configuration: %v", err)
@@ -150,6 +169,13 @@ func TestMkitCheckValidatesConfigurationWithoutARequest(t *testing.T) {
 		t.Errorf("two keys: %v", err)
 	}
 	for name, mutate := range map[string]func(v *hookverify.MkitVerifier){
+		"no namespace":        func(v *hookverify.MkitVerifier) { v.Namespaces = nil },
+		"empty namespace":     func(v *hookverify.MkitVerifier) { v.Namespaces = []string{""} },
+		"namespace in caps":   func(v *hookverify.MkitVerifier) { v.Namespaces = []string{"Acme"} },
+		"namespace too long":  func(v *hookverify.MkitVerifier) { v.Namespaces = []string{strings.Repeat("a", 64)} },
+		"namespace leading -": func(v *hookverify.MkitVerifier) { v.Namespaces = []string{"-acme"} },
+		"one bad namespace":   func(v *hookverify.MkitVerifier) { v.Namespaces = append(v.Namespaces, "a b") },
+		"namespaces and any":  func(v *hookverify.MkitVerifier) { v.AcceptAnyNamespace = true },
 		"no audience":         func(v *hookverify.MkitVerifier) { v.Audience = "" },
 		"audience no scheme":  func(v *hookverify.MkitVerifier) { v.Audience = "hooks.example.com" },
 		"audience ftp":        func(v *hookverify.MkitVerifier) { v.Audience = "ftp://hooks.example.com" },
@@ -376,15 +402,15 @@ func TestMkitVerifiersKeepTheirOwnNonces(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := b.sign(t, body)
-	other := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Now: b.v.Now}
+	other := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Namespaces: b.v.Namespaces, Now: b.v.Now}
 	for _, v := range []*hookverify.MkitVerifier{b.v, other} {
 		if err := v.Verify(h, "/in", []byte(body)); err != nil {
 			t.Errorf("first time at this verifier: %v", err)
 		}
 	}
 	shared := hookverify.NewNonceCache(0, b.v.Now)
-	a := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Now: b.v.Now, Nonces: shared}
-	c := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Now: b.v.Now, Nonces: shared}
+	a := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Namespaces: b.v.Namespaces, Now: b.v.Now, Nonces: shared}
+	c := &hookverify.MkitVerifier{Keys: b.v.Keys, Audience: audience, Namespaces: b.v.Namespaces, Now: b.v.Now, Nonces: shared}
 	if err := a.Verify(h, "/in", []byte(body)); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +423,7 @@ func TestMkitEmptyPathIsTheRoot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	u, _ := url.Parse("https://hooks.example.com")
-	h, err := b.signer.Sign(u, []byte(body), b.now)
+	h, err := b.signer.Sign(u, namespace, []byte(body), b.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 // internal/hooks' TestSignatureVectors proves relay signs exactly this.
 type vectors struct {
 	Mkit struct {
+		Namespace  string            `json:"namespace"`
 		Endpoint   string            `json:"endpoint"`
 		Body       string            `json:"body"`
 		VerifyAtMs int64             `json:"verifyAtMs"`
@@ -23,7 +24,7 @@ type vectors struct {
 		Path       string            `json:"path"`
 		KeyList    json.RawMessage   `json:"keyList"`
 		Headers    map[string]string `json:"headers"`
-	} `json:"mkitHookV1"`
+	} `json:"mkitHookV2"`
 	Standard struct {
 		Secret   string            `json:"secret"`
 		Body     string            `json:"body"`
@@ -80,11 +81,17 @@ func TestMkitVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// verify uses a fresh verifier (and nonce cache) each time, so every
-	// refusal below is about the change alone.
+	// verify uses a fresh verifier (and nonce cache) of the vector's
+	// namespace each time, so every refusal below is about the change alone.
 	verify := func(h http.Header, audience, path string, body []byte, atMs int64) error {
-		v := &hookverify.MkitVerifier{Keys: keys, Audience: audience, Now: func() time.Time { return time.UnixMilli(atMs) }}
+		v := &hookverify.MkitVerifier{Keys: keys, Audience: audience, Namespaces: []string{vec.Namespace}, Now: func() time.Time { return time.UnixMilli(atMs) }}
 		return v.Verify(h, path, body)
+	}
+	// verifyAny takes every namespace, so a changed namespace reaches the
+	// signature check.
+	verifyAny := func(h http.Header, body []byte) error {
+		v := &hookverify.MkitVerifier{Keys: keys, Audience: vec.Audience, AcceptAnyNamespace: true, Now: func() time.Time { return time.UnixMilli(vec.VerifyAtMs) }}
+		return v.Verify(h, vec.Path, body)
 	}
 	body := []byte(vec.Body)
 	if err := verify(header(vec.Headers), vec.Endpoint, vec.Path, body, vec.VerifyAtMs); err != nil {
@@ -95,8 +102,9 @@ func TestMkitVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
 	// it: a refusal for another reason (ErrConfig, say) would hide that this
 	// field is not checked.
 	onChange := map[string]error{
-		"X-Mkit-Hook-Version":    hookverify.ErrVersion,      // 1 -> 2
+		"X-Mkit-Hook-Version":    hookverify.ErrVersion,      // 2 -> 3
 		"X-Mkit-Hook-Key-Id":     hookverify.ErrUnknownKey,   // relay-2025-11 -> relay-2025-12
+		"X-Mkit-Hook-Namespace":  hookverify.ErrNamespace,    // acme -> acma, not this receiver's
 		"X-Mkit-Hook-Audience":   hookverify.ErrAudience,     // ...example.com -> ...example.coa
 		"X-Mkit-Hook-Created-At": hookverify.ErrBadSignature, // 1 ms later: window still valid
 		"X-Mkit-Hook-Expires-At": hookverify.ErrWindow,       // 1 ms later: window 300,001 ms
@@ -123,7 +131,19 @@ func TestMkitVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
 		}
 	}
 	if len(vec.Headers) != len(onChange) {
-		t.Errorf("vector has %d headers, want the %d of mkit-hook v1", len(vec.Headers), len(onChange))
+		t.Errorf("vector has %d headers, want the %d of mkit-hook v2", len(vec.Headers), len(onChange))
+	}
+	if err := verifyAny(header(vec.Headers), body); err != nil {
+		t.Errorf("vector refused by a receiver of any namespace: %v", err)
+	}
+	// The namespace is signed: a receiver of every namespace still refuses
+	// the vector relabelled for another one.
+	for _, ns := range []string{change(vec.Namespace), "victim", vec.Namespace + "-2"} {
+		h := header(vec.Headers)
+		h.Set("X-Mkit-Hook-Namespace", ns)
+		if err := verifyAny(h, body); !errors.Is(err, hookverify.ErrBadSignature) {
+			t.Errorf("namespace relabelled %s: got %v, want ErrBadSignature", ns, err)
+		}
 	}
 	expires, _ := strconv.ParseInt(vec.Headers["X-Mkit-Hook-Expires-At"], 10, 64)
 	created, _ := strconv.ParseInt(vec.Headers["X-Mkit-Hook-Created-At"], 10, 64)

@@ -227,7 +227,7 @@ func startReceiver(t *testing.T, relayURL, secret string) *receiver {
 		t.Fatal(err)
 	}
 	v := &eitherVerifier{
-		mkit:     &hookverify.MkitVerifier{Keys: list, Audience: rc.url},
+		mkit:     &hookverify.MkitVerifier{Keys: list, Audience: rc.url, Namespaces: []string{"acme"}},
 		standard: &hookverify.StandardVerifier{Secrets: []string{secret}},
 	}
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -316,7 +316,7 @@ func deliveryFlow(t *testing.T, p *process, token string) {
 	}
 	want := map[string]bool{}
 	for _, o := range outcomes {
-		want["mkit-hook-v1 "+o.ReservationID] = true
+		want["mkit-hook-v2 "+o.ReservationID] = true
 		want["standard-webhooks "+o.ReservationID] = true
 	}
 	rc.await(t, want)
@@ -360,8 +360,8 @@ func deliveryFlow(t *testing.T, p *process, token string) {
 	if code, v := p.call(t, http.MethodPost, "/v1/admin/namespaces/acme/endpoints/mkit/outcomes/stuck/replay", token, nil); code != http.StatusAccepted {
 		t.Fatalf("replay: %d %v", code, v)
 	}
-	got := rc.await(t, map[string]bool{"mkit-hook-v1 stuck": true})
-	t.Logf("replayed row delivered %s after the replay call", got["mkit-hook-v1 stuck"].at.Sub(replayed))
+	got := rc.await(t, map[string]bool{"mkit-hook-v2 stuck": true})
+	t.Logf("replayed row delivered %s after the replay call", got["mkit-hook-v2 stuck"].at.Sub(replayed))
 	if code, v := p.call(t, http.MethodPost, "/v1/admin/namespaces/acme/endpoints/mkit/outcomes/nothing/replay", token, nil); code != http.StatusNotFound {
 		t.Fatalf("replay of an unknown row: %d %v", code, v)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,6 +26,36 @@ func quickStart(t *testing.T) string {
 	return block
 }
 
+// receiveLine is the arguments of the quick start's `relay receive` line.
+func receiveLine(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "\ngo run ./cmd/relay receive ")
+	if !ok {
+		t.Fatal("README.md has no `go run ./cmd/relay receive` line")
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	return line
+}
+
+// readmeSays is the line the quick start says the receiver prints.
+func readmeSays(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "The receiver prints\n`")
+	if !ok {
+		t.Fatal("README.md does not say what the receiver prints")
+	}
+	line, _, _ := strings.Cut(rest, "`")
+	return line
+}
+
 // TestReadmeQuickStartWorks runs the README's curl lines, as written, against
 // the development server and the receiver the README starts; only the two
 // addresses are replaced by free ones, so the test never collides with a
@@ -38,36 +67,11 @@ func TestReadmeQuickStartWorks(t *testing.T) {
 	p, token := startRelay(t, []string{"RELAY_REDIS_URL="}, true)
 	relayAddr := strings.TrimPrefix(p.url, "http://")
 
-	recvAddr := freeAddr(t)
-	recv := exec.Command(relayBinary(t), "receive", "-listen", recvAddr, "-keys", p.url+"/.well-known/mkit-hook-keys.json")
-	out, err := recv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = recv.Process.Kill()
-		_ = recv.Wait()
-	})
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	// The receiver says where it listens once it does.
-	select {
-	case l := <-lines:
-		if !strings.HasPrefix(l, "receiving on ") {
-			t.Fatalf("receiver: %q", l)
-		}
-	case <-time.After(settle):
-		t.Fatal("the receiver did not start")
-	}
+	// The receiver as the README starts it, on a free address.
+	args := strings.Fields(strings.ReplaceAll(receiveLine(t), "127.0.0.1:8080", relayAddr))
+	rp := startReceive(t, args...)
+	recvAddr := strings.TrimPrefix(rp.url, "http://")
+	lines := rp.lines
 
 	script := strings.NewReplacer("127.0.0.1:8080", relayAddr, "127.0.0.1:9000", recvAddr).Replace(quickStart(t))
 	sh := exec.Command("bash", "-euo", "pipefail", "-c", script)
@@ -75,7 +79,7 @@ func TestReadmeQuickStartWorks(t *testing.T) {
 	if res, err := sh.CombinedOutput(); err != nil {
 		t.Fatalf("the quick start failed: %v\n%s", err, res)
 	}
-	want := `verified mkit-hook-v1 "/hooks" "outcome.committed" reservation_id="r-7f3a"`
+	want := readmeSays(t)
 	for {
 		select {
 		case l, ok := <-lines:

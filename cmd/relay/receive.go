@@ -24,18 +24,25 @@ import (
 // receiveConfig is a local receiver that verifies relay's webhooks and
 // prints one line per request: a way to see what an endpoint will get.
 type receiveConfig struct {
-	listen   string
-	keys     string
-	audience string
-	secrets  []string
-	body     bool
+	listen       string
+	keys         string
+	audience     string
+	namespaces   []string
+	anyNamespace bool
+	secrets      []string
+	body         bool
 }
 
 func parseReceive(args []string) (receiveConfig, error) {
 	fs := flag.NewFlagSet("relay receive", flag.ContinueOnError)
 	var c receiveConfig
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:9000", "address to receive webhooks on")
-	fs.StringVar(&c.keys, "keys", "", "relay's key list, an http(s) URL (e.g. http://127.0.0.1:8080/.well-known/mkit-hook-keys.json) or a file; verifies mkit-hook v1")
+	fs.StringVar(&c.keys, "keys", "", "relay's key list, an http(s) URL (e.g. http://127.0.0.1:8080/.well-known/mkit-hook-keys.json) or a file; verifies mkit-hook v2")
+	fs.Func("namespace", "a relay namespace whose mkit-hook webhooks this receiver takes (repeat for several); the others are refused, since relay's one key signs every namespace's", func(s string) error {
+		c.namespaces = append(c.namespaces, s)
+		return nil
+	})
+	fs.BoolVar(&c.anyNamespace, "any-namespace", false, "take mkit-hook webhooks of every namespace instead of naming them with -namespace")
 	fs.StringVar(&c.audience, "audience", "", "this receiver's origin as relay posts to it (default http://<listen>)")
 	fs.Func("secret", "a whsec_ secret verifying Standard Webhooks (repeat during a rotation); RELAY_RECEIVE_SECRETS (space-separated) keeps them out of the process list", func(s string) error {
 		c.secrets = append(c.secrets, s)
@@ -50,7 +57,15 @@ func parseReceive(args []string) (receiveConfig, error) {
 	}
 	c.secrets = append(c.secrets, strings.Fields(os.Getenv("RELAY_RECEIVE_SECRETS"))...)
 	if c.keys == "" && len(c.secrets) == 0 {
-		return c, errors.New("receive needs -keys (mkit-hook v1) or -secret (Standard Webhooks), or both")
+		return c, errors.New("receive needs -keys (mkit-hook v2) or -secret (Standard Webhooks), or both")
+	}
+	switch {
+	case c.keys == "" && (len(c.namespaces) > 0 || c.anyNamespace):
+		return c, errors.New("-namespace and -any-namespace go with -keys: a Standard Webhooks secret is the endpoint's own")
+	case c.keys != "" && len(c.namespaces) == 0 && !c.anyNamespace:
+		return c, errors.New("receive -keys needs -namespace NS, the namespace whose webhooks this receiver takes (relay signs every namespace's with one key), or -any-namespace")
+	case len(c.namespaces) > 0 && c.anyNamespace:
+		return c, errors.New("give -namespace or -any-namespace, not both")
 	}
 	if c.audience == "" {
 		host, _, err := net.SplitHostPort(c.listen)
@@ -103,7 +118,7 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 		if err != nil {
 			return nil, err
 		}
-		v.mkit = &hookverify.MkitVerifier{Keys: list, Audience: c.audience}
+		v.mkit = &hookverify.MkitVerifier{Keys: list, Audience: c.audience, Namespaces: c.namespaces, AcceptAnyNamespace: c.anyNamespace}
 		if err := v.mkit.Check(); err != nil {
 			return nil, err
 		}
@@ -126,11 +141,14 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 			Type string `json:"type"`
 			Data struct {
 				ReservationID string `json:"reservation_id"`
+				Namespace     string `json:"namespace"`
 			} `json:"data"`
 		}
 		_ = json.Unmarshal(body, &event)
-		// Quoted: a path or body field could otherwise forge a line.
-		printf("verified %s %q %q reservation_id=%q\n", scheme(r.Header), r.URL.EscapedPath(), event.Type, event.Data.ReservationID)
+		// Quoted: a path or body field could otherwise forge a line. The
+		// namespace is the signed one (mkit-hook) or under the endpoint's
+		// own secret (Standard Webhooks).
+		printf("verified %s %q %q namespace=%q reservation_id=%q\n", scheme(r.Header), r.URL.EscapedPath(), event.Type, event.Data.Namespace, event.Data.ReservationID)
 		if c.body {
 			printf("%s\n", body)
 		}
@@ -141,10 +159,14 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 	})), nil
 }
 
+// scheme names the scheme a request's headers claim; "mkit-hook" alone for
+// an mkit-hook version other than relay's (refused by the verifier).
 func scheme(h http.Header) string {
 	switch {
+	case h.Get(hookverify.HeaderMkitVersion) == hookverify.MkitVersion:
+		return "mkit-hook-v2"
 	case h.Get(hookverify.HeaderMkitVersion) != "":
-		return "mkit-hook-v1"
+		return "mkit-hook"
 	case h.Get(hookverify.HeaderStandardSignature) != "":
 		return "standard-webhooks"
 	}
@@ -161,7 +183,7 @@ var errNoScheme = errors.New("receive: no verifier for this request's scheme (se
 
 func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
 	switch scheme(r.Header) {
-	case "mkit-hook-v1":
+	case "mkit-hook-v2", "mkit-hook":
 		if v.mkit != nil {
 			return v.mkit.VerifyRequest(r, body)
 		}

@@ -22,25 +22,18 @@ import (
 const receiveSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // relay receive verifies both schemes, prints a line per webhook, and
-// refuses (401, so relay retries) what does not verify.
+// refuses (401, so relay retries) what does not verify, mkit-hook webhooks
+// of a namespace it was not given included.
 func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 	signer, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := hooks.NewKeyList(signer.PublicKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(list)
-	keyFile := filepath.Join(t.TempDir(), "keys.json")
-	if err := os.WriteFile(keyFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := writeKeyList(t, signer)
 
 	var out testlog.Buffer
 	srv := httptest.NewUnstartedServer(nil)
-	cfg, err := parseReceive([]string{"-keys", keyFile, "-secret", receiveSecret, "-audience", "http://" + srv.Listener.Addr().String()})
+	cfg, err := parseReceive([]string{"-keys", keyFile, "-namespace", "acme", "-secret", receiveSecret, "-audience", "http://" + srv.Listener.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +51,18 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 	}
 	sender := &hooks.Sender{Channel: channel, Mkit: signer}
 	u, _ := url.Parse(srv.URL + "/hooks")
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a"}}`)}
+	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, scheme := range []hooks.Scheme{hooks.SchemeMkit, hooks.SchemeStandard} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Secrets: []string{receiveSecret}}, msg); err != nil {
+		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{receiveSecret}}, msg); err != nil {
 			t.Fatalf("%s: %v", scheme, err)
 		}
+	}
+	// Signed by relay's key for another namespace.
+	forged := hooks.Message{ID: "msg_2", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"attacker-a"}}`)}
+	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeMkit, Namespace: "attacker-a"}, forged)
+	if herr, ok := errors.AsType[*hooks.Error](err); !ok || herr.Status != 401 {
+		t.Fatalf("another namespace's webhook: %v, want a 401", err)
 	}
 	// Signed with a secret the receiver does not hold.
 	other := "whsec_" + strings.Repeat("A", 32)
@@ -75,8 +74,9 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
-		`verified mkit-hook-v1 "/hooks" "outcome.expired" reservation_id="r-7f3a"`,
-		`verified standard-webhooks "/hooks" "outcome.expired" reservation_id="r-7f3a"`,
+		`verified mkit-hook-v2 "/hooks" "outcome.expired" namespace="acme" reservation_id="r-7f3a"`,
+		`verified standard-webhooks "/hooks" "outcome.expired" namespace="acme" reservation_id="r-7f3a"`,
+		`REJECTED mkit-hook-v2 "/hooks": hookverify: namespace not accepted: attacker-a is not a namespace this receiver takes`,
 		`REJECTED standard-webhooks "/hooks": `,
 	}
 	if len(lines) != len(want) {
@@ -116,9 +116,13 @@ func TestReceivePrintsOneLinePerRequest(t *testing.T) {
 
 func TestReceiveRefusesConfigurationsThatCannotVerify(t *testing.T) {
 	for name, args := range map[string][]string{
-		"no key list or secret": nil,
-		"all interfaces":        {"-secret", receiveSecret, "-listen", "0.0.0.0:9000"},
-		"no host":               {"-secret", receiveSecret, "-listen", ":9000"},
+		"no key list or secret":        nil,
+		"key list without a namespace": {"-keys", "keys.json"},
+		"namespace and any":            {"-keys", "keys.json", "-namespace", "acme", "-any-namespace"},
+		"namespace without a key list": {"-secret", receiveSecret, "-namespace", "acme"},
+		"any without a key list":       {"-secret", receiveSecret, "-any-namespace"},
+		"all interfaces":               {"-secret", receiveSecret, "-listen", "0.0.0.0:9000"},
+		"no host":                      {"-secret", receiveSecret, "-listen", ":9000"},
 	} {
 		if _, err := parseReceive(args); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -131,6 +135,23 @@ func TestReceiveRefusesConfigurationsThatCannotVerify(t *testing.T) {
 	if _, err := cfg.handler(context.Background(), io.Discard); err == nil {
 		t.Error("a malformed secret was accepted at start")
 	}
+	keyFile := writeKeyList(t)
+	cfg, err = parseReceive([]string{"-keys", keyFile, "-namespace", "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.handler(context.Background(), io.Discard); err == nil {
+		t.Error("a malformed namespace was accepted at start")
+	}
+	for _, args := range [][]string{{"-keys", keyFile, "-any-namespace"}, {"-keys", keyFile, "-namespace", "a", "-namespace", "b"}} {
+		cfg, err := parseReceive(args)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if _, err := cfg.handler(context.Background(), io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
 	for src, ok := range map[string]bool{
 		"https://relay.example.com/.well-known/mkit-hook-keys.json": true,
 		"http://127.0.0.1:8080/.well-known/mkit-hook-keys.json":     true,
@@ -141,4 +162,31 @@ func TestReceiveRefusesConfigurationsThatCannotVerify(t *testing.T) {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
+}
+
+// writeKeyList writes the key list of signers (one made up when none) to a
+// file, as relay serves it.
+func writeKeyList(t *testing.T, signers ...*hooks.MkitSigner) string {
+	t.Helper()
+	if len(signers) == 0 {
+		s, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		signers = append(signers, s)
+	}
+	var keys []hooks.PublicKey
+	for _, s := range signers {
+		keys = append(keys, s.PublicKey())
+	}
+	list, err := hooks.NewKeyList(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(list)
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(keyFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile
 }

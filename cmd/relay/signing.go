@@ -16,7 +16,7 @@ import (
 	"github.com/hookrelay/relay/internal/hooks"
 )
 
-// signingConfig is the mkit-hook v1 signing key and the other public keys
+// signingConfig is the mkit-hook v2 signing key and the other public keys
 // published beside it.
 type signingConfig struct {
 	keyFile   string
@@ -26,7 +26,7 @@ type signingConfig struct {
 
 func (c *signingConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.keyFile, "hook-key", os.Getenv("RELAY_HOOK_KEY_FILE"),
-		"PEM Ed25519 private key (relay keygen writes one) signing mkit-hook v1 webhooks; required with a real Redis (env RELAY_HOOK_KEY_FILE)")
+		"PEM Ed25519 private key (relay keygen writes one) signing mkit-hook v2 webhooks of every namespace; required with a real Redis (env RELAY_HOOK_KEY_FILE)")
 	fs.StringVar(&c.keyID, "hook-key-id", envOr("RELAY_HOOK_KEY_ID", "relay-1"),
 		"key id of the signing key, 1-64 of [A-Za-z0-9._-] (env RELAY_HOOK_KEY_ID)")
 	fs.StringVar(&c.published, "published-keys", os.Getenv("RELAY_PUBLISHED_KEYS"),

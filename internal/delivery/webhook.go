@@ -47,8 +47,10 @@ func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
 	}
 	var scheme hooks.Scheme
 	switch o.Endpoint.Scheme {
-	case outbox.SchemeMkitHookV1, "":
-		// An unset scheme is the default, as Endpoint.WithDefaults has it.
+	case outbox.SchemeMkitHookV2, outbox.SchemeMkitHookV1, "":
+		// An unset scheme is the default, as Endpoint.WithDefaults has it;
+		// the retired v1 is signed as v2 (DecodeEndpoint reads it so too),
+		// so its rows keep delivering.
 		scheme = hooks.SchemeMkit
 	case outbox.SchemeStandardWebhooks:
 		scheme = hooks.SchemeStandard
@@ -59,7 +61,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
 	for i, s := range o.Endpoint.Secrets {
 		secrets[i] = string(s)
 	}
-	body, err := outbox.EncodeWebhook(&o.Outcome, w.Audience)
+	body, err := outbox.EncodeWebhook(&o.Outcome, o.Namespace, w.Audience)
 	if err != nil {
 		e := &Error{Class: ClassEncode, Reason: "cannot encode the webhook"}
 		if errors.Is(err, outbox.ErrInvalid) {
@@ -72,7 +74,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
 		ID:   outbox.MessageID(o.Namespace, o.EndpointID, o.Seq, o.Outcome.ReservationID),
 		Body: body,
 	}
-	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Secrets: secrets}, msg)
+	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets}, msg)
 	if err == nil {
 		return nil
 	}

@@ -151,13 +151,13 @@ func (b *whBundle) mkitVerifier(t *testing.T) *hookverify.MkitVerifier {
 	if err != nil {
 		t.Fatalf("receiver cannot parse the served key list: %v", err)
 	}
-	return &hookverify.MkitVerifier{Keys: keys, Audience: b.srv.URL, Now: func() time.Time { return whT0 }}
+	return &hookverify.MkitVerifier{Keys: keys, Audience: b.srv.URL, Namespaces: []string{"acme"}, Now: func() time.Time { return whT0 }}
 }
 
 // wantBody is the body every attempt of o must carry.
 func wantBody(t *testing.T, o delivery.Outcome) []byte {
 	t.Helper()
-	body, err := outbox.EncodeWebhook(&o.Outcome, whAudience)
+	body, err := outbox.EncodeWebhook(&o.Outcome, o.Namespace, whAudience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestWebhooksStandardDeliveryVerifiesWithEachSecret(t *testing.T) {
 func TestWebhooksMkitDeliveryVerifiesWithThePublishedKeys(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, nil)
-	o := b.outcome(outbox.SchemeMkitHookV1)
+	o := b.outcome(outbox.SchemeMkitHookV2)
 	if err := b.sink.Deliver(context.Background(), o); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -237,7 +237,53 @@ func TestWebhooksMkitDeliveryVerifiesWithThePublishedKeys(t *testing.T) {
 		t.Errorf("signed audience %q, want the endpoint's origin %q", a, b.srv.URL)
 	}
 	if got.header.Get(hookverify.HeaderStandardSignature) != "" {
-		t.Error("an mkit-hook-v1 delivery carries a Standard Webhooks signature")
+		t.Error("an mkit-hook-v2 delivery carries a Standard Webhooks signature")
+	}
+}
+
+// The stream's namespace is signed and in the body: a receiver of acme takes
+// acme's webhook and refuses another namespace's sent to the same URL.
+func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
+	t.Parallel()
+	b := whSetup(t, nil)
+	v := b.mkitVerifier(t)
+	for _, ns := range []string{"acme", "attacker-a"} {
+		o := b.outcome(outbox.SchemeMkitHookV2)
+		o.Namespace = ns
+		if err := b.sink.Deliver(context.Background(), o); err != nil {
+			t.Fatalf("Deliver for %s: %v", ns, err)
+		}
+		got := b.one(t)
+		if h := got.header.Get(hookverify.HeaderMkitNamespace); h != ns {
+			t.Errorf("%s: signed namespace %q", ns, h)
+		}
+		if !strings.Contains(string(got.body), `"namespace":"`+ns+`"`) {
+			t.Errorf("%s: body %s does not name it", ns, got.body)
+		}
+		err := v.Verify(got.header, got.path, got.body)
+		switch {
+		case ns == "acme" && err != nil:
+			t.Errorf("acme's receiver refuses acme's webhook: %v", err)
+		case ns != "acme" && !errors.Is(err, hookverify.ErrNamespace):
+			t.Errorf("acme's receiver given %s's webhook: %v, want ErrNamespace", ns, err)
+		}
+	}
+}
+
+// An endpoint stored while relay signed mkit-hook v1 keeps delivering,
+// signed as relay signs now.
+func TestWebhooksRetiredMkitSchemeIsSignedAsV2(t *testing.T) {
+	t.Parallel()
+	b := whSetup(t, nil)
+	if err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV1)); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	got := b.one(t)
+	if v := got.header.Get(hookverify.HeaderMkitVersion); v != "2" {
+		t.Errorf("X-Mkit-Hook-Version %q, want 2", v)
+	}
+	if err := b.mkitVerifier(t).Verify(got.header, got.path, got.body); err != nil {
+		t.Errorf("receiver refuses it: %v", err)
 	}
 }
 
@@ -276,10 +322,10 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 			}
 		}
 	})
-	t.Run("mkit-hook-v1", func(t *testing.T) {
+	t.Run("mkit-hook-v2", func(t *testing.T) {
 		t.Parallel()
 		b := whSetup(t, nil)
-		o := b.outcome(outbox.SchemeMkitHookV1)
+		o := b.outcome(outbox.SchemeMkitHookV2)
 		// One verifier for both: its replay cache refuses a repeated nonce.
 		v := b.mkitVerifier(t)
 		var attempts []whReceived
@@ -310,7 +356,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 func TestWebhooksGoneEndpointIsReportedGone(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, func(w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
-	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV1))
+	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV2))
 	b.one(t)
 	e := b.sinkError(t, err)
 	if !e.Gone || e.Status != http.StatusGone || e.Class != string(hooks.ClassGone) {
@@ -362,12 +408,18 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 		{"no audience", func(b *whBundle, _ *delivery.Outcome) {
 			b.sink.Audience = ""
 		}, delivery.ClassEncode, ""},
+		{"no namespace", func(_ *whBundle, o *delivery.Outcome) {
+			o.Namespace = ""
+		}, delivery.ClassEncode, ""},
+		{"malformed namespace", func(_ *whBundle, o *delivery.Outcome) {
+			o.Namespace = "Acme\nX-Mkit-Hook-Namespace: victim"
+		}, delivery.ClassEncode, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := whSetup(t, nil)
-			o := b.outcome(outbox.SchemeMkitHookV1)
+			o := b.outcome(outbox.SchemeMkitHookV2)
 			c.change(b, &o)
 			e := b.sinkError(t, b.sink.Deliver(context.Background(), o))
 			b.none(t)

@@ -16,10 +16,10 @@ const KeysPath = "/.well-known/mkit-hook-keys.json"
 // KeyListVersion is the only key list version.
 const KeyListVersion = 1
 
-// AlgEd25519 is the only key algorithm of mkit-hook v1.
+// AlgEd25519 is the only key algorithm of mkit-hook.
 const AlgEd25519 = "ed25519"
 
-// KeyList is the public key list receivers verify mkit-hook v1 signatures
+// KeyList is the public key list receivers verify mkit-hook signatures
 // against. Rotation is two steps: publish the new key beside the old one,
 // then sign with the new one; drop the old key once no signature made with
 // it can still be valid (MaxValidity later) and caches have expired.

@@ -121,11 +121,11 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	newS := sigSigner(t, "relay-2025-11", sigKey(2))
 	now := sigT0
 	verifier := func(keys ...hooks.PublicKey) *hookverify.MkitVerifier {
-		return &hookverify.MkitVerifier{Keys: sigReceiverKeys(t, keys...), Audience: "https://hooks.example.com", Now: func() time.Time { return now }}
+		return &hookverify.MkitVerifier{Keys: sigReceiverKeys(t, keys...), Audience: "https://hooks.example.com", Namespaces: []string{sigNS}, Now: func() time.Time { return now }}
 	}
 
 	// Step 1: only the old key is published and used.
-	before, err := oldS.Sign(ep, body, now)
+	before, err := oldS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +139,11 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	// the new ones; a receiver still caching the old list cannot yet, which
 	// is why the new key is published a cache lifetime before it is used.
 	now = now.Add(time.Minute)
-	inFlight, err := oldS.Sign(ep, body, now)
+	inFlight, err := oldS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := newS.Sign(ep, body, now)
+	after, err := newS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	// Step 3: past the old key's notAfter it is refused even while listed,
 	// then dropped from the list.
 	now = now.Add(hooks.MaxValidity + time.Millisecond)
-	late, err := oldS.Sign(ep, body, now)
+	late, err := oldS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	if err := onlyNew.Verify(late, "/in", body); !errors.Is(err, hookverify.ErrUnknownKey) {
 		t.Errorf("old key after retirement: got %v, want ErrUnknownKey", err)
 	}
-	fresh, err := newS.Sign(ep, body, now)
+	fresh, err := newS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)
 	}

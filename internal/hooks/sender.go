@@ -13,6 +13,9 @@ import (
 type Target struct {
 	URL    *url.URL
 	Scheme Scheme
+	// Namespace is the namespace the endpoint belongs to; SchemeMkit signs
+	// it, so a receiver can refuse other tenants' webhooks.
+	Namespace string
 	// Secrets are the endpoint's whsec_ secrets for SchemeStandard; during a
 	// rotation every active one signs.
 	Secrets []string
@@ -56,9 +59,9 @@ func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
 		h, err = SignStandard(m.ID, t.Secrets, m.Body, now())
 	case SchemeMkit, "":
 		if s.Mkit == nil {
-			return fmt.Errorf("%w: no mkit-hook v1 signing key", ErrUnsignable)
+			return fmt.Errorf("%w: no mkit-hook signing key", ErrUnsignable)
 		}
-		h, err = s.Mkit.Sign(t.URL, m.Body, now())
+		h, err = s.Mkit.Sign(t.URL, t.Namespace, m.Body, now())
 	default:
 		return fmt.Errorf("%w: unknown scheme %q", ErrUnsignable, t.Scheme)
 	}

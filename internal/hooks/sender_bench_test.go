@@ -32,7 +32,7 @@ func BenchmarkDeliver(b *testing.B) {
 	for _, scheme := range []hooks.Scheme{hooks.SchemeStandard, hooks.SchemeMkit} {
 		b.Run(string(scheme), func(b *testing.B) {
 			s := &hooks.Sender{Channel: loopbackChannel(b), Mkit: mkitSigner(b)}
-			target := hooks.Target{URL: u, Scheme: scheme, Secrets: []string{secret}}
+			target := hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
 			var failed atomic.Int64
 			const senders = 64
 			b.SetParallelism((senders + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))

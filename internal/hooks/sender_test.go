@@ -76,10 +76,10 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 	signer := mkitSigner(t)
 	now := time.UnixMilli(1_764_460_800_000)
 	s := &hooks.Sender{Channel: loopbackChannel(t), Mkit: signer, Now: func() time.Time { return now }}
-	msg := hooks.Message{ID: "msg_7f3a", Body: []byte(`{"type":"outcome.expired","timestamp":"2025-11-30T00:00:00Z","data":{}}`)}
+	msg := hooks.Message{ID: "msg_7f3a", Body: []byte(`{"type":"outcome.expired","timestamp":"2025-11-30T00:00:00Z","data":{"namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, scheme := range []hooks.Scheme{hooks.SchemeMkit, hooks.SchemeStandard} {
-		target := hooks.Target{URL: rcv.url, Scheme: scheme, Secrets: []string{secret}}
+		target := hooks.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
 		for range 2 {
 			if err := s.Send(ctx, target, msg); err != nil {
 				t.Fatalf("%s: %v", scheme, err)
@@ -108,7 +108,7 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	verifyAt := time.UnixMilli(1_764_460_800_000 + 5_000)
-	mkit := &hookverify.MkitVerifier{Keys: list, Audience: rcv.srv.URL, Now: func() time.Time { return verifyAt }}
+	mkit := &hookverify.MkitVerifier{Keys: list, Audience: rcv.srv.URL, Namespaces: []string{"acme"}, Now: func() time.Time { return verifyAt }}
 	a, b := rcv.seen[0].header, rcv.seen[1].header
 	for _, h := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitSignature} {
 		if a.Get(h) == "" || a.Get(h) == b.Get(h) {
@@ -143,7 +143,7 @@ func TestAnAttemptThatCannotBeSignedIsNotSent(t *testing.T) {
 	rcv := newReceiver(t)
 	s := &hooks.Sender{Channel: loopbackChannel(t)}
 	for _, target := range []hooks.Target{
-		{URL: rcv.url, Scheme: hooks.SchemeMkit},                                     // no signing key
+		{URL: rcv.url, Scheme: hooks.SchemeMkit, Namespace: "acme"},                  // no signing key
 		{URL: rcv.url, Scheme: hooks.SchemeStandard, Secrets: []string{"not-whsec"}}, // malformed secret
 		{URL: rcv.url, Scheme: "rot13"},
 	} {

@@ -15,7 +15,7 @@ func BenchmarkSignMkit(b *testing.B) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Sign(ep, body, sigT0); err != nil {
+		if _, err := s.Sign(ep, sigNS, body, sigT0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -17,6 +17,9 @@ import (
 
 var sigT0 = time.UnixMilli(1_764_460_800_000)
 
+// sigNS is the namespace the signing tests sign for; sigBody names it.
+const sigNS = "acme"
+
 // sigKey is the Ed25519 key whose seed is the 32 bytes first, first+1, ...
 func sigKey(first byte) ed25519.PrivateKey {
 	seed := make([]byte, ed25519.SeedSize)
@@ -44,8 +47,8 @@ func sigSigner(t testing.TB, keyID string, key ed25519.PrivateKey, opts ...hooks
 	return s
 }
 
-// sigVerifier is a receiver at audience trusting the given signers' keys,
-// its clock read from *now.
+// sigVerifier is a receiver of namespace sigNS at audience trusting the
+// given signers' keys, its clock read from *now.
 func sigVerifier(t testing.TB, audience string, now *time.Time, signers ...*hooks.MkitSigner) *hookverify.MkitVerifier {
 	t.Helper()
 	var entries []hooks.PublicKey
@@ -53,9 +56,10 @@ func sigVerifier(t testing.TB, audience string, now *time.Time, signers ...*hook
 		entries = append(entries, s.PublicKey())
 	}
 	return &hookverify.MkitVerifier{
-		Keys:     sigReceiverKeys(t, entries...),
-		Audience: audience,
-		Now:      func() time.Time { return *now },
+		Keys:       sigReceiverKeys(t, entries...),
+		Audience:   audience,
+		Namespaces: []string{sigNS},
+		Now:        func() time.Time { return *now },
 	}
 }
 

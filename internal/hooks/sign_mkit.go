@@ -1,4 +1,4 @@
-// Package hooks signs webhook attempts (mkit-hook v1 and Standard Webhooks)
+// Package hooks signs webhook attempts (mkit-hook v2 and Standard Webhooks)
 // and sends them. It imports no other relay package: it signs and sends
 // bytes, with time and randomness passed in so tests are deterministic.
 package hooks
@@ -26,23 +26,27 @@ type Scheme string
 
 // The signing schemes an endpoint may choose.
 const (
-	// SchemeMkit is mkit-hook v1: Ed25519 over a BLAKE3 digest, verified
-	// with relay's published public keys. The default.
-	SchemeMkit Scheme = "mkit-hook-v1"
+	// SchemeMkit is mkit-hook v2: Ed25519 over a BLAKE3 digest that names
+	// the endpoint's namespace, verified with relay's published public keys.
+	// The default. (v1 signed no namespace: one relay key signs for every
+	// tenant, so a v1 receiver could not tell whose webhook it got. relay
+	// no longer signs it.)
+	SchemeMkit Scheme = "mkit-hook-v2"
 	// SchemeStandard is Standard Webhooks: HMAC-SHA256 with the endpoint's
 	// whsec_ secret, so any Standard Webhooks / Svix library verifies it.
 	SchemeStandard Scheme = "standard-webhooks"
 )
 
-// MaxValidity is the longest an mkit-hook v1 signature may be valid.
+// MaxValidity is the longest an mkit-hook signature may be valid.
 // Receivers keep each nonce for the window, so the bound is also what bounds
 // their replay cache.
 const MaxValidity = 300 * time.Second
 
-// The mkit-hook v1 request headers, spelled as DESIGN.md lists them.
+// The mkit-hook v2 request headers, in the order of the signed fields.
 const (
 	HeaderMkitVersion   = "X-Mkit-Hook-Version"
 	HeaderMkitKeyID     = "X-Mkit-Hook-Key-Id"
+	HeaderMkitNamespace = "X-Mkit-Hook-Namespace"
 	HeaderMkitAudience  = "X-Mkit-Hook-Audience"
 	HeaderMkitCreatedAt = "X-Mkit-Hook-Created-At"
 	HeaderMkitExpiresAt = "X-Mkit-Hook-Expires-At"
@@ -52,11 +56,15 @@ const (
 )
 
 // mkitPrefix is the first canonical field; it binds the signature to this
-// scheme and version.
-const mkitPrefix = "mkit-hook:v1"
+// scheme and version, so no v1 signature can pass for a v2 one.
+const mkitPrefix = "mkit-hook:v2"
+
+// mkitVersion is the X-Mkit-Hook-Version value of mkitPrefix.
+const mkitVersion = "2"
 
 // ErrInvalidSigner marks a signer, key or secret that breaks a documented
-// rule (key id syntax, validity bound, key size, secret format, message id).
+// rule (key id syntax, validity bound, key size, secret format, message id,
+// namespace).
 // The text names the rule, never the key or secret.
 var ErrInvalidSigner = errors.New("hooks: invalid signing configuration")
 
@@ -65,7 +73,7 @@ var ErrInvalidSigner = errors.New("hooks: invalid signing configuration")
 // more than one spelling (see Origin).
 var ErrInvalidEndpoint = errors.New("hooks: invalid endpoint URL")
 
-// MkitSigner signs attempts with mkit-hook v1. Sign is safe for concurrent
+// MkitSigner signs attempts with mkit-hook v2. Sign is safe for concurrent
 // use when its random source is (crypto/rand is).
 type MkitSigner struct {
 	keyID    string
@@ -137,12 +145,17 @@ func (s *MkitSigner) PublicKey() PublicKey {
 	return PublicKey{KeyID: s.keyID, Alg: AlgEd25519, PublicKey: hex.EncodeToString(s.pub)}
 }
 
-// Sign returns the eight X-Mkit-Hook-* headers for one attempt of body to
-// endpoint, created at now, with a fresh 32-byte nonce: a retry is never a
-// replay of an earlier attempt. The endpoint's query is not signed (only its
-// origin and path are), so receivers must not trust query parameters for
-// authorisation.
-func (s *MkitSigner) Sign(endpoint *url.URL, body []byte, now time.Time) (http.Header, error) {
+// Sign returns the nine X-Mkit-Hook-* headers for one attempt of body to
+// endpoint, an endpoint of namespace, created at now, with a fresh 32-byte
+// nonce: a retry is never a replay of an earlier attempt. The namespace is
+// signed because one key signs for every tenant: without it, a tenant
+// registering another's URL would send webhooks that receiver takes as its
+// own. The endpoint's query is not signed (only its origin and path are), so
+// receivers must not trust query parameters for authorisation.
+func (s *MkitSigner) Sign(endpoint *url.URL, namespace string, body []byte, now time.Time) (http.Header, error) {
+	if err := CheckNamespace(namespace); err != nil {
+		return nil, err
+	}
 	audience, err := Origin(endpoint)
 	if err != nil {
 		return nil, err
@@ -158,20 +171,22 @@ func (s *MkitSigner) Sign(endpoint *url.URL, body []byte, now time.Time) (http.H
 	}
 	digest := blake3.Sum256(body)
 	c := mkitCanonical{
-		keyID:    s.keyID,
-		audience: audience,
-		path:     SignedPath(endpoint),
-		digest:   "body:" + hex.EncodeToString(digest[:]),
-		created:  strconv.FormatInt(created, 10),
-		expires:  strconv.FormatInt(expires, 10),
-		nonce:    hex.EncodeToString(nonce[:]),
+		keyID:     s.keyID,
+		namespace: namespace,
+		audience:  audience,
+		path:      SignedPath(endpoint),
+		digest:    "body:" + hex.EncodeToString(digest[:]),
+		created:   strconv.FormatInt(created, 10),
+		expires:   strconv.FormatInt(expires, 10),
+		nonce:     hex.EncodeToString(nonce[:]),
 	}
 	msg := blake3.Sum256(c.bytes())
 	sig := ed25519.Sign(s.key, msg[:])
 
-	h := make(http.Header, 8)
-	h[HeaderMkitVersion] = []string{"1"}
+	h := make(http.Header, 9)
+	h[HeaderMkitVersion] = []string{mkitVersion}
 	h[HeaderMkitKeyID] = []string{c.keyID}
+	h[HeaderMkitNamespace] = []string{c.namespace}
 	h[HeaderMkitAudience] = []string{c.audience}
 	h[HeaderMkitCreatedAt] = []string{c.created}
 	h[HeaderMkitExpiresAt] = []string{c.expires}
@@ -181,21 +196,21 @@ func (s *MkitSigner) Sign(endpoint *url.URL, body []byte, now time.Time) (http.H
 	return h, nil
 }
 
-// mkitCanonical holds the eight signed fields but the constant prefix.
+// mkitCanonical holds the nine signed fields but the constant prefix.
 //
 // The signer builds the canonical string, the origin and the field checks
 // itself rather than importing package hookverify: the two sides are kept
 // independent on purpose, so the fixed vectors in api/testdata check each
 // against the other instead of one shared mistake passing both.
 type mkitCanonical struct {
-	keyID, audience, path, digest, created, expires, nonce string
+	keyID, namespace, audience, path, digest, created, expires, nonce string
 }
 
-// bytes is the signed string: the eight fields joined by "\n", no final
+// bytes is the signed string: the nine fields joined by "\n", no final
 // newline. No field can hold a newline (each is validated or encoded), so
 // the join is unambiguous.
 func (c *mkitCanonical) bytes() []byte {
-	fields := [...]string{mkitPrefix, c.keyID, c.audience, c.path, c.digest, c.created, c.expires, c.nonce}
+	fields := [...]string{mkitPrefix, c.keyID, c.namespace, c.audience, c.path, c.digest, c.created, c.expires, c.nonce}
 	n := len(fields) - 1
 	for _, f := range fields {
 		n += len(f)
@@ -267,6 +282,22 @@ func SignedPath(endpoint *url.URL) string {
 		return p
 	}
 	return "/"
+}
+
+// CheckNamespace enforces relay's namespace syntax, [a-z0-9][a-z0-9_-]{0,62},
+// on the namespace a signature names: one spelling per namespace, safe in a
+// header and the canonical string.
+func CheckNamespace(ns string) error {
+	if len(ns) == 0 || len(ns) > 63 {
+		return fmt.Errorf("%w: namespace must be 1 to 63 characters", ErrInvalidSigner)
+	}
+	for i := 0; i < len(ns); i++ {
+		c := ns[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || i > 0 && (c == '_' || c == '-')) {
+			return fmt.Errorf("%w: namespace must be a-z 0-9 _ -, starting with a letter or digit", ErrInvalidSigner)
+		}
+	}
+	return nil
 }
 
 // checkKeyID enforces 1–64 of [A-Za-z0-9._-], so a key id is safe in a

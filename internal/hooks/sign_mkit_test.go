@@ -19,7 +19,7 @@ import (
 	"github.com/zeebo/blake3"
 )
 
-const sigBody = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a"}}`
+const sigBody = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`
 
 func TestMkitRetriesShareBodyButNotNonceTimeOrSignature(t *testing.T) {
 	t.Parallel()
@@ -27,11 +27,11 @@ func TestMkitRetriesShareBodyButNotNonceTimeOrSignature(t *testing.T) {
 	ep := sigURL(t, "https://hooks.example.com/in")
 	body := []byte(sigBody)
 
-	first, err := s.Sign(ep, body, sigT0)
+	first, err := s.Sign(ep, sigNS, body, sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := s.Sign(ep, body, sigT0.Add(1500*time.Millisecond))
+	second, err := s.Sign(ep, sigNS, body, sigT0.Add(1500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,16 +56,17 @@ func TestMkitRetriesShareBodyButNotNonceTimeOrSignature(t *testing.T) {
 	}
 }
 
-func TestMkitHeadersAreTheEightOfDesign(t *testing.T) {
+func TestMkitHeadersAreTheNineOfV2(t *testing.T) {
 	t.Parallel()
 	s := sigSigner(t, "relay-1", sigKey(1), hooks.WithValidity(90*time.Second))
-	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in"), []byte(sigBody), sigT0)
+	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in"), sigNS, []byte(sigBody), sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"X-Mkit-Hook-Version":    `^1$`,
+		"X-Mkit-Hook-Version":    `^2$`,
 		"X-Mkit-Hook-Key-Id":     `^relay-1$`,
+		"X-Mkit-Hook-Namespace":  `^acme$`,
 		"X-Mkit-Hook-Audience":   `^https://hooks\.example\.com$`,
 		"X-Mkit-Hook-Created-At": `^` + strconv.FormatInt(sigT0.UnixMilli(), 10) + `$`,
 		"X-Mkit-Hook-Expires-At": `^` + strconv.FormatInt(sigT0.UnixMilli()+90_000, 10) + `$`,
@@ -93,7 +94,7 @@ func TestMkitHeadersAreTheEightOfDesign(t *testing.T) {
 func TestMkitQueryIsNotSignedButPathIs(t *testing.T) {
 	t.Parallel()
 	s := sigSigner(t, "relay-1", sigKey(1))
-	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in?tenant=a"), []byte(sigBody), sigT0)
+	h, err := s.Sign(sigURL(t, "https://hooks.example.com/in?tenant=a"), sigNS, []byte(sigBody), sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +146,14 @@ func TestMkitSignFailsWithoutNonceOrBefore1970(t *testing.T) {
 	t.Parallel()
 	ep := sigURL(t, "https://hooks.example.com/in")
 	broken := sigSigner(t, "k", sigKey(1), hooks.WithRand(iotest.ErrReader(errors.New("entropy gone"))))
-	if _, err := broken.Sign(ep, nil, sigT0); err == nil {
+	if _, err := broken.Sign(ep, sigNS, nil, sigT0); err == nil {
 		t.Error("signed without a nonce")
 	}
 	s := sigSigner(t, "k", sigKey(1))
-	if _, err := s.Sign(ep, nil, time.UnixMilli(-1)); err == nil {
+	if _, err := s.Sign(ep, sigNS, nil, time.UnixMilli(-1)); err == nil {
 		t.Error("signed a negative created-at")
 	}
-	if _, err := s.Sign(sigURL(t, "ftp://hooks.example.com/in"), nil, sigT0); !errors.Is(err, hooks.ErrInvalidEndpoint) {
+	if _, err := s.Sign(sigURL(t, "ftp://hooks.example.com/in"), sigNS, nil, sigT0); !errors.Is(err, hooks.ErrInvalidEndpoint) {
 		t.Errorf("ftp endpoint: got %v", err)
 	}
 }
@@ -267,12 +268,12 @@ func TestMkitSignatureIsEd25519OverBlake3OfCanonical(t *testing.T) {
 	// headers and check the signature with the public key alone.
 	key := sigKey(7)
 	s := sigSigner(t, "k7", key, hooks.WithRand(&sigSeq{next: 0x40}))
-	h, err := s.Sign(sigURL(t, "https://Hooks.Example.com:443/in/%7Euser?q=1"), nil, sigT0)
+	h, err := s.Sign(sigURL(t, "https://Hooks.Example.com:443/in/%7Euser?q=1"), sigNS, nil, sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	canonical := strings.Join([]string{
-		"mkit-hook:v1", "k7", "https://hooks.example.com", "/in/%7Euser",
+		"mkit-hook:v2", "k7", "acme", "https://hooks.example.com", "/in/%7Euser",
 		h.Get(hooks.HeaderMkitDigest), h.Get(hooks.HeaderMkitCreatedAt), h.Get(hooks.HeaderMkitExpiresAt),
 		"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
 	}, "\n")
@@ -290,5 +291,28 @@ func TestMkitSignatureIsEd25519OverBlake3OfCanonical(t *testing.T) {
 	msg := blake3.Sum256([]byte(canonical))
 	if !ed25519.Verify(key.Public().(ed25519.PublicKey), msg[:], sig) {
 		t.Error("signature does not verify over BLAKE3 of the canonical string")
+	}
+	// The namespace is signed: the same string naming another namespace
+	// does not verify.
+	other := blake3.Sum256([]byte(strings.Replace(canonical, "\nacme\n", "\nacmf\n", 1)))
+	if ed25519.Verify(key.Public().(ed25519.PublicKey), other[:], sig) {
+		t.Error("signature verifies for another namespace")
+	}
+}
+
+func TestMkitSignsOnlyWellFormedNamespaces(t *testing.T) {
+	t.Parallel()
+	s := sigSigner(t, "k", sigKey(1))
+	ep := sigURL(t, "https://hooks.example.com/in")
+	for _, ns := range []string{"a", "acme", "0", "a_b-c", strings.Repeat("n", 63)} {
+		h, err := s.Sign(ep, ns, nil, sigT0)
+		if err != nil || h.Get(hooks.HeaderMkitNamespace) != ns {
+			t.Errorf("namespace %q: header %q, %v", ns, h.Get(hooks.HeaderMkitNamespace), err)
+		}
+	}
+	for _, ns := range []string{"", "Acme", "ACME", "-acme", "_acme", "ac me", "acme\n", "a\nb", "acmé", "a.b", "a:b", strings.Repeat("n", 64)} {
+		if _, err := s.Sign(ep, ns, nil, sigT0); !errors.Is(err, hooks.ErrInvalidSigner) {
+			t.Errorf("namespace %q: got %v, want ErrInvalidSigner", ns, err)
+		}
 	}
 }

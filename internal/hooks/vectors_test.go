@@ -23,7 +23,8 @@ import (
 //
 //	go test ./internal/hooks -run TestSignatureVectors -update-vectors
 //
-// and check the canonical string against DESIGN.md by hand before committing.
+// and check the canonical string against the README (Receive webhooks) by
+// hand before committing.
 var updateVectors = flag.Bool("update-vectors", false, "rewrite "+vectorsPath)
 
 const vectorsPath = "../../api/testdata/webhook-signatures.json"
@@ -32,7 +33,7 @@ const vectorsPath = "../../api/testdata/webhook-signatures.json"
 // read the same file with their own type.
 type vectorFile struct {
 	Description string         `json:"description"`
-	Mkit        mkitVector     `json:"mkitHookV1"`
+	Mkit        mkitVector     `json:"mkitHookV2"`
 	Standard    standardVector `json:"standardWebhooks"`
 }
 
@@ -40,6 +41,7 @@ type mkitVector struct {
 	SeedHex      string          `json:"seedHex"`
 	PublicKeyHex string          `json:"publicKeyHex"`
 	KeyID        string          `json:"keyId"`
+	Namespace    string          `json:"namespace"`
 	Endpoint     string          `json:"endpoint"`
 	Body         string          `json:"body"`
 	CreatedMs    int64           `json:"createdMs"`
@@ -54,10 +56,11 @@ type mkitVector struct {
 	Headers      mkitHeaderOrder `json:"headers"`
 }
 
-// mkitHeaderOrder lists the headers in DESIGN.md's order.
+// mkitHeaderOrder lists the headers in the order of the signed fields.
 type mkitHeaderOrder struct {
 	Version   string `json:"X-Mkit-Hook-Version"`
 	KeyID     string `json:"X-Mkit-Hook-Key-Id"`
+	Namespace string `json:"X-Mkit-Hook-Namespace"`
 	Audience  string `json:"X-Mkit-Hook-Audience"`
 	CreatedAt string `json:"X-Mkit-Hook-Created-At"`
 	ExpiresAt string `json:"X-Mkit-Hook-Expires-At"`
@@ -85,7 +88,7 @@ type standardHeaderOrder struct {
 func (h mkitHeaderOrder) header() http.Header {
 	return http.Header{
 		"X-Mkit-Hook-Version": {h.Version}, "X-Mkit-Hook-Key-Id": {h.KeyID},
-		"X-Mkit-Hook-Audience": {h.Audience}, "X-Mkit-Hook-Created-At": {h.CreatedAt},
+		"X-Mkit-Hook-Namespace": {h.Namespace}, "X-Mkit-Hook-Audience": {h.Audience}, "X-Mkit-Hook-Created-At": {h.CreatedAt},
 		"X-Mkit-Hook-Expires-At": {h.ExpiresAt}, "X-Mkit-Hook-Nonce": {h.Nonce},
 		"X-Mkit-Hook-Digest": {h.Digest}, "X-Mkit-Hook-Signature": {h.Signature},
 	}
@@ -105,17 +108,20 @@ func vectorInputs() vectorFile {
 	for i := range secret {
 		secret[i] = byte(0x40 + i) // 0x40..0x5f
 	}
-	const body = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a","audience":"https://relay.example.com","repository":"acme/widgets","occurred_unix_ms":1764460800000,"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,"refs":[{"name":"refs/heads/main","new":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","deleted":false}]}}}`
+	const body = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a","namespace":"acme","audience":"https://relay.example.com","repository":"acme/widgets","occurred_unix_ms":1764460800000,"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,"refs":[{"name":"refs/heads/main","new":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","deleted":false}]}}}`
 	return vectorFile{
-		Description: "Signatures of relay webhooks for fixed inputs (see DESIGN.md, Webhooks). " +
-			"mkitHookV1: Ed25519 key from seedHex; canonical is the exact string whose BLAKE3 is signed " +
-			"(eight fields joined by \\n, no final newline); the endpoint's query is not signed. " +
+		Description: "Signatures of relay webhooks for fixed inputs (see README.md, Receive webhooks). " +
+			"mkitHookV2: Ed25519 key from seedHex; canonical is the exact string whose BLAKE3 is signed " +
+			"(nine fields joined by \\n, no final newline: mkit-hook:v2, key id, namespace, audience, path, " +
+			"body digest, created ms, expiry ms, nonce); the endpoint's query is not signed. A receiver " +
+			"accepts only the namespaces it names, and the body's data.namespace is the signed one. " +
 			"standardWebhooks: HMAC-SHA256 over signedContent with the base64-decoded bytes after whsec_. " +
 			"Bodies are the exact ASCII bytes of the body strings. A verifier given the headers, path and body " +
 			"at verifyAtMs / verifyAt must accept, and must reject any single change to them.",
 		Mkit: mkitVector{
 			SeedHex:    hex.EncodeToString(seed),
 			KeyID:      "relay-2025-11",
+			Namespace:  "acme",
 			Endpoint:   "https://Hooks.Example.COM:443/relay/in?attempt=ignored",
 			Body:       body,
 			CreatedMs:  1_764_460_800_000,
@@ -148,7 +154,7 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 	key := ed25519.NewKeyFromSeed(seed)
 	s := sigSigner(t, m.KeyID, key, hooks.WithValidity(time.Duration(m.ValidityMs)*time.Millisecond), hooks.WithRand(bytes.NewReader(nonce)))
 	ep := sigURL(t, m.Endpoint)
-	h, err := s.Sign(ep, []byte(m.Body), time.UnixMilli(m.CreatedMs))
+	h, err := s.Sign(ep, m.Namespace, []byte(m.Body), time.UnixMilli(m.CreatedMs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,14 +165,14 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 	m.Path = hooks.SignedPath(ep)
 	m.Headers = mkitHeaderOrder{
 		Version: h.Get("X-Mkit-Hook-Version"), KeyID: h.Get("X-Mkit-Hook-Key-Id"),
-		Audience: h.Get("X-Mkit-Hook-Audience"), CreatedAt: h.Get("X-Mkit-Hook-Created-At"),
+		Namespace: h.Get("X-Mkit-Hook-Namespace"), Audience: h.Get("X-Mkit-Hook-Audience"), CreatedAt: h.Get("X-Mkit-Hook-Created-At"),
 		ExpiresAt: h.Get("X-Mkit-Hook-Expires-At"), Nonce: h.Get("X-Mkit-Hook-Nonce"),
 		Digest: h.Get("X-Mkit-Hook-Digest"), Signature: h.Get("X-Mkit-Hook-Signature"),
 	}
 	if got := m.Headers.header(); len(got) != len(h) {
 		t.Fatalf("signer wrote %d headers, the vector holds %d", len(h), len(got))
 	}
-	m.Canonical = strings.Join([]string{"mkit-hook:v1", m.KeyID, m.Audience, m.Path, m.Headers.Digest,
+	m.Canonical = strings.Join([]string{"mkit-hook:v2", m.KeyID, m.Namespace, m.Audience, m.Path, m.Headers.Digest,
 		m.Headers.CreatedAt, m.Headers.ExpiresAt, m.Headers.Nonce}, "\n")
 	sum := blake3.Sum256([]byte(m.Canonical))
 	m.CanonicalB3 = hex.EncodeToString(sum[:])
@@ -231,8 +237,20 @@ func TestSignatureVectors(t *testing.T) {
 	if hex.EncodeToString(sum[:]) != m.CanonicalB3 || !ed25519.Verify(pub, sum[:], sig) {
 		t.Error("mkit signature does not verify over BLAKE3 of the canonical string")
 	}
-	if strings.Count(m.Canonical, "\n") != 7 || strings.HasSuffix(m.Canonical, "\n") {
-		t.Error("canonical string is not eight fields without a final newline")
+	if strings.Count(m.Canonical, "\n") != 8 || strings.HasSuffix(m.Canonical, "\n") {
+		t.Error("canonical string is not nine fields without a final newline")
+	}
+	// The namespace is signed, and is the one the body names.
+	if fields := strings.Split(m.Canonical, "\n"); fields[0] != "mkit-hook:v2" || fields[2] != m.Namespace || m.Headers.Namespace != m.Namespace {
+		t.Errorf("canonical fields %q do not sign namespace %q", fields, m.Namespace)
+	}
+	var body struct {
+		Data struct {
+			Namespace string `json:"namespace"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(m.Body), &body); err != nil || body.Data.Namespace != m.Namespace {
+		t.Errorf("the body's data.namespace is %q (%v), want %q", body.Data.Namespace, err, m.Namespace)
 	}
 	s := file.Standard
 	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Secret, "whsec_"))

@@ -56,7 +56,7 @@ var (
 // value: field names, enumerations and the words of type errors.
 var echoVocabulary = strings.Join(slices.Concat(outcomeFields, endpointFields, []string{
 	"secrets disabled_reason created_ms updated_ms",
-	`"mkit-hook-v1" "standard-webhooks" "whsec_"`,
+	`"mkit-hook-v1" "mkit-hook-v2" "standard-webhooks" "whsec_"`,
 	"must be a JSON string boolean array object number of the right range",
 }), " ")
 
@@ -160,7 +160,7 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 			Kinds: []outbox.Kind{outbox.KindCommitted, outbox.KindAborted}, Enabled: &yes},
 		{URL: "https://hooks.acme.example:8443/r?x=1", Scheme: outbox.SchemeStandardWebhooks,
 			Kinds: outbox.Kinds(), Enabled: &no, MaxInFlight: &four, Secret: outbox.Secret("whsec_" + strings.Repeat("QUJD", 8))},
-		{URL: "http://hooks.acme.example/relay", Scheme: outbox.SchemeMkitHookV1, Kinds: []outbox.Kind{outbox.KindReadServed}},
+		{URL: "http://hooks.acme.example/relay", Scheme: outbox.SchemeMkitHookV2, Kinds: []outbox.Kind{outbox.KindReadServed}},
 	} {
 		f.Add(mustJSON(f, e))
 	}

@@ -18,7 +18,14 @@ type Scheme string
 
 // Signing schemes.
 const (
-	// SchemeMkitHookV1 signs with relay's Ed25519 key; it needs no secret.
+	// SchemeMkitHookV2 signs with relay's Ed25519 key, naming the
+	// endpoint's namespace; it needs no secret.
+	SchemeMkitHookV2 Scheme = "mkit-hook-v2"
+	// SchemeMkitHookV1 is retired: it signed no namespace, so one tenant
+	// could send webhooks another's receiver took as its own. Endpoint rows
+	// stored with it are read as SchemeMkitHookV2, so they keep delivering
+	// (signed as relay now signs) and show what is signed; a new
+	// registration with it is refused.
 	SchemeMkitHookV1 Scheme = "mkit-hook-v1"
 	// SchemeStandardWebhooks signs with HMAC-SHA256 under whsec_ secrets.
 	SchemeStandardWebhooks Scheme = "standard-webhooks"
@@ -63,7 +70,7 @@ type Endpoint struct {
 	URL    string `json:"url"`
 	Scheme Scheme `json:"scheme"`
 	// Secrets sign standard-webhooks deliveries, the first one current;
-	// several during rotation. The mkit-hook-v1 scheme has none.
+	// several during rotation. The mkit-hook-v2 scheme has none.
 	Secrets []Secret `json:"secrets,omitempty"`
 	// Kinds filters outcomes by kind; empty receives every kind.
 	Kinds []Kind `json:"kinds,omitempty"`
@@ -79,11 +86,11 @@ type Endpoint struct {
 	UpdatedMs      int64  `json:"updated_ms"`
 }
 
-// WithDefaults fills the fields a request may leave out: the mkit-hook-v1
+// WithDefaults fills the fields a request may leave out: the mkit-hook-v2
 // scheme and one call in flight.
 func (e Endpoint) WithDefaults() Endpoint {
 	if e.Scheme == "" {
-		e.Scheme = SchemeMkitHookV1
+		e.Scheme = SchemeMkitHookV2
 	}
 	if e.MaxInFlight == 0 {
 		e.MaxInFlight = MinMaxInFlight
@@ -103,10 +110,12 @@ func (e *Endpoint) Validate() error {
 		return err
 	}
 	switch e.Scheme {
-	case SchemeMkitHookV1:
+	case SchemeMkitHookV2:
 		if len(e.Secrets) != 0 {
-			return invalidf("scheme mkit-hook-v1 takes no secrets")
+			return invalidf("scheme mkit-hook-v2 takes no secrets")
 		}
+	case SchemeMkitHookV1:
+		return invalidf("scheme mkit-hook-v1 is retired, since it does not sign the namespace: use %q", SchemeMkitHookV2)
 	case SchemeStandardWebhooks:
 		if len(e.Secrets) == 0 || len(e.Secrets) > MaxSecrets {
 			return invalidf("scheme standard-webhooks needs 1 to %d secrets", MaxSecrets)
@@ -120,7 +129,7 @@ func (e *Endpoint) Validate() error {
 			}
 		}
 	default:
-		return invalidf("scheme must be %q or %q", SchemeMkitHookV1, SchemeStandardWebhooks)
+		return invalidf("scheme must be %q or %q", SchemeMkitHookV2, SchemeStandardWebhooks)
 	}
 	for i, k := range e.Kinds {
 		if !k.Valid() {
@@ -180,8 +189,11 @@ func EncodeEndpoint(e *Endpoint) (store.Value, error) {
 }
 
 // DecodeEndpoint decodes an endpoint row. Only the exact bytes EncodeEndpoint
-// writes are accepted: unknown fields, other spellings of field names,
-// whitespace, trailing data and invalid endpoints are corrupt.
+// writes (or wrote) are accepted: unknown fields, other spellings of field
+// names, whitespace, trailing data and invalid endpoints are corrupt. A row
+// stored with the retired mkit-hook-v1 scheme reads as mkit-hook-v2, what
+// relay signs its deliveries with now; it is written so when it next
+// changes. Callers guard writes with the row's bytes, never a re-encoding.
 func DecodeEndpoint(v store.Value) (Endpoint, error) {
 	if len(v) == 0 || v[0] != codecV1 {
 		return Endpoint{}, corruptf("endpoint: unknown version")
@@ -195,12 +207,15 @@ func DecodeEndpoint(v store.Value) (Endpoint, error) {
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return Endpoint{}, corruptf("endpoint: trailing data")
 	}
-	if err := e.Validate(); err != nil {
-		return Endpoint{}, corruptf("endpoint: %v", err)
-	}
 	canon, err := json.Marshal(&e)
 	if err != nil || !bytes.Equal(canon, v[1:]) {
 		return Endpoint{}, corruptf("endpoint: not canonical")
+	}
+	if e.Scheme == SchemeMkitHookV1 {
+		e.Scheme = SchemeMkitHookV2
+	}
+	if err := e.Validate(); err != nil {
+		return Endpoint{}, corruptf("endpoint: %v", err)
 	}
 	return e, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/zeebo/blake3"
 )
 
@@ -19,11 +20,12 @@ type webhook struct {
 	Data      webhookData `json:"data"`
 }
 
-// webhookData is the outcome's own JSON with relay's audience after the
-// reservation id. A valid outcome has exactly one kind set, so omitempty
-// leaves exactly that one.
+// webhookData is the outcome's own JSON with its namespace and relay's
+// audience after the reservation id. A valid outcome has exactly one kind
+// set, so omitempty leaves exactly that one.
 type webhookData struct {
 	ReservationID  string      `json:"reservation_id"`
+	Namespace      string      `json:"namespace"`
 	Audience       string      `json:"audience"`
 	Repository     string      `json:"repository"`
 	OccurredUnixMs int64       `json:"occurred_unix_ms"`
@@ -33,14 +35,19 @@ type webhookData struct {
 	ReadServed     *ReadServed `json:"read_served,omitempty"`
 }
 
-// EncodeWebhook is the webhook body for o, as DESIGN.md shows it. audience
-// is relay's own public origin (data.audience), not the endpoint's. The
-// bytes depend on o and audience only, so every attempt of one delivery
-// sends the same body. An invalid outcome or an empty audience is an error
-// matching ErrInvalid.
-func EncodeWebhook(o *Outcome, audience string) ([]byte, error) {
+// EncodeWebhook is the webhook body for o, accepted in namespace.
+// data.namespace names the tenant, since one relay delivers for many and
+// its mkit-hook key signs for all of them (the signature names it too).
+// audience is relay's own public origin (data.audience), not the
+// endpoint's. The bytes depend on o, namespace and audience only, so every
+// attempt of one delivery sends the same body. An invalid outcome or
+// namespace, or an empty audience, is an error matching ErrInvalid.
+func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if err := (store.Partition{Namespace: namespace}).Validate(); err != nil {
+		return nil, invalidf("namespace must be 1 to 63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
 	}
 	if audience == "" {
 		return nil, invalidf("audience must not be empty")
@@ -51,6 +58,7 @@ func EncodeWebhook(o *Outcome, audience string) ([]byte, error) {
 		Timestamp: time.UnixMilli(o.OccurredUnixMs).UTC().Format(time.RFC3339Nano),
 		Data: webhookData{
 			ReservationID:  o.ReservationID,
+			Namespace:      namespace,
 			Audience:       audience,
 			Repository:     o.Repository,
 			OccurredUnixMs: o.OccurredUnixMs,

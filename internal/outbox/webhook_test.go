@@ -6,29 +6,33 @@ import (
 	"errors"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
 )
 
-const relayAudience = "https://relay.example.com"
+const (
+	relayAudience = "https://relay.example.com"
+	relayNS       = "acme"
+)
 
 func TestEncodeWebhookWritesTheDesignExample(t *testing.T) {
 	t.Parallel()
 	o := committed("r-7f3a")
-	got, err := outbox.EncodeWebhook(&o, relayAudience)
+	got, err := outbox.EncodeWebhook(&o, relayNS, relayAudience)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z",` +
-		`"data":{"reservation_id":"r-7f3a","audience":"https://relay.example.com",` +
+		`"data":{"reservation_id":"r-7f3a","namespace":"acme","audience":"https://relay.example.com",` +
 		`"repository":"acme/widgets","occurred_unix_ms":1764460800000,` +
 		`"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,` +
 		`"refs":[{"name":"refs/heads/main","new":"` + hexA + `","deleted":false}]}}}`
 	if string(got) != want {
 		t.Fatalf("body\n got %s\nwant %s", got, want)
 	}
-	again, err := outbox.EncodeWebhook(&o, relayAudience)
+	again, err := outbox.EncodeWebhook(&o, relayNS, relayAudience)
 	if err != nil || !bytes.Equal(again, got) {
 		t.Fatalf("a second encoding differs: %s (%v)", again, err)
 	}
@@ -48,7 +52,7 @@ func TestEncodeWebhookTimestampIsUTCWithMilliseconds(t *testing.T) {
 	} {
 		o := committed("r-1")
 		o.OccurredUnixMs = c.ms
-		body, err := outbox.EncodeWebhook(&o, relayAudience)
+		body, err := outbox.EncodeWebhook(&o, relayNS, relayAudience)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +85,7 @@ func TestEncodeWebhookRoundTripsEveryKind(t *testing.T) {
 	}
 	for _, c := range cases {
 		kind := string(c.o.Kind())
-		body, err := outbox.EncodeWebhook(&c.o, relayAudience)
+		body, err := outbox.EncodeWebhook(&c.o, relayNS, relayAudience)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
@@ -99,24 +103,26 @@ func TestEncodeWebhookRoundTripsEveryKind(t *testing.T) {
 			t.Errorf("%s: top level has %d keys, want type, timestamp and data", kind, len(got))
 		}
 
-		// data is the outcome's own JSON plus relay's audience, nothing else.
+		// data is the outcome's own JSON plus its namespace and relay's
+		// audience, nothing else.
 		data, _ := got["data"].(map[string]any)
-		if data["audience"] != relayAudience {
-			t.Errorf("%s: data.audience %v", kind, data["audience"])
+		if data["audience"] != relayAudience || data["namespace"] != relayNS {
+			t.Errorf("%s: data.audience %v, data.namespace %v", kind, data["audience"], data["namespace"])
 		}
 		delete(data, "audience")
+		delete(data, "namespace")
 		own, err := json.Marshal(c.o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := decodeMap(t, own); !reflect.DeepEqual(data, want) {
-			t.Errorf("%s: data less audience\n got %v\nwant %v", kind, data, want)
+			t.Errorf("%s: data less audience and namespace\n got %v\nwant %v", kind, data, want)
 		}
 		if want := decodeMap(t, []byte(c.kindJSON)); !reflect.DeepEqual(data[kind], any(want)) {
 			t.Errorf("%s: data.%s = %v, want %s", kind, kind, data[kind], c.kindJSON)
 		}
 
-		wantKeys := []string{"reservation_id", "audience", "repository", "occurred_unix_ms", kind}
+		wantKeys := []string{"reservation_id", "namespace", "audience", "repository", "occurred_unix_ms", kind}
 		if keys := dataKeys(t, body); !reflect.DeepEqual(keys, wantKeys) {
 			t.Errorf("%s: data keys in order %v, want %v", kind, keys, wantKeys)
 		}
@@ -132,17 +138,21 @@ func TestEncodeWebhookRefusesInvalidInput(t *testing.T) {
 	badRID := committed("r 1")
 	valid := committed("r-1")
 	for _, c := range []struct {
-		name     string
-		o        outbox.Outcome
-		audience string
+		name         string
+		o            outbox.Outcome
+		ns, audience string
 	}{
-		{"two kinds", twoKinds, relayAudience},
-		{"no repository", noRepo, relayAudience},
-		{"bad reservation id", badRID, relayAudience},
-		{"no kind", outbox.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: t0}, relayAudience},
-		{"empty audience", valid, ""},
+		{"two kinds", twoKinds, relayNS, relayAudience},
+		{"no repository", noRepo, relayNS, relayAudience},
+		{"bad reservation id", badRID, relayNS, relayAudience},
+		{"no kind", outbox.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: t0}, relayNS, relayAudience},
+		{"empty audience", valid, relayNS, ""},
+		{"empty namespace", valid, "", relayAudience},
+		{"namespace in capitals", valid, "Acme", relayAudience},
+		{"namespace with a quote", valid, `acme","namespace":"victim`, relayAudience},
+		{"namespace too long", valid, strings.Repeat("a", 64), relayAudience},
 	} {
-		body, err := outbox.EncodeWebhook(&c.o, c.audience)
+		body, err := outbox.EncodeWebhook(&c.o, c.ns, c.audience)
 		if !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("%s: error %v, want ErrInvalid", c.name, err)
 		}
