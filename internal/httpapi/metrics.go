@@ -8,8 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the API's Prometheus metrics. Labels are routes and statuses,
-// never namespaces: a tenant count must not become a series count.
+// Metrics are the API's Prometheus metrics. Labels are routes, methods and
+// statuses, never namespaces: a tenant count must not become a series
+// count. Every label value comes from a fixed set, never from the client as
+// sent: a made-up method would otherwise add a series, and its bytes, for
+// good.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -59,9 +62,20 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		m.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
 		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method as a label value: one of RFC 9110's methods,
+// else "other".
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 func (m *Metrics) outcome(status string) {
