@@ -1013,9 +1013,14 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		a.close()
 		return nil, err
 	}
-	r.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 2 << 20}
+	srv, served, err := a.server(ln, httpapi.DefaultMaxConnections)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	r.srv = srv
 	labeled(ctx, "relay", func(context.Context) {
-		go func() { r.served <- r.srv.Serve(ln) }()
+		go func() { r.served <- r.srv.Serve(served) }()
 	})
 	return r, nil
 }

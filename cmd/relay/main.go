@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
@@ -52,9 +53,11 @@ type config struct {
 	listen  string
 	prefix  string
 	buckets int
-	signing signingConfig
-	deliver deliveryConfig
-	auth    authConfig
+	// maxConns bounds the API connections open at once.
+	maxConns int
+	signing  signingConfig
+	deliver  deliveryConfig
+	auth     authConfig
 }
 
 func parse(args []string) (config, error) {
@@ -72,6 +75,8 @@ func parse(args []string) (config, error) {
 		}
 	}
 	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
+	maxConns, maxConnsErr := envInt("RELAY_MAX_CONNECTIONS", httpapi.DefaultMaxConnections)
+	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; those over it are answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	c.signing.flags(fs)
 	c.deliver.flags(fs)
 	c.auth.flags(fs)
@@ -84,6 +89,12 @@ func parse(args []string) (config, error) {
 	if bucketsErr != nil && !flagSet(fs, "buckets") {
 		return c, bucketsErr
 	}
+	if maxConnsErr != nil && !flagSet(fs, "max-connections") {
+		return c, maxConnsErr
+	}
+	if c.maxConns < 1 {
+		return c, fmt.Errorf("max connections %d must be at least 1", c.maxConns)
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -95,6 +106,20 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// envInt is the whole number in the variable name, or fallback when it is
+// unset.
+func envInt(name string, fallback int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a whole number", name, v)
+	}
+	return n, nil
 }
 
 func envOr(name, fallback string) string {

@@ -36,6 +36,7 @@ const devTokenTTL = 24 * time.Hour
 // app is one relay process: its store, delivery driver and API.
 type app struct {
 	handler  http.Handler
+	metrics  *httpapi.Metrics
 	driver   *delivery.Driver
 	store    *redisstore.Store
 	audience string
@@ -115,7 +116,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &app{handler: handler, driver: driver, store: st, audience: audience, close: closeRedis}
+	a := &app{handler: handler, metrics: apiMetrics, driver: driver, store: st, audience: audience, close: closeRedis}
 	if devSecret != nil {
 		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
 		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.auth.issuer, p, devTokenTTL, time.Now()); err != nil {
@@ -139,18 +140,14 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	defer a.close()
 
-	ln, err := net.Listen("tcp", cfg.listen)
+	tcp, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// Large enough that an oversized bearer token reaches the API and
-		// gets its 401, rather than a bare 431 from the server.
-		MaxHeaderBytes: 2 << 20,
+	srv, ln, err := a.server(tcp, cfg.maxConns)
+	if err != nil {
+		_ = tcp.Close()
+		return err
 	}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.store.Buckets(), "audience", a.audience)
 	if a.devToken != "" {
@@ -192,6 +189,16 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	log.Info("relay stopped cleanly")
 	return nil
+}
+
+// server is the HTTP server of the API on tcp, at most maxConns
+// connections open at once.
+func (a *app) server(tcp net.Listener, maxConns int) (*http.Server, *httpapi.Listener, error) {
+	ln, err := httpapi.NewListener(tcp, httpapi.ListenerConfig{MaxConnections: maxConns, Metrics: a.metrics})
+	if err != nil {
+		return nil, nil, err
+	}
+	return httpapi.NewServer(a.handler, ln), ln, nil
 }
 
 // checker is what readiness needs of the store.

@@ -17,6 +17,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	outcomes *prometheus.CounterVec
+	conns    prometheus.Gauge
+	refused  prometheus.Counter
 }
 
 // NewMetrics registers the API's metrics with reg.
@@ -35,8 +37,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_outcomes_total",
 			Help: "Outcomes answered by ingest, by status: accepted, duplicate, conflict, no_endpoint.",
 		}, []string{"status"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_http_connections_open",
+			Help: "API connections open now, within the connection limit.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_http_connections_refused_total",
+			Help: "API connections answered 503 and closed because the connection limit was reached.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes, m.conns, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -76,6 +86,24 @@ func methodLabel(method string) string {
 		return method
 	}
 	return "other"
+}
+
+func (m *Metrics) connOpened() {
+	if m != nil {
+		m.conns.Inc()
+	}
+}
+
+func (m *Metrics) connClosed() {
+	if m != nil {
+		m.conns.Dec()
+	}
+}
+
+func (m *Metrics) connRefused() {
+	if m != nil {
+		m.refused.Inc()
+	}
 }
 
 func (m *Metrics) outcome(status string) {
