@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -76,15 +75,16 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			closeRedis()
 		}
 	}()
+	scrub := newScrubber(cfg.redis).scrub
 	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, scrub(fmt.Errorf("open store: %w", err))
 	}
 	if !dev && !st.Shebang() {
 		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
 	}
 	if err := st.Check(ctx); err != nil {
-		log.Warn("store check failed; /readyz will say so", "error", err)
+		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
 	}
 
 	metrics := prometheus.NewRegistry()
@@ -230,10 +230,10 @@ func readiness(err error) string {
 }
 
 // connect opens a client for a Redis URL, a list of Cluster seeds, or an
-// embedded miniredis when addr is empty.
+// embedded miniredis when addr is empty. Its errors hold no piece of the
+// password in addr.
 func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	switch {
-	case addr == "":
+	if addr == "" {
 		m, err := miniredis.Run()
 		if err != nil {
 			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
@@ -241,39 +241,42 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		return c, func() { c.Close(); m.Close() }, nil
-	case strings.Contains(addr, "addr="):
+	}
+	c, err := open(addr)
+	if err != nil {
+		return nil, nil, newScrubber(addr).scrub(err)
+	}
+	return c, func() { c.Close() }, nil
+}
+
+func open(addr string) (redis.UniversalClient, error) {
+	if err := checkCredentials(credentials(addr)); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.Contains(addr, "://") && strings.Contains(addr, "addr="):
 		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
 		opts, err := redis.ParseClusterURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
+			return nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
 		}
-		c := redis.NewClusterClient(opts)
-		return c, func() { c.Close() }, nil
-	case strings.Contains(addr, ","):
+		return redis.NewClusterClient(opts), nil
+	case !strings.Contains(addr, "://") && strings.Contains(addr, ","):
 		seeds := strings.Split(addr, ",")
 		for i := range seeds {
 			seeds[i] = strings.TrimSpace(seeds[i])
+			if strings.Contains(seeds[i], "@") {
+				return nil, errors.New("a list of Redis Cluster seeds takes host:port only; credentials go in a URL: redis://user:pass@host1:port?addr=host2:port")
+			}
 		}
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
-		return c, func() { c.Close() }, nil
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}), nil
 	default:
 		opts, err := redis.ParseURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis URL: %w", redactURLError(err))
+			return nil, fmt.Errorf("redis URL: %w", redactURLError(err))
 		}
-		c := redis.NewClient(opts)
-		return c, func() { c.Close() }, nil
+		return redis.NewClient(opts), nil
 	}
-}
-
-// redactURLError drops the URL a *url.Error quotes: a Redis URL carries its
-// password, and this error is printed at start.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("the URL does not parse: %w", ue.Err)
-	}
-	return err
 }
 
 // clockSystem is the one clock of the process: the outbox, the delivery
