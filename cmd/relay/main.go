@@ -12,7 +12,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
@@ -55,9 +57,11 @@ type config struct {
 	buckets int
 	// maxConns bounds the API connections open at once.
 	maxConns int
-	signing  signingConfig
-	deliver  deliveryConfig
-	auth     authConfig
+	// backlogEvery is how often the backlog gauges are sampled; 0 never.
+	backlogEvery time.Duration
+	signing      signingConfig
+	deliver      deliveryConfig
+	auth         authConfig
 }
 
 func parse(args []string) (config, error) {
@@ -77,6 +81,8 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	maxConns, maxConnsErr := envInt("RELAY_MAX_CONNECTIONS", httpapi.DefaultMaxConnections)
 	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; those over it are answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	backlogEvery, backlogErr := envDuration("RELAY_BACKLOG_SAMPLE_EVERY", delivery.DefaultBacklogEvery)
+	fs.DurationVar(&c.backlogEvery, "backlog-sample-every", backlogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
 	c.signing.flags(fs)
 	c.deliver.flags(fs)
 	c.auth.flags(fs)
@@ -91,6 +97,12 @@ func parse(args []string) (config, error) {
 	}
 	if maxConnsErr != nil && !flagSet(fs, "max-connections") {
 		return c, maxConnsErr
+	}
+	if backlogErr != nil && !flagSet(fs, "backlog-sample-every") {
+		return c, backlogErr
+	}
+	if c.backlogEvery < 0 {
+		return c, fmt.Errorf("backlog sample interval %v must not be negative", c.backlogEvery)
 	}
 	if c.maxConns < 1 {
 		return c, fmt.Errorf("max connections %d must be at least 1", c.maxConns)
@@ -120,6 +132,20 @@ func envInt(name string, fallback int) (int, error) {
 		return fallback, fmt.Errorf("%s=%q is not a whole number", name, v)
 	}
 	return n, nil
+}
+
+// envDuration is the duration in the variable name, or fallback when it is
+// unset.
+func envDuration(name string, fallback time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a duration such as 15s", name, v)
+	}
+	return d, nil
 }
 
 func envOr(name, fallback string) string {

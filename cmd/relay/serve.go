@@ -34,9 +34,11 @@ const devTokenTTL = 24 * time.Hour
 
 // app is one relay process: its store, delivery driver and API.
 type app struct {
-	handler  http.Handler
-	metrics  *httpapi.Metrics
-	driver   *delivery.Driver
+	handler http.Handler
+	metrics *httpapi.Metrics
+	driver  *delivery.Driver
+	// backlog samples the backlog gauges; nil when they are off.
+	backlog  *delivery.BacklogSampler
 	store    *redisstore.Store
 	audience string
 	// devToken is an admin token minted at start in development, when no
@@ -101,6 +103,15 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	var backlog *delivery.BacklogSampler
+	if cfg.backlogEvery > 0 {
+		backlog, err = delivery.NewBacklogSampler(delivery.BacklogConfig{
+			Store: st, Registerer: metrics, Clock: clockSystem, Every: cfg.backlogEvery, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
 		Admin:          &outbox.Admin{Store: st, Clock: clockSystem},
@@ -116,7 +127,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &app{handler: handler, metrics: apiMetrics, driver: driver, store: st, audience: audience, close: closeRedis}
+	a := &app{handler: handler, metrics: apiMetrics, driver: driver, backlog: backlog, store: st, audience: audience, close: closeRedis}
 	if devSecret != nil {
 		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
 		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.auth.issuer, p, devTokenTTL, time.Now()); err != nil {
@@ -156,6 +167,12 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	if err := a.driver.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
+	}
+	if a.backlog != nil {
+		if err := a.backlog.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		defer a.backlog.Stop()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

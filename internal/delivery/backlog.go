@@ -297,6 +297,7 @@ func (s *BacklogSampler) publish() {
 	s.oldestAge.Set(age)
 	s.unread.Set(float64(p.unread))
 	s.sampledAt.Set(float64(nowMs) / 1000)
+	s.cfg.Logger.Debug("backlog sampled", "rows", p.rows, "bytes", p.bytes, "oldest_age_seconds", age, "unread", p.unread)
 	if p.unread > 0 {
 		s.cfg.Logger.Warn("backlog sample left out namespaces it could not read", "namespaces", p.unread, "error", p.firstErr)
 	}
