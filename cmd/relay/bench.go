@@ -113,7 +113,7 @@ func parseBench(args []string) (benchConfig, error) {
 	var c benchConfig
 	fs.StringVar(&c.target, "target", "", "URL of a running relay to drive; empty builds one in this process")
 	fs.StringVar(&c.token, "token", "", "admin-scope API token for -target")
-	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
+	redisFlag(fs, &c.redis,
 		"Redis URL or Cluster seeds, as serve takes them; empty runs an embedded miniredis. With -target, only read for command counts (env RELAY_REDIS_URL)")
 	fs.IntVar(&c.n, "n", 20000, "outcomes per phase (single, batch, e2e)")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "requests in flight at once")

@@ -67,7 +67,7 @@ type config struct {
 func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("relay serve", flag.ContinueOnError)
 	var c config
-	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
+	redisFlag(fs, &c.redis,
 		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
@@ -111,6 +111,14 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, nil
+}
+
+// redisFlag defines -redis, taken from RELAY_REDIS_URL unless given. A Func
+// flag has no default to print, so the usage text never shows the URL and
+// its password.
+func redisFlag(fs *flag.FlagSet, dst *string, usage string) {
+	*dst = os.Getenv("RELAY_REDIS_URL")
+	fs.Func("redis", usage, func(v string) error { *dst = v; return nil })
 }
 
 // flagSet reports whether the command line set the flag.

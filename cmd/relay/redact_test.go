@@ -137,3 +137,25 @@ func TestScrubberReplacesThePasswordInAnyError(t *testing.T) {
 		t.Fatal("an error without the password was changed")
 	}
 }
+
+// The usage text a bad flag or -help prints shows each flag's default, and
+// the Redis URL's default comes from RELAY_REDIS_URL: it must not show it.
+func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
+	const secret = "Zq8KvWm3Jx"
+	for _, args := range [][]string{{"serve", "-nosuchflag"}, {"serve", "-help"}, {"bench", "-nosuchflag"}, {"bench", "-help"}} {
+		cmd := exec.Command(relayBinary(t), args...)
+		cmd.Env = []string{"RELAY_REDIS_URL=redis://relay:" + secret + "@127.0.0.1:1/0"}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v succeeded", args)
+		}
+		if !strings.Contains(string(out), "-redis") {
+			t.Fatalf("%v printed no usage:\n%s", args, out)
+		}
+		for _, f := range fragments(secret) {
+			if strings.Contains(string(out), f) {
+				t.Fatalf("%v printed %q of the password:\n%s", args, f, out)
+			}
+		}
+	}
+}
