@@ -113,7 +113,7 @@ func parseBench(args []string) (benchConfig, error) {
 	var c benchConfig
 	fs.StringVar(&c.target, "target", "", "URL of a running relay to drive; empty builds one in this process")
 	fs.StringVar(&c.token, "token", "", "admin-scope API token for -target")
-	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
+	redisFlag(fs, &c.redis,
 		"Redis URL or Cluster seeds, as serve takes them; empty runs an embedded miniredis. With -target, only read for command counts (env RELAY_REDIS_URL)")
 	fs.IntVar(&c.n, "n", 20000, "outcomes per phase (single, batch, e2e)")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "requests in flight at once")
@@ -1013,9 +1013,14 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		a.close()
 		return nil, err
 	}
-	r.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 2 << 20}
+	srv, served, err := a.server(ln, httpapi.DefaultMaxConnections)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	r.srv = srv
 	labeled(ctx, "relay", func(context.Context) {
-		go func() { r.served <- r.srv.Serve(ln) }()
+		go func() { r.served <- r.srv.Serve(served) }()
 	})
 	return r, nil
 }

@@ -12,7 +12,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
@@ -52,15 +55,19 @@ type config struct {
 	listen  string
 	prefix  string
 	buckets int
-	signing signingConfig
-	deliver deliveryConfig
-	auth    authConfig
+	// maxConns bounds the API connections open at once.
+	maxConns int
+	// backlogEvery is how often the backlog gauges are sampled; 0 never.
+	backlogEvery time.Duration
+	signing      signingConfig
+	deliver      deliveryConfig
+	auth         authConfig
 }
 
 func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("relay serve", flag.ContinueOnError)
 	var c config
-	fs.StringVar(&c.redis, "redis", os.Getenv("RELAY_REDIS_URL"),
+	redisFlag(fs, &c.redis,
 		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	fs.StringVar(&c.listen, "listen", envOr("RELAY_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env RELAY_LISTEN)")
 	fs.StringVar(&c.prefix, "prefix", envOr("RELAY_REDIS_PREFIX", redisstore.DefaultPrefix), "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
@@ -72,6 +79,10 @@ func parse(args []string) (config, error) {
 		}
 	}
 	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
+	maxConns, maxConnsErr := envInt("RELAY_MAX_CONNECTIONS", httpapi.DefaultMaxConnections)
+	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; those over it are answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	backlogEvery, backlogErr := envDuration("RELAY_BACKLOG_SAMPLE_EVERY", delivery.DefaultBacklogEvery)
+	fs.DurationVar(&c.backlogEvery, "backlog-sample-every", backlogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
 	c.signing.flags(fs)
 	c.deliver.flags(fs)
 	c.auth.flags(fs)
@@ -84,10 +95,30 @@ func parse(args []string) (config, error) {
 	if bucketsErr != nil && !flagSet(fs, "buckets") {
 		return c, bucketsErr
 	}
+	if maxConnsErr != nil && !flagSet(fs, "max-connections") {
+		return c, maxConnsErr
+	}
+	if backlogErr != nil && !flagSet(fs, "backlog-sample-every") {
+		return c, backlogErr
+	}
+	if c.backlogEvery < 0 {
+		return c, fmt.Errorf("backlog sample interval %v must not be negative", c.backlogEvery)
+	}
+	if c.maxConns < 1 {
+		return c, fmt.Errorf("max connections %d must be at least 1", c.maxConns)
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, nil
+}
+
+// redisFlag defines -redis, taken from RELAY_REDIS_URL unless given. A Func
+// flag has no default to print, so the usage text never shows the URL and
+// its password.
+func redisFlag(fs *flag.FlagSet, dst *string, usage string) {
+	*dst = os.Getenv("RELAY_REDIS_URL")
+	fs.Func("redis", usage, func(v string) error { *dst = v; return nil })
 }
 
 // flagSet reports whether the command line set the flag.
@@ -95,6 +126,34 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// envInt is the whole number in the variable name, or fallback when it is
+// unset.
+func envInt(name string, fallback int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a whole number", name, v)
+	}
+	return n, nil
+}
+
+// envDuration is the duration in the variable name, or fallback when it is
+// unset.
+func envDuration(name string, fallback time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a duration such as 15s", name, v)
+	}
+	return d, nil
 }
 
 func envOr(name, fallback string) string {

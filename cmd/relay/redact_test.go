@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // A malformed Redis URL is reported without its password: url.Parse's
@@ -22,6 +30,132 @@ func TestMalformedRedisURLHidesThePassword(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("error shows the password: %v", err)
+		}
+	}
+}
+
+// fragments are the pieces of secret an attacker reading relay's output
+// could learn from: every substring of 3 bytes or more, but those of only
+// digits and punctuation, which timestamps and addresses hold anyway; a
+// secret of only those is looked for whole.
+func fragments(secret string) []string {
+	var out []string
+	for i := range secret {
+		for j := i + 3; j <= len(secret); j++ {
+			if strings.IndexFunc(secret[i:j], unicode.IsLetter) >= 0 {
+				out = append(out, secret[i:j])
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, secret)
+	}
+	return out
+}
+
+// relay serve, started on a Redis URL whose password holds what a URL
+// parser takes for a delimiter or a broken escape, against a port nothing
+// listens on, fails to start; nothing it prints holds any piece of the
+// password as written or as decoded.
+func TestNoPieceOfARedisPasswordReachesTheStartUpOutput(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "hook.pem")
+	if err := keygen([]string{"-out", keyFile}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	closed := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	closed2 := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	const a, b = "Zq8Kv", "Wm3Jx"
+	for _, tc := range []struct{ url, password string }{
+		{"redis://:" + a + "/" + b + "@127.0.0.1:" + closed + "/0", a + "/" + b},
+		{"redis://:48213/" + b + "@127.0.0.1:" + closed + "/0", "48213/" + b},
+		{"redis://:48213/" + b + "@127.0.0.1:" + closed + "/0", "48213"},
+		{"redis://user:" + a + "#" + b + "@127.0.0.1:" + closed + "/0", a + "#" + b},
+		{"redis://user:" + a + "?" + b + "@127.0.0.1:" + closed + "/0", a + "?" + b},
+		{"redis://user:" + a + "%zz" + b + "@127.0.0.1:" + closed + "/0", a + "%zz" + b},
+		{"redis://user:" + a + "%z" + "@127.0.0.1:" + closed + "/0", a + "%z"},
+		{"redis://:" + a + "@" + b + "@127.0.0.1:" + closed + "/0", a + "@" + b},
+		{"redis://:" + a + "%2F" + b + "@127.0.0.1:" + closed + "/0", a + "%2F" + b},
+		{"redis://:" + a + "%2F" + b + "@127.0.0.1:" + closed + "/0", a + "/" + b},
+		{"redis://:" + a + "," + b + "@127.0.0.1:" + closed + "/0", a + "," + b},
+		{"redis://:" + a + " " + b + "@127.0.0.1:" + closed + "/0", a + " " + b},
+		{"redis://:" + a + "]" + b + "@127.0.0.1:" + closed + "/0", a + "]" + b},
+		{"redis://:" + a + ":" + b + "@127.0.0.1:" + closed + "/0", a + ":" + b},
+		{"rediss://relay:" + a + b + "@127.0.0.1:" + closed + "/0", a + b},
+		{"redis://:" + a + "/" + b + "@127.0.0.1:" + closed + "?addr=127.0.0.1:" + closed2, a + "/" + b},
+		{"redis://:" + a + "#" + b + "@127.0.0.1:" + closed + "?addr=127.0.0.1:" + closed2, a + "#" + b},
+		{"redis://:" + a + b + "@127.0.0.1:" + closed + "?addr=127.0.0.1:" + closed2, a + b},
+		{"redis://:" + a + "@127.0.0.1:" + closed + ",127.0.0.1:" + closed2, a},
+		{"relay:" + a + b + "@127.0.0.1:" + closed + ",127.0.0.1:" + closed2, a + b},
+		{"unix://:" + a + "/" + b + "@/nonexistent/redis.sock", a + "/" + b},
+		{"127.0.0.1:" + closed + "/" + a + b, a + b},
+	} {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), settle)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, relayBinary(t), "serve", "-redis", tc.url)
+			cmd.Env = []string{
+				"RELAY_LISTEN=" + freeAddr(t),
+				"RELAY_PUBLIC_URL=https://relay.example.com",
+				"RELAY_JWT_SECRET=" + strings.Repeat("s", 32),
+				"RELAY_HOOK_KEY_FILE=" + keyFile,
+			}
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err == nil || ctx.Err() != nil {
+				t.Fatalf("relay on a closed port: %v, context %v\n%s", err, ctx.Err(), out.String())
+			}
+			secrets := []string{tc.password}
+			if d, err := url.PathUnescape(tc.password); err == nil && d != tc.password {
+				secrets = append(secrets, d)
+			}
+			for _, s := range secrets {
+				for _, f := range fragments(s) {
+					if strings.Contains(out.String(), f) {
+						t.Fatalf("relay printed %q, a piece of the password %q of %s:\n%s", f, s, tc.url, out.String())
+					}
+				}
+			}
+			if !strings.Contains(out.String(), "relay:") {
+				t.Fatalf("no start-up error:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// Behind the wording of each message, any error that still quotes the
+// password, as written or decoded, has it replaced, and unwraps as before.
+func TestScrubberReplacesThePasswordInAnyError(t *testing.T) {
+	s := newScrubber("rediss://relay:Zq8Kv%2FWm3Jx@redis.example.com:6380/0")
+	cause := errors.New("dial: refused")
+	err := s.scrub(fmt.Errorf("AUTH Zq8Kv/Wm3Jx and Zq8Kv%%2FWm3Jx: %w", cause))
+	if strings.Contains(err.Error(), "Zq8Kv") || !errors.Is(err, cause) {
+		t.Fatalf("scrubbed %q, unwraps to the cause %v", err, errors.Is(err, cause))
+	}
+	if clean := errors.New("dial tcp 127.0.0.1:1: refused"); s.scrub(clean) != clean {
+		t.Fatal("an error without the password was changed")
+	}
+}
+
+// The usage text a bad flag or -help prints shows each flag's default, and
+// the Redis URL's default comes from RELAY_REDIS_URL: it must not show it.
+func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
+	const secret = "Zq8KvWm3Jx"
+	for _, args := range [][]string{{"serve", "-nosuchflag"}, {"serve", "-help"}, {"bench", "-nosuchflag"}, {"bench", "-help"}} {
+		cmd := exec.Command(relayBinary(t), args...)
+		cmd.Env = []string{"RELAY_REDIS_URL=redis://relay:" + secret + "@127.0.0.1:1/0"}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v succeeded", args)
+		}
+		if !strings.Contains(string(out), "-redis") {
+			t.Fatalf("%v printed no usage:\n%s", args, out)
+		}
+		for _, f := range fragments(secret) {
+			if strings.Contains(string(out), f) {
+				t.Fatalf("%v printed %q of the password:\n%s", args, f, out)
+			}
 		}
 	}
 }

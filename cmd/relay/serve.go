@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -35,8 +34,11 @@ const devTokenTTL = 24 * time.Hour
 
 // app is one relay process: its store, delivery driver and API.
 type app struct {
-	handler  http.Handler
-	driver   *delivery.Driver
+	handler http.Handler
+	metrics *httpapi.Metrics
+	driver  *delivery.Driver
+	// backlog samples the backlog gauges; nil when they are off.
+	backlog  *delivery.BacklogSampler
 	store    *redisstore.Store
 	audience string
 	// devToken is an admin token minted at start in development, when no
@@ -75,15 +77,16 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 			closeRedis()
 		}
 	}()
+	scrub := newScrubber(cfg.redis).scrub
 	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, scrub(fmt.Errorf("open store: %w", err))
 	}
 	if !dev && !st.Shebang() {
 		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
 	}
 	if err := st.Check(ctx); err != nil {
-		log.Warn("store check failed; /readyz will say so", "error", err)
+		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
 	}
 
 	metrics := prometheus.NewRegistry()
@@ -100,6 +103,15 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	var backlog *delivery.BacklogSampler
+	if cfg.backlogEvery > 0 {
+		backlog, err = delivery.NewBacklogSampler(delivery.BacklogConfig{
+			Store: st, Registerer: metrics, Clock: clockSystem, Every: cfg.backlogEvery, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
 		Admin:          &outbox.Admin{Store: st, Clock: clockSystem},
@@ -115,7 +127,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &app{handler: handler, driver: driver, store: st, audience: audience, close: closeRedis}
+	a := &app{handler: handler, metrics: apiMetrics, driver: driver, backlog: backlog, store: st, audience: audience, close: closeRedis}
 	if devSecret != nil {
 		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
 		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.auth.issuer, p, devTokenTTL, time.Now()); err != nil {
@@ -139,18 +151,14 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	defer a.close()
 
-	ln, err := net.Listen("tcp", cfg.listen)
+	tcp, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// Large enough that an oversized bearer token reaches the API and
-		// gets its 401, rather than a bare 431 from the server.
-		MaxHeaderBytes: 2 << 20,
+	srv, ln, err := a.server(tcp, cfg.maxConns)
+	if err != nil {
+		_ = tcp.Close()
+		return err
 	}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.store.Buckets(), "audience", a.audience)
 	if a.devToken != "" {
@@ -159,6 +167,12 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	if err := a.driver.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
+	}
+	if a.backlog != nil {
+		if err := a.backlog.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		defer a.backlog.Stop()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -194,6 +208,16 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	return nil
 }
 
+// server is the HTTP server of the API on tcp, at most maxConns
+// connections open at once.
+func (a *app) server(tcp net.Listener, maxConns int) (*http.Server, *httpapi.Listener, error) {
+	ln, err := httpapi.NewListener(tcp, httpapi.ListenerConfig{MaxConnections: maxConns, Metrics: a.metrics})
+	if err != nil {
+		return nil, nil, err
+	}
+	return httpapi.NewServer(a.handler, ln), ln, nil
+}
+
 // checker is what readiness needs of the store.
 type checker interface {
 	Check(ctx context.Context) error
@@ -223,10 +247,10 @@ func readiness(err error) string {
 }
 
 // connect opens a client for a Redis URL, a list of Cluster seeds, or an
-// embedded miniredis when addr is empty.
+// embedded miniredis when addr is empty. Its errors hold no piece of the
+// password in addr.
 func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	switch {
-	case addr == "":
+	if addr == "" {
 		m, err := miniredis.Run()
 		if err != nil {
 			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
@@ -234,39 +258,42 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		return c, func() { c.Close(); m.Close() }, nil
-	case strings.Contains(addr, "addr="):
+	}
+	c, err := open(addr)
+	if err != nil {
+		return nil, nil, newScrubber(addr).scrub(err)
+	}
+	return c, func() { c.Close() }, nil
+}
+
+func open(addr string) (redis.UniversalClient, error) {
+	if err := checkCredentials(credentials(addr)); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.Contains(addr, "://") && strings.Contains(addr, "addr="):
 		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
 		opts, err := redis.ParseClusterURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
+			return nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
 		}
-		c := redis.NewClusterClient(opts)
-		return c, func() { c.Close() }, nil
-	case strings.Contains(addr, ","):
+		return redis.NewClusterClient(opts), nil
+	case !strings.Contains(addr, "://") && strings.Contains(addr, ","):
 		seeds := strings.Split(addr, ",")
 		for i := range seeds {
 			seeds[i] = strings.TrimSpace(seeds[i])
+			if strings.Contains(seeds[i], "@") {
+				return nil, errors.New("a list of Redis Cluster seeds takes host:port only; credentials go in a URL: redis://user:pass@host1:port?addr=host2:port")
+			}
 		}
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
-		return c, func() { c.Close() }, nil
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}), nil
 	default:
 		opts, err := redis.ParseURL(addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("redis URL: %w", redactURLError(err))
+			return nil, fmt.Errorf("redis URL: %w", redactURLError(err))
 		}
-		c := redis.NewClient(opts)
-		return c, func() { c.Close() }, nil
+		return redis.NewClient(opts), nil
 	}
-}
-
-// redactURLError drops the URL a *url.Error quotes: a Redis URL carries its
-// password, and this error is printed at start.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("the URL does not parse: %w", ue.Err)
-	}
-	return err
 }
 
 // clockSystem is the one clock of the process: the outbox, the delivery

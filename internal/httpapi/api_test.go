@@ -39,6 +39,8 @@ type harness struct {
 	clk    *clock.Manual
 	woken  atomic.Int64
 	reg    *prometheus.Registry
+	// metrics are registered with reg.
+	metrics *httpapi.Metrics
 	// check sees every request and answer: the contract, api/openapi.yaml.
 	check func(req *http.Request, body []byte, rec *httptest.ResponseRecorder)
 }
@@ -107,6 +109,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.metrics = metrics
 	var appender httpapi.Appender = &outbox.Appender{Store: st, Clock: clk}
 	if opts.coalesce {
 		appender = &outbox.Coalescer{Appender: appender.(*outbox.Appender)}

@@ -8,12 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the API's Prometheus metrics. Labels are routes and statuses,
-// never namespaces: a tenant count must not become a series count.
+// Metrics are the API's Prometheus metrics. Labels are routes, methods and
+// statuses, never namespaces: a tenant count must not become a series
+// count. Every label value comes from a fixed set, never from the client as
+// sent: a made-up method would otherwise add a series, and its bytes, for
+// good.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	outcomes *prometheus.CounterVec
+	conns    prometheus.Gauge
+	refused  prometheus.Counter
 }
 
 // NewMetrics registers the API's metrics with reg.
@@ -32,8 +37,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_outcomes_total",
 			Help: "Outcomes answered by ingest, by status: accepted, duplicate, conflict, no_endpoint.",
 		}, []string{"status"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_http_connections_open",
+			Help: "API connections open now, within the connection limit.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_http_connections_refused_total",
+			Help: "API connections answered 503 and closed because the connection limit was reached.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.outcomes, m.conns, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -59,9 +72,38 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		m.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
 		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method as a label value: one of RFC 9110's methods,
+// else "other".
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
+func (m *Metrics) connOpened() {
+	if m != nil {
+		m.conns.Inc()
+	}
+}
+
+func (m *Metrics) connClosed() {
+	if m != nil {
+		m.conns.Dec()
+	}
+}
+
+func (m *Metrics) connRefused() {
+	if m != nil {
+		m.refused.Inc()
+	}
 }
 
 func (m *Metrics) outcome(status string) {

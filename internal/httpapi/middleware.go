@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -81,8 +82,10 @@ func accessFrom(ctx context.Context) *access {
 
 // AccessLog logs one line per request: method, path, route pattern, status,
 // bytes, duration, request id and the authenticated subject. It never logs
-// the query string, headers or bodies, which may carry secrets. Put it
-// inside AssignRequestID and outside Recover, so a panic logs as a 500.
+// the query string, headers or bodies, which may carry secrets. What the
+// client chose (method, path, and the subject and error of its token) is
+// cut to a few hundred bytes, so a line stays a line whatever was sent. Put
+// it inside AssignRequestID and outside Recover, so a panic logs as a 500.
 func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,8 +104,8 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					level = slog.LevelError
 				}
 				attrs := []slog.Attr{
-					slog.String("method", r.Method),
-					slog.String("path", r.URL.Path),
+					slog.String("method", clip(r.Method, maxLoggedMethod)),
+					slog.String("path", clip(r.URL.Path, maxLoggedPath)),
 					slog.String("route", routePattern(r)),
 					slog.Int("status", status),
 					slog.Int64("bytes", rec.bytes),
@@ -110,10 +113,10 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 					slog.String("request_id", RequestID(r.Context())),
 				}
 				if acc.subject != "" {
-					attrs = append(attrs, slog.String("subject", acc.subject))
+					attrs = append(attrs, slog.String("subject", clip(acc.subject, maxLoggedText)))
 				}
 				if acc.authError != "" {
-					attrs = append(attrs, slog.String("auth_error", acc.authError))
+					attrs = append(attrs, slog.String("auth_error", clip(acc.authError, maxLoggedText)))
 				}
 				if aborted {
 					attrs = append(attrs, slog.Bool("aborted", true))
@@ -124,6 +127,27 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			aborted = false
 		})
 	}
+}
+
+// Longest client-chosen strings the access log writes in full. The longest
+// path relay routes (a replay) is under 300 bytes.
+const (
+	maxLoggedMethod = 32
+	maxLoggedPath   = 512
+	maxLoggedText   = 256
+)
+
+// clip cuts s to at most n bytes at a character boundary, and says how long
+// it was.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
 }
 
 // routePattern is chi's matched pattern, or net/http's, or empty.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,10 +12,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
 
 // echoID answers with the request id the context holds.
@@ -221,5 +227,49 @@ func TestAccessLogHoldsNoSecretsOrBodies(t *testing.T) {
 	}
 	if _, ok := line["duration"]; !ok {
 		t.Error("log has no duration")
+	}
+}
+
+// An unauthenticated client chooses the method and path; the access log
+// cuts both, at a character boundary, and says how long they were.
+func TestAccessLogCutsWhatTheClientChose(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&log, nil))
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	h := newHarnessOn(t, redistest.NewStore(t, c, redisstore.Options{}), apiOptions{logger: logger})
+	h.check = nil
+
+	huge := strings.Repeat("M", 1<<20)
+	path := "/v1/namespaces/" + strings.Repeat("é", 1<<19) + "/outcomes"
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(huge, path, nil)
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 4<<10))
+	h.h.ServeHTTP(rec, req)
+	rec = httptest.NewRecorder()
+	h.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
+
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want two access lines, got %d", len(lines))
+	}
+	for _, line := range lines {
+		if len(line) > 2<<10 {
+			t.Errorf("an access line of %d bytes: %.200s", len(line), line)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%.200s: %v", line, err)
+		}
+		p, _ := v["path"].(string)
+		if !strings.HasPrefix(p, "/v1/namespaces/éé") || !strings.HasSuffix(p, fmt.Sprintf("…(%d bytes)", len(path))) || strings.ContainsRune(p, utf8.RuneError) {
+			t.Errorf("logged path %q", p)
+		}
+	}
+	var first map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &first)
+	if method, _ := first["method"].(string); !strings.HasPrefix(method, "MMM") || !strings.HasSuffix(method, "…(1048576 bytes)") {
+		t.Errorf("logged method %q", method)
 	}
 }

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+)
+
+// rawConn is a client connection to the binary, read under a deadline so a
+// server that neither answers nor closes fails the test.
+type rawConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialRaw(t *testing.T, url string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.SetDeadline(time.Now().Add(settle)); err != nil {
+		t.Fatal(err)
+	}
+	return &rawConn{Conn: c, r: bufio.NewReader(c)}
+}
+
+func (c *rawConn) roundTrip(t *testing.T, raw string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// wantClosed asserts the server sends nothing more on c and closes it.
+func (c *rawConn) wantClosed(t *testing.T, after string) {
+	t.Helper()
+	b, err := c.r.ReadByte()
+	switch {
+	case err == nil:
+		rest, _ := c.r.Peek(c.r.Buffered())
+		t.Fatalf("after %s relay sent more: %q", after, string(b)+string(rest))
+	case !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset"):
+		t.Fatalf("after %s the connection stayed open: %v", after, err)
+	}
+}
+
+const rawHealthz = "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n"
+
+// The binary as an attacker with no token meets it: connections over
+// RELAY_MAX_CONNECTIONS are answered 503 and closed; on connections within
+// it, a request framed both by length and by chunks is refused and its
+// connection closed before the request smuggled in its body is answered,
+// and a head over the cap is 431 and closed.
+func TestServeRefusesConnectionsOverTheLimitSmugglingAndHugeHeads(t *testing.T) {
+	const limit = 3
+	p, _ := startRelay(t, []string{"RELAY_REDIS_URL=", "RELAY_MAX_CONNECTIONS=" + strconv.Itoa(limit)}, true)
+
+	held := make([]*rawConn, limit)
+	for i := range held {
+		held[i] = dialRaw(t, p.url)
+		if resp := held[i].roundTrip(t, rawHealthz); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d: %d", i, resp.StatusCode)
+		}
+	}
+	c := dialRaw(t, p.url)
+	resp := c.roundTrip(t, rawHealthz)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !resp.Close {
+		t.Fatalf("a connection over the limit: %d, Retry-After %q, close=%v", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close)
+	}
+	c.wantClosed(t, "the 503")
+
+	body := "0\r\n\r\n" + rawHealthz
+	resp = held[0].roundTrip(t, "POST /v1/namespaces/acme/outcomes HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\nTransfer-Encoding: chunked\r\n\r\n"+body+rawHealthz)
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" || !resp.Close {
+		t.Fatalf("smuggling request: %d %q close=%v", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Close)
+	}
+	held[0].wantClosed(t, "the smuggling request")
+
+	resp = held[1].roundTrip(t, "GET /healthz HTTP/1.1\r\nHost: relay\r\nX-Pad: "+strings.Repeat("p", 100<<10)+"\r\n\r\n")
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header: %d, want 431", resp.StatusCode)
+	}
+	held[1].wantClosed(t, "the 431")
+}
+
+func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"-max-connections", "0", "max connections"},
+		{"-max-connections", "-5", "max connections"},
+		{"-backlog-sample-every", "-1s", "backlog sample interval"},
+	} {
+		if _, err := parse([]string{tc.flag, tc.value}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: %v", tc.flag, tc.value, err)
+		}
+	}
+	t.Setenv("RELAY_MAX_CONNECTIONS", "many")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_MAX_CONNECTIONS") {
+		t.Errorf("RELAY_MAX_CONNECTIONS=many: %v", err)
+	}
+	c, err := parse([]string{"-max-connections", "7"})
+	if err != nil || c.maxConns != 7 {
+		t.Errorf("the flag overrides a bad variable: %v, %d", err, c.maxConns)
+	}
+	t.Setenv("RELAY_MAX_CONNECTIONS", "")
+	t.Setenv("RELAY_BACKLOG_SAMPLE_EVERY", "soon")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_BACKLOG_SAMPLE_EVERY") {
+		t.Errorf("RELAY_BACKLOG_SAMPLE_EVERY=soon: %v", err)
+	}
+	t.Setenv("RELAY_BACKLOG_SAMPLE_EVERY", "0")
+	c, err = parse(nil)
+	if err != nil || c.maxConns != httpapi.DefaultMaxConnections || c.backlogEvery != 0 {
+		t.Fatalf("defaults: %v, %d connections, backlog every %v", err, c.maxConns, c.backlogEvery)
+	}
+	t.Setenv("RELAY_REDIS_URL", "")
+	a, err := build(t.Context(), c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if a.backlog != nil {
+		t.Error("RELAY_BACKLOG_SAMPLE_EVERY=0 still samples")
+	}
+}
+
+// records is a slog handler that passes every record to a channel.
+type records chan slog.Record
+
+func (records) Enabled(context.Context, slog.Level) bool { return true }
+func (c records) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case c <- r.Clone():
+	default: // nobody reads any more
+	}
+	return nil
+}
+func (c records) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c records) WithGroup(string) slog.Handler      { return c }
+
+func attr(r slog.Record, key string) slog.Value {
+	var v slog.Value
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = a.Value
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// syncBuffer is a bytes.Buffer safe to write and read at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// relay serve samples the backlog in the background and exports it on
+// /metrics: an outcome waiting on a disabled endpoint shows as one row.
+func TestServeExportsTheBacklogGauges(t *testing.T) {
+	t.Setenv("RELAY_REDIS_URL", "")
+	logs := make(records, 1024)
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, []string{"-listen", "127.0.0.1:0", "-backlog-sample-every", "20ms"}, slog.New(logs), &stdout)
+	}()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	timeout := time.After(settle)
+	// next waits for the next record with msg whose attrs pass ok.
+	next := func(msg string, ok func(slog.Record) bool) slog.Record {
+		t.Helper()
+		for {
+			select {
+			case r := <-logs:
+				if r.Message == msg && ok(r) {
+					return r
+				}
+			case err := <-served:
+				t.Fatalf("serve ended: %v", err)
+			case <-timeout:
+				t.Fatalf("no %q logged", msg)
+			}
+		}
+	}
+	anyRecord := func(slog.Record) bool { return true }
+	base := "http://" + attr(next("relay listening", anyRecord), "addr").String()
+	next("backlog sampled", anyRecord)
+	_, tok, ok := strings.Cut(stdout.String(), "export RELAY_TOKEN=")
+	if !ok {
+		t.Fatalf("no token printed: %q", stdout.String())
+	}
+	tok = strings.Fields(tok)[0]
+	do := func(method, path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := do("PUT", "/v1/namespaces/acme/endpoints/billing", `{"url": "http://127.0.0.1:1/hook", "enabled": false}`); code != http.StatusCreated {
+		t.Fatalf("put endpoint: %d", code)
+	}
+	if code := do("POST", "/v1/namespaces/acme/outcomes", `{"reservation_id": "r-1", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, "expired": {}}`); code != http.StatusAccepted {
+		t.Fatalf("post outcome: %d", code)
+	}
+	next("backlog sampled", func(r slog.Record) bool { return attr(r, "rows").Uint64() == 1 })
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"\nrelay_backlog_rows 1\n", "\nrelay_backlog_unread_namespaces 0\n", "\nrelay_backlog_oldest_age_seconds "} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// wire is the API served as relay serves it, on a Listener, reached over
+// real TCP connections.
+type wire struct {
+	t    *testing.T
+	h    *harness
+	addr string
+	// closed learns of every connection the server closed.
+	closed chan struct{}
+}
+
+func serveWire(t *testing.T, maxConns int) *wire {
+	t.Helper()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	h := newHarness(t, c, redisstore.DefaultPrefix)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := httpapi.NewListener(ln, httpapi.ListenerConfig{MaxConnections: maxConns, Metrics: h.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wire{t: t, h: h, addr: ln.Addr().String(), closed: make(chan struct{}, 64)}
+	srv := httpapi.NewServer(h.h, l)
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			w.closed <- struct{}{}
+		}
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return w
+}
+
+// conn is one client connection; every read is bounded by a deadline, so a
+// server that neither answers nor closes fails the test instead of hanging.
+type clientConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (w *wire) dial() *clientConn {
+	w.t.Helper()
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = c.Close() })
+	if err := c.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		w.t.Fatal(err)
+	}
+	return &clientConn{Conn: c, r: bufio.NewReader(c)}
+}
+
+func (c *clientConn) send(t *testing.T, raw string) {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *clientConn) response(t *testing.T) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// closedAfter asserts the server sends nothing more and closes.
+func (c *clientConn) closedAfter(t *testing.T, what string) {
+	t.Helper()
+	b, err := c.r.ReadByte()
+	switch {
+	case err == nil:
+		rest, _ := c.r.Peek(c.r.Buffered())
+		t.Fatalf("after %s the server sent more: %q", what, string(b)+string(rest))
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), strings.Contains(err.Error(), "reset"):
+	default:
+		t.Fatalf("after %s the connection stayed open: %v", what, err)
+	}
+}
+
+const getHealthz = "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n"
+
+func wantProblem(t *testing.T, resp *http.Response, body string, status int, slug httpapi.Slug) {
+	t.Helper()
+	var p struct{ Type string }
+	if resp.StatusCode != status || resp.Header.Get("Content-Type") != httpapi.ContentTypeProblem || json.Unmarshal([]byte(body), &p) != nil || p.Type != slug.Type() {
+		t.Fatalf("answer %d %q %s, want %d %s", resp.StatusCode, resp.Header.Get("Content-Type"), body, status, slug)
+	}
+}
+
+// Behind a proxy that frames by Content-Length, the body of this request
+// holds a second request that relay, framing by chunks, would answer: the
+// request is refused and the connection closed, so the smuggled request
+// and the one after it are never answered.
+func TestARequestFramedBothWaysIsRefusedAndItsConnectionClosed(t *testing.T) {
+	w := serveWire(t, 0)
+	smuggled := "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n"
+	for name, head := range map[string]string{
+		"length first": "POST /v1/namespaces/acme/outcomes HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"chunks first": "POST /healthz HTTP/1.1\r\nHost: relay\r\ntransfer-encoding: chunked\r\ncontent-length: %d\r\n\r\n",
+		"HTTP/1.0":     "POST /healthz HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := w.dial()
+			body := "0\r\n\r\n" + smuggled
+			c.send(t, strings.Replace(head, "%d", strconv.Itoa(len(body)), 1)+body+getHealthz)
+			resp, text := c.response(t)
+			wantProblem(t, resp, text, http.StatusBadRequest, httpapi.SlugInvalidRequest)
+			if !resp.Close {
+				t.Error("the refusal does not say Connection: close")
+			}
+			c.closedAfter(t, "the refusal")
+		})
+	}
+}
+
+// The watch costs well-framed clients nothing: requests framed by
+// Content-Length share a connection; a chunked one is served, and its
+// connection closed after it, since the watch does not follow chunks.
+func TestWellFramedRequestsAreServed(t *testing.T) {
+	w := serveWire(t, 0)
+	c := w.dial()
+	post := "POST /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\n\r\nhello"
+	c.send(t, post+getHealthz+post+getHealthz)
+	for i := range 4 {
+		resp, body := c.response(t)
+		if i%2 == 0 {
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Close {
+				t.Fatalf("POST %d: %d close=%v %s", i, resp.StatusCode, resp.Close, body)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("GET %d: %d close=%v %s", i, resp.StatusCode, resp.Close, body)
+		}
+	}
+
+	c = w.dial()
+	c.send(t, "GET /healthz HTTP/1.1\r\nHost: relay\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"+getHealthz)
+	resp, body := c.response(t)
+	if resp.StatusCode != http.StatusOK || body != "ok\n" || !resp.Close {
+		t.Fatalf("chunked GET: %d close=%v %q", resp.StatusCode, resp.Close, body)
+	}
+	c.closedAfter(t, "a chunked request")
+}
+
+// A head over the cap is answered 431 and its connection closed; one that
+// carries an oversized token still fits, so the API answers it with 401.
+func TestAHeadOverTheCapIs431AndClosed(t *testing.T) {
+	w := serveWire(t, 0)
+	c := w.dial()
+	c.send(t, "GET /healthz HTTP/1.1\r\nHost: relay\r\nX-Pad: "+strings.Repeat("p", httpapi.MaxHeaderBytes+8<<10)+"\r\n\r\n")
+	resp, _ := c.response(t)
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a %d KiB head: %d, want 431", (httpapi.MaxHeaderBytes+8<<10)>>10, resp.StatusCode)
+	}
+	c.closedAfter(t, "the 431")
+
+	c = w.dial()
+	c.send(t, "POST /v1/namespaces/acme/outcomes HTTP/1.1\r\nHost: relay\r\nContent-Length: 0\r\nAuthorization: Bearer "+strings.Repeat("t", 2*httpapi.MaxTokenBytes)+"\r\n\r\n")
+	resp, body := c.response(t)
+	wantProblem(t, resp, body, http.StatusUnauthorized, httpapi.SlugUnauthorized)
+}
+
+// Connections over the limit are answered 503 with Retry-After and closed,
+// before a request is read; once one closes, a new one is served.
+func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
+	const limit = 3
+	w := serveWire(t, limit)
+	held := make([]*clientConn, limit)
+	for i := range held {
+		held[i] = w.dial()
+		held[i].send(t, getHealthz)
+		if resp, _ := held[i].response(t); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d: %d", i, resp.StatusCode)
+		}
+	}
+	for range 2 {
+		c := w.dial()
+		c.send(t, getHealthz)
+		resp, body := c.response(t)
+		wantProblem(t, resp, body, http.StatusServiceUnavailable, httpapi.SlugUnavailable)
+		if resp.Header.Get("Retry-After") == "" || !resp.Close || resp.Header.Get(httpapi.HeaderRequestID) == "" {
+			t.Fatalf("503 without Retry-After, Connection: close or a request id: %v", resp.Header)
+		}
+		c.closedAfter(t, "the 503")
+	}
+	if n := gauge(t, w.h, "relay_http_connections_refused_total"); n != 2 {
+		t.Errorf("refused connections counted %v, want 2", n)
+	}
+
+	if n := gauge(t, w.h, "relay_http_connections_open"); n != limit {
+		t.Errorf("open connections %v, want %d", n, limit)
+	}
+
+	_ = held[0].Close()
+	<-w.closed
+	c := w.dial()
+	c.send(t, getHealthz)
+	if resp, _ := c.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a connection closed: %d, want 200", resp.StatusCode)
+	}
+	// The held connections were never disturbed.
+	held[1].send(t, getHealthz)
+	if resp, _ := held[1].response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a held connection: %d", resp.StatusCode)
+	}
+}
+
+// gauge is the value of the unlabelled metric name in h's registry.
+func gauge(t *testing.T, h *harness, name string) float64 {
+	t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			m := f.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}

@@ -1,0 +1,113 @@
+package outbox_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+func readBacklog(t *testing.T, e *env) outbox.NamespaceBacklog {
+	t.Helper()
+	r := &outbox.BacklogReader{Store: e.St}
+	b, err := r.Read(e.Ctx, e.P, e.NowMs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// ack acknowledges the first n pending rows of a stream.
+func ack(t *testing.T, e *env, endpoint string, n int) {
+	t.Helper()
+	acks := freshAcks(t, e, endpoint)
+	for _, pk := range e.pending(endpoint)[:n] {
+		rec, _ := e.record(endpoint, pk.RID)
+		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b store.Batch
+	acks.Plan(&b)
+	if res := e.Apply(b); !res.Committed {
+		t.Fatalf("ack: precondition %d failed", res.Failed)
+	}
+}
+
+// The backlog of a namespace sums its streams, and its oldest row is the
+// earliest accepted head of a stream, as its seen row dates it.
+func TestBacklogSumsStreamsAndDatesTheOldestHead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		if b := readBacklog(t, e); b != (outbox.NamespaceBacklog{}) {
+			t.Fatalf("an empty namespace: %+v", b)
+		}
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.Append(committed("a"))
+		e.Clk.Advance(time.Second)
+		e.Append(aborted("b"))
+		e.Clk.Advance(time.Second)
+		e.Append(committed("c"))
+		e.Clk.Advance(time.Minute)
+
+		var rows, bytes uint64
+		for _, id := range []string{"billing", "audit"} {
+			bl, _ := e.backlog(id)
+			rows, bytes = rows+bl.Rows, bytes+bl.Bytes
+		}
+		if rows != 4 {
+			t.Fatalf("fixture: %d rows, want 4", rows)
+		}
+		want := outbox.NamespaceBacklog{Rows: rows, Bytes: bytes, OldestAcceptedMs: t0}
+		if b := readBacklog(t, e); b != want {
+			t.Fatalf("backlog %+v, want %+v", b, want)
+		}
+		// Once billing's head "a" is delivered, the oldest head is "b",
+		// a second younger, on both streams.
+		ack(t, e, "billing", 1)
+		b := readBacklog(t, e)
+		if b.Rows != 3 || b.OldestAcceptedMs != t0+1000 {
+			t.Fatalf("after acknowledging a: %+v, want 3 rows, oldest %d", b, t0+1000)
+		}
+		ack(t, e, "billing", 2)
+		ack(t, e, "audit", 1)
+		if b := readBacklog(t, e); b != (outbox.NamespaceBacklog{}) {
+			t.Fatalf("everything acknowledged: %+v", b)
+		}
+	})
+}
+
+// A row whose seen row is gone, or holds another outcome's digest, was
+// accepted more than a window ago; its age is reported as the window, a
+// lower bound, not guessed.
+func TestAHeadOlderThanTheWindowIsDatedAWindowAgo(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"))
+		e.Clk.Advance(outbox.DefaultWindow + time.Hour)
+		seen, _ := outbox.SeenKey("a")
+		v, _ := e.Get(seen)
+
+		var b store.Batch
+		b.Delete(seen)
+		e.Apply(b)
+		if got, want := readBacklog(t, e).OldestAcceptedMs, e.NowMs()-outbox.DefaultWindow.Milliseconds(); got != want {
+			t.Fatalf("swept seen row: oldest accepted %d, want %d", got, want)
+		}
+
+		other, err := outbox.DecodeSeen(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Digest[0] ^= 1
+		other.AcceptedMs = e.NowMs()
+		raw, _ := outbox.EncodeSeen(other)
+		b = store.Batch{}
+		b.Put(seen, raw)
+		e.Apply(b)
+		if got, want := readBacklog(t, e).OldestAcceptedMs, e.NowMs()-outbox.DefaultWindow.Milliseconds(); got != want {
+			t.Fatalf("seen row of another outcome: oldest accepted %d, want %d", got, want)
+		}
+	})
+}
