@@ -251,6 +251,10 @@ var outcomeCases = []schemaCase{
 	{"rid empty", outcomeJSON("", `"expired": {}`), false},
 	{"rid of 129", outcomeJSON(strings.Repeat("a", 129), `"expired": {}`), false},
 	{"rid with slash", outcomeJSON("r/1", `"expired": {}`), false},
+	{"rid synthetic", outcomeJSON("s:local", `"expired": {}`), false},
+	{"rid of only the synthetic prefix", outcomeJSON("s:", `"expired": {}`), false},
+	{"rid holding the synthetic prefix later", outcomeJSON("r-s:1", `"expired": {}`), true},
+	{"rid with an upper-case S", outcomeJSON("S:1", `"expired": {}`), true},
 	{"repository empty", strings.Replace(outcomeJSON("r-1", `"expired": {}`), "acme/widgets", "", 1), false},
 	{"repository of 257", strings.Replace(outcomeJSON("r-1", `"expired": {}`), "acme/widgets", strings.Repeat("r", 257), 1), false},
 	{"occurred 0", strings.Replace(outcomeJSON("r-1", `"expired": {}`), "1764460800000", "0", 1), false},
@@ -348,7 +352,7 @@ func TestOutcomeSchemaAgreesWithValidate(t *testing.T) {
 }
 
 // decodeOutcome decodes like a strict API: unknown fields and trailing data
-// are errors, then the outcome's rules apply.
+// are errors, then the rules ingest applies to an outcome.
 func decodeOutcome(s string) error {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -359,7 +363,7 @@ func decodeOutcome(s string) error {
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data")
 	}
-	return o.Validate()
+	return o.ValidateIngest()
 }
 
 func TestBatchSchema(t *testing.T) {

@@ -64,7 +64,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	}
 	var invalid []itemError
 	for i := range outcomes {
-		if err := outcomes[i].Validate(); err != nil {
+		if err := outcomes[i].ValidateIngest(); err != nil {
 			invalid = append(invalid, itemError{Index: i, Detail: err.Error()})
 		}
 	}

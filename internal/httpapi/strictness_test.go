@@ -136,3 +136,37 @@ func Test405CarriesAllow(t *testing.T) {
 		}
 	})
 }
+
+// Rows under "s:" ids are acknowledged without a call: a producer's outcome
+// under one would be answered accepted and never sent. Ingest and replay
+// refuse the prefix, naming the field; other ids holding "s:" pass.
+func TestSyntheticReservationIDsAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		const named = `reservation_id must not start with "s:"`
+		body := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON("s:local", "expired")), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+		if d, _ := body["detail"].(string); !strings.HasPrefix(d, named) {
+			t.Fatalf("detail %q", d)
+		}
+		batch := `{"outcomes": [` + outcomeJSON("b-1", "expired") + `,` + outcomeJSON("s:", "expired") + `]}`
+		body = want(t, h.do(http.MethodPost, outcomesPath, h.admin(), batch), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+		errs, _ := body["errors"].([]any)
+		if len(errs) != 1 {
+			t.Fatalf("errors %v", body["errors"])
+		}
+		if e := errs[0].(map[string]any); e["index"] != 1.0 || !strings.HasPrefix(e["detail"].(string), named) {
+			t.Fatalf("error %v", e)
+		}
+		body = want(t, h.do(http.MethodPost, "/v1/admin/namespaces/acme/endpoints/billing/outcomes/s:local/replay", h.admin(), ""), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		if d, _ := body["detail"].(string); !strings.HasPrefix(d, named) {
+			t.Fatalf("replay detail %q", d)
+		}
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+		for _, rid := range []string{"s", "S:x", "xs:1", "r-s:"} {
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON(rid, "expired")), http.StatusAccepted, "")
+		}
+	})
+}

@@ -160,6 +160,31 @@ func (o Outcome) Validate() error {
 	return nil
 }
 
+// ValidateIngest reports the first rule an outcome a producer sends breaks:
+// those of Validate, then the rules only ingest applies: its reservation id
+// is not a synthetic one. Synthetic rows stay relay's own: Append takes
+// them, the API does not.
+func (o Outcome) ValidateIngest() error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return ValidateClientReservationID(o.ReservationID)
+}
+
+// ValidateClientReservationID is ValidateReservationID for an id a client
+// sends or names: one starting with SyntheticPrefix names a row relay
+// acknowledges without a call, so an outcome a producer sent under it would
+// be answered accepted and never delivered.
+func ValidateClientReservationID(rid string) error {
+	if err := ValidateReservationID(rid); err != nil {
+		return err
+	}
+	if IsSynthetic(rid) {
+		return invalidf("reservation_id must not start with %q: relay keeps that prefix for outcomes it acknowledges without sending", SyntheticPrefix)
+	}
+	return nil
+}
+
 func (c *Committed) validate() error {
 	if len(c.Refs) > MaxRefs {
 		return invalidf("committed.refs must hold at most %d refs", MaxRefs)

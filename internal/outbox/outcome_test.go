@@ -150,3 +150,44 @@ func TestDigestDiffersWhenTheOutcomeDoes(t *testing.T) {
 		t.Error("the digest depends on the reservation id, which the seen row's key already names")
 	}
 }
+
+// A producer's outcome under a synthetic id would be answered accepted and
+// then acknowledged without a call: ingest and replay refuse such ids, while
+// Append, relay's own entry, keeps taking them.
+func TestSyntheticReservationIDsAreRelaysOwn(t *testing.T) {
+	for _, rid := range []string{"s:", "s:local", "s:" + strings.Repeat("x", 126)} {
+		o := committed(rid)
+		if err := o.Validate(); err != nil {
+			t.Errorf("Validate(%q): %v, a stored synthetic row must stay valid", rid, err)
+		}
+		if err := o.ValidateIngest(); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), `reservation_id must not start with "s:"`) {
+			t.Errorf("ValidateIngest(%q) = %v", rid, err)
+		}
+		if err := outbox.ValidateClientReservationID(rid); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("ValidateClientReservationID(%q) = %v", rid, err)
+		}
+	}
+	for _, rid := range []string{"s", "s-1", "S:x", "xs:1", ":s:", "r-s:"} {
+		o := committed(rid)
+		if err := o.ValidateIngest(); err != nil {
+			t.Errorf("ValidateIngest(%q): %v", rid, err)
+		}
+	}
+
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		if st := e.Append(committed("s:local")); st[0].Code != outbox.Accepted {
+			t.Fatalf("Append of a synthetic outcome: %+v", st)
+		}
+		if _, found := e.record("billing", "s:local"); !found {
+			t.Fatal("no record of the synthetic outcome")
+		}
+		before := e.all()
+		if _, err := e.admin().Replay(e.Ctx, e.P, "billing", "s:local"); !errors.Is(err, outbox.ErrInvalid) {
+			t.Fatalf("replay of a synthetic row: %v", err)
+		}
+		if !reflect.DeepEqual(before, e.all()) {
+			t.Fatal("a refused replay changed the partition")
+		}
+	})
+}
