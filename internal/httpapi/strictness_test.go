@@ -170,3 +170,87 @@ func TestSyntheticReservationIDsAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// badUnicode are strings encoding/json would read as U+FFFD, each written
+// as it goes between the quotes of a JSON string.
+var badUnicode = map[string]string{
+	"raw 0xFF":            "\xff",
+	"overlong C0 AF":      "\xc0\xaf",
+	"lone surrogate":      `\ud800`,
+	"lone low surrogate":  `\udc00`,
+	"reversed surrogates": `\udc00\ud800`,
+	"CESU-8":              "\xed\xa0\xbd\xed\xb2\xa9",
+	"encoded surrogate":   "\xed\xa0\x80",
+}
+
+// Invalid UTF-8 and unpaired surrogate escapes would be rewritten to
+// U+FFFD, so that different bodies became one outcome: every string field
+// of an outcome or an endpoint refuses them, naming the field.
+func TestInvalidUnicodeIsRefusedNamingTheField(t *testing.T) {
+	hex := strings.Repeat("ab", 32)
+	wrap := func(rid, kind string) string {
+		return `{"reservation_id": "` + rid + `", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, ` + kind + `}`
+	}
+	// Each template holds X where the bad string goes.
+	outcomes := []struct{ field, body string }{
+		{"reservation_id", wrap("r-X", `"expired": {}`)},
+		{"repository", strings.Replace(wrap("o-1", `"expired": {}`), "acme/widgets", "acme/X", 1)},
+		{"committed.refs[0].name", wrap("o-2", `"committed": {"refs": [{"name": "refs/heads/X", "new": "`+hex+`"}]}`)},
+		{"committed.refs[1].new", wrap("o-3", `"committed": {"refs": [{"name": "a", "new": "`+hex+`"}, {"name": "b", "new": "X"}]}`)},
+		{"aborted.reason", wrap("o-4", `"aborted": {"reason": "X"}`)},
+		{"aborted.detail", wrap("o-5", `"aborted": {"reason": "x", "detail": "main X moved"}`)},
+		{"read_served.object", wrap("o-6", `"read_served": {"object": "X", "bytes_served": 1}`)},
+		{"outcomes[1].repository", `{"outcomes": [` + wrap("o-7", `"expired": {}`) + `, ` + strings.Replace(wrap("r-2", `"expired": {}`), "acme/widgets", "X", 1) + `]}`},
+	}
+	endpoints := []struct{ field, body string }{
+		{"url", `{"url": "https://billing.example.com/X"}`},
+		{"scheme", `{"url": "https://billing.example.com/hooks", "scheme": "X"}`},
+		{"kinds[1]", `{"url": "https://billing.example.com/hooks", "kinds": ["committed", "X"]}`},
+		{"secret", `{"url": "https://billing.example.com/hooks", "scheme": "standard-webhooks", "secret": "whsec_X"}`},
+	}
+	// valid is body with a string in X that its field takes.
+	valid := func(field, body string) string {
+		fill := "z"
+		switch {
+		case strings.HasSuffix(field, "object"), strings.HasSuffix(field, "new"):
+			fill = hex
+		case field == "scheme":
+			fill = "mkit-hook-v1"
+		case field == "kinds[1]":
+			fill = "aborted"
+		case field == "secret":
+			fill = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		}
+		return strings.Replace(body, "X", fill, 1)
+	}
+	type request struct{ method, path, field, body string }
+	var requests []request
+	for _, c := range outcomes {
+		requests = append(requests, request{http.MethodPost, outcomesPath, c.field, c.body})
+	}
+	for _, c := range endpoints {
+		requests = append(requests, request{http.MethodPut, "/v1/namespaces/acme/endpoints/x", c.field, c.body})
+	}
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		before := h.dump()
+		for _, r := range requests {
+			for name, bad := range badUnicode {
+				got := want(t, h.do(r.method, r.path, h.admin(), strings.Replace(r.body, "X", bad, 1)), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+				if d := got["detail"]; d != r.field+" must be valid UTF-8 with no unpaired surrogate escape" {
+					t.Errorf("%s in %s: detail %q", name, r.field, d)
+				}
+			}
+		}
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+		// Each body with a valid string in place is taken: the refusals
+		// were the strings' doing.
+		for _, r := range requests {
+			if rec := h.do(r.method, r.path, h.admin(), valid(r.field, r.body)); rec.Code >= 300 {
+				t.Errorf("%s: the body with a valid string is refused too: %d %s", r.field, rec.Code, rec.Body)
+			}
+		}
+	})
+}
