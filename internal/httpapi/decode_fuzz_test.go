@@ -282,7 +282,7 @@ func (s *blankStore) Apply(_ context.Context, _ store.Partition, b store.Batch) 
 func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []outbox.Outcome) {
 	t.Helper()
 	app := &keepingAppender{}
-	a := &api{Config: Config{Appender: app}, log: slog.New(slog.DiscardHandler)}
+	a := &api{Config: Config{Appender: app, Clock: clock.NewManual(outboxtest.T0)}, log: slog.New(slog.DiscardHandler)}
 	rec := serveJSON(a.postOutcomes, http.MethodPost, "/v1/namespaces/"+fuzzNamespace+"/outcomes", body, "ns", fuzzNamespace)
 	if app.calls > 1 {
 		t.Fatalf("one request appended %d times", app.calls)

@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -252,5 +254,44 @@ func TestInvalidUnicodeIsRefusedNamingTheField(t *testing.T) {
 				t.Errorf("%s: the body with a valid string is refused too: %d %s", r.field, rec.Code, rec.Body)
 			}
 		}
+	})
+}
+
+// occurred_unix_ms in the wrong unit came out as a webhook timestamp of
+// year 57883: ingest takes times up to 5 minutes past its clock, edges
+// exact, and any time before it.
+func TestOccurredTimeIsBoundedAheadOfTheClock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		at := func(rid string, ms int64) string {
+			return strings.Replace(outcomeJSON(rid, "expired"), "1764460800000", strconv.FormatInt(ms, 10), 1)
+		}
+		now := h.clk.Now().UnixMilli()
+		last := now + 5*60*1000
+		before := h.dump()
+		for name, ms := range map[string]int64{
+			"the first refused": last + 1,
+			"microseconds":      now * 1000,
+			"nanoseconds":       now * 1_000_000,
+			"year 10000":        253402300800000,
+		} {
+			body := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), at("t-"+strings.ReplaceAll(name, " ", "-"), ms)), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+			if d, _ := body["detail"].(string); !strings.HasPrefix(d, "occurred_unix_ms must be Unix time in milliseconds, no later than 5 minutes past relay's clock") {
+				t.Errorf("%s: detail %q", name, d)
+			}
+		}
+		batch := `{"outcomes": [` + at("b-1", now) + `,` + at("b-2", last+1) + `]}`
+		body := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), batch), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+		if errs, _ := body["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["index"] != 1.0 {
+			t.Fatalf("errors %v", body["errors"])
+		}
+		if after := h.dump(); !reflect.DeepEqual(before, after) {
+			t.Fatal("a refused request wrote")
+		}
+		want(t, h.do(http.MethodPost, outcomesPath, h.admin(), at("t-last", last)), http.StatusAccepted, "")
+		want(t, h.do(http.MethodPost, outcomesPath, h.admin(), at("t-old", 1)), http.StatusAccepted, "")
+		// The bound moves with the clock.
+		h.clk.Advance(time.Millisecond)
+		want(t, h.do(http.MethodPost, outcomesPath, h.admin(), at("t-next", last+1)), http.StatusAccepted, "")
 	})
 }
