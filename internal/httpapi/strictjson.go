@@ -14,8 +14,10 @@ import (
 // runs before decodeStrict on every request, so it must cost little more than
 // reading the bytes once.
 //
-// Its verdicts are those of the encoding/json Token walk it replaced, input
-// for input (FuzzCheckStrict holds it to that):
+// Its verdicts for request bodies are those of the encoding/json Token walk
+// it replaced, input for input, with that walk also checking the raw bytes
+// of each string value for the last rule (FuzzCheckStrict holds it to
+// that):
 //
 //   - Grammar is RFC 8259: one value, then only space, tab, CR or LF.
 //   - A value may sit inside at most maxJSONDepth containers, so an empty
@@ -33,10 +35,12 @@ import (
 //     bytes, so no CESU-8) and hold no unpaired surrogate escape (\ud800 is
 //     valid JSON but no character). encoding/json would turn each into
 //     U+FFFD, so different bodies would become one value; the problem names
-//     the value's path (outcomes[2].repository). This is the one verdict of
-//     this file the Token walk could not give: it sees strings decoded.
-//     Keys holding either are refused by the key rule below (once decoded
-//     they hold U+FFFD), and are compared after the same replacement.
+//     the value's path (outcomes[2].repository). Keys holding either are
+//     refused by the key rule above (once decoded they hold U+FFFD), and
+//     are compared after the same replacement.
+//
+// A token's claims are checked under jsonRules that let keys be any valid
+// UTF-8 and let null stand: their issuer names the claims relay ignores.
 
 const (
 	detailNotJSON  = "the body is not valid JSON"
