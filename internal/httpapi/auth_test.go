@@ -34,7 +34,7 @@ var (
 
 // authFor builds an Auth with the HS256 secret, a 5 s leeway and the clock
 // stopped at t0, then applies mod.
-func authFor(t *testing.T, mod func(*httpapi.AuthConfig)) *httpapi.Auth {
+func authFor(t testing.TB, mod func(*httpapi.AuthConfig)) *httpapi.Auth {
 	t.Helper()
 	cfg := httpapi.AuthConfig{
 		Audience:    audience,

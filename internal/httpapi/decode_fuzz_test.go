@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -30,6 +31,8 @@ import (
 //   - what is stored is valid, and is what encoding/json reads the body as
 //     without the strict checks: two readers of one request agree;
 //   - it re-encodes to a body the API takes again as an equal value;
+//   - no string was rewritten: an accepted body is valid UTF-8, and what is
+//     stored holds U+FFFD only where the body spelled one;
 //   - a refused body stores nothing, and its problem repeats no payload value.
 //
 // Seeds beyond those added here are in testdata/fuzz/<FuzzName>/.
@@ -103,6 +106,7 @@ func FuzzDecodeOutcomesBody(f *testing.F) {
 			return
 		}
 		checkPlain(t, body, outcomeFields)
+		checkNotRewritten(t, body, mustJSON(t, got))
 		if len(got) == 0 || len(got) > outbox.MaxAppendOutcomes {
 			t.Fatalf("accepted %d outcomes in one request", len(got))
 		}
@@ -175,6 +179,7 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 		}
 		checkPlain(t, body, endpointFields)
 		got := storedEndpoint(t, st)
+		checkNotRewritten(t, body, mustJSON(t, got))
 		if err := got.Validate(); err != nil {
 			t.Fatalf("stored endpoint is invalid: %v", err)
 		}
@@ -277,7 +282,7 @@ func (s *blankStore) Apply(_ context.Context, _ store.Partition, b store.Batch) 
 func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []outbox.Outcome) {
 	t.Helper()
 	app := &keepingAppender{}
-	a := &api{Config: Config{Appender: app}, log: slog.New(slog.DiscardHandler)}
+	a := &api{Config: Config{Appender: app, Clock: clock.NewManual(outboxtest.T0)}, log: slog.New(slog.DiscardHandler)}
 	rec := serveJSON(a.postOutcomes, http.MethodPost, "/v1/namespaces/"+fuzzNamespace+"/outcomes", body, "ns", fuzzNamespace)
 	if app.calls > 1 {
 		t.Fatalf("one request appended %d times", app.calls)
@@ -467,6 +472,20 @@ func checkPlain(t *testing.T, body []byte, fields []string) {
 		if !slices.Contains(fields, k) {
 			t.Fatalf("accepted a body with the key %q", k)
 		}
+	}
+}
+
+// checkNotRewritten fails unless body is valid UTF-8 and stored, the JSON
+// of what was stored from it, holds U+FFFD only if body spells one: raw or
+// as an escape.
+func checkNotRewritten(t *testing.T, body, stored []byte) {
+	t.Helper()
+	if !utf8.Valid(body) {
+		t.Fatalf("accepted a body that is not valid UTF-8: %q", body)
+	}
+	spelled := bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`))
+	if !spelled && bytes.Contains(stored, []byte("\uFFFD")) {
+		t.Fatalf("stored U+FFFD the body did not hold: %q became %s", body, stored)
 	}
 }
 

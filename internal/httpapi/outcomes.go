@@ -63,8 +63,9 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		outcomes = []outbox.Outcome{body.Outcome}
 	}
 	var invalid []itemError
+	now := a.Clock.Now()
 	for i := range outcomes {
-		if err := outcomes[i].Validate(); err != nil {
+		if err := outcomes[i].ValidateIngest(now); err != nil {
 			invalid = append(invalid, itemError{Index: i, Detail: err.Error()})
 		}
 	}

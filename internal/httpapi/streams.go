@@ -127,7 +127,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid := chi.URLParam(r, "rid")
-	if err := outbox.ValidateReservationID(rid); err != nil {
+	if err := outbox.ValidateClientReservationID(rid); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidRequest, err.Error()))
 		return
 	}

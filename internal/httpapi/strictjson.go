@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -12,8 +14,10 @@ import (
 // runs before decodeStrict on every request, so it must cost little more than
 // reading the bytes once.
 //
-// Its verdicts are those of the encoding/json Token walk it replaced, input
-// for input (FuzzCheckStrict holds it to that):
+// Its verdicts for request bodies are those of the encoding/json Token walk
+// it replaced, input for input, with that walk also checking the raw bytes
+// of each string value for the last rule (FuzzCheckStrict holds it to
+// that):
 //
 //   - Grammar is RFC 8259: one value, then only space, tab, CR or LF.
 //   - A value may sit inside at most maxJSONDepth containers, so an empty
@@ -27,18 +31,40 @@ import (
 //     regard to case (and folds K, U+212A, to k), so "ID" and "id" would be
 //     one field, the last one winning; every field name of the API is
 //     lower-case ASCII.
-//   - Strings may hold invalid UTF-8 and lone surrogate escapes (\ud800):
-//     encoding/json accepts both and decodeStrict turns each bad byte or lone
-//     surrogate into U+FFFD. Refusing them here would refuse requests the API
-//     takes today; keys are compared after the same replacement, so "\xff"
-//     and "\xfe" are the same key, as they would be once decoded.
+//   - String values must be valid UTF-8 (no stray, overlong or surrogate
+//     bytes, so no CESU-8) and hold no unpaired surrogate escape (\ud800 is
+//     valid JSON but no character). encoding/json would turn each into
+//     U+FFFD, so different bodies would become one value; the problem names
+//     the value's path (outcomes[2].repository). Keys holding either are
+//     refused by the key rule above (once decoded they hold U+FFFD), and
+//     are compared after the same replacement.
+//
+// A token's claims are checked under jsonRules that let keys be any valid
+// UTF-8 and let null stand: their issuer names the claims relay ignores.
 
 const (
 	detailNotJSON  = "the body is not valid JSON"
 	detailTooDeep  = "the body is nested too deeply"
 	detailTrailing = "the body must hold exactly one JSON value, with nothing after it"
 	detailNull     = "null is not allowed; leave the member out"
+	// detailBadString follows the path of the string value.
+	detailBadString = " must be valid UTF-8 with no unpaired surrogate escape"
 )
+
+// jsonRules are what the strict check asks beyond RFC 8259 and unique keys.
+// The zero value is the rules of request bodies.
+type jsonRules struct {
+	// openKeys lets keys be any valid UTF-8 rather than lower-case ASCII:
+	// a token may carry claims relay ignores, named as their issuer likes.
+	openKeys bool
+	// nullOK lets null stand anywhere.
+	nullOK bool
+}
+
+// badString is what a value holding an invalid string returns while the
+// scan unwinds and collects its path; checkStrictTop replaces it with the
+// problem naming that path.
+var badString = &Problem{}
 
 // smallObject is how many keys an object holds before its duplicate check
 // moves from a linear scan to a map: a linear scan of a few short keys is
@@ -57,10 +83,18 @@ func checkStrict(body []byte) *Problem {
 // checkStrictTop is checkStrict that also counts the keys of the body's
 // top-level object.
 func checkStrictTop(body []byte) (topKeys int, p *Problem) {
+	return checkStrictRules(body, jsonRules{})
+}
+
+// checkStrictRules is checkStrictTop under rules.
+func checkStrictRules(body []byte, rules jsonRules) (topKeys int, p *Problem) {
 	// Room for the keys of every object open at once: a valid batch of
 	// outcomes has at most a dozen, so this is its only allocation.
-	s := strictScanner{data: body, keys: make([][]byte, 0, 32)}
+	s := strictScanner{data: body, keys: make([][]byte, 0, 32), rules: rules}
 	if p := s.value(0); p != nil {
+		if p == badString {
+			return 0, NewProblem(SlugInvalidRequest, valuePath(s.path)+detailBadString)
+		}
 		return 0, p
 	}
 	s.skipSpace()
@@ -68,6 +102,37 @@ func checkStrictTop(body []byte) (topKeys int, p *Problem) {
 		return 0, NewProblem(SlugInvalidRequest, detailTrailing)
 	}
 	return s.top, nil
+}
+
+// valuePath names a value by the path collected while unwinding to it,
+// innermost segment first: "outcomes[2].repository", "the body" for the
+// body itself.
+func valuePath(rev []string) string {
+	var b strings.Builder
+	if len(rev) == 0 || strings.HasPrefix(rev[len(rev)-1], "[") {
+		b.WriteString("the body")
+	}
+	for i := len(rev) - 1; i >= 0; i-- {
+		if b.Len() > 0 && !strings.HasPrefix(rev[i], "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(rev[i])
+	}
+	return b.String()
+}
+
+// keySegment is a key as a path names it: as it is when it is a plain
+// name, quoted otherwise.
+func keySegment(key []byte) string {
+	if len(key) == 0 {
+		return `""`
+	}
+	for _, c := range key {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return strconv.Quote(truncate(string(key)))
+		}
+	}
+	return truncate(string(key))
 }
 
 // strictScanner walks data once. Objects being scanned share one stack of
@@ -83,7 +148,10 @@ type strictScanner struct {
 	// stacked like keys.
 	decoded []byte
 	// top counts the keys of the top-level object.
-	top int
+	top   int
+	rules jsonRules
+	// path collects, innermost first, where an invalid string value is.
+	path []string
 }
 
 func notJSON() *Problem { return NewProblem(SlugInvalidRequest, detailNotJSON) }
@@ -122,15 +190,19 @@ func (s *strictScanner) value(depth int) *Problem {
 	case '[':
 		return s.array(depth)
 	case '"':
-		if _, _, ok := s.str(); !ok {
+		_, _, valid, ok := s.str()
+		switch {
+		case !ok:
 			return notJSON()
+		case !valid:
+			return badString
 		}
 	case 't':
 		return s.literal("true")
 	case 'f':
 		return s.literal("false")
 	case 'n':
-		if p := s.literal("null"); p != nil {
+		if p := s.literal("null"); p != nil || s.rules.nullOK {
 			return p
 		}
 		return NewProblem(SlugInvalidRequest, detailNull)
@@ -158,8 +230,11 @@ func (s *strictScanner) array(depth int) *Problem {
 		// bodies that are both too deep and malformed.
 		return tooDeep()
 	}
-	for {
+	for i := 0; ; i++ {
 		if p := s.value(depth + 1); p != nil {
+			if p == badString {
+				s.path = append(s.path, "["+strconv.Itoa(i)+"]")
+			}
 			return p
 		}
 		c, ok := s.peek()
@@ -187,11 +262,13 @@ func (s *strictScanner) object(depth int) *Problem {
 		if c, ok := s.peek(); !ok || c != '"' {
 			return notJSON()
 		}
-		key, ok := s.key()
-		if !ok {
+		key, valid, ok := s.key()
+		switch {
+		case !ok:
 			return notJSON()
-		}
-		if !lowerASCII(key) {
+		case s.rules.openKeys && !valid:
+			return NewProblem(SlugInvalidRequest, fmt.Sprintf("key %q%s", truncate(string(key)), detailBadString))
+		case !s.rules.openKeys && !lowerASCII(key):
 			return NewProblem(SlugInvalidRequest, fmt.Sprintf("key %q must be lower-case ASCII", truncate(string(key))))
 		}
 		if s.add(&o, key) {
@@ -210,6 +287,9 @@ func (s *strictScanner) object(depth int) *Problem {
 		}
 		s.pos++
 		if p := s.value(depth + 1); p != nil {
+			if p == badString {
+				s.path = append(s.path, keySegment(key))
+			}
 			return p
 		}
 		c, ok := s.peek()
@@ -276,45 +356,71 @@ func (s *strictScanner) add(o *objectKeys, key []byte) (dup bool) {
 }
 
 // key scans an object key at s.pos and returns it as encoding/json would
-// decode it. A key without escapes and with valid UTF-8 is its own decoded
-// form and is returned without copying.
-func (s *strictScanner) key() (key []byte, ok bool) {
-	raw, escaped, ok := s.str()
+// decode it; valid is str's. A key without escapes and with valid UTF-8 is
+// its own decoded form and is returned without copying.
+func (s *strictScanner) key() (key []byte, valid, ok bool) {
+	raw, escaped, valid, ok := s.str()
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
-	if !escaped && utf8.Valid(raw) {
-		return raw, true
+	if !escaped && valid {
+		return raw, true, true
 	}
 	start := len(s.decoded)
 	s.decoded = appendUnquoted(s.decoded, raw)
-	return s.decoded[start:], true
+	return s.decoded[start:], valid, true
 }
 
 // str scans a string at s.pos, the opening quote, and leaves s.pos after
 // the closing one. raw is what lies between the quotes; escaped reports a
-// backslash in it. Bytes of 0x80 and above are not checked (see the top of
-// this file).
-func (s *strictScanner) str() (raw []byte, escaped, ok bool) {
+// backslash in it; valid reports valid UTF-8 with every surrogate escape in
+// a pair. An invalid string is still scanned to its end, so that a syntax
+// error after it is seen as one.
+func (s *strictScanner) str() (raw []byte, escaped, valid, ok bool) {
 	start := s.pos + 1
+	valid = true
 	for i := start; i < len(s.data); i++ {
 		switch c := s.data[i]; {
 		case c == '"':
 			s.pos = i + 1
-			return s.data[start:i], escaped, true
+			return s.data[start:i], escaped, valid, true
 		case c == '\\':
 			n := escapeLen(s.data[i:])
 			if n == 0 {
-				return nil, false, false
+				return nil, false, false, false
 			}
 			escaped = true
+			if n == 6 {
+				if r := hex4(s.data[i+2:]); utf16.IsSurrogate(r) {
+					// A high surrogate pairs with the low one escaped right
+					// after it, and both are consumed; anything else is
+					// unpaired.
+					next := s.data[i+6:]
+					if r < 0xdc00 && escapeLen(next) == 6 && isLowSurrogate(hex4(next[2:])) {
+						n += 6
+					} else {
+						valid = false
+					}
+				}
+			}
 			i += n - 1
 		case c < 0x20:
-			return nil, false, false
+			return nil, false, false, false
+		case c >= utf8.RuneSelf:
+			// DecodeRune refuses stray bytes, overlong forms and encoded
+			// surrogates alike, answering (RuneError, 1); a real U+FFFD is
+			// three bytes.
+			r, n := utf8.DecodeRune(s.data[i:])
+			if r == utf8.RuneError && n == 1 {
+				valid = false
+			}
+			i += n - 1
 		}
 	}
-	return nil, false, false
+	return nil, false, false, false
 }
+
+func isLowSurrogate(r rune) bool { return 0xdc00 <= r && r <= 0xdfff }
 
 // escapeLen returns the length of the escape sequence that b starts with, 0
 // if it is not one JSON allows.

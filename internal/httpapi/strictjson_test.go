@@ -1,14 +1,18 @@
 package httpapi
 
 import (
-	"github.com/hookrelay/relay/internal/outbox"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/hookrelay/relay/internal/outbox"
 )
 
 // strictCases are bodies with the detail checkStrict answers them with, ""
@@ -32,9 +36,41 @@ var strictCases = []struct {
 	{"same key in sibling objects", `[{"a":1},{"a":2}]`, ""},
 	{"keys differing by case", `{"a":1,"A":2}`, `key "A" must be lower-case ASCII`},
 	{"every escape", `"\"\\\/\b\f\n\r\t\u0041\uD834\uDD1E"`, ""},
-	{"lone surrogate escape", `"\ud800"`, ""},
+	{"lone surrogate escape", `"\ud800"`, "the body" + detailBadString},
 	{"lone low surrogate escape", `{"\udc00x":1}`, `key "�x" must be lower-case ASCII`},
-	{"invalid UTF-8 in a value", "\"\xff\xfe\"", ""},
+	{"invalid UTF-8 in a value", "\"\xff\xfe\"", "the body" + detailBadString},
+	{"surrogate pair in capitals", `"\uD834\uDD1E"`, ""},
+	{"escaped U+FFFD", `"\ufffd"`, ""},
+	{"raw U+FFFD", "\"\xef\xbf\xbd\"", ""},
+	{"four-byte UTF-8", "\"\xf0\x9d\x84\x9e\"", ""},
+	{"last code point", "\"\xf4\x8f\xbf\xbf\"", ""},
+	{"escape after a pair", `"\ud834\udd1e\u0041"`, ""},
+	{"lone low surrogate value", `"\udc00"`, "the body" + detailBadString},
+	{"high surrogate then a letter escape", `"\ud800\u0041"`, "the body" + detailBadString},
+	{"two high surrogates", `"\ud800\ud800"`, "the body" + detailBadString},
+	{"surrogates reversed", `"\udc00\ud800"`, "the body" + detailBadString},
+	{"high surrogate at the end", `"a\ud800"`, "the body" + detailBadString},
+	{"high surrogate then a character", `"\ud800x"`, "the body" + detailBadString},
+	{"high surrogate then an escaped backslash", `"\ud800\\udc00"`, "the body" + detailBadString},
+	{"pair then a lone high", `"\ud834\udd1e\ud834"`, "the body" + detailBadString},
+	{"raw 0xFF", "{\"repository\":\"acme\xff\"}", "repository" + detailBadString},
+	{"overlong slash", "{\"repository\":\"\xc0\xaf\"}", "repository" + detailBadString},
+	{"overlong three bytes", "\"\xe0\x80\xaf\"", "the body" + detailBadString},
+	{"encoded surrogate", "\"\xed\xa0\x80\"", "the body" + detailBadString},
+	{"CESU-8 pair", "{\"detail\":\"\xed\xa0\xbd\xed\xb2\xa9\"}", "detail" + detailBadString},
+	{"beyond the last code point", "\"\xf4\x90\x80\x80\"", "the body" + detailBadString},
+	{"truncated sequence", "\"\xe2\x82\"", "the body" + detailBadString},
+	{"lone continuation byte", "\"\x80\"", "the body" + detailBadString},
+	{"path through arrays and objects", "{\"outcomes\":[{\"a\":1},{\"committed\":{\"refs\":[{\"name\":\"ok\"},{\"name\":\"\\ud800\"}]}}]}", "outcomes[1].committed.refs[1].name" + detailBadString},
+	{"path of an array at the top", "[\"ok\",[\"\xff\"]]", "the body[1][0]" + detailBadString},
+	{"path with an empty key", "{\"\":\"\xff\"}", `""` + detailBadString},
+	{"path with a key that is not a name", "{\"x\":{\"a.b\":\"\xff\"}}", `x."a.b"` + detailBadString},
+	{"bad string wins over a later syntax error", "{\"a\":\"\xff\",}", "a" + detailBadString},
+	{"bad string wins over a later duplicate", "{\"a\":\"\xff\",\"a\":1}", "a" + detailBadString},
+	{"an earlier duplicate wins over a bad string", "{\"a\":1,\"a\":\"\xff\"}", `duplicate key "a"`},
+	{"a bad key wins over its bad value", "{\"\xff\":\"\xff\"}", `key "�" must be lower-case ASCII`},
+	{"syntax error inside a bad string", "\"\xff\x01\"", detailNotJSON},
+	{"bad string at depth 16", strings.Repeat("[", 16) + "\"\xff\"" + strings.Repeat("]", 16), "the body" + strings.Repeat("[0]", 16) + detailBadString},
 	{"invalid UTF-8 in a key", "{\"\xff\":1}", `key "�" must be lower-case ASCII`},
 	{"DEL in a string", "\"\x7f\"", ""},
 	{"value at depth 16", strings.Repeat("[", 16) + "1" + strings.Repeat("]", 16), ""},
@@ -269,12 +305,14 @@ func describe(p *Problem) string {
 }
 
 // checkStrictReference is the Token-walking checkStrict that strictjson.go
-// replaced, unchanged but for its names: the oracle for FuzzCheckStrict and
-// the baseline for BenchmarkCheckStrict.
+// replaced, unchanged but for its names and for the string rule, which
+// checks each string value's raw bytes as the walk meets it: the oracle for
+// FuzzCheckStrict and the baseline for BenchmarkCheckStrict.
 func checkStrictReference(body []byte) *Problem {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := walkValueReference(dec, 0); err != nil {
+	w := &walkReference{body: body, dec: dec}
+	if err := w.value(0, nil); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -283,16 +321,82 @@ func checkStrictReference(body []byte) *Problem {
 	return nil
 }
 
-func walkValueReference(dec *json.Decoder, depth int) *Problem {
+type walkReference struct {
+	body []byte
+	dec  *json.Decoder
+}
+
+// rawString is the inside of the string token the decoder just returned,
+// which began after offset from (past space, a comma or a colon).
+func (w *walkReference) rawString(from int64) []byte {
+	start := int(from)
+	for strings.IndexByte(" \t\r\n,:", w.body[start]) >= 0 {
+		start++
+	}
+	return w.body[start+1 : w.dec.InputOffset()-1]
+}
+
+// escapeReference matches one escape: \uXXXX with its digits, or any other.
+var escapeReference = regexp.MustCompile(`\\(u([0-9a-fA-F]{4})|.)`)
+
+// validStringReference: raw is valid UTF-8 and each surrogate escape is a
+// high one directly followed by a low one.
+func validStringReference(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	unit := func(m []int) int64 {
+		if m[4] < 0 {
+			return -1
+		}
+		n, _ := strconv.ParseInt(string(raw[m[4]:m[5]]), 16, 32)
+		return n
+	}
+	ms := escapeReference.FindAllSubmatchIndex(raw, -1)
+	for i := 0; i < len(ms); i++ {
+		switch u := unit(ms[i]); {
+		case 0xd800 <= u && u <= 0xdbff:
+			if i+1 == len(ms) || ms[i+1][0] != ms[i][1] || unit(ms[i+1]) < 0xdc00 || unit(ms[i+1]) > 0xdfff {
+				return false
+			}
+			i++
+		case 0xdc00 <= u && u <= 0xdfff:
+			return false
+		}
+	}
+	return true
+}
+
+// pathReference names the value at path, outermost segment first.
+func pathReference(path []string) string {
+	out := ""
+	if len(path) == 0 || path[0][0] == '[' {
+		out = "the body"
+	}
+	for _, seg := range path {
+		if out != "" && seg[0] != '[' {
+			out += "."
+		}
+		out += seg
+	}
+	return out
+}
+
+func (w *walkReference) value(depth int, path []string) *Problem {
+	dec := w.dec
 	if depth > maxJSONDepth {
 		return NewProblem(SlugInvalidRequest, "the body is nested too deeply")
 	}
+	before := dec.InputOffset()
 	tok, err := dec.Token()
 	if err != nil {
 		return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
 	}
 	if tok == nil {
 		return NewProblem(SlugInvalidRequest, detailNull)
+	}
+	if _, ok := tok.(string); ok && !validStringReference(w.rawString(before)) {
+		return NewProblem(SlugInvalidRequest, pathReference(path)+detailBadString)
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -310,7 +414,7 @@ func walkValueReference(dec *json.Decoder, depth int) *Problem {
 				return NewProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q", truncate(key)))
 			}
 			seen[key] = true
-			if p := walkValueReference(dec, depth+1); p != nil {
+			if p := w.value(depth+1, append(slices.Clip(path), keySegment([]byte(key)))); p != nil {
 				return p
 			}
 		}
@@ -318,8 +422,8 @@ func walkValueReference(dec *json.Decoder, depth int) *Problem {
 			return NewProblem(SlugInvalidRequest, "the body is not valid JSON")
 		}
 	case json.Delim('['):
-		for dec.More() {
-			if p := walkValueReference(dec, depth+1); p != nil {
+		for i := 0; dec.More(); i++ {
+			if p := w.value(depth+1, append(slices.Clip(path), fmt.Sprintf("[%d]", i))); p != nil {
 				return p
 			}
 		}

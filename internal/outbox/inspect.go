@@ -107,9 +107,11 @@ type Replayed struct {
 // reset and its cursor just before the row (a corrupt timer is replaced; a
 // missing one created). The row is tried first; the rows after it follow,
 // then those before. A row that is not pending is ErrNotPending; a disabled
-// endpoint ErrDisabled; a stream a fire holds this instant ErrBusy.
+// endpoint ErrDisabled; a stream a fire holds this instant ErrBusy. A
+// synthetic reservation id is ErrInvalid, as at ingest: such a row is
+// acknowledged without a call, so it is never stuck.
 func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (Replayed, error) {
-	if err := ValidateReservationID(rid); err != nil {
+	if err := ValidateClientReservationID(rid); err != nil {
 		return Replayed{}, err
 	}
 	for range adminRetries {

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/json"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -156,6 +157,63 @@ func (o Outcome) Validate() error {
 		if !lowerHexID(o.ReadServed.Object) {
 			return invalidf("read_served.object must be %d lowercase hex characters", HexIDLen)
 		}
+	}
+	return nil
+}
+
+// MaxOccurredAhead is how far past the ingesting relay's clock an
+// outcome's occurred_unix_ms may lie. Clocks kept by NTP differ by far
+// less; an outcome further ahead comes from a confused clock or a time in
+// the wrong unit (microseconds, nanoseconds), and is refused rather than
+// delivered with a date that has not happened. The past is not bounded
+// beyond Validate's rule: a producer retrying an old outcome after an
+// outage, however long, must have it accepted, and a 400 would make it drop
+// the outcome.
+const MaxOccurredAhead = 5 * time.Minute
+
+// MaxOccurredUnixMs is the last millisecond RFC 3339 can write,
+// 9999-12-31T23:59:59.999Z: the webhook's timestamp must be one, whatever
+// the ingesting clock says.
+const MaxOccurredUnixMs = 253402300799999
+
+// LatestOccurredUnixMs is the last occurred_unix_ms ValidateIngest accepts
+// at now.
+func LatestOccurredUnixMs(now time.Time) int64 {
+	return min(now.Add(MaxOccurredAhead).UnixMilli(), MaxOccurredUnixMs)
+}
+
+// ValidateIngest reports the first rule an outcome a producer sends breaks:
+// those of Validate, then the rules only ingest applies, now being the
+// ingesting clock's time: its reservation id is not a synthetic one, and it
+// occurred no later than LatestOccurredUnixMs(now). Synthetic rows stay
+// relay's own: Append takes them. Rows already stored keep Validate's rules
+// alone, so that they still decode and deliver.
+func (o Outcome) ValidateIngest(now time.Time) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateClientReservationID(o.ReservationID); err != nil {
+		return err
+	}
+	if o.OccurredUnixMs > LatestOccurredUnixMs(now) {
+		// No figure the producer could have sent appears here: a problem
+		// never repeats a payload value.
+		return invalidf("occurred_unix_ms must be Unix time in milliseconds, no later than %g minutes past relay's clock (nor past the year 9999)",
+			MaxOccurredAhead.Minutes())
+	}
+	return nil
+}
+
+// ValidateClientReservationID is ValidateReservationID for an id a client
+// sends or names: one starting with SyntheticPrefix names a row relay
+// acknowledges without a call, so an outcome a producer sent under it would
+// be answered accepted and never delivered.
+func ValidateClientReservationID(rid string) error {
+	if err := ValidateReservationID(rid); err != nil {
+		return err
+	}
+	if IsSynthetic(rid) {
+		return invalidf("reservation_id must not start with %q: relay keeps that prefix for outcomes it acknowledges without sending", SyntheticPrefix)
 	}
 	return nil
 }
