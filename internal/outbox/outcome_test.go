@@ -246,7 +246,7 @@ func TestIngestBoundsOccurredTimeAheadOfTheClock(t *testing.T) {
 	for ms, rfc := range map[int64]bool{outbox.MaxOccurredUnixMs: true, outbox.MaxOccurredUnixMs + 1: false} {
 		o := committed("r-1")
 		o.OccurredUnixMs = ms
-		body, err := outbox.EncodeWebhook(&o, "https://relay.example.com")
+		body, err := outbox.EncodeWebhook(&o, "acme", "https://relay.example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
