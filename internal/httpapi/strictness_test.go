@@ -224,7 +224,7 @@ func TestInvalidUnicodeIsRefusedNamingTheField(t *testing.T) {
 		case strings.HasSuffix(field, "object"), strings.HasSuffix(field, "new"):
 			fill = hex
 		case field == "scheme":
-			fill = "mkit-hook-v1"
+			fill = "mkit-hook-v2"
 		case field == "kinds[1]":
 			fill = "aborted"
 		case field == "secret":
