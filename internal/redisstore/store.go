@@ -264,7 +264,10 @@ func decodePage(res any) (store.Page, error) {
 // failing precondition and writes nothing. It also keeps the bucket's due
 // index equal to the partition's earliest timer row, read from the row key:
 // a put of a key that starts with store.TimerTag but is shorter than
-// store.MinTimerKey is refused with store.ErrInvalidBatch.
+// store.MinTimerKey is refused with store.ErrInvalidBatch. A counter add is
+// computed in the script from the row as it stands, after the preconditions
+// and before any write: a row of another layout refuses the batch with
+// store.ErrCorrupt, a counter leaving its range with store.ErrCounterRange.
 //
 // go-redis retries a command after a network error, so a batch may run
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
