@@ -45,8 +45,14 @@ const (
 //     than skipping the page;
 //   - a timer state that does not decode restarts the stream from its head
 //     rather than holding it;
+//   - a plan that acknowledges rows and leaves others subtracts them from
+//     the backlog instead of guarding it: ingest adds to the backlog with
+//     every outcome, and under steady ingest a guard on it would keep
+//     failing and send the delivered rows again. Only a plan that ends the
+//     stream (Done) is guarded by the backlog as read after the calls;
 //   - beyond the reference: up to max_in_flight calls at once, 410 Gone,
-//     attempt rows, and a 410's disable planned against a fresh read.
+//     attempt rows, and a 410's disable planned against the endpoint row as
+//     read after the calls (see disable).
 type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
@@ -125,9 +131,8 @@ type stream struct {
 	ns, endpoint string
 	backlogKey   store.Key
 	endpointKey  store.Key
-	// ep and epRaw are the endpoint row as read at the start of the fire.
-	ep    outbox.Endpoint
-	epRaw store.Value
+	// ep is the endpoint as read at the start of the fire.
+	ep outbox.Endpoint
 }
 
 // pendingRow is one examined row of the page.
@@ -201,9 +206,11 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	// The plan is guarded by the backlog as read after the calls; an append
-	// landing before it applies would fail that guard and, without a
-	// re-plan, send every row of this fire again.
+	// A plan that ends the stream is guarded by the backlog as read after
+	// the calls, and a disable by the endpoint row: an append or an
+	// operator's edit landing before it applies fails that guard. The
+	// re-plan reads both again, rather than leave the timer to a next fire
+	// that would send every row of this one again.
 	fired.Replan = func(ctx context.Context) (timers.Fired, error) {
 		return h.plan(ctx, fc, t, s, state, page, after, run, store.Row{}, true)
 	}
@@ -213,29 +220,38 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 // plan turns a fire's calls into the timer's completion: the
 // acknowledgements of the delivered rows, a 410's disable, and the timer's
 // next due time and state. head is the backlog as read before the calls;
-// reread (or an acknowledgement or disable to plan) reads it afresh.
+// reread (or an acknowledgement or disable to plan) reads it afresh, and a
+// disable reads the endpoint row afresh with it.
 func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state outbox.DeliveryState, page store.Page, after *store.Cursor, run calls, head store.Row, reread bool) (timers.Fired, error) {
 	clk := h.clock()
 	fresh := head
 	gone := run.gone()
+	var endpoint store.Row
 	if reread || len(run.acked) > 0 || gone != nil {
-		// Acknowledgements, and a 410's disable, are planned against a
-		// backlog read after the calls, so the slow calls sit outside the
+		// Acknowledgements, and a 410's disable, are planned against rows
+		// read after the calls, so the slow calls sit outside the
 		// read-modify-write window. The calls are made: a Redis restart now
 		// is waited out (within the fire's lease) so they are not made again.
-		var v store.Value
-		var found bool
-		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() (err error) {
-			v, found, err = fc.Store.Get(ctx, fc.Partition, s.backlogKey)
+		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
+			if gone != nil {
+				rows, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
+				if err == nil {
+					fresh, endpoint = rows[0], rows[1]
+				}
+				return err
+			}
+			v, found, err := fc.Store.Get(ctx, fc.Partition, s.backlogKey)
+			fresh = store.Row{Value: v, Found: found}
 			return err
 		})
 		if err != nil {
 			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
 		}
-		fresh = store.Row{Value: v, Found: found}
 	}
-	// Completion and acknowledgements share one snapshot: an append since
-	// fails this guard, and the completion re-plans.
+	// Acknowledgements and the completion share one snapshot: a plan that
+	// acknowledges every row the read counts is Done, guarded by that read,
+	// and an append since fails it and the completion re-plans; one that
+	// leaves rows subtracts what it acknowledged, whatever ingest added.
 	acks, err := outbox.NewAcks(s.endpoint, fresh.Value, fresh.Found)
 	if err != nil {
 		return timers.Fired{}, err
@@ -247,11 +263,18 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		}
 	}
 	var b store.Batch
-	acks.Plan(&b)
+	if gone != nil && acks.Len() == 0 && acks.Remaining().Rows > 0 {
+		// Nothing to acknowledge, and the disable does not depend on the
+		// backlog: its guard alone would only let ingest fail the disable.
+		b.Drain = true
+	} else {
+		acks.Plan(&b)
+	}
 	delivered := acks.Len()
 	nowMs := max(fc.NowMs, clk.Now().UnixMilli())
+	parked := false
 	if gone != nil {
-		h.disable(&b, &s, nowMs)
+		parked = h.disable(ctx, &b, &s, endpoint, nowMs)
 	}
 	if acks.Remaining().Rows == 0 {
 		return timers.Fired{Done: true, Batch: b}, nil
@@ -303,7 +326,7 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 	// a stream due again now must be found by a scan in this millisecond,
 	// or a fast fire would leave it for the next full poll.
 	due := max(nowMs+delayMs, t.DueAtMs)
-	if gone != nil {
+	if parked {
 		// Disabled: parked, rows kept, until the endpoint is enabled again.
 		due = timers.NeverMs
 	}
@@ -338,7 +361,7 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 	if err != nil {
 		return timers.Fired{}, false, fmt.Errorf("endpoint %s/%s: %w", s.ns, s.endpoint, err)
 	}
-	s.ep, s.epRaw = ep, row.Value
+	s.ep = ep
 	if ep.Enabled {
 		return timers.Fired{}, false, nil
 	}
@@ -553,22 +576,49 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	results <- res
 }
 
-// disable plans the endpoint's disabling after it answered 410, guarded by
-// the endpoint row as the fire read it: a change since is the operator's
-// and wins.
-func (h *Handler) disable(b *store.Batch, s *stream, nowMs int64) {
-	ep := s.ep
+// disable plans the endpoint's disabling after it answered 410, against
+// cur, the endpoint row as read after the calls, and reports whether the
+// stream is to be parked until the endpoint is enabled. An operator's change
+// since the fire read the row wins where it bears on the 410: a new URL is
+// not known to be gone, so the endpoint stays as the operator left it; one
+// disabled meanwhile (or being deleted) stays so, with its reason. Any other
+// change (secret, filter, max_in_flight, a disable and enable again) is kept
+// and the endpoint disabled anyway. The plan is guarded by cur, so an edit
+// landing before it applies makes the completion re-plan against a new read
+// rather than fail, and lose the fire's acknowledgements with the disable.
+func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur store.Row, nowMs int64) (parked bool) {
+	log := h.log().With("namespace", s.ns, "endpoint", s.endpoint)
+	if !cur.Found {
+		// Deleted meanwhile: parked, as a fire that finds it missing does.
+		b.RequireAbsent(s.endpointKey)
+		return true
+	}
+	ep, err := outbox.DecodeEndpoint(cur.Value)
+	if err != nil {
+		// The acknowledgements stand; the next fire reports the row.
+		log.ErrorContext(ctx, "endpoint answered 410 Gone but its row does not decode; not disabled", "error", err)
+		return false
+	}
+	switch {
+	case ep.URL != s.ep.URL:
+		log.WarnContext(ctx, "endpoint answered 410 Gone but its URL changed meanwhile; not disabled")
+		return false
+	case !ep.Enabled:
+		b.RequireEquals(s.endpointKey, cur.Value)
+		return true
+	}
 	ep.Enabled = false
 	ep.DisabledReason = "gone"
 	ep.UpdatedMs = max(ep.UpdatedMs, nowMs)
 	v, err := outbox.EncodeEndpoint(&ep)
 	if err != nil {
-		h.log().Error("cannot disable endpoint", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
-		return
+		log.ErrorContext(ctx, "cannot disable endpoint", "error", err)
+		return false
 	}
-	h.log().Warn("endpoint answered 410 Gone; disabled, rows kept", "namespace", s.ns, "endpoint", s.endpoint)
-	b.RequireEquals(s.endpointKey, s.epRaw)
+	log.WarnContext(ctx, "endpoint answered 410 Gone; disabled, rows kept")
+	b.RequireEquals(s.endpointKey, cur.Value)
 	b.Put(s.endpointKey, v)
+	return true
 }
 
 // attemptNotes records each failed call on its row's attempt row, for

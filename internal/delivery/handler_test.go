@@ -369,10 +369,11 @@ func (g *goneWhileIngesting) Deliver(_ context.Context, _ Outcome) error {
 }
 
 // A 410 disables the endpoint and parks its stream even when an append
-// lands while the call is open: the disable is planned against a backlog
-// read after the call. Planned against the read before it, the append would
-// fail its guard, the timer would be released due at once, and a gone
-// endpoint would be called back to back for as long as ingest continued.
+// lands while the call is open: a disable that acknowledges nothing is not
+// guarded by the backlog. Guarded by the backlog as read before the call,
+// the append would fail it, the timer would be released due at once, and a
+// gone endpoint would be called back to back for as long as ingest
+// continued.
 func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {

@@ -7,20 +7,28 @@ import (
 )
 
 // MaxAcksPerBatch is the most rows one acknowledgement plan may hold. A plan
-// of n rows costs 4n+2 operations (AckOps); at 23 rows that is 94, which
-// leaves room in the 100-operation batch for the timer runner's completion
-// (guard, delete and put of the timer row).
+// of n rows costs at most 4n+2 operations (AckOps); at 23 rows that is 94,
+// which leaves room in the 100-operation batch for the timer runner's
+// completion (guard, delete and put of the timer row) and, for a 410, the
+// endpoint's guard and disable, with one failed call's attempt row in place
+// of one acknowledgement's four operations.
 const MaxAcksPerBatch = 23
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
-// the backlog guard, four per row (pending row guard, record, pending and
-// attempt deletions) and one backlog write.
+// four per row (pending row guard, record, pending and attempt deletions)
+// and, for the backlog, its guard and deletion when the plan acknowledges
+// every row it counts, or one relative update when rows remain.
 func AckOps(n int) int { return 4*n + 2 }
 
 // Acks plans the acknowledgement of delivered rows of one stream, against a
-// backlog read after the deliveries: the reference's plan_ack. Its plan is
-// guarded by that read, so an ingest that lands in between fails the batch
-// and the next fire re-plans; the receiver may see a row twice.
+// backlog read after the deliveries: the reference's plan_ack, except that a
+// plan that leaves rows subtracts from the backlog (store.Add) instead of
+// writing the count it read under a guard of that read. Ingest adds to the
+// backlog with every outcome, so under steady ingest such a guard would keep
+// failing and the delivered rows would be sent again. Only the plan that
+// acknowledges every row it counts, after which the stream's timer is done,
+// is guarded by the backlog as read: an outcome accepted since must fail it,
+// or its row would be left without a timer.
 type Acks struct {
 	endpoint   string
 	backlogKey store.Key
@@ -94,8 +102,9 @@ func (a *Acks) Len() int { return len(a.rows) }
 // Backlog is the backlog as read.
 func (a *Acks) Backlog() Backlog { return a.backlog }
 
-// Remaining is the backlog the plan leaves. Rows reaching 0 means every row
-// is acknowledged and the stream's timer may be done. Bytes are a gauge and
+// Remaining is the backlog the plan leaves, as read: rows reaching 0 means
+// every row is acknowledged and the stream's timer may be done. A plan that
+// leaves rows may leave more, accepted since the read. Bytes are a gauge and
 // saturate at 0 rather than refusing a plan over an accounting drift.
 func (a *Acks) Remaining() Backlog {
 	r := Backlog{Rows: a.backlog.Rows - uint64(len(a.rows))}
@@ -105,21 +114,32 @@ func (a *Acks) Remaining() Backlog {
 	return r
 }
 
-// Plan adds the plan to b: the backlog guard as read, then per row the
-// pending row guard and the deletion of its record, pending and attempt rows,
-// then one backlog write: a deletion when no row remains (also of a backlog
-// row that already counted none), else the decremented backlog. With no rows
-// acknowledged and some remaining it is the guard alone. It costs at most
-// AckOps(Len()) operations and marks b as a Drain batch: it only deletes and
-// shrinks, so it must run on a full store.
+// Plan adds the plan to b and marks it a Drain batch: it only deletes and
+// shrinks, so it must run on a full store. It costs at most AckOps(Len())
+// operations:
+//   - no row acknowledged: the backlog guard as read, and the deletion of a
+//     backlog row that counts none;
+//   - every row the backlog counts acknowledged: the backlog guard as read,
+//     per row the pending row guard and the deletion of its record, pending
+//     and attempt rows, then the backlog's deletion;
+//   - else the same rows, then the backlog reduced by the rows and bytes
+//     acknowledged, relative to whatever it holds when the batch applies, with
+//     no guard on it: ingest only adds to it, and may do so meanwhile.
+//
+// A batch resent after a lost reply finds the pending rows its first run
+// deleted and fails their guards, so the reduction applies once.
 func (a *Acks) Plan(b *store.Batch) {
 	b.Drain = true
-	b.Guard(a.backlogKey, a.raw, a.found)
 	if len(a.rows) == 0 {
+		b.Guard(a.backlogKey, a.raw, a.found)
 		if a.found && a.backlog.Rows == 0 {
 			b.Delete(a.backlogKey)
 		}
 		return
+	}
+	rest := a.Remaining()
+	if rest.Rows == 0 {
+		b.Guard(a.backlogKey, a.raw, a.found)
 	}
 	for _, r := range a.rows {
 		b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
@@ -129,9 +149,12 @@ func (a *Acks) Plan(b *store.Batch) {
 		b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
 		b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
 	}
-	if rest := a.Remaining(); rest.Rows == 0 {
+	if rest.Rows == 0 {
 		b.Delete(a.backlogKey)
-	} else {
-		b.Put(a.backlogKey, EncodeBacklog(rest))
+		return
 	}
+	// What the read counted, not more: a drifted byte count then stays at
+	// or above 0, since nothing else takes from it meanwhile but plans of
+	// other rows.
+	b.Add(a.backlogKey, backlogHeader, -int64(len(a.rows)), -int64(a.backlog.Bytes-rest.Bytes))
 }

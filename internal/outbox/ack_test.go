@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/store/storetest"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -54,8 +55,9 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		}
 		var b store.Batch
 		acks.Plan(&b)
-		if !b.Drain || b.Ops() != outbox.AckOps(2) {
-			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), outbox.AckOps(2))
+		// Rows remain: four per row and the backlog's relative update.
+		if !b.Drain || b.Ops() != 4*2+1 || b.Ops() > outbox.AckOps(2) {
+			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), 4*2+1)
 		}
 		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d", res.Failed)
@@ -93,9 +95,11 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 	})
 }
 
-// An append after the fresh read fails the plan's backlog guard: nothing is
-// written, and the next fire re-plans.
-func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
+// A plan that acknowledges every row the backlog counts ends the stream
+// (its timer is done with it), so it is guarded by the backlog as read: an
+// append after that read fails it, nothing is written, and the fire
+// re-plans.
+func TestAChangedBacklogFailsAPlanThatAcknowledgesEveryRow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.Append(committed("first"))
@@ -113,6 +117,82 @@ func TestAChangedBacklogFailsTheGuardAndWritesNothing(t *testing.T) {
 		}
 		if len(e.all()) != len(before) {
 			t.Error("a failed plan wrote rows")
+		}
+	})
+}
+
+// ackFirst plans the acknowledgement of the stream's first pending rows
+// against the backlog as it is now.
+func ackFirst(t *testing.T, e *env, endpoint string, n int) (*outbox.Acks, store.Batch) {
+	t.Helper()
+	acks := freshAcks(t, e, endpoint)
+	for _, pk := range e.pending(endpoint)[:n] {
+		rec, _ := e.record(endpoint, pk.RID)
+		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b store.Batch
+	acks.Plan(&b)
+	return acks, b
+}
+
+// A plan that leaves rows subtracts what it acknowledges from the backlog as
+// the batch finds it, so outcomes accepted after its read neither fail it
+// nor are lost from the count: acknowledging does not lose to ingest.
+func TestAppendsAfterTheReadDoNotFailAPlanThatLeavesRows(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), aborted("b"), committed("c"))
+		_, b := ackFirst(t, e, "billing", 2)
+		e.Append(aborted("d"))
+		e.Append(committed("e"), aborted("f"))
+		if res := e.Apply(b); !res.Committed {
+			t.Fatalf("failed precondition %d: an append failed the acknowledgement", res.Failed)
+		}
+		want := outbox.Backlog{Rows: 4}
+		for _, o := range []outbox.Outcome{committed("c"), aborted("d"), committed("e"), aborted("f")} {
+			want.Bytes += uint64(len(mustRecord(t, o)))
+		}
+		if got, _ := e.backlog("billing"); got != want {
+			t.Fatalf("backlog %+v, want %+v: the rows and bytes of c, d, e, f", got, want)
+		}
+		var left []string
+		for _, pk := range e.pending("billing") {
+			left = append(left, pk.RID)
+		}
+		if fmt.Sprint(left) != "[c d e f]" {
+			t.Fatalf("pending %v", left)
+		}
+		// The count stays exact: acknowledging the rest empties it.
+		ackAll(t, e, "billing")
+		if _, found := e.backlog("billing"); found {
+			t.Error("backlog row kept after every row was acknowledged")
+		}
+	})
+}
+
+// go-redis resends a script whose reply it lost, so a batch may run twice.
+// The backlog's relative update is not idempotent; the resent run finds the
+// pending rows its first run deleted, fails their guards and writes nothing.
+func TestAResentAcknowledgementReducesTheBacklogOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), aborted("b"), committed("c"))
+		acks, b := ackFirst(t, e, "billing", 2)
+		e.Append(aborted("d"))
+		res, err := storetest.LostReplies{NamespaceStore: e.St}.Apply(e.Ctx, e.P, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Committed {
+			t.Fatal("the resent run committed: the acknowledgement applied twice")
+		}
+		want := acks.Remaining()
+		want.Rows++
+		want.Bytes += uint64(len(mustRecord(t, aborted("d"))))
+		if got, _ := e.backlog("billing"); got != want {
+			t.Fatalf("backlog %+v, want %+v", got, want)
 		}
 	})
 }
@@ -199,6 +279,41 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 	empty.Plan(&b)
 	if b.Ops() != outbox.AckOps(0) || b.Preconditions[0].Kind != store.Equals || b.Writes[0].Kind != store.Delete {
 		t.Errorf("zero backlog plan: %+v", b)
+	}
+}
+
+// The fullest completion of a fire fits one batch, for every split of a
+// page of MaxAcksPerBatch rows into acknowledged and failed ones: the
+// acknowledgements, an attempt row per failed call, the timer's guard,
+// deletion and put, and a 410's endpoint guard and disable.
+func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
+	const timer, disable = 3, 2
+	for n := 0; n <= outbox.MaxAcksPerBatch; n++ {
+		failed := outbox.MaxAcksPerBatch - n
+		if ops := outbox.AckOps(n) + failed + timer + disable; ops > store.MaxBatchOps {
+			t.Errorf("%d acknowledged, %d failed: %d operations", n, failed, ops)
+		}
+	}
+	// AckOps bounds both shapes of a plan: every row counted acknowledged,
+	// and rows left.
+	for _, counted := range []uint64{outbox.MaxAcksPerBatch, outbox.MaxAcksPerBatch + 1} {
+		acks, err := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: counted, Bytes: 1 << 20}), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range outbox.MaxAcksPerBatch {
+			if err := acks.Add(fmt.Sprintf("r-%02d", i), uint64(i), store.Value("record")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		if b.Ops() > outbox.AckOps(outbox.MaxAcksPerBatch) {
+			t.Errorf("backlog of %d: %d operations, more than AckOps %d", counted, b.Ops(), outbox.AckOps(outbox.MaxAcksPerBatch))
+		}
+		if err := b.Validate(); err != nil {
+			t.Errorf("backlog of %d: %v", counted, err)
+		}
 	}
 }
 

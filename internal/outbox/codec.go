@@ -147,6 +147,10 @@ type Backlog struct {
 
 const backlogLen = 1 + 8 + 8
 
+// backlogHeader precedes a backlog row's two counters: the row is the layout
+// store.Add adds to, so acknowledgements can reduce it without reading it.
+var backlogHeader = store.Value{codecV1}
+
 // EncodeBacklog is version 1, rows u64, bytes u64.
 func EncodeBacklog(b Backlog) store.Value {
 	v := make([]byte, 0, backlogLen)

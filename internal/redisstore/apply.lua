@@ -8,14 +8,25 @@
 -- ARGV[2] timer tag, one byte: a row key starting with it is a timer whose
 --         next 8 bytes are its due ms, big-endian
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent
--- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete
+-- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add
 -- then a pair per precondition, in order: row key, value ('' for 'a')
 -- then a pair per write, in order:        row key, value ('' for 'd')
+--
+-- A counter add's value is: header length h (one byte), the h header bytes,
+-- then per counter a sign ('+' or '-') and the delta's magnitude, 7 bytes
+-- big-endian, below 2^53. It adds each delta to the row's counters: the
+-- row is the header and one 8-byte big-endian counter per delta, and an
+-- absent row counts as the header and zeros. An added row takes no other
+-- write in the batch and is not a timer.
 --
 -- Returns {1}    committed;
 --         {0, i} precondition i (0-based) was the first to fail, nothing written.
 -- Error reply "relay apply: ..." when ARGV is malformed; it is raised before
--- any key is read or written.
+-- any key is read or written. Once every precondition holds, an add whose
+-- row has another layout raises "relay apply: counter row has another
+-- layout", and one that would take a counter below 0 or to 2^53 or more
+-- (or finds one there) "relay apply: counter out of range", also before any
+-- write.
 --
 -- Redis keeps a failed script's earlier writes, so every check comes first:
 -- the shape, then every precondition, and only then the writes. The kinds
@@ -38,13 +49,13 @@ if #tag ~= 1 then
   return redis.error_reply('relay apply: timer tag must be one byte')
 end
 local tagByte = string.byte(tag)
-local E, P = string.byte('e'), string.byte('p')
+local E, P, C = string.byte('e'), string.byte('p'), string.byte('c')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
 if string.find(pkinds, '[^ea]') then
   return redis.error_reply('relay apply: malformed precondition')
 end
-if string.find(wkinds, '[^pd]') then
+if string.find(wkinds, '[^pdc]') then
   return redis.error_reply('relay apply: malformed write')
 end
 local pk = {string.byte(pkinds, 1, np)}
@@ -63,16 +74,53 @@ for i = 1, np do
   fields[i] = key
 end
 local timers = false
+-- adds[j] = {key, header, deltas} of the j-th counter add; writes counts
+-- the writes of each key, so an added key is known to have no other.
+local adds, writes = {}, {}
 for i = 1, nw do
   local key = ARGV[w0 + 2 * (i - 1)]
   if key == '' then
     return redis.error_reply('relay apply: malformed write')
   end
+  writes[key] = (writes[key] or 0) + 1
   if string.byte(key) == tagByte then
+    if wk[i] == C then
+      return redis.error_reply('relay apply: counter add to a timer row')
+    end
     if wk[i] == P and #key < 11 then
       return redis.error_reply('relay apply: timer key lacks its due time and kind')
     end
     timers = true
+  end
+  if wk[i] == C then
+    local v = ARGV[w0 + 2 * (i - 1) + 1]
+    local h = string.byte(v) or -1
+    local body = #v - 1 - h
+    if h < 0 or h > 16 or body < 8 or body > 64 or body % 8 ~= 0 then
+      return redis.error_reply('relay apply: malformed counter add')
+    end
+    local deltas = {}
+    for j = 0, body / 8 - 1 do
+      local at = 2 + h + 8 * j
+      local sign, top = string.byte(v, at, at + 1)
+      if (sign ~= 43 and sign ~= 45) or top >= 32 then
+        return redis.error_reply('relay apply: malformed counter add')
+      end
+      local d = 0
+      for k = at + 1, at + 7 do
+        d = d * 256 + string.byte(v, k)
+      end
+      if sign == 45 then
+        d = -d
+      end
+      deltas[j + 1] = d
+    end
+    adds[#adds + 1] = {key, string.sub(v, 2, 1 + h), deltas}
+  end
+end
+for j = 1, #adds do
+  if writes[adds[j][1]] ~= 1 then
+    return redis.error_reply('relay apply: an added row takes no other write')
   end
 end
 
@@ -87,6 +135,51 @@ if np > 0 then
     elseif v then
       return {0, i - 1}
     end
+  end
+end
+
+-- Every add is computed before the first write: a row of another layout,
+-- or a counter leaving 0..2^53-1, refuses the whole batch. Counters below
+-- 2^53 are exact in Lua's doubles.
+local added = {}
+if #adds > 0 then
+  local akeys = {}
+  for j = 1, #adds do
+    akeys[j] = adds[j][1]
+  end
+  local current = redis.call('HMGET', KEYS[1], unpack(akeys))
+  for j = 1, #adds do
+    local header, deltas = adds[j][2], adds[j][3]
+    local v = current[j]
+    if not v then
+      v = header .. string.rep('\0', 8 * #deltas)
+    elseif #v ~= #header + 8 * #deltas or string.sub(v, 1, #header) ~= header then
+      return redis.error_reply('relay apply: counter row has another layout')
+    end
+    local out = {header}
+    for k = 1, #deltas do
+      local at = #header + 8 * (k - 1) + 1
+      local b1, b2 = string.byte(v, at, at + 1)
+      if b1 ~= 0 or b2 >= 32 then
+        return redis.error_reply('relay apply: counter out of range')
+      end
+      local n = 0
+      for m = at, at + 7 do
+        n = n * 256 + string.byte(v, m)
+      end
+      n = n + deltas[k]
+      if n < 0 or n > 9007199254740991 then
+        return redis.error_reply('relay apply: counter out of range')
+      end
+      local bytes = {}
+      for m = 8, 1, -1 do
+        local b = n % 256
+        bytes[m] = b
+        n = (n - b) / 256
+      end
+      out[k + 1] = string.char(unpack(bytes))
+    end
+    added[adds[j][1]] = table.concat(out)
   end
 end
 
@@ -105,9 +198,9 @@ for i = 1, nw do
   local j = w0 + 2 * (i - 1)
   local key = ARGV[j]
   if last[key] == i then
-    if wk[i] == P then
+    if wk[i] == P or wk[i] == C then
       hset[#hset + 1] = key
-      hset[#hset + 1] = ARGV[j + 1]
+      hset[#hset + 1] = added[key] or ARGV[j + 1]
       zadd[#zadd + 1] = '0'
       zadd[#zadd + 1] = key
     else

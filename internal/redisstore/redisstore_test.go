@@ -77,6 +77,16 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			{"empty precondition key", []any{"acme", "t", "a", "p", "", "", "k1", "v"}},
 			{"empty key in the last write", []any{"acme", "t", "", "pd", "k1", "v", "", ""}},
 			{"timer tag of two bytes", []any{"acme", "tt", "", "p", "k1", "v"}},
+			{"counter add without counters", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00"}},
+			{"counter add of a partial counter", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of a counter and a half", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
+			{"counter add of an unsigned delta", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of 2^53", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add header longer than the value", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of nine counters", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
+			{"counter add to a timer row", []any{"acme", "t", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add beside a put of its row", []any{"acme", "t", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"two counter adds of one row", []any{"acme", "t", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
@@ -88,6 +98,13 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "t", "a", "p", "k0", "", "k1", "v").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
+		}
+		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "t", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
+		if err != nil || fmt.Sprint(res) != "[1]" {
+			t.Fatalf("well-formed counter add: %v, %v; want [1]", res, err)
+		}
+		if v := s.Client().HGet(ctx, keys[0], "c").Val(); v != "h\x00\x00\x00\x00\x00\x00\x00\x00\x00\x1f\xff\xff\xff\xff\xff\xff" {
+			t.Fatalf("counter row %q", v)
 		}
 	})
 }

@@ -264,7 +264,10 @@ func decodePage(res any) (store.Page, error) {
 // failing precondition and writes nothing. It also keeps the bucket's due
 // index equal to the partition's earliest timer row, read from the row key:
 // a put of a key that starts with store.TimerTag but is shorter than
-// store.MinTimerKey is refused with store.ErrInvalidBatch.
+// store.MinTimerKey is refused with store.ErrInvalidBatch. A counter add is
+// computed in the script from the row as it stands, after the preconditions
+// and before any write: a row of another layout refuses the batch with
+// store.ErrCorrupt, a counter leaving its range with store.ErrCounterRange.
 //
 // go-redis retries a command after a network error, so a batch may run
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
@@ -311,9 +314,15 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 		args = append(args, string(pc.Key), []byte(pc.Value))
 	}
 	for i, w := range b.Writes {
-		wkinds[i] = 'p'
-		if w.Kind == store.Delete {
+		switch w.Kind {
+		case store.Delete:
 			wkinds[i] = 'd'
+		case store.Add:
+			wkinds[i] = 'c'
+			args = append(args, string(w.Key), encodeAdd(w))
+			continue
+		default:
+			wkinds[i] = 'p'
 		}
 		args = append(args, string(w.Key), []byte(w.Value))
 	}
@@ -322,6 +331,22 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 }
 
 var timerTag = string([]byte{store.TimerTag})
+
+// encodeAdd is a validated Add as apply.lua reads it: the header's length
+// and bytes, then per delta a sign and a 7-byte big-endian magnitude.
+func encodeAdd(w store.Write) []byte {
+	v := make([]byte, 0, 1+len(w.Value)+8*len(w.Deltas))
+	v = append(v, byte(len(w.Value)))
+	v = append(v, w.Value...)
+	for _, d := range w.Deltas {
+		sign, m := byte('+'), uint64(d)
+		if d < 0 {
+			sign, m = '-', uint64(-d)
+		}
+		v = append(v, sign, byte(m>>48), byte(m>>40), byte(m>>32), byte(m>>24), byte(m>>16), byte(m>>8), byte(m))
+	}
+	return v
+}
 
 func decodeResult(res any) (store.Result, error) {
 	arr, ok := res.([]any)
@@ -341,6 +366,14 @@ func decodeResult(res any) (store.Result, error) {
 	return store.Result{}, fmt.Errorf("unexpected apply reply %v", arr)
 }
 
+// applyError classifies a failed Apply; the refusals of a counter add,
+// which depend on the rows, match the store's errors.
 func applyError(ctx context.Context, p store.Partition, err error) error {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "relay apply: counter row has another layout"):
+		return fmt.Errorf("apply %s: %w: %w", p, store.ErrCorrupt, err)
+	case strings.Contains(msg, "relay apply: counter out of range"):
+		return fmt.Errorf("apply %s: %w: %w", p, store.ErrCounterRange, err)
+	}
 	return fmt.Errorf("apply %s: %w", p, classify(ctx, err))
 }

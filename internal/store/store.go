@@ -46,8 +46,13 @@ var (
 	ErrInvalidBatch = errors.New("store: invalid batch")
 	// ErrInvalidPartition: the namespace name is not a valid partition.
 	ErrInvalidPartition = errors.New("store: invalid partition")
-	// ErrCorrupt: a row does not decode. Returned by decoders above the store.
+	// ErrCorrupt: a row does not decode. Returned by decoders above the
+	// store, and by Apply for a counter row that an Add cannot read; then
+	// nothing was written.
 	ErrCorrupt = errors.New("store: corrupt row")
+	// ErrCounterRange: an Add would take a counter below 0 or above
+	// MaxCounter, or found one above MaxCounter. Nothing was written.
+	ErrCounterRange = errors.New("store: counter out of range")
 	// ErrUnavailable: the store is unreachable or refusing writes for now
 	// (restarting, failing over, loading its data, full); retry. Stores wrap
 	// it around the cause. A batch refused with it wrote nothing; a call
@@ -140,13 +145,26 @@ const (
 	Put WriteKind = iota + 1
 	// Delete removes the row; deleting an absent row is not an error.
 	Delete
+	// Add adds signed deltas to the counters of a row (see Batch.Add).
+	Add
+)
+
+// Bounds of an Add. Counters stop at 2^53-1, the largest integer a Redis
+// script computes exactly.
+const (
+	MaxCounters      = 8
+	MaxCounterHeader = 16
+	MaxCounter       = 1<<53 - 1
 )
 
 // Write is one change in a batch. Writes apply in order.
 type Write struct {
-	Kind  WriteKind
-	Key   Key
+	Kind WriteKind
+	Key  Key
+	// Value is a Put's row, or an Add's row header.
 	Value Value
+	// Deltas are an Add's, one per counter of the row.
+	Deltas []int64
 }
 
 // Batch is applied all or nothing: every precondition is checked before the
@@ -190,6 +208,21 @@ func (b *Batch) Delete(key Key) {
 	b.Writes = append(b.Writes, Write{Kind: Delete, Key: key})
 }
 
+// Add adds a write that adds deltas[i] to counter i of key's row, laid out
+// as header followed by one 8-byte big-endian unsigned counter per delta; an
+// absent row counts as header and zeros. It reads the row as the batch
+// applies, so a concurrent writer of other counts does not fail it, as an
+// Equals guard on the row would. The whole batch is refused, before any
+// write, when the present row has another layout (ErrCorrupt) or a counter
+// would leave 0..MaxCounter (ErrCounterRange). The key takes no other write
+// in the batch, and is not a timer row.
+//
+// An add is not idempotent: a batch resent after a lost reply must carry a
+// precondition its own first run falsifies (NamespaceStore).
+func (b *Batch) Add(key Key, header Value, deltas ...int64) {
+	b.Writes = append(b.Writes, Write{Kind: Add, Key: key, Value: header, Deltas: deltas})
+}
+
 // Ops is the number of operations the batch holds, as counted by MaxBatchOps.
 func (b *Batch) Ops() int { return len(b.Preconditions) + len(b.Writes) }
 
@@ -209,8 +242,9 @@ func (b *Batch) Validate() error {
 			return fmt.Errorf("%w: precondition %d: absent carries a value", ErrInvalidBatch, i)
 		}
 	}
+	var adds map[Key]int
 	for i, w := range b.Writes {
-		if w.Kind != Put && w.Kind != Delete {
+		if w.Kind != Put && w.Kind != Delete && w.Kind != Add {
 			return fmt.Errorf("%w: write %d has unknown kind %d", ErrInvalidBatch, i, w.Kind)
 		}
 		if err := checkRow(w.Key, w.Value); err != nil {
@@ -218,6 +252,43 @@ func (b *Batch) Validate() error {
 		}
 		if w.Kind == Delete && len(w.Value) > 0 {
 			return fmt.Errorf("%w: write %d: delete carries a value", ErrInvalidBatch, i)
+		}
+		if w.Kind != Add {
+			if len(w.Deltas) > 0 {
+				return fmt.Errorf("%w: write %d: only an add carries deltas", ErrInvalidBatch, i)
+			}
+			continue
+		}
+		if err := checkAdd(w); err != nil {
+			return fmt.Errorf("%w: write %d: %v", ErrInvalidBatch, i, err)
+		}
+		if adds == nil {
+			adds = map[Key]int{}
+		}
+		adds[w.Key] = i
+	}
+	if adds != nil {
+		for i, w := range b.Writes {
+			if j, ok := adds[w.Key]; ok && j != i {
+				return fmt.Errorf("%w: writes %d and %d: an added row takes no other write", ErrInvalidBatch, min(i, j), max(i, j))
+			}
+		}
+	}
+	return nil
+}
+
+func checkAdd(w Write) error {
+	switch {
+	case w.Key[0] == TimerTag:
+		return errors.New("add to a timer row")
+	case len(w.Value) > MaxCounterHeader:
+		return fmt.Errorf("add header of %d bytes exceeds %d", len(w.Value), MaxCounterHeader)
+	case len(w.Deltas) == 0 || len(w.Deltas) > MaxCounters:
+		return fmt.Errorf("add of %d counters, want 1 to %d", len(w.Deltas), MaxCounters)
+	}
+	for _, d := range w.Deltas {
+		if d < -MaxCounter || d > MaxCounter {
+			return fmt.Errorf("add delta beyond ±%d", int64(MaxCounter))
 		}
 	}
 	return nil

@@ -61,6 +61,13 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
 		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
 		{"ReadManyAnswersAsEachReadAlone", testReadManyAnswersAsEachReadAlone},
+		{"AddToAbsentRowStartsFromZero", testAddToAbsentRowStartsFromZero},
+		{"AddAddsToThePresentCounters", testAddAddsToThePresentCounters},
+		{"AddToARowOfAnotherLayoutIsRefusedWhole", testAddToARowOfAnotherLayoutIsRefusedWhole},
+		{"AddOutOfRangeIsRefusedWhole", testAddOutOfRangeIsRefusedWhole},
+		{"AFailingPreconditionStopsAnAdd", testAFailingPreconditionStopsAnAdd},
+		{"AResentAddIsFalsifiedByItsOwnGuard", testAResentAddIsFalsifiedByItsOwnGuard},
+		{"ConcurrentAddsAreExact", testConcurrentAddsAreExact},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,7 +395,7 @@ func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
 	deleteWithValue := valid()
 	deleteWithValue.Writes = append(deleteWithValue.Writes, store.Write{Kind: store.Delete, Key: "first", Value: store.Value("v")})
 
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		b    store.Batch
 		want error
@@ -400,7 +407,15 @@ func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
 		{"unknown precondition kind", unknownPrecondition, store.ErrInvalidBatch},
 		{"oversized key", hugeKey, store.ErrInvalidBatch},
 		{"delete with a value", deleteWithValue, store.ErrInvalidBatch},
-	} {
+	}
+	for _, c := range addShapeCases() {
+		cases = append(cases, struct {
+			name string
+			b    store.Batch
+			want error
+		}{c.name, c.b, store.ErrInvalidBatch})
+	}
+	for _, tc := range cases {
 		r, err := s.Apply(t.Context(), acme, tc.b)
 		if !errors.Is(err, tc.want) {
 			t.Fatalf("%s: apply = %+v, %v; want an error wrapping %v", tc.name, r, err, tc.want)
