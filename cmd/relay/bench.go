@@ -240,8 +240,11 @@ type phaseResult struct {
 	// Delivered counts outcomes that reached the receiver; -1 for a phase
 	// that delivers nothing.
 	Delivered int
-	Elapsed   time.Duration
-	Rate      float64
+	// Duplicates counts arrivals of the phase's outcomes after their
+	// first, until the run ended, so a late one is counted too.
+	Duplicates int
+	Elapsed    time.Duration
+	Rate       float64
 	// Commands is Redis commands per accepted outcome; negative when
 	// unknown.
 	Commands float64
@@ -271,7 +274,7 @@ func (r benchResult) failures() int {
 }
 
 // benchColumns head the table; no cell below them holds a space.
-var benchColumns = []string{"phase", "outcomes", "errors", "delivered", "seconds", "rate/s",
+var benchColumns = []string{"phase", "outcomes", "errors", "delivered", "duplicates", "seconds", "rate/s",
 	"redis cmds/outcome", "backlog peak", "p50", "p99", "max", "send lag"}
 
 // printBench writes the settings line, the table, and one line per phase
@@ -287,9 +290,9 @@ func printBench(w io.Writer, r benchResult) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, strings.Join(benchColumns, "\t")+"\t\n")
 	for _, p := range r.Phases {
-		delivered, peak, cmds := "-", "-", "-"
+		delivered, dups, peak, cmds := "-", "-", "-", "-"
 		if p.Delivered >= 0 {
-			delivered = strconv.Itoa(p.Delivered)
+			delivered, dups = strconv.Itoa(p.Delivered), strconv.Itoa(p.Duplicates)
 		}
 		if p.BacklogPeak >= 0 {
 			peak = strconv.Itoa(p.BacklogPeak)
@@ -301,8 +304,8 @@ func printBench(w io.Writer, r benchResult) error {
 		if p.HasLatency {
 			p50, p99, maxLat, lag = millis(p.P50), millis(p.P99), millis(p.Max), millis(p.SendLag)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			p.Name, p.Outcomes, p.Errors, delivered, p.Elapsed.Seconds(), p.Rate, cmds, peak, p50, p99, maxLat, lag)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			p.Name, p.Outcomes, p.Errors, delivered, dups, p.Elapsed.Seconds(), p.Rate, cmds, peak, p50, p99, maxLat, lag)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -433,6 +436,11 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 		res.Phases = append(res.Phases, p)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
+		}
+	}
+	for i := range res.Phases {
+		if p := &res.Phases[i]; p.Delivered >= 0 {
+			p.Duplicates = recv.duplicates(b.ridPrefix(p.Name))
 		}
 	}
 	res.BadWebhooks = recv.bad.Load()

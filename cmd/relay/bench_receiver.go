@@ -25,6 +25,9 @@ type benchReceiver struct {
 
 	mu    sync.Mutex
 	first map[string]time.Time
+	// again counts the arrivals of each reservation id after its first:
+	// with no fault, relay delivers every outcome once.
+	again map[string]int
 }
 
 func startBenchReceiver(ctx context.Context) (*benchReceiver, error) {
@@ -32,7 +35,7 @@ func startBenchReceiver(ctx context.Context) (*benchReceiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receiver: %w", err)
 	}
-	rc := &benchReceiver{url: "http://" + ln.Addr().String(), first: map[string]time.Time{}, served: make(chan struct{})}
+	rc := &benchReceiver{url: "http://" + ln.Addr().String(), first: map[string]time.Time{}, again: map[string]int{}, served: make(chan struct{})}
 	rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second}
 	labeled(ctx, "receiver", func(context.Context) {
 		go func() {
@@ -62,7 +65,9 @@ func (rc *benchReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.mu.Lock()
 	_, seen := rc.first[rid]
-	if !seen {
+	if seen {
+		rc.again[rid]++
+	} else {
 		rc.first[rid] = at
 	}
 	rc.mu.Unlock()
@@ -80,6 +85,20 @@ func (rc *benchReceiver) firstSeen(rid string) (time.Time, bool) {
 	defer rc.mu.Unlock()
 	at, ok := rc.first[rid]
 	return at, ok
+}
+
+// duplicates counts the arrivals after the first of the reservation ids
+// that start with prefix, up to now.
+func (rc *benchReceiver) duplicates(prefix string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for rid, k := range rc.again {
+		if strings.HasPrefix(rid, prefix) {
+			n += k
+		}
+	}
+	return n
 }
 
 func (rc *benchReceiver) close() {

@@ -74,6 +74,10 @@ func checkEveryPhaseDelivered(t *testing.T, out string) map[string]map[string]st
 			if row["delivered"] != row["outcomes"] {
 				t.Errorf("%s: %s of %s outcomes delivered\n%s", phase, row["delivered"], row["outcomes"], out)
 			}
+			// With no fault every outcome arrives once.
+			if row["duplicates"] != "0" {
+				t.Errorf("%s: %s duplicate deliveries\n%s", phase, row["duplicates"], out)
+			}
 		}
 	}
 	want := map[string]string{phaseSingle: "300", phaseBatch: "300", phaseE2E: "300", phaseLatency: "100"}
@@ -156,7 +160,7 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 			{Name: phaseSingle, Outcomes: 20000, Elapsed: 2 * time.Second, Rate: 10000, Commands: 3.14, Delivered: -1, BacklogPeak: -1},
 			{Name: phaseBatch, Outcomes: 20000, Errors: 300, ErrorKinds: map[string]int{"HTTP 503 contended": 200, "transport: connection reset": 100},
 				Elapsed: time.Second, Rate: 19700, Commands: -1, Delivered: -1, BacklogPeak: -1},
-			{Name: phaseE2E, Outcomes: 20000, Delivered: 19990, Elapsed: 4 * time.Second, Rate: 4997.5, Commands: 2.5, BacklogPeak: 4800,
+			{Name: phaseE2E, Outcomes: 20000, Delivered: 19990, Duplicates: 16, Elapsed: 4 * time.Second, Rate: 4997.5, Commands: 2.5, BacklogPeak: 4800,
 				Stalled: "nothing accepted or delivered for 30s"},
 			{Name: phaseLatency, Outcomes: 5000, Delivered: 5000, Elapsed: 5 * time.Second, Rate: 1000, Commands: 40, BacklogPeak: -1,
 				HasLatency: true, P50: 1500 * time.Microsecond, P99: 12 * time.Millisecond, Max: 30 * time.Millisecond, SendLag: time.Millisecond},
@@ -178,13 +182,13 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 		}
 	}
 	rows := benchTable(t, out.String())
-	if got := rows[phaseSingle]; got["redis cmds/outcome"] != "3.1" || got["delivered"] != "-" || got["p50"] != "-" || got["rate/s"] != "10000" {
+	if got := rows[phaseSingle]; got["redis cmds/outcome"] != "3.1" || got["delivered"] != "-" || got["duplicates"] != "-" || got["p50"] != "-" || got["rate/s"] != "10000" {
 		t.Errorf("single row: %v", got)
 	}
 	if got := rows[phaseBatch]; got["errors"] != "300" || got["redis cmds/outcome"] != "-" {
 		t.Errorf("batch row: %v", got)
 	}
-	if got := rows[phaseE2E]; got["delivered"] != "19990" || got["backlog peak"] != "4800" {
+	if got := rows[phaseE2E]; got["delivered"] != "19990" || got["duplicates"] != "16" || got["backlog peak"] != "4800" {
 		t.Errorf("e2e row: %v", got)
 	}
 	if got := rows[phaseLatency]; got["p50"] != "1.50ms" || got["p99"] != "12.00ms" || got["max"] != "30.00ms" || got["send lag"] != "1.00ms" {
@@ -542,5 +546,32 @@ func TestBenchPostCountsEveryOutcomeThatWasNotAccepted(t *testing.T) {
 	}
 	if transport != 3 || errs.n != 11 {
 		t.Errorf("%d transport errors of %d in all, want 3 of 11: %v", transport, errs.n, errs.kinds)
+	}
+}
+
+func TestBenchReceiverCountsEveryArrivalAfterTheFirst(t *testing.T) {
+	t.Parallel()
+	rc, err := startBenchReceiver(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.close)
+	post := func(rid string) {
+		t.Helper()
+		body := `{"type":"outcome.expired","data":{"reservation_id":"` + rid + `"}}`
+		resp, err := http.Post(rc.url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, rid := range []string{"run-e2e-1", "run-e2e-2", "run-e2e-1", "run-e2e-1", "run-latency-1", "run-e2e-2"} {
+		post(rid)
+	}
+	if got := rc.duplicates("run-e2e-"); got != 3 {
+		t.Errorf("duplicates of run-e2e- = %d, want 3", got)
+	}
+	if got := rc.duplicates("run-latency-"); got != 0 {
+		t.Errorf("duplicates of run-latency- = %d, want 0", got)
 	}
 }
