@@ -122,6 +122,7 @@ func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
 		Keys:           hooks.KeysHandler(sign.keys),
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,
+		Clock:          clockSystem,
 		Logger:         log,
 	})
 	if err != nil {
