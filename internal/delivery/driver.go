@@ -188,8 +188,8 @@ func New(cfg Config) (*Driver, error) {
 		stopping: make(chan struct{}),
 		loopDone: make(chan struct{}),
 		inFlight: map[string]struct{}{},
-		hot:      partitionQueue{in: map[store.Partition]struct{}{}},
-		slowWait: partitionQueue{in: map[store.Partition]struct{}{}},
+		hot:      newPartitionQueue(),
+		slowWait: newPartitionQueue(),
 	}, nil
 }
 
@@ -475,10 +475,21 @@ func (d *Driver) kickLoop() {
 
 // partitionQueue is a FIFO of partitions, each in it at most once.
 type partitionQueue struct {
-	items []store.Partition
-	// in holds the partitions queued; an item not in it was removed and is
-	// skipped when its turn comes.
-	in map[store.Partition]struct{}
+	items []queued
+	// in maps each queued partition to the generation of its item; an item
+	// of another generation was removed and is skipped when its turn
+	// comes, so a partition removed and queued again goes to the back.
+	in  map[store.Partition]uint64
+	gen uint64
+}
+
+type queued struct {
+	p   store.Partition
+	gen uint64
+}
+
+func newPartitionQueue() partitionQueue {
+	return partitionQueue{in: map[store.Partition]uint64{}}
 }
 
 func (q *partitionQueue) len() int { return len(q.in) }
@@ -492,20 +503,34 @@ func (q *partitionQueue) push(p store.Partition) {
 	if _, ok := q.in[p]; ok {
 		return
 	}
-	q.in[p] = struct{}{}
-	q.items = append(q.items, p)
+	q.gen++
+	q.in[p] = q.gen
+	q.items = append(q.items, queued{p: p, gen: q.gen})
 }
 
-func (q *partitionQueue) remove(p store.Partition) { delete(q.in, p) }
+func (q *partitionQueue) remove(p store.Partition) {
+	delete(q.in, p)
+	if len(q.items) > 2*len(q.in)+64 {
+		// Drop what removals left behind, keeping the order.
+		kept := q.items[:0]
+		for _, it := range q.items {
+			if g, ok := q.in[it.p]; ok && g == it.gen {
+				kept = append(kept, it)
+			}
+		}
+		clear(q.items[len(kept):])
+		q.items = kept
+	}
+}
 
 func (q *partitionQueue) pop() (store.Partition, bool) {
 	for len(q.items) > 0 {
-		p := q.items[0]
-		q.items[0] = store.Partition{}
+		it := q.items[0]
+		q.items[0] = queued{}
 		q.items = q.items[1:]
-		if _, ok := q.in[p]; ok {
-			delete(q.in, p)
-			return p, true
+		if g, ok := q.in[it.p]; ok && g == it.gen {
+			delete(q.in, it.p)
+			return it.p, true
 		}
 	}
 	return store.Partition{}, false

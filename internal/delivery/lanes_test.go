@@ -408,3 +408,37 @@ func TestStreamsWaitingForTheSlowLaneDoNotHideTheOthersOfTheirBucket(t *testing.
 		}
 	})
 }
+
+// A partition removed from a queue and queued again goes to the back, also
+// once the queue has dropped what removals left behind.
+func TestAPartitionQueuedAgainAfterItsRemovalGoesToTheBack(t *testing.T) {
+	part := func(ns string) store.Partition { return store.Partition{Namespace: ns} }
+	for _, removals := range []int{0, 200} {
+		q := newPartitionQueue()
+		q.push(part("a"))
+		q.push(part("b"))
+		q.push(part("c"))
+		q.remove(part("a"))
+		q.push(part("a"))
+		q.push(part("b")) // already queued: stays where it is
+		for i := range removals {
+			// Enough of them to make the queue compact itself.
+			ns := fmt.Sprintf("x-%d", i)
+			q.push(part(ns))
+			q.remove(part(ns))
+		}
+		if q.len() != 3 {
+			t.Fatalf("%d removals: len %d, want 3", removals, q.len())
+		}
+		var got []string
+		for p, ok := q.pop(); ok; p, ok = q.pop() {
+			got = append(got, p.Namespace)
+		}
+		if strings.Join(got, ",") != "b,c,a" {
+			t.Fatalf("%d removals: popped %v, want b, c, a", removals, got)
+		}
+		if len(q.items) != 0 {
+			t.Fatalf("%d removals: %d items left", removals, len(q.items))
+		}
+	}
+}
