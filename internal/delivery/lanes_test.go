@@ -426,9 +426,14 @@ func TestAPartitionQueuedAgainAfterItsRemovalGoesToTheBack(t *testing.T) {
 			ns := fmt.Sprintf("x-%d", i)
 			q.push(part(ns))
 			q.remove(part(ns))
+			q.remove(part("a"))
+			q.push(part("a"))
 		}
 		if q.len() != 3 {
 			t.Fatalf("%d removals: len %d, want 3", removals, q.len())
+		}
+		if len(q.items) > 2*3+64 {
+			t.Fatalf("%d removals: %d items kept for 3 partitions", removals, len(q.items))
 		}
 		var got []string
 		for p, ok := q.pop(); ok; p, ok = q.pop() {
