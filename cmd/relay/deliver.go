@@ -26,8 +26,11 @@ type deliveryConfig struct {
 	publicURL   string
 	allow       string
 	concurrency int
-	// envErr is a malformed environment variable, reported after parsing.
-	envErr error
+	// slowConcurrency is the slow lane's size; zero is the default.
+	slowConcurrency int
+	// envErr and slowEnvErr are malformed environment variables, reported
+	// after parsing unless their flag was given.
+	envErr, slowEnvErr error
 }
 
 func (c *deliveryConfig) flags(fs *flag.FlagSet) {
@@ -45,6 +48,24 @@ func (c *deliveryConfig) flags(fs *flag.FlagSet) {
 	}
 	fs.IntVar(&c.concurrency, "delivery-concurrency", concurrency,
 		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
+	slow := delivery.DefaultSlowConcurrency
+	if v := os.Getenv("RELAY_DELIVERY_SLOW_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			c.slowEnvErr = fmt.Errorf("RELAY_DELIVERY_SLOW_CONCURRENCY=%q is not a whole number", v)
+		}
+		slow = n
+	}
+	fs.IntVar(&c.slowConcurrency, "delivery-slow-concurrency", slow,
+		"fires this process keeps waiting on slow or failing endpoints at once, beside the others (env RELAY_DELIVERY_SLOW_CONCURRENCY)")
+}
+
+// slow is the slow lane's size.
+func (c *deliveryConfig) slow() int {
+	if c.slowConcurrency == 0 {
+		return delivery.DefaultSlowConcurrency
+	}
+	return c.slowConcurrency
 }
 
 // audience is the public origin: configured, or in development the listen
@@ -106,7 +127,12 @@ func newChannel(c deliveryConfig, allow []netip.Prefix) (*hooks.Channel, error) 
 	if c.concurrency < 1 {
 		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.concurrency)
 	}
-	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: c.concurrency * outbox.MaxMaxInFlight})
+	if c.slowConcurrency < 0 {
+		return nil, fmt.Errorf("delivery slow concurrency %d must be at least 1", c.slowConcurrency)
+	}
+	// Both lanes' calls: those waiting on a slow host must not take the
+	// connections of the fires beside them.
+	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: (c.concurrency + c.slow()) * outbox.MaxMaxInFlight})
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome
@@ -126,5 +152,6 @@ func newDriver(c deliveryConfig, st *redisstore.Store, ch *hooks.Channel, signer
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clockSystem, Concurrency: c.concurrency, Logger: log, Metrics: m})
+	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clockSystem, Concurrency: c.concurrency,
+		SlowConcurrency: c.slow(), Logger: log, Metrics: m})
 }

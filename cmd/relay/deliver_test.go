@@ -77,3 +77,21 @@ func TestAMalformedDeliveryConcurrencyIsAClearError(t *testing.T) {
 		t.Fatalf("from the variable: %+v %v", c.deliver, err)
 	}
 }
+
+func TestAMalformedDeliverySlowConcurrencyIsAClearError(t *testing.T) {
+	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "lots")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_SLOW_CONCURRENCY") {
+		t.Fatalf("parse: %v, want an error naming the variable", err)
+	}
+	c, err := parse([]string{"--delivery-slow-concurrency", "32"})
+	if err != nil || c.deliver.slow() != 32 {
+		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.deliver, err)
+	}
+	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "512")
+	if c, err := parse(nil); err != nil || c.deliver.slow() != 512 {
+		t.Fatalf("from the variable: %+v %v", c.deliver, err)
+	}
+	if _, err := newChannel(deliveryConfig{concurrency: 1, slowConcurrency: -1}, nil); err == nil || !strings.Contains(err.Error(), "slow concurrency") {
+		t.Fatalf("a negative slow lane: %v, want refused", err)
+	}
+}

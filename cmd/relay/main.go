@@ -92,6 +92,9 @@ func parse(args []string) (config, error) {
 	if c.deliver.envErr != nil && !flagSet(fs, "delivery-concurrency") {
 		return c, c.deliver.envErr
 	}
+	if c.deliver.slowEnvErr != nil && !flagSet(fs, "delivery-slow-concurrency") {
+		return c, c.deliver.slowEnvErr
+	}
 	if bucketsErr != nil && !flagSet(fs, "buckets") {
 		return c, bucketsErr
 	}

@@ -5,18 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
 // Driver defaults.
 const (
-	// DefaultConcurrency is the timers (streams) fired at once.
+	// DefaultConcurrency is the timers (streams) fired at once in the main
+	// lane.
 	DefaultConcurrency = 64
+	// DefaultSlowConcurrency is the fires the slow lane holds at once: those
+	// that outlasted SlowAfter, and those of streams whose last fire failed.
+	DefaultSlowConcurrency = 256
+	// DefaultSlowAfter is how long a fire may hold a main-lane worker. A
+	// healthy fire on a near endpoint takes a few milliseconds; one still
+	// running after this is most likely waiting on a slow endpoint, and
+	// moves to the slow lane so the next due stream gets its worker.
+	DefaultSlowAfter = 25 * time.Millisecond
 	// DefaultPollInterval is how often an idle driver reads the due
 	// indexes: one pipelined read of every bucket per poll.
 	DefaultPollInterval = 500 * time.Millisecond
@@ -44,10 +55,18 @@ type Config struct {
 	Registry *timers.Registry
 	// Clock is clock.System when nil.
 	Clock clock.Clock
-	// Concurrency bounds the timers fired at once, DefaultConcurrency
-	// when zero. One stream is one timer, so a dead endpoint holds at most
-	// one slot.
+	// Concurrency bounds the timers fired at once in the main lane,
+	// DefaultConcurrency when zero. One stream is one timer, so a dead
+	// endpoint holds at most one slot.
 	Concurrency int
+	// SlowConcurrency bounds the fires of the slow lane,
+	// DefaultSlowConcurrency when zero: with the main lane, the most fires
+	// at once, and so the most calls open to endpoints that hang.
+	SlowConcurrency int
+	// SlowAfter is how long a fire holds a main-lane worker before it
+	// moves to the slow lane, DefaultSlowAfter when zero. A fire that finds
+	// the slow lane full keeps its worker until a slow slot frees.
+	SlowAfter time.Duration
 	// Lease is how long a claim holds a timer, timers.DefaultLease when
 	// zero; it must outlast a fire.
 	Lease time.Duration
@@ -61,15 +80,28 @@ type Config struct {
 
 	// after replaces time.After in tests, to tick the poll by hand.
 	after func(d time.Duration) <-chan time.Time
+	// slowTimer replaces time.After for SlowAfter in tests, to move fires
+	// to the slow lane by hand.
+	slowTimer func(d time.Duration) <-chan time.Time
 	// finished, when a test sets it, learns that a fire's worker is done
 	// and whether it asked the loop to poll again.
 	finished func(kicked bool)
+	// slowed, when a test sets it, learns that a fire outlasted SlowAfter
+	// and whether it moved to the slow lane or waits for a slot there.
+	slowed func(moved bool)
 }
 
-// Driver fires due timers of every partition with a bounded pool of
-// workers. Several drivers, in one process or many, may share a store: a
-// timer is claimed under a lease before it fires, so each fires once per
-// claim, and an expired lease is taken over by whichever driver polls first.
+// Driver fires due timers of every partition with two bounded lanes of
+// workers, so that endpoints that hang cannot hold back the others. A fire
+// starts in the main lane; one that outlasts SlowAfter, which is what a
+// call to an endpoint that hangs does, moves to the slow lane and gives its
+// main worker to the next due stream. A stream whose last fire failed
+// (its delivery state counts a failed attempt) fires in the slow lane from
+// the start, or waits for a slot there: it never takes a main worker.
+//
+// Several drivers, in one process or many, may share a store: a timer is
+// claimed under a lease before it fires, so each fires once per claim, and
+// an expired lease is taken over by whichever driver polls first.
 type Driver struct {
 	cfg Config
 
@@ -77,7 +109,6 @@ type Driver struct {
 	kick     chan struct{}
 	stopping chan struct{}
 	loopDone chan struct{}
-	slots    chan struct{}
 	workers  sync.WaitGroup
 
 	// fireCtx is canceled when Stop's deadline ends: fires then write
@@ -89,6 +120,16 @@ type Driver struct {
 
 	mu       sync.Mutex
 	inFlight map[string]struct{}
+	// main and slow count the fires holding a worker of each lane.
+	main, slow int
+	// moving are main-lane fires past SlowAfter that found the slow lane
+	// full, oldest first: a freed slow slot goes to them before any other
+	// fire, since each holds a main worker.
+	moving []*fire
+	// slowWait are partitions with a due stream whose last fire failed and
+	// that found the slow lane full, oldest first: each freed slow slot
+	// sends one back to be scanned. A full poll leaves them here.
+	slowWait partitionQueue
 	// hot are partitions to scan before the due indexes are read again,
 	// oldest first: those whose fires rescheduled (they may be due again
 	// at once), and those a poll left for want of workers.
@@ -105,14 +146,20 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Store == nil || cfg.Registry == nil {
 		return nil, errors.New("delivery driver: a store and a timer registry are required")
 	}
-	if cfg.Concurrency < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 {
-		return nil, errors.New("delivery driver: concurrency, lease and poll interval must not be negative")
+	if cfg.Concurrency < 0 || cfg.SlowConcurrency < 0 || cfg.SlowAfter < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 {
+		return nil, errors.New("delivery driver: concurrencies, slow-lane threshold, lease and poll interval must not be negative")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.SlowConcurrency == 0 {
+		cfg.SlowConcurrency = DefaultSlowConcurrency
+	}
+	if cfg.SlowAfter == 0 {
+		cfg.SlowAfter = DefaultSlowAfter
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = timers.DefaultLease
@@ -131,15 +178,18 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.after == nil {
 		cfg.after = time.After
 	}
+	if cfg.slowTimer == nil {
+		cfg.slowTimer = time.After
+	}
 	return &Driver{
 		cfg:      cfg,
 		wake:     make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		loopDone: make(chan struct{}),
-		slots:    make(chan struct{}, cfg.Concurrency),
 		inFlight: map[string]struct{}{},
-		hot:      partitionQueue{in: map[store.Partition]struct{}{}},
+		hot:      newPartitionQueue(),
+		slowWait: newPartitionQueue(),
 	}, nil
 }
 
@@ -217,6 +267,9 @@ func (d *Driver) loop() {
 	all, retried := true, false
 	var interval <-chan time.Time
 	for {
+		d.mu.Lock()
+		waiting := d.slowWait.len()
+		d.mu.Unlock()
 		if err := d.poll(d.loopCtx, all); err != nil && d.loopCtx.Err() == nil {
 			d.cfg.Logger.Warn("delivery poll failed", "error", err)
 		}
@@ -226,10 +279,14 @@ func (d *Driver) loop() {
 			interval = d.cfg.after(d.cfg.PollInterval)
 		}
 		// Work is left that only the end of a fire would look for, and no
-		// fire is running (those launched ended, or what was queued had
-		// been taken meanwhile): read every due index again now, once.
+		// fire holds a main worker (those launched ended or moved to the
+		// slow lane, or what was queued had been taken meanwhile): read
+		// every due index again now, once, or for as long as each read
+		// finds more streams to wait for the slow lane (the next read goes
+		// past them, and there are only so many).
 		d.mu.Lock()
-		again := !retried && d.saturated && d.hot.len() == 0 && len(d.slots) == 0
+		grew := d.slowWait.len() > waiting
+		again := (!retried || grew) && d.saturated && d.hot.len() == 0 && d.main == 0
 		if again {
 			d.saturated = false
 		}
@@ -268,13 +325,19 @@ func (d *Driver) loop() {
 // poll launches the due timers it has free workers for: when all is set,
 // it first queues every partition the due indexes name (one pipelined
 // read), earliest first, behind the hot ones; then it scans queued
-// partitions, oldest first, while a worker is free. A partition that may
-// hold more than its scan took is queued again once the poll is over, so a
-// poll never spins on one partition.
+// partitions, oldest first, while a main worker is free. A partition that
+// may hold more than its scan took is queued again once the poll is over, so
+// a poll never spins on one partition.
 func (d *Driver) poll(ctx context.Context, all bool) error {
 	if all {
 		nowMs := d.cfg.Clock.Now().UnixMilli()
-		due, err := d.cfg.Store.DueAll(ctx, nowMs, d.cfg.Concurrency)
+		// The partitions waiting for the slow lane are read past, not
+		// counted against the workers: they must not fill a bucket's read
+		// and hide the others.
+		d.mu.Lock()
+		limit := d.cfg.Concurrency + d.slowWait.len()
+		d.mu.Unlock()
+		due, err := d.cfg.Store.DueAll(ctx, nowMs, limit)
 		if err != nil {
 			return err
 		}
@@ -283,7 +346,7 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		for _, dp := range due {
 			b := d.cfg.Store.BucketOf(dp.Partition)
 			perBucket[b]++
-			more = more || perBucket[b] >= d.cfg.Concurrency
+			more = more || perBucket[b] >= limit
 		}
 		d.mu.Lock()
 		if more {
@@ -293,24 +356,37 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.saturated = true
 		}
 		for _, dp := range due {
-			d.hot.push(dp.Partition)
+			if !d.slowWait.has(dp.Partition) {
+				// One waiting for the slow lane is scanned again when a
+				// slot there frees, not at every poll.
+				d.hot.push(dp.Partition)
+			}
 		}
 		d.mu.Unlock()
 	}
 	// again are partitions scanned in this poll that may hold more due
 	// timers; they are queued again once the poll is over.
 	var again []store.Partition
-	found := 0
+	// found counts the due timers scanned; waited holds the scanned
+	// partitions that went to wait for the slow lane.
+	found, waited := 0, map[store.Partition]struct{}{}
 	defer func() {
 		d.mu.Lock()
 		for _, p := range again {
 			d.hot.push(p)
 		}
-		left := d.hot.len()
+		left := d.hot.len() + d.slowWait.len() - len(waited)
+		// Once every partition sent to take a slow slot has been scanned,
+		// a slot one left unused (its stream was fired elsewhere
+		// meanwhile) goes to the next one waiting.
+		refilled := d.hot.len() == 0 && d.refillSlow(d.cfg.SlowConcurrency-d.slow)
 		d.mu.Unlock()
+		if refilled {
+			d.kickLoop()
+		}
 		if all {
 			// At least this many streams are due: those scanned, and one
-			// for each partition left queued.
+			// for each partition left queued or waiting for the slow lane.
 			d.cfg.Metrics.streamsDue(found + left)
 		}
 	}()
@@ -318,7 +394,7 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		// Workers give their slot back under mu and then read saturated
 		// and the queue: deciding here under mu, none can finish unseen.
 		d.mu.Lock()
-		free := cap(d.slots) - len(d.slots)
+		free := d.cfg.Concurrency - d.main
 		var (
 			p  store.Partition
 			ok bool
@@ -339,88 +415,210 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		// queue their partitions, due at their own now.
 		nowMs := d.cfg.Clock.Now().UnixMilli()
 		start, end := timers.DueRange(nowMs)
-		limit := min(free, timers.DefaultMaxTimers)
+		// A whole page, not just the free workers' worth: a stream waiting
+		// for the slow lane may come first and must not hide those behind.
+		limit := timers.DefaultMaxTimers
 		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {
 			again = append(again, p)
 			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
 		found += len(page.Entries)
-		full := len(page.Entries) == limit
+		full, waits := len(page.Entries) == limit, false
 		for _, e := range page.Entries {
-			if !d.launch(p, nowMs, e) {
-				full = true
-				break
+			switch d.launch(p, nowMs, e) {
+			case launchedOrBusy:
+				continue
+			case slowFull:
+				waits = true
+				continue
 			}
+			full = true
+			break
 		}
-		if full {
+		d.mu.Lock()
+		switch {
+		case full:
 			// More may be due in p than this poll took.
 			again = append(again, p)
+		case waits:
+			waited[p] = struct{}{}
+			d.slowWait.push(p)
+		default:
+			d.slowWait.remove(p)
 		}
+		d.mu.Unlock()
+	}
+}
+
+// refillSlow sends up to n partitions waiting for the slow lane back to be
+// scanned; mu is held. It reports whether it sent any.
+func (d *Driver) refillSlow(n int) bool {
+	sent := false
+	for ; n > 0; n-- {
+		p, ok := d.slowWait.pop()
+		if !ok {
+			break
+		}
+		d.hot.push(p)
+		sent = true
+	}
+	return sent
+}
+
+func (d *Driver) kickLoop() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
 	}
 }
 
 // partitionQueue is a FIFO of partitions, each in it at most once.
 type partitionQueue struct {
-	items []store.Partition
-	in    map[store.Partition]struct{}
+	items []queued
+	// in maps each queued partition to the generation of its item; an item
+	// of another generation was removed and is skipped when its turn
+	// comes, so a partition removed and queued again goes to the back.
+	in  map[store.Partition]uint64
+	gen uint64
 }
 
-func (q *partitionQueue) len() int { return len(q.items) }
+type queued struct {
+	p   store.Partition
+	gen uint64
+}
+
+func newPartitionQueue() partitionQueue {
+	return partitionQueue{in: map[store.Partition]uint64{}}
+}
+
+func (q *partitionQueue) len() int { return len(q.in) }
+
+func (q *partitionQueue) has(p store.Partition) bool {
+	_, ok := q.in[p]
+	return ok
+}
 
 func (q *partitionQueue) push(p store.Partition) {
 	if _, ok := q.in[p]; ok {
 		return
 	}
-	q.in[p] = struct{}{}
-	q.items = append(q.items, p)
+	q.gen++
+	q.in[p] = q.gen
+	q.items = append(q.items, queued{p: p, gen: q.gen})
+}
+
+func (q *partitionQueue) remove(p store.Partition) {
+	delete(q.in, p)
+	if len(q.items) > 2*len(q.in)+64 {
+		// Drop what removals left behind, keeping the order.
+		kept := q.items[:0]
+		for _, it := range q.items {
+			if g, ok := q.in[it.p]; ok && g == it.gen {
+				kept = append(kept, it)
+			}
+		}
+		clear(q.items[len(kept):])
+		q.items = kept
+	}
 }
 
 func (q *partitionQueue) pop() (store.Partition, bool) {
-	if len(q.items) == 0 {
-		return store.Partition{}, false
+	for len(q.items) > 0 {
+		it := q.items[0]
+		q.items[0] = queued{}
+		q.items = q.items[1:]
+		if g, ok := q.in[it.p]; ok && g == it.gen {
+			delete(q.in, it.p)
+			return it.p, true
+		}
 	}
-	p := q.items[0]
-	q.items[0] = store.Partition{}
-	q.items = q.items[1:]
-	delete(q.in, p)
-	return p, true
+	return store.Partition{}, false
 }
 
-// launch fires one due timer row on a free worker. It is false when the
-// driver is stopping or out of workers. A timer this driver is already
-// firing (its lease ran out mid-fire) is left to that fire.
-func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
+// fire is one timer firing on a worker; its fields are guarded by the
+// driver's mu.
+type fire struct {
+	// slow: it holds a slow-lane slot, else a main worker.
+	slow bool
+	// moving: past SlowAfter, it waits in Driver.moving for a slow slot.
+	moving bool
+	done   bool
+}
+
+// launched is how launch fared.
+type launched int
+
+const (
+	// launchedOrBusy: fired, or already firing here.
+	launchedOrBusy launched = iota
+	// mainFull: no main worker is free.
+	mainFull
+	// slowFull: the stream's last fire failed and the slow lane is full.
+	slowFull
+	// stopping: the driver is stopping.
+	stopping
+)
+
+// failedLast reports whether e is the delivery timer of a stream whose last
+// fire failed: its state counts a failed attempt. Such a stream fires in
+// the slow lane. Any other timer, or one that does not decode, is fired in
+// the main lane (a corrupt one is deferred at once there).
+func failedLast(e store.Entry) bool {
+	row, err := timers.DecodeRow(e.Key, e.Value)
+	if err != nil || row.Kind != timers.KindOutcomeDelivery {
+		return false
+	}
+	s, err := outbox.DecodeDeliveryState(row.State)
+	return err == nil && s.Attempt > 0
+}
+
+// launch fires one due timer row on a free worker of its lane. A timer this
+// driver is already firing (its lease ran out mid-fire) is left to that fire.
+func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched {
 	_, kind, ref, ok := timers.ParseKey(e.Key)
 	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
+	slow := failedLast(e)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, busy := d.inFlight[id]; ok && busy {
-		return true
+		return launchedOrBusy
 	}
 	select {
 	case <-d.stopping:
-		return false
+		return stopping
 	default:
 	}
-	select {
-	case d.slots <- struct{}{}:
-	default:
+	switch {
+	case slow && d.slow >= d.cfg.SlowConcurrency:
+		return slowFull
+	case slow:
+		d.slow++
+	case d.main >= d.cfg.Concurrency:
 		d.saturated = true
-		return false
+		return mainFull
+	default:
+		d.main++
 	}
+	f := &fire{slow: slow}
+	d.cfg.Metrics.inFlight(d.main, d.slow)
 	d.inFlight[id] = struct{}{}
 	d.workers.Add(1)
 	go func() {
 		defer d.workers.Done()
+		ended := make(chan struct{})
+		if !slow {
+			go d.watch(f, ended)
+		}
 		rep, err := timers.RunTimer(d.fireCtx, d.cfg.Store, p, d.cfg.Registry, d.cfg.Clock, nowMs, d.cfg.Lease, e)
+		close(ended)
 		d.cfg.Metrics.report(rep)
 		if err != nil && d.fireCtx.Err() == nil {
 			d.cfg.Logger.Warn("timer fire failed", "namespace", p.Namespace, "error", err)
 		}
 		d.mu.Lock()
 		delete(d.inFlight, id)
-		<-d.slots
+		d.release(f)
 		if rep.Rescheduled+rep.Replanned > 0 {
 			// A stream with more rows than one fire takes is due again
 			// now; scanning its partition is enough to find it.
@@ -433,14 +631,76 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) bool {
 		kick := (err == nil || rep.Claimed > 0) && (d.saturated || d.hot.len() > 0)
 		d.mu.Unlock()
 		if kick {
-			select {
-			case d.kick <- struct{}{}:
-			default:
-			}
+			d.kickLoop()
 		}
 		if d.cfg.finished != nil {
 			d.cfg.finished(kick)
 		}
 	}()
-	return true
+	return launchedOrBusy
+}
+
+// watch moves a main-lane fire to the slow lane once it has run for
+// SlowAfter, unless it ended first.
+func (d *Driver) watch(f *fire, ended <-chan struct{}) {
+	select {
+	case <-ended:
+		return
+	case <-d.cfg.slowTimer(d.cfg.SlowAfter):
+	}
+	d.mu.Lock()
+	if f.done {
+		d.mu.Unlock()
+		return
+	}
+	d.cfg.Metrics.slowed()
+	moved := d.slow < d.cfg.SlowConcurrency
+	kick := false
+	if moved {
+		d.toSlow(f)
+		kick = d.saturated || d.hot.len() > 0
+	} else {
+		// It keeps its main worker until a slow slot frees.
+		f.moving = true
+		d.moving = append(d.moving, f)
+	}
+	d.mu.Unlock()
+	if kick {
+		d.kickLoop()
+	}
+	if d.cfg.slowed != nil {
+		d.cfg.slowed(moved)
+	}
+}
+
+// toSlow moves a main-lane fire to a free slow slot; mu is held.
+func (d *Driver) toSlow(f *fire) {
+	f.slow, f.moving = true, false
+	d.main--
+	d.slow++
+	d.cfg.Metrics.inFlight(d.main, d.slow)
+}
+
+// release gives back the worker of a fire that ended; mu is held. A freed
+// slow slot goes first to the oldest fire waiting to leave the main lane,
+// then to a partition waiting for the slow lane.
+func (d *Driver) release(f *fire) {
+	f.done = true
+	if f.moving {
+		d.moving = slices.DeleteFunc(d.moving, func(m *fire) bool { return m == f })
+	}
+	if !f.slow {
+		d.main--
+		d.cfg.Metrics.inFlight(d.main, d.slow)
+		return
+	}
+	d.slow--
+	if len(d.moving) > 0 {
+		next := d.moving[0]
+		d.moving = slices.Delete(d.moving, 0, 1)
+		d.toSlow(next)
+		return
+	}
+	d.cfg.Metrics.inFlight(d.main, d.slow)
+	d.refillSlow(1)
 }

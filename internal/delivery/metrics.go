@@ -12,12 +12,14 @@ import (
 // label: their number is unbounded, and per-stream state is what the outbox
 // view is for. A nil *Metrics records nothing.
 type Metrics struct {
-	deliveries *prometheus.CounterVec
-	latency    prometheus.Histogram
-	fires      *prometheus.CounterVec
-	synthetics prometheus.Counter
-	due        prometheus.Gauge
-	takeovers  prometheus.Counter
+	deliveries  *prometheus.CounterVec
+	latency     prometheus.Histogram
+	fires       *prometheus.CounterVec
+	synthetics  prometheus.Counter
+	due         prometheus.Gauge
+	takeovers   prometheus.Counter
+	lanes       *prometheus.GaugeVec
+	slowedFires prometheus.Counter
 }
 
 // Delivery results, the values of relay_deliveries_total's result label.
@@ -58,8 +60,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_lease_takeovers_total",
 			Help: "Timers claimed after another claim's lease expired.",
 		}),
+		lanes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_fires_in_flight",
+			Help: "Timer fires holding a worker, by lane: main, slow.",
+		}, []string{"lane"}),
+		slowedFires: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_fires_slowed_total",
+			Help: "Fires that outlasted the slow-lane threshold in the main lane.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("register delivery metrics"), err)
 		}
@@ -71,6 +81,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred"} {
 		m.fires.WithLabelValues(o)
 	}
+	m.inFlight(0, 0)
 	return m, nil
 }
 
@@ -116,4 +127,17 @@ func (m *Metrics) report(r timers.Report) {
 	m.fires.WithLabelValues("lease_lost").Add(float64(r.LeaseLost))
 	m.fires.WithLabelValues("deferred").Add(float64(r.Deferred))
 	m.takeovers.Add(float64(r.TakenOver))
+}
+
+func (m *Metrics) inFlight(main, slow int) {
+	if m != nil {
+		m.lanes.WithLabelValues("main").Set(float64(main))
+		m.lanes.WithLabelValues("slow").Set(float64(slow))
+	}
+}
+
+func (m *Metrics) slowed() {
+	if m != nil {
+		m.slowedFires.Inc()
+	}
 }
