@@ -425,7 +425,7 @@ func isLowSurrogate(r rune) bool { return 0xdc00 <= r && r <= 0xdfff }
 // escapeLen returns the length of the escape sequence that b starts with, 0
 // if it is not one JSON allows.
 func escapeLen(b []byte) int {
-	if len(b) < 2 {
+	if len(b) < 2 || b[0] != '\\' {
 		return 0
 	}
 	switch b[1] {

@@ -50,6 +50,7 @@ var strictCases = []struct {
 	{"two high surrogates", `"\ud800\ud800"`, "the body" + detailBadString},
 	{"surrogates reversed", `"\udc00\ud800"`, "the body" + detailBadString},
 	{"high surrogate at the end", `"a\ud800"`, "the body" + detailBadString},
+	{"high surrogate then the text of a low escape", `"\ud8000udC00"`, "the body" + detailBadString},
 	{"high surrogate then a character", `"\ud800x"`, "the body" + detailBadString},
 	{"high surrogate then an escaped backslash", `"\ud800\\udc00"`, "the body" + detailBadString},
 	{"pair then a lone high", `"\ud834\udd1e\ud834"`, "the body" + detailBadString},
