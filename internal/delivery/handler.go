@@ -187,6 +187,9 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if parked, ok, err := h.park(state, &s, head[1]); ok || err != nil {
 		return parked, err
 	}
+	if b := acks.Backlog(); b.Rows > store.MaxCounter || b.Bytes > store.MaxCounter {
+		return h.hold(ctx, fc, t, s, state)
+	}
 
 	page, after, err := h.scan(ctx, fc, &s, state.Cursor)
 	if err != nil {
@@ -336,6 +339,33 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		Batch:   b,
 		Backoff: delivered == 0,
 		Notes:   h.attemptNotes(ctx, &s, run.failed, nowMs),
+	}, nil
+}
+
+// hold backs off, sending nothing, a stream whose backlog counts beyond
+// store.MaxCounter: the store refuses every reduction of such a row, so the
+// acknowledgement of any row sent would be refused and the rows sent again
+// at every fire. Ingest never writes such a count; only a damaged row holds
+// one, and an operator must repair it. Each fire logs it at Error, and the
+// wait grows as a failing endpoint's does.
+func (h *Handler) hold(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state outbox.DeliveryState) (timers.Fired, error) {
+	h.log().ErrorContext(ctx, "delivery stream's backlog counts beyond what the store can reduce; holding its rows until the backlog row is repaired",
+		"namespace", s.ns, "endpoint", s.endpoint)
+	h.Metrics.held()
+	next := state
+	if next.Attempt < ^uint32(0) {
+		next.Attempt++
+	}
+	value, err := outbox.EncodeDeliveryState(next)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	nowMs := max(fc.NowMs, h.clock().Now().UnixMilli())
+	return timers.Fired{
+		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.Attempt), t.DueAtMs),
+		State:   value,
+		Batch:   store.Batch{Drain: true},
+		Backoff: true,
 	}, nil
 }
 

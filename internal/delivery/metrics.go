@@ -20,6 +20,7 @@ type Metrics struct {
 	takeovers   prometheus.Counter
 	lanes       *prometheus.GaugeVec
 	slowedFires prometheus.Counter
+	heldFires   prometheus.Counter
 }
 
 // Delivery results, the values of relay_deliveries_total's result label.
@@ -46,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_timer_fires_total",
-			Help: "Timer fires by how they ended: done, rescheduled, replanned, lease_lost, deferred.",
+			Help: "Timer fires by how they ended: done, rescheduled, replanned, lease_lost, deferred, refused.",
 		}, []string{"outcome"}),
 		synthetics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_synthetic_acks_total",
@@ -68,8 +69,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_fires_slowed_total",
 			Help: "Fires that outlasted the slow-lane threshold in the main lane.",
 		}),
+		heldFires: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_fires_held_total",
+			Help: "Fires that sent nothing because the stream's backlog row counts beyond what the store can reduce; the row needs repair.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires, m.heldFires} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("register delivery metrics"), err)
 		}
@@ -78,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{ResultDelivered, ResultFailed, ResultTimeout, ResultGone, ResultStopped} {
 		m.deliveries.WithLabelValues(r)
 	}
-	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred"} {
+	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred", "refused"} {
 		m.fires.WithLabelValues(o)
 	}
 	m.inFlight(0, 0)
@@ -126,6 +131,7 @@ func (m *Metrics) report(r timers.Report) {
 	m.fires.WithLabelValues("replanned").Add(float64(r.Replanned))
 	m.fires.WithLabelValues("lease_lost").Add(float64(r.LeaseLost))
 	m.fires.WithLabelValues("deferred").Add(float64(r.Deferred))
+	m.fires.WithLabelValues("refused").Add(float64(r.Refused))
 	m.takeovers.Add(float64(r.TakenOver))
 }
 
@@ -139,5 +145,11 @@ func (m *Metrics) inFlight(main, slow int) {
 func (m *Metrics) slowed() {
 	if m != nil {
 		m.slowedFires.Inc()
+	}
+}
+
+func (m *Metrics) held() {
+	if m != nil {
+		m.heldFires.Inc()
 	}
 }

@@ -192,6 +192,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		p = NewProblem(SlugStreamBusy, "the stream is being delivered right now; retry in a second")
 	case errors.Is(err, outbox.ErrTooManyEndpoints):
 		p = NewProblem(SlugTooManyEndpoints, fmt.Sprintf("a namespace holds at most %d endpoints", outbox.DefaultMaxEndpoints))
+	case errors.Is(err, outbox.ErrBacklogFull):
+		// Practically unreachable (2^53 rows or bytes waiting): deliveries
+		// draining the backlog clear it, so the producer retries.
+		a.log.ErrorContext(r.Context(), "endpoint backlog at its limit", "request_id", RequestID(r.Context()), "error", err)
+		p = NewProblem(SlugUnavailable, "an endpoint's backlog holds the most relay can count; retry once deliveries drain it")
 	case errors.Is(err, outbox.ErrContended):
 		p = NewProblem(SlugContended, "too many concurrent writes to this namespace; retry")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

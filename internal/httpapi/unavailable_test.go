@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -183,4 +184,28 @@ func TestFullRedisRefusesIngestWholeWith503(t *testing.T) {
 	if got := results(t, body); !reflect.DeepEqual(got, []string{"b-1=accepted", "r-7f3a=accepted", "b-2=accepted"}) {
 		t.Fatalf("the retried batch answered %v", got)
 	}
+}
+
+// TestIngestPastTheLargestBacklogIsA503: a backlog count ingest would take
+// past what the store counts is refused whole as unavailable until
+// deliveries drain it, never a 500, and the answer shows no internals.
+func TestIngestPastTheLargestBacklogIsA503(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		key, _ := outbox.BacklogKey("billing")
+		var b store.Batch
+		b.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}))
+		if res, err := h.st.Apply(t.Context(), store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+			t.Fatalf("put backlog: %+v, %v", res, err)
+		}
+		before := h.dump()
+		rec := h.do(http.MethodPost, outcomesPath, h.token("", httpapi.ScopeOutcomesWrite), committedJSON)
+		wantUnavailable(t, rec)
+		if body := rec.Body.String(); !strings.Contains(body, "backlog") || strings.Contains(body, "outbox:") || strings.Contains(body, "billing") {
+			t.Fatalf("answer %s: want the backlog named, no internals", body)
+		}
+		if after := h.dump(); !reflect.DeepEqual(after, before) {
+			t.Fatalf("a refused ingest wrote: %v, was %v", after, before)
+		}
+	})
 }

@@ -124,7 +124,8 @@ func (a *Acks) Remaining() Backlog {
 //     and attempt rows, then the backlog's deletion;
 //   - else the same rows, then the backlog reduced by the rows and bytes
 //     acknowledged, relative to whatever it holds when the batch applies, with
-//     no guard on it: ingest only adds to it, and may do so meanwhile.
+//     no guard on it: ingest only adds to it, and may do so meanwhile. The
+//     bytes stop at 0; the rows refuse the batch below it.
 //
 // A batch resent after a lost reply finds the pending rows its first run
 // deleted and fails their guards, so the reduction applies once.
@@ -153,8 +154,12 @@ func (a *Acks) Plan(b *store.Batch) {
 		b.Delete(a.backlogKey)
 		return
 	}
-	// What the read counted, not more: a drifted byte count then stays at
-	// or above 0, since nothing else takes from it meanwhile but plans of
-	// other rows.
-	b.Add(a.backlogKey, backlogHeader, -int64(len(a.rows)), -int64(a.backlog.Bytes-rest.Bytes))
+	// The rows count exactly, so one below 0 is a bug and refuses the batch;
+	// the bytes are a gauge and stop at 0, so a drift in them (or plans of
+	// other rows landing first) never wedges the stream.
+	b.AddSaturating(a.backlogKey, backlogHeader, backlogBytesSaturate, -int64(len(a.rows)), -int64(a.bytes))
 }
+
+// backlogBytesSaturate marks the backlog's byte count, its second counter,
+// as one that stops at 0.
+const backlogBytesSaturate = 1 << 1

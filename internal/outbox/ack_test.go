@@ -356,3 +356,41 @@ func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 		}
 	})
 }
+
+// The byte count is a gauge: drifted below the records' sizes, it stops at 0
+// rather than refusing acknowledgements, even when two plans read it before
+// either applied, so neither fails and the rows are not sent again.
+func TestADriftedByteCountStopsAtZeroInsteadOfRefusingAcknowledgements(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), aborted("b"), committed("c"))
+		key, _ := outbox.BacklogKey("billing")
+		var drift store.Batch
+		drift.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 10}))
+		e.Apply(drift)
+		pending := e.pending("billing")
+		plan := func(i int) store.Batch {
+			acks := freshAcks(t, e, "billing")
+			rec, _ := e.record("billing", pending[i].RID)
+			if err := acks.Add(pending[i].RID, pending[i].Seq, rec); err != nil {
+				t.Fatal(err)
+			}
+			var b store.Batch
+			acks.Plan(&b)
+			return b
+		}
+		first, second := plan(0), plan(1)
+		for _, b := range []store.Batch{first, second} {
+			res, err := e.St.Apply(t.Context(), e.P, b)
+			if err != nil || !res.Committed {
+				t.Fatalf("acknowledgement = %+v, %v; want committed", res, err)
+			}
+		}
+		if got, _ := e.backlog("billing"); got != (outbox.Backlog{Rows: 1}) {
+			t.Fatalf("backlog %+v, want 1 row and bytes at 0", got)
+		}
+		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "c" {
+			t.Fatalf("pending %+v", p)
+		}
+	})
+}

@@ -353,7 +353,9 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 			}
 			if bound+grow > store.MaxBatchOps {
 				// Near the limit the bound is too coarse: count exactly.
-				if b, _ := s.build(cand, cfg); b.Ops() > store.MaxBatchOps {
+				if b, _, err := s.build(cand, cfg); err != nil {
+					return plan{}, err
+				} else if b.Ops() > store.MaxBatchOps {
 					if len(pack) == 0 {
 						return plan{}, fmt.Errorf("one outcome needs %d batch operations", b.Ops())
 					}
@@ -372,7 +374,10 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		pl.consumed = j + 1
 	}
 	if len(pack) > 0 {
-		pl.batch, pl.recordGuards = s.build(pack, cfg)
+		var err error
+		if pl.batch, pl.recordGuards, err = s.build(pack, cfg); err != nil {
+			return plan{}, err
+		}
 	}
 	return pl, nil
 }
@@ -415,8 +420,10 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 	return Status{}, false, nil
 }
 
-// build is the batch accepting items, all known to be new.
-func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]store.Key) {
+// build is the batch accepting items, all known to be new. A backlog it
+// would take past store.MaxCounter is refused (ErrBacklogFull): the store's
+// adds refuse a counter beyond it, so no acknowledgement could reduce it.
+func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]store.Key, error) {
 	var b store.Batch
 	guards := map[int]store.Key{}
 	matching := make([][]int, len(items))
@@ -470,6 +477,9 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 			continue
 		}
 		bl := s.backlogs[ep.id].backlog
+		if bl.Rows > store.MaxCounter-added[i].Rows || bl.Bytes > store.MaxCounter-added[i].Bytes {
+			return store.Batch{}, nil, fmt.Errorf("%w: endpoint %s holds %d rows of %d bytes", ErrBacklogFull, ep.id, bl.Rows, bl.Bytes)
+		}
 		b.Put(tagged(ClassBacklog, ep.id), EncodeBacklog(Backlog{Rows: bl.Rows + added[i].Rows, Bytes: bl.Bytes + added[i].Bytes}))
 	}
 	for i := range s.endpoints {
@@ -480,5 +490,5 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 	if !s.hasSweep() {
 		b.Put(sweepTimerKey(s.nowMs+cfg.windowMs), sweepTimerValue())
 	}
-	return b, guards
+	return b, guards, nil
 }

@@ -627,3 +627,25 @@ func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// Ingest refuses, writing nothing, a backlog count it would take past
+// store.MaxCounter: acknowledgements could never reduce such a count.
+func TestIngestRefusesABacklogPastTheLargestCounter(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"))
+		key, _ := outbox.BacklogKey("billing")
+		near := outbox.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}
+		var b store.Batch
+		b.Put(key, outbox.EncodeBacklog(near))
+		e.Apply(b)
+		before := e.all()
+		_, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("b")})
+		if !errors.Is(err, outbox.ErrBacklogFull) {
+			t.Fatalf("append = %v, want ErrBacklogFull", err)
+		}
+		if after := e.all(); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("a refused append wrote:\n%v\nwas\n%v", after, before)
+		}
+	})
+}

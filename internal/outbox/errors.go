@@ -23,6 +23,10 @@ var (
 	// ErrBacklogUnderflow: acknowledging a row that the backlog does not
 	// count. The acknowledgement is refused rather than wrapping around.
 	ErrBacklogUnderflow = errors.New("outbox: acknowledgement exceeds backlog")
+	// ErrBacklogFull: accepting would take a stream's backlog count past
+	// store.MaxCounter, a value acknowledgements could never reduce.
+	// Nothing was written; ingest succeeds again once deliveries drain it.
+	ErrBacklogFull = errors.New("outbox: backlog count at its limit")
 )
 
 // invalidError carries a user-facing message and matches ErrInvalid.

@@ -13,20 +13,21 @@
 -- then a pair per write, in order:        row key, value ('' for 'd')
 --
 -- A counter add's value is: header length h (one byte), the h header bytes,
--- then per counter a sign ('+' or '-') and the delta's magnitude, 7 bytes
--- big-endian, below 2^53. It adds each delta to the row's counters: the
--- row is the header and one 8-byte big-endian counter per delta, and an
--- absent row counts as the header and zeros. An added row takes no other
--- write in the batch and is not a timer.
+-- then per counter a sign and the delta's magnitude, 7 bytes big-endian,
+-- below 2^53. The sign is '+' (add), '-' (subtract; below 0 refuses the
+-- batch) or '~' (subtract, stopping at 0: a gauge). It adds each delta to
+-- the row's counters: the row is the header and one 8-byte big-endian
+-- counter per delta, and an absent row counts as the header and zeros. An
+-- added row takes no other write in the batch and is not a timer.
 --
 -- Returns {1}    committed;
 --         {0, i} precondition i (0-based) was the first to fail, nothing written.
 -- Error reply "relay apply: ..." when ARGV is malformed; it is raised before
 -- any key is read or written. Once every precondition holds, an add whose
 -- row has another layout raises "relay apply: counter row has another
--- layout", and one that would take a counter below 0 or to 2^53 or more
--- (or finds one there) "relay apply: counter out of range", also before any
--- write.
+-- layout", and one that would take a counter below 0 (but for a '~') or
+-- to 2^53 or more (or finds one there) "relay apply: counter out of range",
+-- also before any write.
 --
 -- Redis keeps a failed script's earlier writes, so every check comes first:
 -- the shape, then every precondition, and only then the writes. The kinds
@@ -74,7 +75,8 @@ for i = 1, np do
   fields[i] = key
 end
 local timers = false
--- adds[j] = {key, header, deltas} of the j-th counter add; writes counts
+-- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
+-- true for a counter that stops at 0; writes counts
 -- the writes of each key, so an added key is known to have no other.
 local adds, writes = {}, {}
 for i = 1, nw do
@@ -99,23 +101,24 @@ for i = 1, nw do
     if h < 0 or h > 16 or body < 8 or body > 64 or body % 8 ~= 0 then
       return redis.error_reply('relay apply: malformed counter add')
     end
-    local deltas = {}
+    local deltas, floors = {}, {}
     for j = 0, body / 8 - 1 do
       local at = 2 + h + 8 * j
       local sign, top = string.byte(v, at, at + 1)
-      if (sign ~= 43 and sign ~= 45) or top >= 32 then
+      if (sign ~= 43 and sign ~= 45 and sign ~= 126) or top >= 32 then
         return redis.error_reply('relay apply: malformed counter add')
       end
       local d = 0
       for k = at + 1, at + 7 do
         d = d * 256 + string.byte(v, k)
       end
-      if sign == 45 then
+      if sign ~= 43 then
         d = -d
       end
       deltas[j + 1] = d
+      floors[j + 1] = sign == 126
     end
-    adds[#adds + 1] = {key, string.sub(v, 2, 1 + h), deltas}
+    adds[#adds + 1] = {key, string.sub(v, 2, 1 + h), deltas, floors}
   end
 end
 for j = 1, #adds do
@@ -139,8 +142,9 @@ if np > 0 then
 end
 
 -- Every add is computed before the first write: a row of another layout,
--- or a counter leaving 0..2^53-1, refuses the whole batch. Counters below
--- 2^53 are exact in Lua's doubles.
+-- or a counter leaving 0..2^53-1 (a saturating one taken below 0 is 0
+-- instead), refuses the whole batch. Counters below 2^53 are exact in
+-- Lua's doubles.
 local added = {}
 if #adds > 0 then
   local akeys = {}
@@ -149,7 +153,7 @@ if #adds > 0 then
   end
   local current = redis.call('HMGET', KEYS[1], unpack(akeys))
   for j = 1, #adds do
-    local header, deltas = adds[j][2], adds[j][3]
+    local header, deltas, floors = adds[j][2], adds[j][3], adds[j][4]
     local v = current[j]
     if not v then
       v = header .. string.rep('\0', 8 * #deltas)
@@ -168,6 +172,9 @@ if #adds > 0 then
         n = n * 256 + string.byte(v, m)
       end
       n = n + deltas[k]
+      if n < 0 and floors[k] then
+        n = 0
+      end
       if n < 0 or n > 9007199254740991 then
         return redis.error_reply('relay apply: counter out of range')
       end

@@ -81,6 +81,8 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			{"counter add of a partial counter", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
 			{"counter add of a counter and a half", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
 			{"counter add of an unsigned delta", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of another sign", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
+			{"saturating counter add of 2^53", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
 			{"counter add of 2^53", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
 			{"counter add header longer than the value", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
 			{"counter add of nine counters", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},

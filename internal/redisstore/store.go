@@ -333,15 +333,19 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 var timerTag = string([]byte{store.TimerTag})
 
 // encodeAdd is a validated Add as apply.lua reads it: the header's length
-// and bytes, then per delta a sign and a 7-byte big-endian magnitude.
+// and bytes, then per delta a sign and a 7-byte big-endian magnitude. A
+// subtraction from a saturating counter is signed '~'.
 func encodeAdd(w store.Write) []byte {
 	v := make([]byte, 0, 1+len(w.Value)+8*len(w.Deltas))
 	v = append(v, byte(len(w.Value)))
 	v = append(v, w.Value...)
-	for _, d := range w.Deltas {
+	for i, d := range w.Deltas {
 		sign, m := byte('+'), uint64(d)
 		if d < 0 {
 			sign, m = '-', uint64(-d)
+			if w.Saturating&(1<<i) != 0 {
+				sign = '~'
+			}
 		}
 		v = append(v, sign, byte(m>>48), byte(m>>40), byte(m>>32), byte(m>>24), byte(m>>16), byte(m>>8), byte(m))
 	}

@@ -50,8 +50,9 @@ var (
 	// store, and by Apply for a counter row that an Add cannot read; then
 	// nothing was written.
 	ErrCorrupt = errors.New("store: corrupt row")
-	// ErrCounterRange: an Add would take a counter below 0 or above
-	// MaxCounter, or found one above MaxCounter. Nothing was written.
+	// ErrCounterRange: an Add would take a counter below 0 (one not
+	// saturating) or above MaxCounter, or found one above MaxCounter.
+	// Nothing was written.
 	ErrCounterRange = errors.New("store: counter out of range")
 	// ErrUnavailable: the store is unreachable or refusing writes for now
 	// (restarting, failing over, loading its data, full); retry. Stores wrap
@@ -165,6 +166,11 @@ type Write struct {
 	Value Value
 	// Deltas are an Add's, one per counter of the row.
 	Deltas []int64
+	// Saturating marks an Add's counters that stop at 0: with bit i set,
+	// counter i taken below 0 becomes 0 rather than refusing the batch.
+	// A gauge saturates, so a drift in it never blocks the batch; a count
+	// whose underflow means a bug refuses.
+	Saturating uint8
 }
 
 // Batch is applied all or nothing: every precondition is checked before the
@@ -214,13 +220,21 @@ func (b *Batch) Delete(key Key) {
 // applies, so a concurrent writer of other counts does not fail it, as an
 // Equals guard on the row would. The whole batch is refused, before any
 // write, when the present row has another layout (ErrCorrupt) or a counter
-// would leave 0..MaxCounter (ErrCounterRange). The key takes no other write
+// would leave 0..MaxCounter (ErrCounterRange; see AddSaturating for one
+// that stops at 0 instead). The key takes no other write
 // in the batch, and is not a timer row.
 //
 // An add is not idempotent: a batch resent after a lost reply must carry a
 // precondition its own first run falsifies (NamespaceStore).
 func (b *Batch) Add(key Key, header Value, deltas ...int64) {
 	b.Writes = append(b.Writes, Write{Kind: Add, Key: key, Value: header, Deltas: deltas})
+}
+
+// AddSaturating is Add, except that each counter whose bit is set in
+// saturating (bit i for counter i) stops at 0 when taken below it, rather
+// than refusing the batch. Such a counter still refuses to pass MaxCounter.
+func (b *Batch) AddSaturating(key Key, header Value, saturating uint8, deltas ...int64) {
+	b.Writes = append(b.Writes, Write{Kind: Add, Key: key, Value: header, Deltas: deltas, Saturating: saturating})
 }
 
 // Ops is the number of operations the batch holds, as counted by MaxBatchOps.
@@ -254,7 +268,7 @@ func (b *Batch) Validate() error {
 			return fmt.Errorf("%w: write %d: delete carries a value", ErrInvalidBatch, i)
 		}
 		if w.Kind != Add {
-			if len(w.Deltas) > 0 {
+			if len(w.Deltas) > 0 || w.Saturating != 0 {
 				return fmt.Errorf("%w: write %d: only an add carries deltas", ErrInvalidBatch, i)
 			}
 			continue
@@ -285,6 +299,8 @@ func checkAdd(w Write) error {
 		return fmt.Errorf("add header of %d bytes exceeds %d", len(w.Value), MaxCounterHeader)
 	case len(w.Deltas) == 0 || len(w.Deltas) > MaxCounters:
 		return fmt.Errorf("add of %d counters, want 1 to %d", len(w.Deltas), MaxCounters)
+	case w.Saturating>>len(w.Deltas) != 0:
+		return fmt.Errorf("add saturates a counter beyond its %d", len(w.Deltas))
 	}
 	for _, d := range w.Deltas {
 		if d < -MaxCounter || d > MaxCounter {

@@ -58,6 +58,10 @@ type Report struct {
 	// Deferred timers that could not be fired (corrupt row, unknown kind, or
 	// a failed fire); each waits one lease before it is tried again.
 	Deferred int
+	// Refused completions: the store refused the fire's batch as one that
+	// can never commit (a counter out of range, a counter row of another
+	// layout). The timer waits one lease and fires again.
+	Refused int
 }
 
 // Empty reports whether the run did nothing worth logging.
@@ -73,6 +77,7 @@ func (r *Report) add(o Report) {
 	r.Replanned += o.Replanned
 	r.LeaseLost += o.LeaseLost
 	r.Deferred += o.Deferred
+	r.Refused += o.Refused
 }
 
 // Claimed is a timer held under a lease by this worker.
@@ -337,6 +342,14 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 		return report, err
 	}
 	out, fired, err := complete(ctx, st, clk, c, fired)
+	if errors.Is(err, store.ErrCounterRange) || errors.Is(err, store.ErrCorrupt) {
+		// The same fire would be refused again, so it is no passing fault:
+		// every time is logged, for an operator to repair the row. Only
+		// the partition and the timer are named, never a row's contents.
+		slog.ErrorContext(ctx, "timer completion refused by the store; the timer fires again after its lease",
+			"namespace", p.Namespace, "kind", row.Kind, "reference", row.Reference, "error", err)
+		report.Refused++
+	}
 	if err != nil {
 		return report, err
 	}

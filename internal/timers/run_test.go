@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/store/storetest"
+	"github.com/hookrelay/relay/internal/testlog"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -582,6 +585,47 @@ func TestACompletionPastItsLeaseLandsWhenNoOneClaimedTheTimer(t *testing.T) {
 		}
 		if _, found, err := st.Get(context.Background(), ns, "work"); err != nil || !found {
 			t.Fatal("the fire's batch was not applied")
+		}
+	})
+}
+
+// A completion the store refuses as one that can never commit (here an add
+// to a row of another layout) is counted and logged at Error every time,
+// naming the namespace and the timer, never the rows.
+func TestACompletionTheStoreRefusesIsCountedAndLoggedAsAnError(t *testing.T) {
+	defer slog.SetDefault(slog.Default())
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		var logs testlog.Buffer
+		slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+		ctx := context.Background()
+		var b store.Batch
+		b.Put("backlog", store.Value("secret payload"))
+		apply(t, st, ns, b)
+		putTimer(t, st, ns, 100, 8, "billing", "state")
+		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			var b store.Batch
+			b.Add("backlog", nil, -1)
+			return timers.Fired{DueAtMs: 9_000, Batch: b}, nil
+		}}
+		clk := clock.NewManual(150)
+		for round := range 2 {
+			report, err := timers.RunDue(ctx, st, ns, registry(t, h), clk, clk.Now().UnixMilli(), timers.Budget{Lease: lease})
+			if !errors.Is(err, store.ErrCorrupt) || report.Refused != 1 {
+				t.Fatalf("round %d: report %+v, %v; want one refused completion", round, report, err)
+			}
+			clk.Advance(lease + time.Second)
+		}
+		var refused int
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(line, "secret payload") {
+				t.Fatalf("a row's contents logged: %s", line)
+			}
+			if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, `"namespace":"acme"`) && strings.Contains(line, `"reference":"billing"`) {
+				refused++
+			}
+		}
+		if refused != 2 {
+			t.Fatalf("%d error lines naming the timer, want one per refused completion:\n%s", refused, logs.String())
 		}
 	})
 }

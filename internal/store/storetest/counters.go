@@ -118,6 +118,63 @@ func testAddOutOfRangeIsRefusedWhole(t *testing.T, s Store) {
 	}
 }
 
+// A saturating counter (bytes, bit 1) taken below 0 is 0, in the same row
+// as a refusing one (rows, bit 0), which still refuses the whole batch.
+func testASaturatingCounterStopsAtZeroBesideARefusingOne(t *testing.T, s Store) {
+	put(t, s, acme, "backlog", counterRow(5, 10))
+	var b store.Batch
+	b.AddSaturating("backlog", counterHeader, 0b10, -1, -25)
+	b.AddSaturating("fresh", counterHeader, 0b10, 2, -3)
+	mustCommit(t, s, acme, b)
+	wantRow(t, s, acme, "backlog", counterRow(4, 0))
+	wantRow(t, s, acme, "fresh", counterRow(2, 0))
+	// A saturating counter at 0 and the refusing one at exactly 0.
+	b = store.Batch{}
+	b.AddSaturating("backlog", counterHeader, 0b10, -4, -1)
+	mustCommit(t, s, acme, b)
+	wantRow(t, s, acme, "backlog", counterRow(0, 0))
+
+	// The refusing counter below 0 refuses the batch whole, saturation of
+	// the other counter and the other writes included.
+	put(t, s, acme, "backlog", counterRow(1, 10))
+	b = store.Batch{}
+	b.Put("first", store.Value("written?"))
+	b.AddSaturating("fresh", counterHeader, 0b10, 1, -100)
+	b.AddSaturating("backlog", counterHeader, 0b10, -2, -100)
+	wantRefused(t, s, b, store.ErrCounterRange)
+	wantRow(t, s, acme, "backlog", counterRow(1, 10))
+	wantRow(t, s, acme, "fresh", counterRow(2, 0))
+	wantAbsent(t, s, acme, "first")
+	// A plain Add of the same row still refuses the byte counter.
+	b = store.Batch{}
+	b.Add("backlog", counterHeader, 0, -11)
+	wantRefused(t, s, b, store.ErrCounterRange)
+	wantRow(t, s, acme, "backlog", counterRow(1, 10))
+}
+
+// Saturating is at 0 only: a saturating counter taken past MaxCounter, or
+// found above it, refuses the batch whole as any counter does.
+func testASaturatingCounterStillRefusesAboveTheLargest(t *testing.T, s Store) {
+	for _, tc := range []struct {
+		name   string
+		row    string
+		deltas []int64
+	}{
+		{"above the largest", counterRow(1, store.MaxCounter), []int64{0, 1}},
+		{"found above the largest", counterRow(1, store.MaxCounter+1), []int64{0, -1}},
+		{"found at the top of a u64", counterRow(1, ^uint64(0)), []int64{0, -1}},
+	} {
+		key := store.Key("backlog/" + tc.name)
+		put(t, s, acme, string(key), tc.row)
+		var b store.Batch
+		b.Put("first", store.Value("written?"))
+		b.AddSaturating(key, counterHeader, 0b11, tc.deltas...)
+		wantRefused(t, s, b, store.ErrCounterRange)
+		wantRow(t, s, acme, key, tc.row)
+		wantAbsent(t, s, acme, "first")
+	}
+}
+
 // A failing precondition wins over an add: the batch reports it and writes
 // nothing, the add's row included, even when the add would be refused.
 func testAFailingPreconditionStopsAnAdd(t *testing.T, s Store) {
@@ -212,6 +269,8 @@ func addShapeCases() []struct {
 		{"add header too long", one(store.Write{Kind: store.Add, Key: "c", Value: make(store.Value, store.MaxCounterHeader+1), Deltas: []int64{1}})},
 		{"add to a timer row", one(store.Write{Kind: store.Add, Key: TimerKey(5000, "ep"), Deltas: []int64{1}})},
 		{"put carrying deltas", one(store.Write{Kind: store.Put, Key: "c", Deltas: []int64{1}})},
+		{"put saturating", one(store.Write{Kind: store.Put, Key: "c", Saturating: 1})},
+		{"add saturating a counter it lacks", one(store.Write{Kind: store.Add, Key: "c", Deltas: []int64{-1, -1}, Saturating: 0b100})},
 		{"two adds of one row", twice},
 		{"an added row also put", withPut},
 	}

@@ -65,6 +65,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AddAddsToThePresentCounters", testAddAddsToThePresentCounters},
 		{"AddToARowOfAnotherLayoutIsRefusedWhole", testAddToARowOfAnotherLayoutIsRefusedWhole},
 		{"AddOutOfRangeIsRefusedWhole", testAddOutOfRangeIsRefusedWhole},
+		{"ASaturatingCounterStopsAtZeroBesideARefusingOne", testASaturatingCounterStopsAtZeroBesideARefusingOne},
+		{"ASaturatingCounterStillRefusesAboveTheLargest", testASaturatingCounterStillRefusesAboveTheLargest},
 		{"AFailingPreconditionStopsAnAdd", testAFailingPreconditionStopsAnAdd},
 		{"AResentAddIsFalsifiedByItsOwnGuard", testAResentAddIsFalsifiedByItsOwnGuard},
 		{"ConcurrentAddsAreExact", testConcurrentAddsAreExact},

@@ -1,0 +1,61 @@
+package delivery
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/testlog"
+)
+
+// A backlog row counting beyond what the store can reduce (bytes at 2^53,
+// which only damage writes) would have every acknowledgement refused and
+// the same rows sent at every lease. The stream sends nothing instead, backs
+// off as a failing endpoint does, and logs each fire at Error naming the
+// stream; once the row is repaired, delivery resumes.
+func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c")
+		key, _ := outbox.BacklogKey(ep)
+		v := []byte{1}
+		v = binary.BigEndian.AppendUint64(v, 3)
+		v = binary.BigEndian.AppendUint64(v, 1<<53)
+		e.put(key, v)
+		var logs testlog.Buffer
+		sink := &capture{}
+		h := &Handler{Sink: sink, MaxRows: 1, Clock: e.Clk, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		var waits []int64
+		for round := range 3 {
+			before := e.NowMs()
+			e.fireAtDue(h)
+			if sink.count("a") != 0 {
+				t.Fatalf("round %d: row a sent %d times while its acknowledgement cannot commit", round, sink.count("a"))
+			}
+			if st := e.state(); st.Attempt != uint32(round+1) {
+				t.Fatalf("round %d: attempt %d, want %d", round, st.Attempt, round+1)
+			}
+			waits = append(waits, e.timerDue()-max(before, e.NowMs()))
+		}
+		if !(waits[0] >= 1000 && waits[1] > waits[0] && waits[2] > waits[1]) {
+			t.Fatalf("waits %v ms, want a growing backoff from 1 s", waits)
+		}
+		var held int
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) && strings.Contains(line, `"namespace":"acme"`) && strings.Contains(line, `"endpoint":"ep"`) {
+				held++
+			}
+		}
+		if held != 3 {
+			t.Fatalf("%d error lines naming the stream, want 3:\n%s", held, logs.String())
+		}
+
+		// Repaired (the bytes need not be exact: they stop at 0).
+		e.put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 3}))
+		e.fireAtDue(h)
+		if sink.count("a") != 1 || e.backlogRows() != 2 || len(e.pending()) != 2 {
+			t.Fatalf("after the repair: a sent %d times, backlog %d rows, pending %v", sink.count("a"), e.backlogRows(), e.pending())
+		}
+	})
+}
