@@ -81,12 +81,14 @@ func (f *framing) observe(p []byte) {
 	}
 }
 
+// keep adds p to the line being read. The length is judged before p is
+// kept, so a line is long for the same bytes however the reads split it.
 func (f *framing) keep(p []byte) {
-	if room := lineKeep - len(f.line); room > 0 {
-		f.line = append(f.line, p[:min(room, len(p))]...)
-	}
 	if len(f.line)+len(p) > lineKeep {
 		f.lineLong = true
+	}
+	if room := lineKeep - len(f.line); room > 0 {
+		f.line = append(f.line, p[:min(room, len(p))]...)
 	}
 }
 

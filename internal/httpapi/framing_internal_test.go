@@ -31,6 +31,10 @@ func TestFramingWatchFollowsHeadsAndBodies(t *testing.T) {
 		{"bad length", "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\n", []verdict{unfollowed}},
 		{"two lengths", "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", []verdict{unfollowed}},
 		{"padded length", "POST /x HTTP/1.1\r\nContent-Length: " + strings.Repeat(" ", 80) + "0\r\n\r\n", []verdict{unfollowed}},
+		// 35 bytes with its CR: within what the watch keeps, however read.
+		{"padded length that fits", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", 17) + "5\r\n\r\nhello" + get, []verdict{framedByLength, framedByLength}},
+		{"longest kept line", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", lineKeep-17) + "5\r\n\r\nhello" + get, []verdict{framedByLength, framedByLength}},
+		{"a byte over the kept line", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", lineKeep-16) + "5\r\n\r\nhello" + get, []verdict{unfollowed}},
 		{"no request line", "\r\n" + get, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
