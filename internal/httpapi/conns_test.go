@@ -145,6 +145,24 @@ func TestARequestFramedBothWaysIsRefusedAndItsConnectionClosed(t *testing.T) {
 	}
 }
 
+// After a POST net/http skips blank lines before the next request line; a
+// request framed both ways behind them is refused all the same.
+func TestARequestFramedBothWaysAfterABlankLineIsRefused(t *testing.T) {
+	w := serveWire(t, 0)
+	post := "POST /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\n\r\nhello"
+	both := "GET /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	for _, blank := range []string{"\r\n", "\n\n", "\r\n\r\n"} {
+		c := w.dial()
+		c.send(t, post+blank+both+getHealthz)
+		if resp, _ := c.response(t); resp.StatusCode != http.StatusMethodNotAllowed || resp.Close {
+			t.Fatalf("%q: the POST: %d close=%v", blank, resp.StatusCode, resp.Close)
+		}
+		resp, body := c.response(t)
+		wantProblem(t, resp, body, http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		c.closedAfter(t, "the refusal")
+	}
+}
+
 // The watch costs well-framed clients nothing: requests framed by
 // Content-Length share a connection; a chunked one is served, and its
 // connection closed after it, since the watch does not follow chunks.
