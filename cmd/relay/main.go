@@ -80,7 +80,7 @@ func parse(args []string) (config, error) {
 	}
 	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	maxConns, maxConnsErr := envInt("RELAY_MAX_CONNECTIONS", httpapi.DefaultMaxConnections)
-	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; those over it are answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	backlogEvery, backlogErr := envDuration("RELAY_BACKLOG_SAMPLE_EVERY", delivery.DefaultBacklogEvery)
 	fs.DurationVar(&c.backlogEvery, "backlog-sample-every", backlogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
 	c.signing.flags(fs)
