@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A malformed Redis URL is reported without its password: url.Parse's
@@ -156,6 +158,37 @@ func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
 			if strings.Contains(string(out), f) {
 				t.Fatalf("%v printed %q of the password:\n%s", args, f, out)
 			}
+		}
+	}
+}
+
+// A Redis URL without "//" after its scheme is read by go-redis as opaque:
+// it would connect to localhost:6379, db 0, with no password. It is
+// refused, and the message quotes none of it.
+func TestARedisURLWithoutSlashesIsRefused(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const secret = "Zq8KvWm3Jx"
+	for _, addr := range []string{
+		"redis:" + secret + "@redis.internal.example:6380/2",
+		"redis::" + secret + "@redis.internal.example:6380/2",
+		"rediss:relay:" + secret + "@redis.internal.example:6380/2",
+		"REDIS:" + secret + "@redis.internal.example:6380/2",
+		"redis:/:" + secret + "@redis.internal.example:6380/2",
+		"unix:" + secret + "@/run/redis.sock",
+	} {
+		c, closeFn, err := connect(addr, log)
+		if err == nil {
+			o := c.(*redis.Client).Options()
+			closeFn()
+			t.Fatalf("%s accepted: addr %q, db %d, password set %v", addr, o.Addr, o.DB, o.Password != "")
+		}
+		for _, f := range append(fragments(secret), "internal", "redis.sock") {
+			if strings.Contains(err.Error(), f) {
+				t.Fatalf("%s: the error quotes %q: %v", addr, f, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "//") {
+			t.Errorf("%s: the error does not say what is missing: %v", addr, err)
 		}
 	}
 }
