@@ -130,8 +130,8 @@ func parseBench(args []string) (benchConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs, args); err != nil {
+		return c, err
 	}
 	for p := range strings.SplitSeq(*phases, ",") {
 		p = strings.TrimSpace(p)

@@ -47,7 +47,20 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 	case "bench":
 		return bench(ctx, args, log, stdout)
 	}
-	return fmt.Errorf("unknown command %q (known: serve, token, keygen, receive, bench)", cmd)
+	// The word is not quoted: "relay redis://:pass@host" puts a password
+	// here.
+	return errors.New("unknown command (known: serve, token, keygen, receive, bench; with none, or only flags, relay serves)")
+}
+
+// noArgs refuses what is left on the command line after the flags of fs,
+// without quoting it: a value split at a space, a password holding one,
+// lands there, as does a Redis URL given without -redis.
+func noArgs(fs *flag.FlagSet, args []string) error {
+	n := fs.NArg()
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s takes flags only, but %d unexpected argument(s) follow them, from argument %d on: give each flag as -name value before anything else, and quote a value that holds a space", fs.Name(), n, len(args)-n+1)
 }
 
 type config struct {
@@ -80,7 +93,7 @@ func parse(args []string) (config, error) {
 	}
 	fs.IntVar(&c.buckets, "buckets", buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	maxConns, maxConnsErr := envInt("RELAY_MAX_CONNECTIONS", httpapi.DefaultMaxConnections)
-	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; those over it are answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	fs.IntVar(&c.maxConns, "max-connections", maxConns, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	backlogEvery, backlogErr := envDuration("RELAY_BACKLOG_SAMPLE_EVERY", delivery.DefaultBacklogEvery)
 	fs.DurationVar(&c.backlogEvery, "backlog-sample-every", backlogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
 	c.signing.flags(fs)
@@ -110,8 +123,8 @@ func parse(args []string) (config, error) {
 	if c.maxConns < 1 {
 		return c, fmt.Errorf("max connections %d must be at least 1", c.maxConns)
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs, args); err != nil {
+		return c, err
 	}
 	return c, nil
 }

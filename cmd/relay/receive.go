@@ -52,8 +52,8 @@ func parseReceive(args []string) (receiveConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs, args); err != nil {
+		return c, err
 	}
 	c.secrets = append(c.secrets, strings.Fields(os.Getenv("RELAY_RECEIVE_SECRETS"))...)
 	if c.keys == "" && len(c.secrets) == 0 {

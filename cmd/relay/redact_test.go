@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A malformed Redis URL is reported without its password: url.Parse's
@@ -124,6 +126,45 @@ func TestNoPieceOfARedisPasswordReachesTheStartUpOutput(t *testing.T) {
 	}
 }
 
+// A Redis URL whose password holds a space, left unquoted, splits into two
+// arguments, and one given without -redis is an argument too: whatever
+// subcommand is left with arguments after its flags says how many and
+// where, never what they are.
+func TestAStrayArgumentIsNotQuoted(t *testing.T) {
+	const secret = "Zq8KvWm3Jx"
+	split := []string{"-redis", "redis://:pass", secret + "@127.0.0.1:6379"}
+	whole := "redis://:" + secret + "@127.0.0.1:6379"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"serve"}, split...), "relay serve takes flags only, but 1 unexpected argument(s) follow them, from argument 3 on"},
+		{split, "1 unexpected argument(s) follow them, from argument 3 on"},
+		{[]string{"serve", whole}, "1 unexpected argument(s) follow them, from argument 1 on"},
+		{[]string{"serve", whole, "-listen", "127.0.0.1:0"}, "3 unexpected argument(s)"},
+		{append([]string{"bench"}, split...), "relay bench takes flags only"},
+		{[]string{"receive", "-keys", "keys.json", whole}, "relay receive takes flags only"},
+		{[]string{"token", "-scope", "admin", whole}, "relay token takes flags only"},
+		{[]string{"keygen", "-out", "/nonexistent/hook.pem", whole}, "relay keygen takes flags only"},
+		{[]string{whole}, "unknown command"},
+	} {
+		cmd := exec.Command(relayBinary(t), tc.args...)
+		cmd.Env = []string{"RELAY_JWT_SECRET=" + strings.Repeat("s", 32)}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v succeeded:\n%s", tc.args, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v printed no %q:\n%s", tc.args, tc.want, out)
+		}
+		for _, f := range fragments(secret) {
+			if strings.Contains(string(out), f) {
+				t.Fatalf("%v printed %q of the password:\n%s", tc.args, f, out)
+			}
+		}
+	}
+}
+
 // Behind the wording of each message, any error that still quotes the
 // password, as written or decoded, has it replaced, and unwraps as before.
 func TestScrubberReplacesThePasswordInAnyError(t *testing.T) {
@@ -156,6 +197,37 @@ func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
 			if strings.Contains(string(out), f) {
 				t.Fatalf("%v printed %q of the password:\n%s", args, f, out)
 			}
+		}
+	}
+}
+
+// A Redis URL without "//" after its scheme is read by go-redis as opaque:
+// it would connect to localhost:6379, db 0, with no password. It is
+// refused, and the message quotes none of it.
+func TestARedisURLWithoutSlashesIsRefused(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const secret = "Zq8KvWm3Jx"
+	for _, addr := range []string{
+		"redis:" + secret + "@redis.internal.example:6380/2",
+		"redis::" + secret + "@redis.internal.example:6380/2",
+		"rediss:relay:" + secret + "@redis.internal.example:6380/2",
+		"REDIS:" + secret + "@redis.internal.example:6380/2",
+		"redis:/:" + secret + "@redis.internal.example:6380/2",
+		"unix:" + secret + "@/run/redis.sock",
+	} {
+		c, closeFn, err := connect(addr, log)
+		if err == nil {
+			o := c.(*redis.Client).Options()
+			closeFn()
+			t.Fatalf("%s accepted: addr %q, db %d, password set %v", addr, o.Addr, o.DB, o.Password != "")
+		}
+		for _, f := range append(fragments(secret), "internal", "redis.sock") {
+			if strings.Contains(err.Error(), f) {
+				t.Fatalf("%s: the error quotes %q: %v", addr, f, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "//") {
+			t.Errorf("%s: the error does not say what is missing: %v", addr, err)
 		}
 	}
 }

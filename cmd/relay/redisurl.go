@@ -30,6 +30,22 @@ func credentials(addr string) string {
 	return rest[:at]
 }
 
+// missingSlashes reports a redis, rediss or unix URL without "//" after
+// its scheme. url.Parse reads "redis:pass@host:6380/2" as opaque, with no
+// host, user or path, and go-redis then connects to localhost:6379, db 0,
+// without the password: a silent wrong server, not an error.
+func missingSlashes(addr string) bool {
+	scheme, rest, ok := strings.Cut(addr, ":")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+		return !strings.HasPrefix(rest, "//")
+	}
+	return false
+}
+
 // checkCredentials refuses credentials a URL parser would not read as
 // written. Its errors name the rule, never a character of the credentials.
 func checkCredentials(userinfo string) error {

@@ -268,6 +268,9 @@ func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), erro
 }
 
 func open(addr string) (redis.UniversalClient, error) {
+	if missingSlashes(addr) {
+		return nil, errors.New(`the Redis URL has no "//" after its scheme: write redis://[user:pass@]host:port/db, and rediss:// or unix:// alike`)
+	}
 	if err := checkCredentials(credentials(addr)); err != nil {
 		return nil, err
 	}

@@ -123,6 +123,9 @@ func keygen(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
 	key, err := hooks.GenerateKey(rand.Reader)
 	if err != nil {
 		return err

@@ -66,8 +66,8 @@ func token(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs, args); err != nil {
+		return err
 	}
 	if len(scopes) == 0 {
 		return fmt.Errorf("give at least one --scope (%s)", knownScopes())

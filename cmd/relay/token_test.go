@@ -200,7 +200,7 @@ func TestTokenRefusesWhatItCannotMint(t *testing.T) {
 		{[]string{"--jwt-secret", testSecret, "--key", keyFile, "--scope", "admin"}, "not both"},
 		{[]string{"--key", filepath.Join(dir, "missing.pem"), "--scope", "admin"}, "missing.pem"},
 		{[]string{"--jwt-secret", testSecret, "--scope", "admin", "--public-url", "https://relay.example.com/path"}, "origin"},
-		{[]string{"--jwt-secret", testSecret, "--scope", "admin", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--jwt-secret", testSecret, "--scope", "admin", "extra"}, "1 unexpected argument(s)"},
 	} {
 		var out bytes.Buffer
 		err := token(c.args, &out)

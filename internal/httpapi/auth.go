@@ -385,10 +385,16 @@ func (a *Auth) Verify(raw string) (Principal, error) {
 	return p, nil
 }
 
-// checkHeader holds the JOSE header to the rules of a request body before
-// the library reads it into a map, where the last of duplicate names wins
+// readHeader are the header parameters relay reads, by their exact names.
+var readHeader = []string{"alg", "typ", "kid", "crit"}
+
+// checkHeader holds the JOSE header to strict rules before the library
+// reads it into a map, where the last of duplicate names wins
 // ({"alg":"none","alg":"HS256"}), null reads as a value and "ALG" beside
-// "alg" goes unseen. Every header parameter is named in lower case.
+// "alg" goes unseen. So the header is one object with no duplicate name,
+// no null and only valid UTF-8, and no name differs from one relay reads
+// only in case; the others may be named as registered (x5t#S256) or as
+// their issuer likes, as claims may.
 func (a *Auth) checkHeader(raw string) error {
 	seg, _, ok := strings.Cut(raw, ".")
 	if !ok {
@@ -398,8 +404,19 @@ func (a *Auth) checkHeader(raw string) error {
 	if err != nil {
 		return errors.New("the header is not base64url")
 	}
-	if _, p := checkStrictRules(header, jsonRules{}); p != nil {
+	if _, p := checkStrictRules(header, jsonRules{openKeys: true}); p != nil {
 		return errors.New("header: " + p.Detail)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(header, &m); err != nil {
+		return errors.New("the header must be a JSON object")
+	}
+	for name := range m {
+		for _, known := range readHeader {
+			if name != known && strings.EqualFold(name, known) {
+				return fmt.Errorf("header parameter %q differs from %q only in case", truncate(name), known)
+			}
+		}
 	}
 	return nil
 }

@@ -251,6 +251,13 @@ func TestTypHeader(t *testing.T) {
 	}
 }
 
+// Header parameters relay does not read may be named as registered, or as
+// their issuer likes: x5t#S256 (RFC 7515 §4.1.8) is not lower-case ASCII.
+func TestHeaderParametersRelayDoesNotReadAreAccepted(t *testing.T) {
+	a := authFor(t, nil)
+	mustAccept(t, a, sign(t, jwt.SigningMethodHS256, secret, map[string]any{"x5t#S256": "thumbprint", "Note": "ünïcode"}, claims(nil)))
+}
+
 func TestCritHeaderIsRefused(t *testing.T) {
 	mustRefuse(t, authFor(t, nil), sign(t, jwt.SigningMethodHS256, secret, map[string]any{"crit": []string{"b64"}, "b64": false}, claims(nil)))
 }

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -21,16 +23,28 @@ const (
 	// DefaultMaxConnections bounds the connections open at once when the
 	// operator sets no limit.
 	DefaultMaxConnections = 1024
+	// DefaultWriteStall bounds how long a write to a client may go with
+	// the client taking none of it. It matches the time a client has to
+	// send a request head, so a slot costs a client that stops reading no
+	// less effort to hold than one that stops sending.
+	DefaultWriteStall = 10 * time.Second
 )
 
 // NewServer is the HTTP server relay runs h on when h is served from ln:
 // heads capped at MaxHeaderBytes, each phase of a request bounded in time,
 // and every request, OPTIONS * included, passed to h, whose framing check
-// finds each connection's watch through ln's ConnContext.
+// finds each connection's watch through ln's ConnContext. Its ConnState
+// tells ln which connections are idle; a caller that sets its own must
+// call ln.ConnState too.
+//
+// There is no WriteTimeout: it would bound the handler's time as well as
+// the client's, and cut a slow reader that is still reading. ln bounds
+// each write instead, by how long it goes without progress.
 func NewServer(h http.Handler, ln *Listener) *http.Server {
 	return &http.Server{
 		Handler:                      h,
 		ConnContext:                  ln.ConnContext,
+		ConnState:                    ln.ConnState,
 		DisableGeneralOptionsHandler: true,
 		MaxHeaderBytes:               MaxHeaderBytes,
 		ReadHeaderTimeout:            10 * time.Second,
@@ -48,6 +62,10 @@ type ListenerConfig struct {
 	// MaxConnections is the most connections open at once,
 	// DefaultMaxConnections when zero.
 	MaxConnections int
+	// WriteStall is the longest a write to a connection may wait with the
+	// client taking none of it, DefaultWriteStall when zero; the
+	// connection is closed then. A client reading slowly is not cut.
+	WriteStall time.Duration
 	// Metrics counts open and refused connections; optional.
 	Metrics *Metrics
 }
@@ -59,16 +77,26 @@ type ListenerConfig struct {
 // http.Server.ConnContext set to the Listener's ConnContext). It must see
 // the bytes as the client sent them: plain HTTP/1.x, no TLS beneath it.
 //
-// A connection over the limit is answered at once, before it is read, with
-// a 503 problem and Retry-After, then closed: a client or load balancer
-// learns to retry or go elsewhere instead of hanging in the accept queue,
-// and the connection never costs a header buffer. When even the answers
-// are too many at once, further connections are closed unanswered.
+// At the limit, a new connection takes the slot of the connection idle
+// longest, which is closed, as IdleTimeout would close it later: an idle
+// keep-alive connection must not keep out a client with a request to send
+// (a client's request crossing the close is retried as after any idle
+// close). With none idle, a connection over the limit is answered at once,
+// before it is read, with a 503 problem and Retry-After, then closed: a
+// client or load balancer learns to retry or go elsewhere instead of
+// hanging in the accept queue, and the connection never costs a header
+// buffer. When even the answers are too many at once, further connections
+// are closed unanswered.
 type Listener struct {
 	net.Listener
-	slots    chan struct{}
-	refusing chan struct{}
-	metrics  *Metrics
+	slots      chan struct{}
+	refusing   chan struct{}
+	metrics    *Metrics
+	writeStall time.Duration
+
+	mu sync.Mutex
+	// idle holds the idle connections, longest idle first.
+	idle list.List
 }
 
 // NewListener wraps inner.
@@ -79,11 +107,18 @@ func NewListener(inner net.Listener, cfg ListenerConfig) (*Listener, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.WriteStall < 0 {
+		return nil, fmt.Errorf("httpapi: write stall %v must not be negative", cfg.WriteStall)
+	}
+	if cfg.WriteStall == 0 {
+		cfg.WriteStall = DefaultWriteStall
+	}
 	return &Listener{
-		Listener: inner,
-		slots:    make(chan struct{}, cfg.MaxConnections),
-		refusing: make(chan struct{}, max(16, cfg.MaxConnections/8)),
-		metrics:  cfg.Metrics,
+		Listener:   inner,
+		slots:      make(chan struct{}, cfg.MaxConnections),
+		refusing:   make(chan struct{}, max(16, cfg.MaxConnections/8)),
+		metrics:    cfg.Metrics,
+		writeStall: cfg.WriteStall,
 	}, nil
 }
 
@@ -95,14 +130,55 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
+		if l.takeSlot() {
 			l.metrics.connOpened()
 			return &conn{Conn: c, l: l}, nil
-		default:
-			l.metrics.connRefused()
-			l.refuse(c)
 		}
+		l.metrics.connRefused()
+		l.refuse(c)
+	}
+}
+
+// takeSlot takes a free slot, or the slot of the connection idle longest.
+func (l *Listener) takeSlot() bool {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		default:
+		}
+		l.mu.Lock()
+		e := l.idle.Front()
+		var c *conn
+		if e != nil {
+			c = l.idle.Remove(e).(*conn)
+			c.idleAt = nil
+		}
+		l.mu.Unlock()
+		if c == nil {
+			return false
+		}
+		// Close frees the slot before it returns.
+		_ = c.Close()
+	}
+}
+
+// ConnState follows which connections are idle, for Accept to close the
+// longest idle when at the limit: serve with http.Server.ConnState calling
+// it.
+func (l *Listener) ConnState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok || c.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case s == http.StateIdle && c.idleAt == nil && !c.closed:
+		c.idleAt = l.idle.PushBack(c)
+	case s != http.StateIdle && c.idleAt != nil:
+		l.idle.Remove(c.idleAt)
+		c.idleAt = nil
 	}
 }
 
@@ -149,13 +225,17 @@ func (l *Listener) refuse(c net.Conn) {
 
 type connKey struct{}
 
-// conn is an accepted connection: it holds a slot until closed, and
-// follows the framing of the requests read from it.
+// conn is an accepted connection: it holds a slot until closed, follows
+// the framing of the requests read from it, and bounds each write.
 type conn struct {
 	net.Conn
 	l       *Listener
 	once    sync.Once
 	framing framing
+	// idleAt is its place in l.idle while idle; closed is set once it is
+	// closed, so it is never listed again. Both are guarded by l.mu.
+	idleAt *list.Element
+	closed bool
 }
 
 func (c *conn) Read(p []byte) (int, error) {
@@ -166,9 +246,34 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write writes p, with a deadline of the write stall from now that moves
+// on whenever the client takes some of p: a client that stops reading is
+// closed within the stall, one that reads slowly is not. net/http sets no
+// write deadline of its own with WriteTimeout unset.
+func (c *conn) Write(p []byte) (int, error) {
+	done := 0
+	for {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.l.writeStall)); err != nil {
+			return done, err
+		}
+		n, err := c.Conn.Write(p[done:])
+		done += n
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return done, err
+		}
+	}
+}
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		if c.idleAt != nil {
+			c.l.idle.Remove(c.idleAt)
+			c.idleAt = nil
+		}
+		c.l.mu.Unlock()
 		<-c.l.slots
 		c.l.metrics.connClosed()
 	})

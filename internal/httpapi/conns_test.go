@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,9 +28,18 @@ type wire struct {
 	addr string
 	// closed learns of every connection the server closed.
 	closed chan struct{}
+	// opened and idle learn of connections accepted and gone idle, while
+	// there is room in them: a test that waits on one reads it from the
+	// start.
+	opened, idle chan struct{}
 }
 
 func serveWire(t *testing.T, maxConns int) *wire {
+	t.Helper()
+	return serveWireWith(t, httpapi.ListenerConfig{MaxConnections: maxConns})
+}
+
+func serveWireWith(t *testing.T, cfg httpapi.ListenerConfig) *wire {
 	t.Helper()
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
@@ -39,20 +49,49 @@ func serveWire(t *testing.T, maxConns int) *wire {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := httpapi.NewListener(ln, httpapi.ListenerConfig{MaxConnections: maxConns, Metrics: h.metrics})
+	cfg.Metrics = h.metrics
+	l, err := httpapi.NewListener(ln, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{t: t, h: h, addr: ln.Addr().String(), closed: make(chan struct{}, 64)}
+	w := &wire{t: t, h: h, addr: ln.Addr().String(), closed: make(chan struct{}, 64), opened: make(chan struct{}, 64), idle: make(chan struct{}, 64)}
 	srv := httpapi.NewServer(h.h, l)
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateClosed {
+	listenerState := srv.ConnState
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		listenerState(c, s)
+		switch s {
+		case http.StateClosed:
 			w.closed <- struct{}{}
+		case http.StateNew:
+			signal(w.opened)
+		case http.StateIdle:
+			signal(w.idle)
 		}
 	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return w
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// await fails the test unless ch is signalled n times within a bound far
+// above what the server needs.
+func await(t *testing.T, ch chan struct{}, n int, what string) {
+	t.Helper()
+	bound := time.After(20 * time.Second)
+	for i := range n {
+		select {
+		case <-ch:
+		case <-bound:
+			t.Fatalf("%s: %d of %d in 20s", what, i, n)
+		}
+	}
 }
 
 // conn is one client connection; every read is bounded by a deadline, so a
@@ -145,6 +184,24 @@ func TestARequestFramedBothWaysIsRefusedAndItsConnectionClosed(t *testing.T) {
 	}
 }
 
+// After a POST net/http skips blank lines before the next request line; a
+// request framed both ways behind them is refused all the same.
+func TestARequestFramedBothWaysAfterABlankLineIsRefused(t *testing.T) {
+	w := serveWire(t, 0)
+	post := "POST /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\n\r\nhello"
+	both := "GET /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	for _, blank := range []string{"\r\n", "\n\n", "\r\n\r\n"} {
+		c := w.dial()
+		c.send(t, post+blank+both+getHealthz)
+		if resp, _ := c.response(t); resp.StatusCode != http.StatusMethodNotAllowed || resp.Close {
+			t.Fatalf("%q: the POST: %d close=%v", blank, resp.StatusCode, resp.Close)
+		}
+		resp, body := c.response(t)
+		wantProblem(t, resp, body, http.StatusBadRequest, httpapi.SlugInvalidRequest)
+		c.closedAfter(t, "the refusal")
+	}
+}
+
 // The watch costs well-framed clients nothing: requests framed by
 // Content-Length share a connection; a chunked one is served, and its
 // connection closed after it, since the watch does not follow chunks.
@@ -193,19 +250,18 @@ func TestAHeadOverTheCapIs431AndClosed(t *testing.T) {
 	wantProblem(t, resp, body, http.StatusUnauthorized, httpapi.SlugUnauthorized)
 }
 
-// Connections over the limit are answered 503 with Retry-After and closed,
-// before a request is read; once one closes, a new one is served.
+// Connections over the limit, none of those open idle, are answered 503
+// with Retry-After and closed, before a request is read; once one closes,
+// a new one is served.
 func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
 	const limit = 3
 	w := serveWire(t, limit)
 	held := make([]*clientConn, limit)
 	for i := range held {
+		// Open, its first request not sent yet: not idle.
 		held[i] = w.dial()
-		held[i].send(t, getHealthz)
-		if resp, _ := held[i].response(t); resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d: %d", i, resp.StatusCode)
-		}
 	}
+	await(t, w.opened, limit, "connections accepted")
 	for range 2 {
 		c := w.dial()
 		c.send(t, getHealthz)
@@ -224,6 +280,12 @@ func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
 		t.Errorf("open connections %v, want %d", n, limit)
 	}
 
+	for i, c := range held {
+		c.send(t, getHealthz)
+		if resp, _ := c.response(t); resp.StatusCode != http.StatusOK {
+			t.Fatalf("held connection %d: %d", i, resp.StatusCode)
+		}
+	}
 	_ = held[0].Close()
 	<-w.closed
 	c := w.dial()
@@ -256,4 +318,71 @@ func gauge(t *testing.T, h *harness, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// At the limit a new connection is served in the place of the connection
+// idle longest, which is closed; the others are left alone.
+func TestAtTheLimitTheLongestIdleConnectionMakesRoom(t *testing.T) {
+	const limit = 2
+	w := serveWire(t, limit)
+	held := make([]*clientConn, limit)
+	for i := range held {
+		held[i] = w.dial()
+		held[i].send(t, getHealthz)
+		if resp, _ := held[i].response(t); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d: %d", i, resp.StatusCode)
+		}
+		await(t, w.idle, 1, "the connection idle")
+	}
+	c := w.dial()
+	c.send(t, getHealthz)
+	if resp, body := c.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a connection at the limit with two idle: %d %s", resp.StatusCode, body)
+	}
+	held[0].closedAfter(t, "making room")
+	held[1].send(t, getHealthz)
+	if resp, _ := held[1].response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the connection idle for less time: %d", resp.StatusCode)
+	}
+	if n := gauge(t, w.h, "relay_http_connections_refused_total"); n != 0 {
+		t.Errorf("refused connections counted %v, want 0", n)
+	}
+	if n := gauge(t, w.h, "relay_http_connections_open"); n != limit {
+		t.Errorf("open connections %v, want %d", n, limit)
+	}
+}
+
+// A client that pipelines requests and never reads their answers blocks
+// the server's writes once the buffers between them are full: it is closed
+// within the write stall, and its slot freed.
+func TestAClientThatStopsReadingIsClosedWithinTheWriteStall(t *testing.T) {
+	const limit = 2
+	w := serveWireWith(t, httpapi.ListenerConfig{MaxConnections: limit, WriteStall: 200 * time.Millisecond})
+	small := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	reqs := []byte(strings.Repeat(getHealthz, 200_000))
+	for range limit {
+		c, err := small.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		go func() { _, _ = c.Write(reqs) }()
+	}
+	await(t, w.closed, limit, "clients that stopped reading closed")
+	if n := gauge(t, w.h, "relay_http_connections_open"); n != 0 {
+		t.Errorf("open connections %v, want 0", n)
+	}
+	c := w.dial()
+	c.send(t, getHealthz)
+	if resp, _ := c.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new connection: %d, want 200", resp.StatusCode)
+	}
 }

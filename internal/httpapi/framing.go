@@ -35,9 +35,10 @@ const (
 const lineKeep = 64
 
 // framing follows the request heads of one connection as net/http reads
-// them: a head ends at its first empty line (a line ends at LF, a CR
-// before it dropped), a Content-Length body is skipped, and after a head
-// it cannot vouch for it stops, for that connection closes after the answer.
+// them: blank lines before a head are skipped, a head ends at its first
+// empty line (a line ends at LF, a CR before it dropped), a Content-Length
+// body is skipped, and after a head it cannot vouch for it stops, for that
+// connection closes after the answer.
 // It keeps a line prefix and a verdict per head not yet taken, never a
 // whole head or body.
 type framing struct {
@@ -81,12 +82,14 @@ func (f *framing) observe(p []byte) {
 	}
 }
 
+// keep adds p to the line being read. The length is judged before p is
+// kept, so a line is long for the same bytes however the reads split it.
 func (f *framing) keep(p []byte) {
-	if room := lineKeep - len(f.line); room > 0 {
-		f.line = append(f.line, p[:min(room, len(p))]...)
-	}
 	if len(f.line)+len(p) > lineKeep {
 		f.lineLong = true
+	}
+	if room := lineKeep - len(f.line); room > 0 {
+		f.line = append(f.line, p[:min(room, len(p))]...)
 	}
 }
 
@@ -95,12 +98,13 @@ func (f *framing) endLine() {
 	f.line, f.lineLong = f.line[:0], false
 	f.lines++
 	switch {
+	case f.lines == 1 && !long && len(bytes.TrimLeft(line, "\r")) == 0:
+		// A blank line before a request line: net/http skips up to four
+		// CR or LF bytes after a POST, and refuses and closes the
+		// connection on any other, so skipping every one keeps the watch
+		// in step wherever the connection goes on.
+		f.lines = 0
 	case len(line) == 0 && !long:
-		if f.lines == 1 {
-			// No request line: net/http refuses it and closes.
-			f.stop()
-			return
-		}
 		f.endHead()
 	case f.lines == 1:
 		// The request line; its method and target do not frame the body.

@@ -11,6 +11,7 @@ import (
 // in any pieces: in one read, or a byte at a time.
 func TestFramingWatchFollowsHeadsAndBodies(t *testing.T) {
 	get := "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+	both := "GET / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 	post := func(body string) string {
 		return "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	}
@@ -31,7 +32,18 @@ func TestFramingWatchFollowsHeadsAndBodies(t *testing.T) {
 		{"bad length", "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\n", []verdict{unfollowed}},
 		{"two lengths", "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", []verdict{unfollowed}},
 		{"padded length", "POST /x HTTP/1.1\r\nContent-Length: " + strings.Repeat(" ", 80) + "0\r\n\r\n", []verdict{unfollowed}},
-		{"no request line", "\r\n" + get, nil},
+		// 35 bytes with its CR: within what the watch keeps, however read.
+		{"padded length that fits", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", 17) + "5\r\n\r\nhello" + get, []verdict{framedByLength, framedByLength}},
+		{"longest kept line", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", lineKeep-17) + "5\r\n\r\nhello" + get, []verdict{framedByLength, framedByLength}},
+		{"a byte over the kept line", "POST /x HTTP/1.1\r\nContent-Length:" + strings.Repeat(" ", lineKeep-16) + "5\r\n\r\nhello" + get, []verdict{unfollowed}},
+		// net/http skips up to four CR or LF bytes after a POST's body, and
+		// refuses and closes where it does not: the watch skips blank lines
+		// before a request line, and stays in step either way.
+		{"blank line after a body", post("hello") + "\r\n" + both, []verdict{framedByLength, framedBoth}},
+		{"blank lines after a body", post("hello") + "\n\r\n" + both, []verdict{framedByLength, framedBoth}},
+		{"bare CRs after a body", post("hello") + "\r\r\n" + both, []verdict{framedByLength, framedBoth}},
+		{"blank line after a bodiless head", get + "\r\n" + get, []verdict{framedByLength, framedByLength}},
+		{"no request line", "\r\n" + get, []verdict{framedByLength}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, piece := range []int{len(tc.stream), 1, 7} {

@@ -40,7 +40,8 @@ import (
 //     are compared after the same replacement.
 //
 // A token's claims are checked under jsonRules that let keys be any valid
-// UTF-8 and let null stand: their issuer names the claims relay ignores.
+// UTF-8 and let null stand, its header under rules that let keys be any
+// valid UTF-8: their issuer names the members relay ignores.
 
 const (
 	detailNotJSON  = "the body is not valid JSON"
@@ -55,7 +56,8 @@ const (
 // The zero value is the rules of request bodies.
 type jsonRules struct {
 	// openKeys lets keys be any valid UTF-8 rather than lower-case ASCII:
-	// a token may carry claims relay ignores, named as their issuer likes.
+	// a token may carry claims and header parameters relay ignores, named
+	// as their issuer likes.
 	openKeys bool
 	// nullOK lets null stand anywhere.
 	nullOK bool

@@ -367,6 +367,8 @@ var forgedHeaders = map[string]string{
 	"ALG beside alg":        `{"alg":"HS256","typ":"JWT","ALG":"none"}`,
 	"Typ beside typ":        `{"alg":"HS256","typ":"JWT","Typ":"JOSE"}`,
 	"CRIT":                  `{"alg":"HS256","typ":"JWT","CRIT":["exp"]}`,
+	"ALG alone":             `{"ALG":"HS256","typ":"JWT"}`,
+	"Kid beside kid":        `{"alg":"HS256","typ":"JWT","kid":"a","Kid":"b"}`,
 	"kid null":              `{"alg":"HS256","typ":"JWT","kid":null}`,
 	"escaped duplicate alg": `{"alg":"none","\u0061lg":"HS256","typ":"JWT"}`,
 	"invalid UTF-8 in kid":  "{\"alg\":\"HS256\",\"typ\":\"JWT\",\"kid\":\"\xff\"}",
