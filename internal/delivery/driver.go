@@ -89,6 +89,9 @@ type Config struct {
 	// slowed, when a test sets it, learns that a fire outlasted SlowAfter
 	// and whether it moved to the slow lane or waits for a slot there.
 	slowed func(moved bool)
+	// slowWaits, when a test sets it, learns that a scan of p left it
+	// waiting for the slow lane.
+	slowWaits func(p store.Partition)
 }
 
 // Driver fires due timers of every partition with two bounded lanes of
@@ -128,7 +131,8 @@ type Driver struct {
 	moving []*fire
 	// slowWait are partitions with a due stream whose last fire failed and
 	// that found the slow lane full, oldest first: each freed slow slot
-	// sends one back to be scanned. A full poll leaves them here.
+	// sends one back to be scanned. A full poll still scans them: only
+	// their failed streams wait, not the partition's others.
 	slowWait partitionQueue
 	// hot are partitions to scan before the due indexes are read again,
 	// oldest first: those whose fires rescheduled (they may be due again
@@ -356,11 +360,9 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.saturated = true
 		}
 		for _, dp := range due {
-			if !d.slowWait.has(dp.Partition) {
-				// One waiting for the slow lane is scanned again when a
-				// slot there frees, not at every poll.
-				d.hot.push(dp.Partition)
-			}
+			// One waiting for the slow lane is scanned too: its other
+			// streams are due as any, and only the failed ones wait.
+			d.hot.push(dp.Partition)
 		}
 		d.mu.Unlock()
 	}
@@ -448,6 +450,9 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.slowWait.remove(p)
 		}
 		d.mu.Unlock()
+		if waits && !full && d.cfg.slowWaits != nil {
+			d.cfg.slowWaits(p)
+		}
 	}
 }
 

@@ -345,6 +345,60 @@ func TestAFreedSlowSlotGoesFirstToAFireWaitingToLeaveTheMainLane(t *testing.T) {
 	})
 }
 
+// offer sends v unless c is full: a hook the driver calls again and again
+// must not block it.
+func offer[T any](c chan T, v T) {
+	select {
+	case c <- v:
+	default:
+	}
+}
+
+// A partition with a stream waiting for the slow lane is still scanned by
+// full polls: only that stream waits. mixed's billing failed last and
+// waits for the slot hang-x's hanging call holds; another process then
+// accepts an outcome for mixed, so its healthy audit stream is due with no
+// WakePartition here, and the next full poll fires it.
+func TestAFullPollFiresTheHealthyStreamsOfAPartitionWaitingForTheSlowLane(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		lanesFleet(f, []string{"hang-x", "mixed"}, map[string]bool{"hang-x": true, "mixed": true})
+		f.endpoint("mixed", "audit", outbox.Endpoint{Enabled: true})
+		sink := newHangers()
+		sink.hang = func(ns string) bool { return ns == "hang-x" }
+		waits := make(chan store.Partition, 8)
+		d := lanesDriver(f, sink, Config{Concurrency: 4, SlowConcurrency: 1, slowTimer: never,
+			slowWaits: func(p store.Partition) { offer(waits, p) }})
+		recv(t, sink.entered, "hang-x's call")
+		if p := recv(t, waits, "mixed to wait for the slow lane"); p.Namespace != "mixed" {
+			t.Fatalf("%s waits for the slow lane, want mixed", p)
+		}
+		mixed := store.Partition{Namespace: "mixed"}
+		f.seed("mixed", "later")
+		row, found, err := timers.Find(f.ctx, f.st, mixed, timers.KindOutcomeDelivery, "audit")
+		if err != nil || !found || row.DueAtMs > time.Now().UnixMilli() {
+			t.Fatalf("audit's timer %+v (found %v, %v): want it due", row, found, err)
+		}
+		d.Wake() // a full poll, as the poll interval would start
+		select {
+		case ns := <-sink.delivered:
+			if ns != "mixed" {
+				t.Fatalf("%s delivered, want mixed's audit", ns)
+			}
+		case <-time.After(patience):
+			main, slow, waiting, _ := d.lanes()
+			t.Fatalf("mixed's audit, due, not fired by a full poll while mixed's billing waits for the slow lane: main %d, slow %d, waiting %d", main, slow, waiting)
+		}
+		if _, slow, waiting, _ := d.lanes(); slow != 1 || waiting != 1 {
+			t.Fatalf("slow lane %d, %d waiting; want hang-x's call and mixed's billing waiting", slow, waiting)
+		}
+		billing, _, err := timers.Find(f.ctx, f.st, mixed, timers.KindOutcomeDelivery, "billing")
+		if err != nil || billing.Lease != nil {
+			t.Fatalf("billing's timer %+v (%v): want it unclaimed, waiting", billing, err)
+		}
+	})
+}
+
 // Stop waits for the fires that moved to the slow lane as for any other.
 func TestStopLetsTheFiresInTheSlowLaneFinish(t *testing.T) {
 	t.Parallel()
