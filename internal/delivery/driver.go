@@ -89,6 +89,9 @@ type Config struct {
 	// slowed, when a test sets it, learns that a fire outlasted SlowAfter
 	// and whether it moved to the slow lane or waits for a slot there.
 	slowed func(moved bool)
+	// slowWaits, when a test sets it, learns that a scan of p left it
+	// waiting for the slow lane.
+	slowWaits func(p store.Partition)
 }
 
 // Driver fires due timers of every partition with two bounded lanes of
@@ -123,13 +126,23 @@ type Driver struct {
 	// main and slow count the fires holding a worker of each lane.
 	main, slow int
 	// moving are main-lane fires past SlowAfter that found the slow lane
-	// full, oldest first: a freed slow slot goes to them before any other
-	// fire, since each holds a main worker.
+	// full, oldest first; each keeps its main worker until it gets a slot.
 	moving []*fire
 	// slowWait are partitions with a due stream whose last fire failed and
-	// that found the slow lane full, oldest first: each freed slow slot
-	// sends one back to be scanned. A full poll leaves them here.
+	// that found the slow lane full, oldest first. A full poll still scans
+	// them: only their failed streams wait, not the partition's others.
 	slowWait partitionQueue
+	// waitSince stamps each partition of slowWait, and each fire of moving
+	// its since, from waits: a freed slow slot goes to the oldest of both,
+	// so neither kind of waiter can starve the other.
+	waitSince map[store.Partition]uint64
+	waits     uint64
+	// handed are partitions of slowWait handed a slow slot, to scan before
+	// any other; reserved holds their slots, so that no other fire takes
+	// one before the scan: reservedN is their sum.
+	handed    partitionQueue
+	reserved  map[store.Partition]int
+	reservedN int
 	// hot are partitions to scan before the due indexes are read again,
 	// oldest first: those whose fires rescheduled (they may be due again
 	// at once), and those a poll left for want of workers.
@@ -182,14 +195,17 @@ func New(cfg Config) (*Driver, error) {
 		cfg.slowTimer = time.After
 	}
 	return &Driver{
-		cfg:      cfg,
-		wake:     make(chan struct{}, 1),
-		kick:     make(chan struct{}, 1),
-		stopping: make(chan struct{}),
-		loopDone: make(chan struct{}),
-		inFlight: map[string]struct{}{},
-		hot:      newPartitionQueue(),
-		slowWait: newPartitionQueue(),
+		cfg:       cfg,
+		wake:      make(chan struct{}, 1),
+		kick:      make(chan struct{}, 1),
+		stopping:  make(chan struct{}),
+		loopDone:  make(chan struct{}),
+		inFlight:  map[string]struct{}{},
+		hot:       newPartitionQueue(),
+		slowWait:  newPartitionQueue(),
+		waitSince: map[store.Partition]uint64{},
+		handed:    newPartitionQueue(),
+		reserved:  map[store.Partition]int{},
 	}, nil
 }
 
@@ -356,11 +372,9 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.saturated = true
 		}
 		for _, dp := range due {
-			if !d.slowWait.has(dp.Partition) {
-				// One waiting for the slow lane is scanned again when a
-				// slot there frees, not at every poll.
-				d.hot.push(dp.Partition)
-			}
+			// One waiting for the slow lane is scanned too: its other
+			// streams are due as any, and only the failed ones wait.
+			d.hot.push(dp.Partition)
 		}
 		d.mu.Unlock()
 	}
@@ -368,20 +382,26 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 	// timers; they are queued again once the poll is over.
 	var again []store.Partition
 	// found counts the due timers scanned; waited holds the scanned
-	// partitions that went to wait for the slow lane.
-	found, waited := 0, map[store.Partition]struct{}{}
+	// partitions that went to wait for the slow lane; gave is set once a
+	// slow slot was given, which may have freed a main worker.
+	found, waited, gave := 0, map[store.Partition]struct{}{}, false
 	defer func() {
 		d.mu.Lock()
 		for _, p := range again {
 			d.hot.push(p)
 		}
-		left := d.hot.len() + d.slowWait.len() - len(waited)
-		// Once every partition sent to take a slow slot has been scanned,
-		// a slot one left unused (its stream was fired elsewhere
-		// meanwhile) goes to the next one waiting.
-		refilled := d.hot.len() == 0 && d.refillSlow(d.cfg.SlowConcurrency-d.slow)
+		left := d.hot.len() + d.handed.len()
+		for p := range d.slowWait.in {
+			if _, ok := waited[p]; !ok && !d.hot.has(p) && !d.handed.has(p) {
+				left++
+			}
+		}
+		// A slot that freed while a scan went on to find the lane full
+		// goes to the oldest waiter.
+		gave = d.handOff() || gave
+		kick := gave && (d.saturated || d.hot.len() > 0 || d.handed.len() > 0)
 		d.mu.Unlock()
-		if refilled {
+		if kick {
 			d.kickLoop()
 		}
 		if all {
@@ -395,16 +415,17 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		// and the queue: deciding here under mu, none can finish unseen.
 		d.mu.Lock()
 		free := d.cfg.Concurrency - d.main
-		var (
-			p  store.Partition
-			ok bool
-		)
-		if free == 0 {
+		// A partition handed a slow slot is scanned first, main workers
+		// or not: the slot is held for it until then.
+		p, ok := d.handed.pop()
+		switch {
+		case ok:
+		case free == 0:
 			if d.hot.len() > 0 || len(again) > 0 {
 				// The next fire to end polls again.
 				d.saturated = true
 			}
-		} else {
+		default:
 			p, ok = d.hot.pop()
 		}
 		d.mu.Unlock()
@@ -421,49 +442,93 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {
 			again = append(again, p)
+			d.mu.Lock()
+			if d.reserved[p] > 0 {
+				// It keeps its slot, and is scanned first next time.
+				d.handed.push(p)
+			}
+			d.mu.Unlock()
 			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
 		found += len(page.Entries)
 		full, waits := len(page.Entries) == limit, false
+	entries:
 		for _, e := range page.Entries {
 			switch d.launch(p, nowMs, e) {
-			case launchedOrBusy:
-				continue
 			case slowFull:
 				waits = true
-				continue
+			case mainFull:
+				// A stream whose last fire failed, further on, may
+				// still take its slow slot.
+				full = true
+			case stopping:
+				full = true
+				break entries
 			}
-			full = true
-			break
 		}
 		d.mu.Lock()
-		switch {
-		case full:
+		if n := d.reserved[p]; n > 0 {
+			// A slot handed to p that its scan left unused (the stream
+			// was fired elsewhere meanwhile) goes to the next waiter.
+			delete(d.reserved, p)
+			d.reservedN -= n
+		}
+		if full {
 			// More may be due in p than this poll took.
 			again = append(again, p)
-		case waits:
-			waited[p] = struct{}{}
-			d.slowWait.push(p)
-		default:
-			d.slowWait.remove(p)
 		}
+		if waits {
+			waited[p] = struct{}{}
+			d.waitSlow(p)
+		} else if !full {
+			d.slowWait.remove(p)
+			delete(d.waitSince, p)
+		}
+		// A partition handed a slot is scanned next in this poll; a
+		// main worker freed is used once the poll is over.
+		gave = d.handOff() || gave
 		d.mu.Unlock()
+		if waits && d.cfg.slowWaits != nil {
+			d.cfg.slowWaits(p)
+		}
 	}
 }
 
-// refillSlow sends up to n partitions waiting for the slow lane back to be
-// scanned; mu is held. It reports whether it sent any.
-func (d *Driver) refillSlow(n int) bool {
-	sent := false
-	for ; n > 0; n-- {
-		p, ok := d.slowWait.pop()
-		if !ok {
-			break
-		}
-		d.hot.push(p)
-		sent = true
+// waitSlow queues p to wait for the slow lane, or leaves it where it is in
+// the queue; mu is held.
+func (d *Driver) waitSlow(p store.Partition) {
+	if !d.slowWait.has(p) {
+		d.waits++
+		d.waitSince[p] = d.waits
+		d.slowWait.push(p)
 	}
-	return sent
+}
+
+// handOff gives each free slow slot to the oldest waiter: a fire of moving
+// moves into it at once, freeing its main worker; a partition of slowWait
+// has it reserved and is queued to be scanned first. mu is held. It
+// reports whether it gave any: the loop may then have work to do.
+func (d *Driver) handOff() bool {
+	gave := false
+	for d.slow+d.reservedN < d.cfg.SlowConcurrency {
+		p, waiting := d.slowWait.peek()
+		switch {
+		case len(d.moving) > 0 && (!waiting || d.moving[0].since < d.waitSince[p]):
+			next := d.moving[0]
+			d.moving = slices.Delete(d.moving, 0, 1)
+			d.toSlow(next)
+		case waiting:
+			d.slowWait.pop()
+			delete(d.waitSince, p)
+			d.reserved[p]++
+			d.reservedN++
+			d.handed.push(p)
+		default:
+			return gave
+		}
+		gave = true
+	}
+	return gave
 }
 
 func (d *Driver) kickLoop() {
@@ -523,6 +588,19 @@ func (q *partitionQueue) remove(p store.Partition) {
 	}
 }
 
+// peek returns the partition pop would, leaving it queued.
+func (q *partitionQueue) peek() (store.Partition, bool) {
+	for len(q.items) > 0 {
+		it := q.items[0]
+		if g, ok := q.in[it.p]; ok && g == it.gen {
+			return it.p, true
+		}
+		q.items[0] = queued{}
+		q.items = q.items[1:]
+	}
+	return store.Partition{}, false
+}
+
 func (q *partitionQueue) pop() (store.Partition, bool) {
 	for len(q.items) > 0 {
 		it := q.items[0]
@@ -541,8 +619,10 @@ func (q *partitionQueue) pop() (store.Partition, bool) {
 type fire struct {
 	// slow: it holds a slow-lane slot, else a main worker.
 	slow bool
-	// moving: past SlowAfter, it waits in Driver.moving for a slow slot.
+	// moving: past SlowAfter, it waits in Driver.moving for a slow slot,
+	// since the since-th wait began.
 	moving bool
+	since  uint64
 	done   bool
 }
 
@@ -590,7 +670,14 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 	default:
 	}
 	switch {
-	case slow && d.slow >= d.cfg.SlowConcurrency:
+	case slow && d.reserved[p] > 0:
+		// The slot handed to p for this scan.
+		if d.reserved[p]--; d.reserved[p] == 0 {
+			delete(d.reserved, p)
+		}
+		d.reservedN--
+		d.slow++
+	case slow && d.slow+d.reservedN >= d.cfg.SlowConcurrency:
 		return slowFull
 	case slow:
 		d.slow++
@@ -628,7 +715,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 		// kicking would spin on it, so it waits for the poll interval. A
 		// fire that failed after its claim has moved its timer a lease
 		// away, and hands its worker on as any other.
-		kick := (err == nil || rep.Claimed > 0) && (d.saturated || d.hot.len() > 0)
+		kick := (err == nil || rep.Claimed > 0) && (d.saturated || d.hot.len() > 0 || d.handed.len() > 0)
 		d.mu.Unlock()
 		if kick {
 			d.kickLoop()
@@ -654,16 +741,13 @@ func (d *Driver) watch(f *fire, ended <-chan struct{}) {
 		return
 	}
 	d.cfg.Metrics.slowed()
-	moved := d.slow < d.cfg.SlowConcurrency
-	kick := false
-	if moved {
-		d.toSlow(f)
-		kick = d.saturated || d.hot.len() > 0
-	} else {
-		// It keeps its main worker until a slow slot frees.
-		f.moving = true
-		d.moving = append(d.moving, f)
-	}
+	// It waits its turn with the others: a free slot goes to the oldest
+	// waiter, and until it gets one it keeps its main worker.
+	d.waits++
+	f.moving, f.since = true, d.waits
+	d.moving = append(d.moving, f)
+	kick := d.handOff() && (d.saturated || d.hot.len() > 0 || d.handed.len() > 0)
+	moved := !f.moving
 	d.mu.Unlock()
 	if kick {
 		d.kickLoop()
@@ -682,8 +766,8 @@ func (d *Driver) toSlow(f *fire) {
 }
 
 // release gives back the worker of a fire that ended; mu is held. A freed
-// slow slot goes first to the oldest fire waiting to leave the main lane,
-// then to a partition waiting for the slow lane.
+// slow slot goes to the oldest waiter, a fire waiting to leave the main
+// lane or a partition waiting for the slow lane.
 func (d *Driver) release(f *fire) {
 	f.done = true
 	if f.moving {
@@ -695,12 +779,6 @@ func (d *Driver) release(f *fire) {
 		return
 	}
 	d.slow--
-	if len(d.moving) > 0 {
-		next := d.moving[0]
-		d.moving = slices.Delete(d.moving, 0, 1)
-		d.toSlow(next)
-		return
-	}
 	d.cfg.Metrics.inFlight(d.main, d.slow)
-	d.refillSlow(1)
+	d.handOff()
 }

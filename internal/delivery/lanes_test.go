@@ -118,14 +118,18 @@ func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 }
 
 // lanesDriver starts a driver over sink whose calls are never cut by a
-// timeout: a hanging call lasts until the test ends it.
+// timeout: a hanging call lasts until the test ends it. Its store is the
+// fleet's unless cfg names one.
 func lanesDriver(f *fleet, sink Sink, cfg Config) *Driver {
 	f.t.Helper()
 	reg, err := timers.NewRegistry(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, Metrics: cfg.Metrics})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cfg.Store, cfg.Registry = f.st, reg
+	if cfg.Store == nil {
+		cfg.Store = f.st
+	}
+	cfg.Registry = reg
 	if cfg.after == nil {
 		cfg.after = never // the poll interval never ends: every launch is the driver's own doing
 	}
@@ -303,25 +307,30 @@ func TestCallsToHangingEndpointsAreBoundedByTheSlowLane(t *testing.T) {
 }
 
 // A fire past its threshold that finds the slow lane full keeps its main
-// worker; the next slow slot to free goes to it, before any stream waiting
-// for the slow lane, so the main lane is back in use at once.
-func TestAFreedSlowSlotGoesFirstToAFireWaitingToLeaveTheMainLane(t *testing.T) {
+// worker until a slow slot frees; the slot goes to whichever waited
+// longest. hang-1 starts to wait before hang-2, a stream that failed
+// before, finds the lane full: the first slot to free goes to hang-1, the
+// next to hang-2.
+func TestAFreedSlowSlotGoesToAFireWaitingToLeaveTheMainLaneSinceBeforeAStreamWaitingForIt(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		// hang-0 failed before and takes the only slow slot; hang-1 is
-		// new and takes the only main worker; hang-2 failed before and
-		// waits for the slow lane; healthy waits for the main worker.
-		lanesFleet(f, []string{"hang-0", "hang-1", "hang-2", "healthy"}, map[string]bool{"hang-0": true, "hang-2": true})
+		// new and takes a main worker.
+		lanesFleet(f, []string{"hang-0", "hang-1"}, map[string]bool{"hang-0": true})
 		sink := newHangers()
 		thresholds := make(chan chan time.Time, 8)
 		moved := make(chan bool, 8)
-		d := lanesDriver(f, sink, Config{Concurrency: 1, SlowConcurrency: 1,
+		finished := make(chan struct{}, 8)
+		waits := make(chan store.Partition, 8)
+		d := lanesDriver(f, sink, Config{Concurrency: 2, SlowConcurrency: 1,
 			slowTimer: func(time.Duration) <-chan time.Time {
 				c := make(chan time.Time, 1)
 				thresholds <- c
 				return c
 			},
-			slowed: func(ok bool) { moved <- ok }})
+			slowed:    func(ok bool) { moved <- ok },
+			finished:  func(bool) { finished <- struct{}{} },
+			slowWaits: func(p store.Partition) { offer(waits, p) }})
 		for range 2 {
 			recv(t, sink.entered, "a hanging call")
 		}
@@ -329,18 +338,279 @@ func TestAFreedSlowSlotGoesFirstToAFireWaitingToLeaveTheMainLane(t *testing.T) {
 		if recv(t, moved, "hang-1 past its threshold") {
 			t.Fatal("hang-1 moved to a full slow lane")
 		}
-		if main, slow, _, moving := d.lanes(); main != 1 || slow != 1 || moving != 1 {
-			t.Fatalf("main %d, slow %d, moving %d; want 1, 1, 1", main, slow, moving)
+		lanesFleet(f, []string{"hang-2"}, map[string]bool{"hang-2": true})
+		d.WakePartition(store.Partition{Namespace: "hang-2"})
+		if p := recv(t, waits, "hang-2 to wait for the slow lane"); p.Namespace != "hang-2" {
+			t.Fatalf("%s waits for the slow lane, want hang-2", p)
+		}
+		if main, slow, waiting, moving := d.lanes(); main != 1 || slow != 1 || waiting != 1 || moving != 1 {
+			t.Fatalf("main %d, slow %d, waiting %d, moving %d; want 1 of each", main, slow, waiting, moving)
 		}
 		sink.answer("hang-0")
-		recv(t, sink.delivered, "the healthy stream")
-		if _, slow, _, moving := d.lanes(); slow != 1 || moving != 0 {
-			t.Fatalf("slow %d, moving %d; want hang-1 in the slow lane", slow, moving)
+		recv(t, finished, "hang-0's fire to end")
+		if main, slow, waiting, moving := d.lanes(); main != 0 || slow != 1 || waiting != 1 || moving != 0 {
+			t.Fatalf("main %d, slow %d, waiting %d, moving %d; want hang-1 in the slow lane, hang-2 waiting", main, slow, waiting, moving)
 		}
 		select {
 		case ns := <-sink.entered:
 			t.Fatalf("%s called while hang-1 holds the only slow slot", ns)
 		default:
+		}
+		sink.answer("hang-1")
+		if ns := recv(t, sink.entered, "hang-2's call"); ns != "hang-2" {
+			t.Fatalf("%s called, want hang-2", ns)
+		}
+	})
+}
+
+// offer sends v unless c is full: a hook the driver calls again and again
+// must not block it.
+func offer[T any](c chan T, v T) {
+	select {
+	case c <- v:
+	default:
+	}
+}
+
+// farSink answers calls to far-* namespaces only when the test closes the
+// call's done, as a distant endpoint would after more than SlowAfter;
+// every other call is delivered at once.
+type farSink struct {
+	calls     chan farCall
+	delivered chan string
+}
+
+type farCall struct {
+	ns   string
+	done chan struct{}
+}
+
+func (s *farSink) Deliver(ctx context.Context, o Outcome) error {
+	if !strings.HasPrefix(o.Namespace, "far-") {
+		s.delivered <- o.Namespace
+		return nil
+	}
+	done := make(chan struct{})
+	s.calls <- farCall{o.Namespace, done}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Healthy streams whose calls outlast SlowAfter (distant endpoints) keep
+// both lanes busy: each freed slow slot could go to the next of them
+// waiting to leave the main lane. A stream whose last fire failed, and
+// whose endpoint answers now, waits for the slow lane since before the
+// newer of them: it gets the second slot to free (the first goes to the
+// fire waiting since before it), not never.
+func TestAStreamWaitingForTheSlowLaneIsNotOvertakenByFiresThatStartedWaitingAfterIt(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		now := time.Now().UnixMilli()
+		for i, ns := range []string{"far-a", "far-b", "failed"} {
+			if ns == "failed" {
+				lanesFleet(f, []string{ns}, map[string]bool{ns: true})
+				continue
+			}
+			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.seed(ns, rids(ns, 30)...)
+			f.dueAt(ns, now-int64(3-i)*1000)
+		}
+		sink := &farSink{calls: make(chan farCall, 8), delivered: make(chan string, 8)}
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, MaxRows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		immediate := func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			c <- time.Now()
+			return c
+		}
+		slowed := make(chan bool, 8)
+		d := f.start(Config{Store: f.st, Registry: reg, Concurrency: 1, SlowConcurrency: 1, slowTimer: immediate, after: never,
+			slowed: func(moved bool) { slowed <- moved }})
+		// The first fire moves to the slow lane, the second waits in moving.
+		var open []farCall
+		open = append(open, recv(t, sink.calls, "the first far call"))
+		if !recv(t, slowed, "the first threshold") {
+			t.Fatal("the first far fire did not move")
+		}
+		open = append(open, recv(t, sink.calls, "the second far call"))
+		if recv(t, slowed, "the second threshold") {
+			t.Fatal("the second far fire moved into a full slow lane")
+		}
+		for answered := 1; answered <= 2; answered++ {
+			// Answer the call holding the slow slot: the slot goes to the
+			// oldest waiter; the answered stream's next fire takes the
+			// main worker, outlasts SlowAfter and waits in moving.
+			close(open[0].done)
+			open = open[1:]
+			select {
+			case ns := <-sink.delivered:
+				if ns != "failed" || answered != 2 {
+					t.Fatalf("%s delivered after %d calls answered, want failed after 2", ns, answered)
+				}
+				return
+			case c := <-sink.calls:
+				open = append(open, c)
+			case <-time.After(patience):
+				main, slow, waiting, moving := d.lanes()
+				t.Fatalf("stuck: main %d, slow %d, waiting %d, moving %d", main, slow, waiting, moving)
+			}
+			if recv(t, slowed, "the next far fire's threshold") {
+				t.Fatal("a far fire moved into a full slow lane")
+			}
+			d.Wake() // a full poll too, as the poll interval would start
+		}
+		main, slow, waiting, moving := d.lanes()
+		t.Fatalf("the stream that failed before was not fired when 2 slow slots freed; main %d, slow %d, waiting %d, moving %d",
+			main, slow, waiting, moving)
+	})
+}
+
+// gatedScans holds the first due-timer scan of one namespace it is armed
+// for until the test opens it.
+type gatedScans struct {
+	DueStore
+	mu      sync.Mutex
+	ns      string
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedScans) arm(ns string) {
+	g.mu.Lock()
+	g.ns = ns
+	g.mu.Unlock()
+}
+
+func (g *gatedScans) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	g.mu.Lock()
+	hold := g.ns != "" && g.ns == p.Namespace
+	if hold {
+		g.ns = ""
+	}
+	g.mu.Unlock()
+	if hold {
+		g.entered <- struct{}{}
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return store.Page{}, ctx.Err()
+		}
+	}
+	return g.DueStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// A slow slot that frees goes to a stream waiting for it, and is held for
+// it until its partition is scanned, main workers free or not: a fire
+// passing its threshold meanwhile waits in the main lane rather than take
+// it, and a healthy stream of the partition that finds no main worker does
+// not end the scan before the waiting one.
+func TestASlowSlotHandedToAWaitingStreamIsHeldForItUntilItsPartitionIsScanned(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		// hang-0 failed before and takes the only slow slot; waiter failed
+		// before too (its endpoint answers now) and waits for the slow
+		// lane; hang-far is new and takes the only main worker.
+		lanesFleet(f, []string{"hang-0", "waiter", "hang-far"}, map[string]bool{"hang-0": true, "waiter": true})
+		sink := newHangers()
+		thresholds := make(chan chan time.Time, 8)
+		moved := make(chan bool, 8)
+		waits := make(chan store.Partition, 8)
+		gate := &gatedScans{DueStore: f.st, entered: make(chan struct{}, 1), open: make(chan struct{})}
+		d := lanesDriver(f, sink, Config{Store: gate, Concurrency: 1, SlowConcurrency: 1,
+			slowTimer: func(time.Duration) <-chan time.Time {
+				c := make(chan time.Time, 1)
+				thresholds <- c
+				return c
+			},
+			slowed:    func(ok bool) { moved <- ok },
+			slowWaits: func(p store.Partition) { offer(waits, p) }})
+		for range 2 {
+			recv(t, sink.entered, "a hanging call")
+		}
+		if p := recv(t, waits, "waiter to wait for the slow lane"); p.Namespace != "waiter" {
+			t.Fatalf("%s waits for the slow lane, want waiter", p)
+		}
+		threshold := recv(t, thresholds, "hang-far's threshold")
+		// Another process accepts an outcome for waiter's audit endpoint,
+		// due before billing: the scan comes to audit first, finds no
+		// main worker, and must still go on to billing.
+		waiter := store.Partition{Namespace: "waiter"}
+		f.endpoint("waiter", "audit", outbox.Endpoint{Enabled: true})
+		f.seed("waiter", "later")
+		audit, found, err := timers.Find(f.ctx, f.st, waiter, timers.KindOutcomeDelivery, "audit")
+		if err != nil || !found {
+			t.Fatalf("audit's timer: %v %v", found, err)
+		}
+		var b store.Batch
+		audit.MoveTo(&b, time.Now().UnixMilli()-time.Hour.Milliseconds())
+		if res, err := f.st.Apply(f.ctx, waiter, b); err != nil || !res.Committed {
+			t.Fatalf("move audit's timer: %+v %v", res, err)
+		}
+		gate.arm("waiter")
+		sink.answer("hang-0")
+		recv(t, gate.entered, "the scan of waiter the freed slot sent")
+		// The scan is under way: hang-far passes its threshold now.
+		threshold <- time.Now()
+		if recv(t, moved, "hang-far past its threshold") {
+			t.Fatal("hang-far took the slow slot handed to waiter")
+		}
+		close(gate.open)
+		if ns := recv(t, sink.delivered, "waiter's call"); ns != "waiter" {
+			t.Fatalf("%s delivered, want waiter", ns)
+		}
+		if main, _, waiting, moving := d.lanes(); main != 1 || waiting != 0 || moving != 1 {
+			t.Fatalf("main %d, waiting %d, moving %d; want hang-far still waiting to leave the main lane", main, waiting, moving)
+		}
+	})
+}
+
+// A partition with a stream waiting for the slow lane is still scanned by
+// full polls: only that stream waits. mixed's billing failed last and
+// waits for the slot hang-x's hanging call holds; another process then
+// accepts an outcome for mixed, so its healthy audit stream is due with no
+// WakePartition here, and the next full poll fires it.
+func TestAFullPollFiresTheHealthyStreamsOfAPartitionWaitingForTheSlowLane(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		lanesFleet(f, []string{"hang-x", "mixed"}, map[string]bool{"hang-x": true, "mixed": true})
+		f.endpoint("mixed", "audit", outbox.Endpoint{Enabled: true})
+		sink := newHangers()
+		sink.hang = func(ns string) bool { return ns == "hang-x" }
+		waits := make(chan store.Partition, 8)
+		d := lanesDriver(f, sink, Config{Concurrency: 4, SlowConcurrency: 1, slowTimer: never,
+			slowWaits: func(p store.Partition) { offer(waits, p) }})
+		recv(t, sink.entered, "hang-x's call")
+		if p := recv(t, waits, "mixed to wait for the slow lane"); p.Namespace != "mixed" {
+			t.Fatalf("%s waits for the slow lane, want mixed", p)
+		}
+		mixed := store.Partition{Namespace: "mixed"}
+		f.seed("mixed", "later")
+		row, found, err := timers.Find(f.ctx, f.st, mixed, timers.KindOutcomeDelivery, "audit")
+		if err != nil || !found || row.DueAtMs > time.Now().UnixMilli() {
+			t.Fatalf("audit's timer %+v (found %v, %v): want it due", row, found, err)
+		}
+		d.Wake() // a full poll, as the poll interval would start
+		select {
+		case ns := <-sink.delivered:
+			if ns != "mixed" {
+				t.Fatalf("%s delivered, want mixed's audit", ns)
+			}
+		case <-time.After(patience):
+			main, slow, waiting, _ := d.lanes()
+			t.Fatalf("mixed's audit, due, not fired by a full poll while mixed's billing waits for the slow lane: main %d, slow %d, waiting %d", main, slow, waiting)
+		}
+		if _, slow, waiting, _ := d.lanes(); slow != 1 || waiting != 1 {
+			t.Fatalf("slow lane %d, %d waiting; want hang-x's call and mixed's billing waiting", slow, waiting)
+		}
+		billing, _, err := timers.Find(f.ctx, f.st, mixed, timers.KindOutcomeDelivery, "billing")
+		if err != nil || billing.Lease != nil {
+			t.Fatalf("billing's timer %+v (%v): want it unclaimed, waiting", billing, err)
 		}
 	})
 }
