@@ -17,7 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/hooks"
 )
 
-// The reference Standard Webhooks library for Node (npm standardwebhooks,
+// The Standard Webhooks library for Node (npm standardwebhooks,
 // pinned in testdata/node/package-lock.json) checks relay's signatures.
 // Install it with `npm ci --prefix hookverify/testdata/node`.
 const nodeDir = "testdata/node"
@@ -96,20 +96,20 @@ func TestNodeStandardWebhooksAcceptsRelaysSignature(t *testing.T) {
 	headers := nodeHeaders(t, "msg_r-7f3a_billing", []string{s}, payload, time.Now())
 
 	if _, ok := node(t, "verify", nodeVerify{s, headers, b64(payload)}); !ok {
-		t.Error("the reference library rejects relay's signature")
+		t.Error("the Node library rejects relay's signature")
 	}
 	tampered := bytes.Clone(payload)
 	tampered[len(tampered)/2] ^= 0x01
 	if _, ok := node(t, "verify", nodeVerify{s, headers, b64(tampered)}); ok {
-		t.Error("the reference library accepts a tampered body")
+		t.Error("the Node library accepts a tampered body")
 	}
 	if _, ok := node(t, "verify", nodeVerify{other, headers, b64(payload)}); ok {
-		t.Error("the reference library accepts another secret")
+		t.Error("the Node library accepts another secret")
 	}
 	rotating := nodeHeaders(t, "msg_r-7f3a_billing", []string{s, other}, payload, time.Now())
 	for _, sec := range []string{s, other} {
 		if _, ok := node(t, "verify", nodeVerify{sec, rotating, b64(payload)}); !ok {
-			t.Error("the reference library rejects a rotation signature")
+			t.Error("the Node library rejects a rotation signature")
 		}
 	}
 }

@@ -726,7 +726,7 @@ type coarse struct{ res time.Duration }
 func (c coarse) Now() time.Time { return time.Now().Truncate(c.res) }
 
 // A fire that delivered reschedules its timer due now. Were it due a
-// millisecond after it was last due (the reference's max(now, due+1)), a
+// millisecond after it was last due (max(now, due+1)), a
 // fire ending in the millisecond its timer was due would leave the timer
 // due just after the rescan of its partition looks: the scan would find
 // nothing, no fire would be left to kick the loop, and the stream would

@@ -33,9 +33,9 @@ const (
 // plans their acknowledgement. The sink deduplicates by reservation id: a row
 // may be delivered more than once, never lost.
 //
-// It keeps the reference driver's rules, with these differences:
-//   - a stream due again now is due at max(now, due), not max(now, due+1),
-//     so a scan in the same millisecond finds it;
+// Its rules, each for a reason:
+//   - a stream due again now is due at max(now, due), not a millisecond
+//     later, so a scan in the same millisecond finds it;
 //   - now is when the calls ended, not when the fire began, so a backoff
 //     counts from the failure;
 //   - the jitter is added to the capped backoff, so streams failing for
@@ -50,9 +50,9 @@ const (
 //     every outcome, and under steady ingest a guard on it would keep
 //     failing and send the delivered rows again. Only a plan that ends the
 //     stream (Done) is guarded by the backlog as read after the calls;
-//   - beyond the reference: up to max_in_flight calls at once, 410 Gone,
-//     attempt rows, and a 410's disable planned against the endpoint row as
-//     read after the calls (see disable).
+//   - up to max_in_flight calls at once; a 410 Gone disables the endpoint,
+//     planned against the endpoint row as read after the calls (see
+//     disable); each failed call is recorded on its row's attempt row.
 type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
@@ -506,7 +506,7 @@ type result struct {
 // endpoint's max_in_flight calls open. It launches nothing after a failure
 // or once the budget is spent, and waits for every open call before it
 // returns. Synthetic rows are acknowledged without a call. At one call in
-// flight this is the reference's sequential loop exactly.
+// flight it is strictly sequential: nothing after a failed row is called.
 func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time) calls {
 	clk := h.clock()
 	width := min(max(s.ep.MaxInFlight, 1), outbox.MaxMaxInFlight)

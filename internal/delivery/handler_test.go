@@ -15,8 +15,9 @@ import (
 	"github.com/hookrelay/relay/internal/timers"
 )
 
-// Beyond the reference: concurrent calls within a stream, 410, attempt
-// rows, Retry-After, disabled endpoints, and a stopped fire.
+// The rules beyond a single sequential fire: concurrent calls within a
+// stream, 410, attempt rows, Retry-After, disabled endpoints, and a stopped
+// fire.
 
 // gated blocks the calls of the rids in hold until release is closed.
 type gated struct {

@@ -1,7 +1,11 @@
 package delivery
 
-// Twins of the reference driver's tests (reference/outcome_delivery.rs),
-// one per behaviour, on every configured backend.
+// The core rules of one fire, one test per rule, on every configured
+// backend: acknowledgements against a fresh backlog read, sequence order,
+// synthetic rows, poison rows, the fire budget and the sink timeout, the
+// first failure stopping the fire, a refused row not starving the rows
+// behind it, the page bound and its rotating cursor, the batch limit, and a
+// fresh signature on every retry.
 
 import (
 	"context"

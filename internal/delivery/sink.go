@@ -1,6 +1,6 @@
 // Package delivery delivers each stream's outcomes to its endpoint: the
-// outcome-delivery timer handler (a port of the reference driver's rules)
-// and the driver that fires many streams at once.
+// outcome-delivery timer handler (one stream's fire) and the driver that
+// fires many streams at once.
 package delivery
 
 import (

@@ -21,11 +21,11 @@ const MaxAcksPerBatch = 23
 func AckOps(n int) int { return 4*n + 2 }
 
 // Acks plans the acknowledgement of delivered rows of one stream, against a
-// backlog read after the deliveries: the reference's plan_ack, except that a
-// plan that leaves rows subtracts from the backlog (store.Add) instead of
-// writing the count it read under a guard of that read. Ingest adds to the
-// backlog with every outcome, so under steady ingest such a guard would keep
-// failing and the delivered rows would be sent again. Only the plan that
+// backlog read after the deliveries. A plan that leaves rows subtracts from
+// the backlog (store.Add) rather than writing the count it read under a
+// guard of that read: ingest adds to the backlog with every outcome, so
+// under steady ingest such a guard would keep failing and the delivered
+// rows would be sent again. Only the plan that
 // acknowledges every row it counts, after which the stream's timer is done,
 // is guarded by the backlog as read: an outcome accepted since must fail it,
 // or its row would be left without a timer.

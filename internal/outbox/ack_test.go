@@ -271,8 +271,8 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 	if b.Ops() != 1 || b.Preconditions[0].Kind != store.Absent {
 		t.Errorf("an empty plan is the absent guard alone: %+v", b)
 	}
-	// A backlog row that counts nothing is deleted under its guard, as the
-	// reference's fire does before it is Done.
+	// A backlog row that counts nothing is deleted under its guard, as a
+	// fire that finds nothing pending does before it is Done.
 	zero := outbox.EncodeBacklog(outbox.Backlog{})
 	empty, _ := outbox.NewAcks("billing", zero, true)
 	b = store.Batch{}
@@ -317,8 +317,8 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 	}
 }
 
-// 23 rows and the timer's completion fit one batch, with the reference's four
-// operations to spare for the completion.
+// 23 rows and the timer's completion fit one batch, with four operations to
+// spare for the completion.
 func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})

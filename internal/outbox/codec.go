@@ -8,8 +8,8 @@ import (
 	"github.com/hookrelay/relay/internal/store"
 )
 
-// Every value codec of this package but the delivery timer state (the
-// reference's layout) starts with a version byte; version 1 is the only one.
+// Every value codec of this package but the delivery timer state starts
+// with a version byte; version 1 is the only one.
 // Fixed-width integers are big-endian; variable ones are minimal uvarints.
 const codecV1 = 0x01
 

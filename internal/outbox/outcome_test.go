@@ -59,8 +59,8 @@ func TestOutcomeValidateExplainsEachRule(t *testing.T) {
 	}
 }
 
-// The API decodes requests into Outcome: its JSON is the webhook data of
-// DESIGN.md, field for field.
+// The API decodes requests into Outcome: its JSON is the webhook's data
+// (api/openapi.yaml), field for field.
 func TestOutcomeJSONMatchesTheWebhookData(t *testing.T) {
 	in := `{"reservation_id":"r-7f3a","repository":"acme/widgets","occurred_unix_ms":1764460800000,` +
 		`"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,` +

@@ -18,8 +18,9 @@ type DeliveryState struct {
 	Cursor *store.Cursor
 }
 
-// EncodeDeliveryState is the reference's layout exactly: attempt u32,
-// cursor length u16, cursor bytes (at most 4096). It has no version byte.
+// EncodeDeliveryState is attempt u32, cursor length u16, cursor bytes (at
+// most 4096). It has no version byte: an empty state is a fresh timer, and
+// the length must match exactly.
 func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 	var cur []byte
 	if s.Cursor != nil {

@@ -1,5 +1,5 @@
 // Cross-check for relay's Standard Webhooks signatures, run by hookverify's Go
-// tests with the reference library (npm standardwebhooks).
+// tests with the Standard Webhooks library for Node (npm standardwebhooks).
 //
 //   node verify.js verify  < {"secret","headers":{...},"bodyBase64"}
 //     exits 0 when the library accepts the request, 1 when it rejects it.
