@@ -2,12 +2,9 @@ package delivery
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/zeebo/blake3"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -473,139 +470,6 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 	return rows, nil
 }
 
-// calls is what the calls of one fire did.
-type calls struct {
-	acked  []*pendingRow
-	failed []failed
-	// stopped: a call failed, so no further one was launched. cut: the
-	// budget ran out first.
-	stopped, cut bool
-	// last is the page index of the last row examined, -1 for none.
-	last       int
-	retryAfter time.Duration
-}
-
-func (c *calls) gone() *Error {
-	for _, f := range c.failed {
-		if f.err.Gone {
-			return f.err
-		}
-	}
-	return nil
-}
-
-type result struct {
-	row *pendingRow
-	err error
-	// timedOut: the call's own deadline cut it.
-	timedOut bool
-	took     time.Duration
-}
-
-// call delivers the page's rows in sequence order, keeping up to the
-// endpoint's max_in_flight calls open. It launches nothing after a failure
-// or once the budget is spent, and waits for every open call before it
-// returns. Synthetic rows are acknowledged without a call. At one call in
-// flight it is strictly sequential: nothing after a failed row is called.
-func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time) calls {
-	clk := h.clock()
-	width := min(max(s.ep.MaxInFlight, 1), outbox.MaxMaxInFlight)
-	budget, timeout := h.fireBudget(), h.sinkTimeout()
-	run := calls{last: -1}
-	results := make(chan result, width)
-	open := 0
-	collect := func(res result) {
-		open--
-		if h.collected != nil {
-			defer h.collected(res.row.rid, res.err)
-		}
-		h.Metrics.observeCall(res, ctx.Err() != nil)
-		switch {
-		case res.err == nil:
-			run.acked = append(run.acked, res.row)
-		case ctx.Err() != nil:
-			// Stopped: the fire writes nothing, so nothing to record.
-		default:
-			e := failure(res.err)
-			if res.timedOut {
-				e = &Error{Class: ClassTimeout, Reason: "no answer within the sink timeout"}
-			}
-			h.log().WarnContext(ctx, "delivery failed", "namespace", s.ns, "endpoint", s.endpoint,
-				"reservation_id", res.row.rid, "class", e.Class, "status", e.Status, "reason", e.Reason)
-			run.failed = append(run.failed, failed{row: res.row, err: e})
-			run.retryAfter = max(run.retryAfter, e.RetryAfter)
-			run.stopped = true
-		}
-	}
-	for i := range page.Entries {
-		// A full window waits for a call to end; at width 1 that makes the
-		// loop sequential, so nothing past a failed row is examined.
-		for open >= width {
-			collect(<-results)
-		}
-		for drained := false; !drained; {
-			select {
-			case res := <-results:
-				collect(res)
-			default:
-				drained = true
-			}
-		}
-		if run.stopped || ctx.Err() != nil {
-			break
-		}
-		r := rows[i]
-		switch {
-		case r == nil:
-			run.last = i
-			continue
-		case outbox.IsSynthetic(r.rid):
-			h.Metrics.synthetic()
-			run.acked = append(run.acked, r)
-			run.last = i
-			continue
-		}
-		if clk.Now().Sub(started) >= budget {
-			run.cut = true
-			break
-		}
-		open++
-		run.last = i
-		go h.deliver(ctx, s, r, timeout, results)
-	}
-	for open > 0 {
-		collect(<-results)
-	}
-	return run
-}
-
-// deliver makes one call, bounded by timeout even if the sink ignores its
-// context, and reports it on results.
-func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout time.Duration, results chan<- result) {
-	clk := h.clock()
-	callCtx, cancel := h.withDeadline(ctx, timeout)
-	defer cancel()
-	begin := clk.Now()
-	done := make(chan error, 1)
-	go func() {
-		done <- h.Sink.Deliver(callCtx, Outcome{
-			Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome,
-		})
-	}()
-	res := result{row: r}
-	select {
-	case res.err = <-done:
-		// The call's context ended but the fire's did not: its own bound
-		// cut it.
-		res.timedOut = res.err != nil && ctx.Err() == nil && callCtx.Err() != nil
-	case <-callCtx.Done():
-		res.err = callCtx.Err()
-		res.timedOut = ctx.Err() == nil
-	}
-	res.took = clk.Now().Sub(begin)
-	results <- res
-}
-
 // disable plans the endpoint's disabling after it answered 410, against
 // cur, the endpoint row as read after the calls, and reports whether the
 // stream is to be parked until the endpoint is enabled. An operator's change
@@ -674,18 +538,4 @@ func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowM
 		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
 	}
 	return notes
-}
-
-// backoffMs is the delay before a failing stream's next fire: 1 s * 2^attempt
-// capped at MaxBackoff, plus up to 20 % jitter drawn deterministically from
-// the stream and attempt, so streams failing together spread out, also at
-// the cap, while a stream's own schedule is reproducible.
-func backoffMs(namespace, endpoint string, attempt uint32) int64 {
-	base := min(int64(1000)<<min(attempt, 20), MaxBackoff.Milliseconds())
-	h := blake3.New()
-	_, _ = h.Write([]byte("relay:delivery-backoff:v1\x00" + namespace + "\x00" + endpoint + "\x00"))
-	_, _ = h.Write(binary.BigEndian.AppendUint32(nil, attempt))
-	sum := h.Sum(nil)
-	jitter := int64(binary.BigEndian.Uint64(sum[:8]) % uint64(base/5+1))
-	return base + jitter
 }
