@@ -21,15 +21,7 @@ func readBacklog(t *testing.T, e *env) outbox.NamespaceBacklog {
 // ack acknowledges the first n pending rows of a stream.
 func ack(t *testing.T, e *env, endpoint string, n int) {
 	t.Helper()
-	acks := freshAcks(t, e, endpoint)
-	for _, pk := range e.pending(endpoint)[:n] {
-		rec, _ := e.record(endpoint, pk.RID)
-		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var b store.Batch
-	acks.Plan(&b)
+	_, b := ackFirst(t, e, endpoint, n)
 	if res := e.Apply(b); !res.Committed {
 		t.Fatalf("ack: precondition %d failed", res.Failed)
 	}
