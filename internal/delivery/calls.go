@@ -123,7 +123,7 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	begin := clk.Now()
 	done := make(chan error, 1)
 	go func() {
-		done <- h.Sink.Deliver(callCtx, Outcome{
+		done <- h.Sink.Deliver(callCtx, Parcel{
 			Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome,
 		})
 	}()

@@ -147,7 +147,7 @@ type editDuringGone struct {
 	capture
 }
 
-func (s *editDuringGone) Deliver(ctx context.Context, o Outcome) error {
+func (s *editDuringGone) Deliver(ctx context.Context, o Parcel) error {
 	if o.Outcome.ReservationID != "b" {
 		return s.capture.Deliver(ctx, o)
 	}

@@ -134,12 +134,12 @@ type tally struct {
 	total int
 	all   chan struct{}
 	// block, when set, holds the calls of matching endpoints until ctx ends.
-	block func(o Outcome) bool
+	block func(o Parcel) bool
 }
 
 func newTally(n int) *tally { return &tally{n: n, seen: map[string]int{}, all: make(chan struct{})} }
 
-func (c *tally) Deliver(ctx context.Context, o Outcome) error {
+func (c *tally) Deliver(ctx context.Context, o Parcel) error {
 	if c.block != nil && c.block(o) {
 		<-ctx.Done()
 		return ctx.Err()
@@ -344,7 +344,7 @@ func TestADeadEndpointDoesNotDelayTheOtherStreamsOfItsNamespace(t *testing.T) {
 		f.endpoint("acme", "live", outbox.Endpoint{Enabled: true})
 		f.seed("acme", rids("r", 40)...)
 		sink := newTally(40)
-		sink.block = func(o Outcome) bool { return o.EndpointID == "dead" }
+		sink.block = func(o Parcel) bool { return o.EndpointID == "dead" }
 		d := f.driver(sink, Config{Concurrency: 2})
 		// Every live row goes while the dead endpoint's call hangs.
 		sink.wait(t)
@@ -558,7 +558,7 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 		delivered, third := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		var busyCalls atomic.Int64
-		sink := SinkFunc(func(ctx context.Context, o Outcome) error {
+		sink := SinkFunc(func(ctx context.Context, o Parcel) error {
 			if o.Namespace == "quiet" {
 				once.Do(func() { close(delivered) })
 			} else if busyCalls.Add(1) == 3 {
@@ -971,7 +971,7 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 		}
 		held := &heldScan{DueStore: f.st, release: make(chan struct{})}
 		sink := newTally(6)
-		moving := SinkFunc(func(ctx context.Context, o Outcome) error {
+		moving := SinkFunc(func(ctx context.Context, o Parcel) error {
 			clk.Advance(time.Millisecond)
 			return sink.Deliver(ctx, o)
 		})

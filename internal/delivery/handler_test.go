@@ -35,7 +35,7 @@ func newGated() *gated {
 	return &gated{hold: map[string]bool{}, fail: map[string]error{}, release: make(chan struct{}), entered: make(chan string, 64)}
 }
 
-func (g *gated) Deliver(ctx context.Context, o Outcome) error {
+func (g *gated) Deliver(ctx context.Context, o Parcel) error {
 	rid := o.Outcome.ReservationID
 	g.mu.Lock()
 	g.open++
@@ -361,7 +361,7 @@ type goneWhileIngesting struct {
 	mu    sync.Mutex
 }
 
-func (g *goneWhileIngesting) Deliver(_ context.Context, _ Outcome) error {
+func (g *goneWhileIngesting) Deliver(_ context.Context, _ Parcel) error {
 	g.mu.Lock()
 	g.calls++
 	g.mu.Unlock()
@@ -499,7 +499,7 @@ type refusing struct {
 	at     []int64
 }
 
-func (r *refusing) Deliver(ctx context.Context, o Outcome) error {
+func (r *refusing) Deliver(ctx context.Context, o Parcel) error {
 	r.mu.Lock()
 	r.called = append(r.called, o.Outcome.ReservationID)
 	r.at = append(r.at, r.e.NowMs())

@@ -225,11 +225,11 @@ func (e *env) planned(h *Handler) (timers.Row, timers.Fired) {
 // capture records what it is asked to deliver and fails when told to.
 type capture struct {
 	mu   sync.Mutex
-	seen []Outcome
+	seen []Parcel
 	fail error
 }
 
-func (c *capture) Deliver(_ context.Context, o Outcome) error {
+func (c *capture) Deliver(_ context.Context, o Parcel) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen = append(c.seen, o)

@@ -24,7 +24,7 @@ type flaky struct {
 	calls int
 }
 
-func (f *flaky) Deliver(_ context.Context, o Outcome) error {
+func (f *flaky) Deliver(_ context.Context, o Parcel) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++

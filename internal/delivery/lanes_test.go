@@ -34,7 +34,7 @@ func newHangers() *hangers {
 	return &hangers{entered: make(chan string, 64), delivered: make(chan string, 64), release: map[string]chan struct{}{}}
 }
 
-func (h *hangers) Deliver(ctx context.Context, o Outcome) error {
+func (h *hangers) Deliver(ctx context.Context, o Parcel) error {
 	if h.hang != nil && !h.hang(o.Namespace) || h.hang == nil && !strings.HasPrefix(o.Namespace, "hang-") {
 		h.delivered <- o.Namespace
 		return nil
@@ -385,7 +385,7 @@ type farCall struct {
 	done chan struct{}
 }
 
-func (s *farSink) Deliver(ctx context.Context, o Outcome) error {
+func (s *farSink) Deliver(ctx context.Context, o Parcel) error {
 	if !strings.HasPrefix(o.Namespace, "far-") {
 		s.delivered <- o.Namespace
 		return nil

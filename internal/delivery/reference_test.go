@@ -33,7 +33,7 @@ type appendDuring struct {
 	once sync.Once
 }
 
-func (a *appendDuring) Deliver(_ context.Context, o Outcome) error {
+func (a *appendDuring) Deliver(_ context.Context, o Parcel) error {
 	if o.Outcome.ReservationID != "first" {
 		return fmt.Errorf("unexpected %s", o.Outcome.ReservationID)
 	}
@@ -245,7 +245,7 @@ type slow struct {
 	capture
 }
 
-func (s *slow) Deliver(ctx context.Context, o Outcome) error {
+func (s *slow) Deliver(ctx context.Context, o Parcel) error {
 	s.e.Clk.Advance(s.step)
 	return s.capture.Deliver(ctx, o)
 }
@@ -320,7 +320,7 @@ type hang struct {
 	release chan struct{}
 }
 
-func (h *hang) Deliver(context.Context, Outcome) error {
+func (h *hang) Deliver(context.Context, Parcel) error {
 	h.mu.Lock()
 	h.calls++
 	enter := h.enter
@@ -416,7 +416,7 @@ func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
 // picky refuses b and takes the rest.
 type picky struct{ capture }
 
-func (p *picky) Deliver(ctx context.Context, o Outcome) error {
+func (p *picky) Deliver(ctx context.Context, o Parcel) error {
 	if o.Outcome.ReservationID == "b" {
 		return &Error{Class: "status", Status: 422, Reason: "rejected"}
 	}

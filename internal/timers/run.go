@@ -53,7 +53,7 @@ type Report struct {
 	// Replanned fires whose batch failed the handler's own guard: the timer
 	// was released, due at once, for the next fire to re-plan.
 	Replanned int
-	// LeaseLost completions that wrote nothing (see the LeaseLost outcome).
+	// LeaseLost completions that wrote nothing (see the LeaseLost completion).
 	LeaseLost int
 	// Deferred timers that could not be fired (corrupt row, unknown kind, or
 	// a failed fire); each waits one lease before it is tried again.
@@ -135,12 +135,12 @@ func Claim(ctx context.Context, st store.NamespaceStore, p store.Partition, row 
 	return c, found && bytes.Equal(v, c.Value), nil
 }
 
-// Outcome of Complete.
-type Outcome int
+// Completion is how one Complete ended.
+type Completion int
 
 const (
 	// Completed: the handler's batch and the timer's deletion or move committed.
-	Completed Outcome = iota + 1
+	Completed Completion = iota + 1
 	// Replanned: the handler's own guard failed; the timer is due again now.
 	Replanned
 	// LeaseLost: this call wrote nothing, because the lease expired or was
@@ -158,14 +158,14 @@ const (
 // so the next fire re-plans, except that a Backoff reschedule that writes
 // nothing else is applied as planned. A store that is away is waited out
 // while the lease lasts.
-func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
+func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Completion, error) {
 	out, _, err := complete(ctx, st, clk, c, f)
 	return out, err
 }
 
 // complete is Complete that also returns the plan it applied, which a
 // re-plan may have changed (a fire done when planned may not be after).
-func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, Fired, error) {
+func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Completion, Fired, error) {
 	first := f
 	for replans := 0; ; replans++ {
 		// Past its lease by this process's clock the completion is still
@@ -243,7 +243,7 @@ const maxReplans = 8
 
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
-func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Outcome, error) {
+func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Completion, error) {
 	b := store.Batch{Drain: true}
 	b.RequireEquals(c.Key, c.Value)
 	b.Delete(c.Key)
