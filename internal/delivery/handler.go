@@ -198,7 +198,8 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 	run := h.call(ctx, &s, page, rows, started)
 	if err := ctx.Err(); err != nil {
-		// Stopped or out of lease: write nothing; the lease expires.
+		// Stopped (the driver stopping, or the lease running out): write
+		// nothing; the lease expires.
 		return timers.Fired{}, err
 	}
 
@@ -281,7 +282,7 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 
 	resume := page.Next
-	if run.stopped || run.cut {
+	if run.callFailed || run.cut {
 		// Resume after the last row examined: after a failed row rather
 		// than at it, so a row the endpoint keeps refusing does not starve
 		// the rows behind it; at the first untried row after a cut.
@@ -314,7 +315,7 @@ func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueT
 		// the count: a page of rows that cannot be sent is no fault of the
 		// endpoint.
 		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), floorMs)
-		if run.stopped && next.Attempt < ^uint32(0) {
+		if run.callFailed && next.Attempt < ^uint32(0) {
 			next.Attempt++
 		}
 	}

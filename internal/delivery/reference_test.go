@@ -330,7 +330,7 @@ func (h *hang) Deliver(context.Context, Parcel) error {
 	return errors.New("let go")
 }
 
-func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
+func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
@@ -370,7 +370,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 		calls := sink.calls
 		sink.mu.Unlock()
 		if calls != 1 {
-			t.Fatalf("%d calls, want 1: the fire stops at the hung call", calls)
+			t.Fatalf("%d calls, want 1: the fire makes no call after the hung one", calls)
 		}
 		if !slices.Equal(requested, []time.Duration{250 * time.Millisecond}) {
 			t.Fatalf("timeouts requested %v, want [250ms]", requested)
@@ -387,7 +387,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 	})
 }
 
-func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
+func TestFirstFailureEndsTheFiresCallsAndNoRowIsLost(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
