@@ -276,7 +276,7 @@ func TestAStoppedFireWritesNothingAndLeavesItsLease(t *testing.T) {
 			cancel()
 		}()
 		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
-		_, err := timers.RunDue(ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(ctx, e.P, e.NowMs())
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("run: %v, want canceled", err)
 		}
@@ -469,7 +469,7 @@ func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) 
 			t.Fatal(err)
 		}
 		racing := &appendAfterBacklogRead{NamespaceStore: e.St, e: e}
-		rep, err := timers.RunDue(e.Ctx, racing, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+		rep, err := timers.NewRunner(timers.RunnerConfig{Store: racing, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 		if err != nil {
 			t.Fatalf("run due: %v", err)
 		}

@@ -192,7 +192,7 @@ func (e *env) fire(h *Handler) timers.Report {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}

@@ -355,7 +355,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 		// than hanging it.
 		done := make(chan error, 1)
 		go func() {
-			_, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 			done <- err
 		}()
 		select {
