@@ -21,6 +21,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/testlog"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -986,5 +987,26 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 				released.Do(func() { close(held.release) })
 			}})
 		sink.wait(t)
+	})
+}
+
+// The driver's timers log through the driver's own logger: a timer of a
+// kind no handler fires is reported where the operator's logs go.
+func TestTheDriversTimersLogThroughTheDriversLogger(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		var b store.Batch
+		b.Put(timers.Key(time.Now().UnixMilli()-1, 99, "future-kind"), timers.EncodeIdle(nil))
+		if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+			t.Fatalf("put timer: %+v %v", res, err)
+		}
+		var logs testlog.Buffer
+		finished := make(chan bool, 8)
+		f.driver(&capture{}, Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), slowTimer: never,
+			finished: func(kicked bool) { offer(finished, kicked) }})
+		recv(t, finished, "the fire of the unknown timer")
+		if !strings.Contains(logs.String(), `"msg":"timer of unknown kind; deferring","partition":"acme"`) {
+			t.Fatalf("the driver's logger has no warning of the unknown timer:\n%s", logs.String())
+		}
 	})
 }
