@@ -560,12 +560,14 @@ func TestASlowSlotHandedToAWaitingStreamIsHeldForItUntilItsPartitionIsScanned(t 
 		if recv(t, moved, "hang-far past its threshold") {
 			t.Fatal("hang-far took the slow slot handed to waiter")
 		}
+		// Read while the scan is held: once waiter's fire ends, its slot
+		// goes to hang-far, as it should.
+		if main, _, waiting, moving := d.lanes(); main != 1 || waiting != 0 || moving != 1 {
+			t.Fatalf("main %d, waiting %d, moving %d; want hang-far still waiting to leave the main lane", main, waiting, moving)
+		}
 		close(gate.open)
 		if ns := recv(t, sink.delivered, "waiter's call"); ns != "waiter" {
 			t.Fatalf("%s delivered, want waiter", ns)
-		}
-		if main, _, waiting, moving := d.lanes(); main != 1 || waiting != 0 || moving != 1 {
-			t.Fatalf("main %d, waiting %d, moving %d; want hang-far still waiting to leave the main lane", main, waiting, moving)
 		}
 	})
 }
