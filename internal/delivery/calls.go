@@ -12,9 +12,9 @@ import (
 type calls struct {
 	acked  []*pendingRow
 	failed []failed
-	// stopped: a call failed, so no further one was launched. cut: the
+	// callFailed: a call failed, so no further one was launched. cut: the
 	// budget ran out first.
-	stopped, cut bool
+	callFailed, cut bool
 	// last is the page index of the last row examined, -1 for none.
 	last       int
 	retryAfter time.Duration
@@ -59,7 +59,8 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 		case res.err == nil:
 			run.acked = append(run.acked, res.row)
 		case ctx.Err() != nil:
-			// Stopped: the fire writes nothing, so nothing to record.
+			// Stopped (the driver stopping, or the lease running out): the
+			// fire writes nothing, so nothing to record.
 		default:
 			e := failure(res.err)
 			if res.timedOut {
@@ -69,7 +70,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 				"reservation_id", res.row.rid, "class", e.Class, "status", e.Status, "reason", e.Reason)
 			run.failed = append(run.failed, failed{row: res.row, err: e})
 			run.retryAfter = max(run.retryAfter, e.RetryAfter)
-			run.stopped = true
+			run.callFailed = true
 		}
 	}
 	for i := range page.Entries {
@@ -86,7 +87,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 				drained = true
 			}
 		}
-		if run.stopped || ctx.Err() != nil {
+		if run.callFailed || ctx.Err() != nil {
 			break
 		}
 		r := rows[i]
@@ -123,7 +124,7 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	begin := clk.Now()
 	done := make(chan error, 1)
 	go func() {
-		done <- h.Sink.Deliver(callCtx, Outcome{
+		done <- h.Sink.Deliver(callCtx, Parcel{
 			Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome,
 		})
 	}()

@@ -63,7 +63,7 @@ func (e *env) runOn(st store.NamespaceStore, h *Handler) timers.Report {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.RunDue(e.Ctx, st, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}
@@ -147,7 +147,7 @@ type editDuringGone struct {
 	capture
 }
 
-func (s *editDuringGone) Deliver(ctx context.Context, o Outcome) error {
+func (s *editDuringGone) Deliver(ctx context.Context, o Parcel) error {
 	if o.Outcome.ReservationID != "b" {
 		return s.capture.Deliver(ctx, o)
 	}

@@ -105,6 +105,9 @@ type Config struct {
 // an expired lease is taken over by whichever driver polls first.
 type Driver struct {
 	cfg Config
+	// runner claims, fires and completes each due timer, logging through
+	// cfg.Logger.
+	runner *timers.Runner
 
 	wake     chan struct{}
 	kick     chan struct{}
@@ -192,8 +195,11 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.slowTimer == nil {
 		cfg.slowTimer = time.After
 	}
+	runner := timers.NewRunner(timers.RunnerConfig{Store: cfg.Store, Registry: cfg.Registry, Clock: cfg.Clock,
+		Budget: timers.Budget{Lease: cfg.Lease}, Logger: cfg.Logger})
 	return &Driver{
 		cfg:       cfg,
+		runner:    runner,
 		wake:      make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 		stopping:  make(chan struct{}),

@@ -21,6 +21,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/testlog"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -134,12 +135,12 @@ type tally struct {
 	total int
 	all   chan struct{}
 	// block, when set, holds the calls of matching endpoints until ctx ends.
-	block func(o Outcome) bool
+	block func(o Parcel) bool
 }
 
 func newTally(n int) *tally { return &tally{n: n, seen: map[string]int{}, all: make(chan struct{})} }
 
-func (c *tally) Deliver(ctx context.Context, o Outcome) error {
+func (c *tally) Deliver(ctx context.Context, o Parcel) error {
 	if c.block != nil && c.block(o) {
 		<-ctx.Done()
 		return ctx.Err()
@@ -344,7 +345,7 @@ func TestADeadEndpointDoesNotDelayTheOtherStreamsOfItsNamespace(t *testing.T) {
 		f.endpoint("acme", "live", outbox.Endpoint{Enabled: true})
 		f.seed("acme", rids("r", 40)...)
 		sink := newTally(40)
-		sink.block = func(o Outcome) bool { return o.EndpointID == "dead" }
+		sink.block = func(o Parcel) bool { return o.EndpointID == "dead" }
 		d := f.driver(sink, Config{Concurrency: 2})
 		// Every live row goes while the dead endpoint's call hangs.
 		sink.wait(t)
@@ -558,7 +559,7 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 		delivered, third := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		var busyCalls atomic.Int64
-		sink := SinkFunc(func(ctx context.Context, o Outcome) error {
+		sink := SinkFunc(func(ctx context.Context, o Parcel) error {
 			if o.Namespace == "quiet" {
 				once.Do(func() { close(delivered) })
 			} else if busyCalls.Add(1) == 3 {
@@ -971,7 +972,7 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 		}
 		held := &heldScan{DueStore: f.st, release: make(chan struct{})}
 		sink := newTally(6)
-		moving := SinkFunc(func(ctx context.Context, o Outcome) error {
+		moving := SinkFunc(func(ctx context.Context, o Parcel) error {
 			clk.Advance(time.Millisecond)
 			return sink.Deliver(ctx, o)
 		})
@@ -986,5 +987,26 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 				released.Do(func() { close(held.release) })
 			}})
 		sink.wait(t)
+	})
+}
+
+// The driver's timers log through the driver's own logger: a timer of a
+// kind no handler fires is reported where the operator's logs go.
+func TestTheDriversTimersLogThroughTheDriversLogger(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		var b store.Batch
+		b.Put(timers.Key(time.Now().UnixMilli()-1, 99, "future-kind"), timers.EncodeIdle(nil))
+		if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+			t.Fatalf("put timer: %+v %v", res, err)
+		}
+		var logs testlog.Buffer
+		finished := make(chan bool, 8)
+		f.driver(&capture{}, Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), slowTimer: never,
+			finished: func(kicked bool) { offer(finished, kicked) }})
+		recv(t, finished, "the fire of the unknown timer")
+		if !strings.Contains(logs.String(), `"msg":"timer of unknown kind; deferring","partition":"acme"`) {
+			t.Fatalf("the driver's logger has no warning of the unknown timer:\n%s", logs.String())
+		}
 	})
 }

@@ -198,11 +198,13 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 	run := h.call(ctx, &s, page, rows, started)
 	if err := ctx.Err(); err != nil {
-		// Stopped or out of lease: write nothing; the lease expires.
+		// Stopped (the driver stopping, or the lease running out): write
+		// nothing; the lease expires.
 		return timers.Fired{}, err
 	}
 
-	fired, err := h.plan(ctx, fc, t, s, state, page, after, run, head[0], false)
+	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, after: after, calls: run}
+	fired, err := h.plan(ctx, f, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err
 	}
@@ -212,131 +214,9 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	// re-plan reads both again, rather than leave the timer to a next fire
 	// that would send every row of this one again.
 	fired.Replan = func(ctx context.Context) (timers.Fired, error) {
-		return h.plan(ctx, fc, t, s, state, page, after, run, store.Row{}, true)
+		return h.plan(ctx, f, store.Row{}, true)
 	}
 	return fired, nil
-}
-
-// plan turns a fire's calls into the timer's completion: the
-// acknowledgements of the delivered rows, a 410's disable, and the timer's
-// next due time and state. head is the backlog as read before the calls;
-// reread (or an acknowledgement or disable to plan) reads it afresh, and a
-// disable reads the endpoint row afresh with it.
-func (h *Handler) plan(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state outbox.DeliveryState, page store.Page, after *store.Cursor, run calls, head store.Row, reread bool) (timers.Fired, error) {
-	clk := h.clock()
-	fresh := head
-	gone := run.gone()
-	var endpoint store.Row
-	if reread || len(run.acked) > 0 || gone != nil {
-		// Acknowledgements, and a 410's disable, are planned against rows
-		// read after the calls, so the slow calls sit outside the
-		// read-modify-write window. The calls are made: a Redis restart now
-		// is waited out (within the fire's lease) so they are not made again.
-		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
-			if gone != nil {
-				rows, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
-				if err == nil {
-					fresh, endpoint = rows[0], rows[1]
-				}
-				return err
-			}
-			v, found, err := fc.Store.Get(ctx, fc.Partition, s.backlogKey)
-			fresh = store.Row{Value: v, Found: found}
-			return err
-		})
-		if err != nil {
-			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
-		}
-	}
-	// Acknowledgements and the completion share one snapshot: a plan that
-	// acknowledges every row the read counts is Done, guarded by that read,
-	// and an append since fails it and the completion re-plans; one that
-	// leaves rows subtracts what it acknowledged, whatever ingest added.
-	acks, err := outbox.NewAcks(s.endpoint, fresh.Value, fresh.Found)
-	if err != nil {
-		return timers.Fired{}, err
-	}
-	for _, r := range run.acked {
-		if err := acks.Add(r.rid, r.seq, r.record); err != nil {
-			h.log().WarnContext(ctx, "acknowledgement not planned; keeping the row",
-				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
-		}
-	}
-	var b store.Batch
-	if gone != nil && acks.Len() == 0 && acks.Remaining().Rows > 0 {
-		// Nothing to acknowledge, and the disable does not depend on the
-		// backlog: its guard alone would only let ingest fail the disable.
-		b.Drain = true
-	} else {
-		acks.Plan(&b)
-	}
-	delivered := acks.Len()
-	nowMs := max(fc.NowMs, clk.Now().UnixMilli())
-	parked := false
-	if gone != nil {
-		parked = h.disable(ctx, &b, &s, endpoint, nowMs)
-	}
-	if acks.Remaining().Rows == 0 {
-		return timers.Fired{Done: true, Batch: b}, nil
-	}
-
-	resume := page.Next
-	if run.stopped || run.cut {
-		// Resume after the last row examined: after a failed row rather
-		// than at it, so a row the endpoint keeps refusing does not starve
-		// the rows behind it; at the first untried row after a cut.
-		resume = after
-		if run.last >= 0 {
-			resume = store.CursorAfter(page.Entries[run.last].Key)
-		}
-	}
-	next := outbox.DeliveryState{Attempt: state.Attempt, Cursor: resume}
-	// A Retry-After the endpoint gave is a floor whatever else the fire
-	// did: rows delivered before the call told to wait do not cut it
-	// short, or a rate-limited endpoint would be called again at once.
-	floorMs := min(run.retryAfter, MaxBackoff).Milliseconds()
-	var delayMs int64
-	switch {
-	case delivered > 0:
-		// The endpoint took something, so its count of failing fires
-		// starts afresh and the rest are due now, unless it asked to wait.
-		// Then this fire counts as the first failing one: a stream at
-		// attempt 0 is not backing off, and an ingest would pull it to now.
-		next.Attempt = 0
-		if floorMs > 0 {
-			next.Attempt = 1
-		}
-		delayMs = floorMs
-	default:
-		// The wait grows with the stream's failing fires, not with the
-		// failures of the rows that failed: a dead endpoint fails a new row
-		// in each fire and must still back off. Only a failed call raises
-		// the count: a page of rows that cannot be sent is no fault of the
-		// endpoint.
-		delayMs = max(backoffMs(s.ns, s.endpoint, state.Attempt), floorMs)
-		if run.stopped && next.Attempt < ^uint32(0) {
-			next.Attempt++
-		}
-	}
-	value, err := outbox.EncodeDeliveryState(next)
-	if err != nil {
-		return timers.Fired{}, err
-	}
-	// Never earlier than it was due, but not a millisecond later either:
-	// a stream due again now must be found by a scan in this millisecond,
-	// or a fast fire would leave it for the next full poll.
-	due := max(nowMs+delayMs, t.DueAtMs)
-	if parked {
-		// Disabled: parked, rows kept, until the endpoint is enabled again.
-		due = timers.NeverMs
-	}
-	return timers.Fired{
-		DueAtMs: due,
-		State:   value,
-		Batch:   b,
-		Backoff: delivered == 0,
-		Notes:   h.attemptNotes(ctx, &s, run.failed, nowMs),
-	}, nil
 }
 
 // hold backs off, sending nothing, a stream whose backlog counts beyond
@@ -468,74 +348,4 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 		}
 	}
 	return rows, nil
-}
-
-// disable plans the endpoint's disabling after it answered 410, against
-// cur, the endpoint row as read after the calls, and reports whether the
-// stream is to be parked until the endpoint is enabled. An operator's change
-// since the fire read the row wins where it bears on the 410: a new URL is
-// not known to be gone, so the endpoint stays as the operator left it; one
-// disabled meanwhile (or being deleted) stays so, with its reason. Any other
-// change (secret, filter, max_in_flight, a disable and enable again) is kept
-// and the endpoint disabled anyway. The plan is guarded by cur, so an edit
-// landing before it applies makes the completion re-plan against a new read
-// rather than fail, and lose the fire's acknowledgements with the disable.
-func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur store.Row, nowMs int64) (parked bool) {
-	log := h.log().With("namespace", s.ns, "endpoint", s.endpoint)
-	if !cur.Found {
-		// Deleted meanwhile: parked, as a fire that finds it missing does.
-		b.RequireAbsent(s.endpointKey)
-		return true
-	}
-	ep, err := outbox.DecodeEndpoint(cur.Value)
-	if err != nil {
-		// The acknowledgements stand; the next fire reports the row.
-		log.ErrorContext(ctx, "endpoint answered 410 Gone but its row does not decode; not disabled", "error", err)
-		return false
-	}
-	switch {
-	case ep.URL != s.ep.URL:
-		log.WarnContext(ctx, "endpoint answered 410 Gone but its URL changed meanwhile; not disabled")
-		return false
-	case !ep.Enabled:
-		b.RequireEquals(s.endpointKey, cur.Value)
-		return true
-	}
-	ep.Enabled = false
-	ep.DisabledReason = "gone"
-	ep.UpdatedMs = max(ep.UpdatedMs, nowMs)
-	v, err := outbox.EncodeEndpoint(&ep)
-	if err != nil {
-		log.ErrorContext(ctx, "cannot disable endpoint", "error", err)
-		return false
-	}
-	log.WarnContext(ctx, "endpoint answered 410 Gone; disabled, rows kept")
-	b.RequireEquals(s.endpointKey, cur.Value)
-	b.Put(s.endpointKey, v)
-	return true
-}
-
-// attemptNotes records each failed call on its row's attempt row, for
-// operators to see why a row is stuck.
-func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowMs int64) []store.Write {
-	var notes []store.Write
-	for _, f := range fs {
-		a := outbox.Attempt{AtMs: nowMs, Status: f.err.Status, ErrorClass: f.err.Class, Count: f.row.attempt.Count + 1}
-		if a.Count == 0 {
-			a.Count-- // saturate rather than wrap to an invalid zero
-		}
-		v, err := outbox.EncodeAttempt(a)
-		if err != nil {
-			// A sink's class or status no row may hold: keep the fact.
-			a.Status, a.ErrorClass = 0, ClassError
-			v, err = outbox.EncodeAttempt(a)
-		}
-		if err != nil {
-			h.log().WarnContext(ctx, "cannot record attempt", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
-			continue
-		}
-		key, _ := outbox.AttemptKey(s.endpoint, f.row.rid)
-		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
-	}
-	return notes
 }

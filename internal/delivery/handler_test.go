@@ -35,7 +35,7 @@ func newGated() *gated {
 	return &gated{hold: map[string]bool{}, fail: map[string]error{}, release: make(chan struct{}), entered: make(chan string, 64)}
 }
 
-func (g *gated) Deliver(ctx context.Context, o Outcome) error {
+func (g *gated) Deliver(ctx context.Context, o Parcel) error {
 	rid := o.Outcome.ReservationID
 	g.mu.Lock()
 	g.open++
@@ -276,7 +276,7 @@ func TestAStoppedFireWritesNothingAndLeavesItsLease(t *testing.T) {
 			cancel()
 		}()
 		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
-		_, err := timers.RunDue(ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(ctx, e.P, e.NowMs())
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("run: %v, want canceled", err)
 		}
@@ -361,7 +361,7 @@ type goneWhileIngesting struct {
 	mu    sync.Mutex
 }
 
-func (g *goneWhileIngesting) Deliver(_ context.Context, _ Outcome) error {
+func (g *goneWhileIngesting) Deliver(_ context.Context, _ Parcel) error {
 	g.mu.Lock()
 	g.calls++
 	g.mu.Unlock()
@@ -469,7 +469,7 @@ func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) 
 			t.Fatal(err)
 		}
 		racing := &appendAfterBacklogRead{NamespaceStore: e.St, e: e}
-		rep, err := timers.RunDue(e.Ctx, racing, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+		rep, err := timers.NewRunner(timers.RunnerConfig{Store: racing, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 		if err != nil {
 			t.Fatalf("run due: %v", err)
 		}
@@ -499,7 +499,7 @@ type refusing struct {
 	at     []int64
 }
 
-func (r *refusing) Deliver(ctx context.Context, o Outcome) error {
+func (r *refusing) Deliver(ctx context.Context, o Parcel) error {
 	r.mu.Lock()
 	r.called = append(r.called, o.Outcome.ReservationID)
 	r.at = append(r.at, r.e.NowMs())

@@ -192,7 +192,7 @@ func (e *env) fire(h *Handler) timers.Report {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}
@@ -225,11 +225,11 @@ func (e *env) planned(h *Handler) (timers.Row, timers.Fired) {
 // capture records what it is asked to deliver and fails when told to.
 type capture struct {
 	mu   sync.Mutex
-	seen []Outcome
+	seen []Parcel
 	fail error
 }
 
-func (c *capture) Deliver(_ context.Context, o Outcome) error {
+func (c *capture) Deliver(_ context.Context, o Parcel) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen = append(c.seen, o)

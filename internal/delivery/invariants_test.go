@@ -24,7 +24,7 @@ type flaky struct {
 	calls int
 }
 
-func (f *flaky) Deliver(_ context.Context, o Outcome) error {
+func (f *flaky) Deliver(_ context.Context, o Parcel) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -132,7 +132,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			left := 0
 			for _, ns := range namespaces {
 				p := store.Partition{Namespace: ns}
-				if _, err := timers.RunDue(f.ctx, f.st, p, reg, clk, clk.Now().UnixMilli(), timers.Budget{}); err != nil {
+				if _, err := timers.NewRunner(timers.RunnerConfig{Store: f.st, Registry: reg, Clock: clk}).RunDue(f.ctx, p, clk.Now().UnixMilli()); err != nil {
 					t.Fatalf("drain %s: %v", ns, err)
 				}
 				rows, err := timers.All(f.ctx, f.st, p)

@@ -136,7 +136,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 		if !slow {
 			go d.watch(f, ended)
 		}
-		rep, err := timers.RunTimer(d.fireCtx, d.cfg.Store, p, d.cfg.Registry, d.cfg.Clock, nowMs, d.cfg.Lease, e)
+		rep, err := d.runner.RunTimer(d.fireCtx, p, nowMs, e)
 		close(ended)
 		d.cfg.Metrics.report(rep)
 		if err != nil && d.fireCtx.Err() == nil {

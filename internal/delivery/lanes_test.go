@@ -34,7 +34,7 @@ func newHangers() *hangers {
 	return &hangers{entered: make(chan string, 64), delivered: make(chan string, 64), release: map[string]chan struct{}{}}
 }
 
-func (h *hangers) Deliver(ctx context.Context, o Outcome) error {
+func (h *hangers) Deliver(ctx context.Context, o Parcel) error {
 	if h.hang != nil && !h.hang(o.Namespace) || h.hang == nil && !strings.HasPrefix(o.Namespace, "hang-") {
 		h.delivered <- o.Namespace
 		return nil
@@ -385,7 +385,7 @@ type farCall struct {
 	done chan struct{}
 }
 
-func (s *farSink) Deliver(ctx context.Context, o Outcome) error {
+func (s *farSink) Deliver(ctx context.Context, o Parcel) error {
 	if !strings.HasPrefix(o.Namespace, "far-") {
 		s.delivered <- o.Namespace
 		return nil
@@ -560,12 +560,14 @@ func TestASlowSlotHandedToAWaitingStreamIsHeldForItUntilItsPartitionIsScanned(t 
 		if recv(t, moved, "hang-far past its threshold") {
 			t.Fatal("hang-far took the slow slot handed to waiter")
 		}
+		// Read while the scan is held: once waiter's fire ends, its slot
+		// goes to hang-far, as it should.
+		if main, _, waiting, moving := d.lanes(); main != 1 || waiting != 0 || moving != 1 {
+			t.Fatalf("main %d, waiting %d, moving %d; want hang-far still waiting to leave the main lane", main, waiting, moving)
+		}
 		close(gate.open)
 		if ns := recv(t, sink.delivered, "waiter's call"); ns != "waiter" {
 			t.Fatalf("%s delivered, want waiter", ns)
-		}
-		if main, _, waiting, moving := d.lanes(); main != 1 || waiting != 0 || moving != 1 {
-			t.Fatalf("main %d, waiting %d, moving %d; want hang-far still waiting to leave the main lane", main, waiting, moving)
 		}
 	})
 }

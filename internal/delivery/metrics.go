@@ -29,7 +29,8 @@ const (
 	ResultFailed    = "failed"
 	ResultTimeout   = "timeout"
 	ResultGone      = "gone"
-	// ResultStopped: the call was cut because the driver stopped.
+	// ResultStopped: the call was cut because the fire was stopped (the
+	// driver stopping, or the fire's lease running out).
 	ResultStopped = "stopped"
 )
 

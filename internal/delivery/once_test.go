@@ -27,7 +27,7 @@ type once struct {
 	arrived chan struct{}
 }
 
-func (o *once) Deliver(_ context.Context, d Outcome) error {
+func (o *once) Deliver(_ context.Context, d Parcel) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	key := d.Namespace + "/" + d.Outcome.ReservationID

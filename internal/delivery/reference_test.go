@@ -33,7 +33,7 @@ type appendDuring struct {
 	once sync.Once
 }
 
-func (a *appendDuring) Deliver(_ context.Context, o Outcome) error {
+func (a *appendDuring) Deliver(_ context.Context, o Parcel) error {
 	if o.Outcome.ReservationID != "first" {
 		return fmt.Errorf("unexpected %s", o.Outcome.ReservationID)
 	}
@@ -245,7 +245,7 @@ type slow struct {
 	capture
 }
 
-func (s *slow) Deliver(ctx context.Context, o Outcome) error {
+func (s *slow) Deliver(ctx context.Context, o Parcel) error {
 	s.e.Clk.Advance(s.step)
 	return s.capture.Deliver(ctx, o)
 }
@@ -320,7 +320,7 @@ type hang struct {
 	release chan struct{}
 }
 
-func (h *hang) Deliver(context.Context, Outcome) error {
+func (h *hang) Deliver(context.Context, Parcel) error {
 	h.mu.Lock()
 	h.calls++
 	enter := h.enter
@@ -330,7 +330,7 @@ func (h *hang) Deliver(context.Context, Outcome) error {
 	return errors.New("let go")
 }
 
-func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
+func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
@@ -355,7 +355,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 		// than hanging it.
 		done := make(chan error, 1)
 		go func() {
-			_, err := timers.RunDue(e.Ctx, e.St, e.P, reg, e.Clk, e.NowMs(), timers.Budget{})
+			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 			done <- err
 		}()
 		select {
@@ -370,7 +370,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 		calls := sink.calls
 		sink.mu.Unlock()
 		if calls != 1 {
-			t.Fatalf("%d calls, want 1: the fire stops at the hung call", calls)
+			t.Fatalf("%d calls, want 1: the fire makes no call after the hung one", calls)
 		}
 		if !slices.Equal(requested, []time.Duration{250 * time.Millisecond}) {
 			t.Fatalf("timeouts requested %v, want [250ms]", requested)
@@ -387,7 +387,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndStopsTheFire(t *testing.T) {
 	})
 }
 
-func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
+func TestFirstFailureEndsTheFiresCallsAndNoRowIsLost(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
@@ -416,7 +416,7 @@ func TestFirstFailureStopsTheFireAndNoRowIsLost(t *testing.T) {
 // picky refuses b and takes the rest.
 type picky struct{ capture }
 
-func (p *picky) Deliver(ctx context.Context, o Outcome) error {
+func (p *picky) Deliver(ctx context.Context, o Parcel) error {
 	if o.Outcome.ReservationID == "b" {
 		return &Error{Class: "status", Status: 422, Reason: "rejected"}
 	}

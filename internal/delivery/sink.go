@@ -11,8 +11,8 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 )
 
-// Outcome is one outcome as one endpoint receives it.
-type Outcome struct {
+// Parcel is one outcome addressed to one endpoint: what a Sink delivers.
+type Parcel struct {
 	Namespace  string
 	EndpointID string
 	// Endpoint is the endpoint's configuration as the fire read it.
@@ -23,18 +23,18 @@ type Outcome struct {
 	Outcome outbox.Outcome
 }
 
-// Sink delivers one outcome to its endpoint. nil means the endpoint took it;
+// Sink delivers one parcel to its endpoint. nil means the endpoint took it;
 // an error means it did not, and is best an *Error. A Sink must return once
 // ctx is done.
 type Sink interface {
-	Deliver(ctx context.Context, o Outcome) error
+	Deliver(ctx context.Context, o Parcel) error
 }
 
 // SinkFunc adapts a function to Sink.
-type SinkFunc func(ctx context.Context, o Outcome) error
+type SinkFunc func(ctx context.Context, o Parcel) error
 
 // Deliver calls f.
-func (f SinkFunc) Deliver(ctx context.Context, o Outcome) error { return f(ctx, o) }
+func (f SinkFunc) Deliver(ctx context.Context, o Parcel) error { return f(ctx, o) }
 
 // Error is why a sink did not deliver. Its text is stored for operators and
 // logged, so it never holds a URL, a secret or a body.

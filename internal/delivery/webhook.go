@@ -39,7 +39,7 @@ var _ Sink = (*Webhooks)(nil)
 // Deliver signs and posts o to its endpoint. nil means the endpoint
 // answered 2xx; every other outcome is an *Error whose text holds no URL,
 // secret or body.
-func (w *Webhooks) Deliver(ctx context.Context, o Outcome) error {
+func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 	u, err := url.Parse(o.Endpoint.URL)
 	if err != nil {
 		// url.Error's text holds the URL, whose query may carry a token.

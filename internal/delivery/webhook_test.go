@@ -98,8 +98,8 @@ func whSetup(t *testing.T, answer func(w http.ResponseWriter)) *whBundle {
 }
 
 // outcome is a committed outcome for the receiver's endpoint under scheme.
-func (b *whBundle) outcome(scheme outbox.Scheme, secrets ...outbox.Secret) delivery.Outcome {
-	return delivery.Outcome{
+func (b *whBundle) outcome(scheme outbox.Scheme, secrets ...outbox.Secret) delivery.Parcel {
+	return delivery.Parcel{
 		Namespace:  "acme",
 		EndpointID: "billing",
 		Endpoint: outbox.Endpoint{
@@ -155,7 +155,7 @@ func (b *whBundle) mkitVerifier(t *testing.T) *hookverify.MkitVerifier {
 }
 
 // wantBody is the body every attempt of o must carry.
-func wantBody(t *testing.T, o delivery.Outcome) []byte {
+func wantBody(t *testing.T, o delivery.Parcel) []byte {
 	t.Helper()
 	body, err := outbox.EncodeWebhook(&o.Outcome, o.Namespace, whAudience)
 	if err != nil {
@@ -386,32 +386,32 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 	badSecret := outbox.Secret("whsec_" + strings.Repeat("*", 40))
 	cases := []struct {
 		name       string
-		change     func(b *whBundle, o *delivery.Outcome)
+		change     func(b *whBundle, o *delivery.Parcel)
 		class      string
 		wantReason string // exact, when set
 	}{
-		{"unparsable URL", func(b *whBundle, o *delivery.Outcome) {
+		{"unparsable URL", func(b *whBundle, o *delivery.Parcel) {
 			o.Endpoint.URL = b.srv.URL + "/%zz?token=" + whToken
 		}, delivery.ClassURL, ""},
-		{"no mkit signer", func(b *whBundle, _ *delivery.Outcome) {
+		{"no mkit signer", func(b *whBundle, _ *delivery.Parcel) {
 			b.sink.Sender.Mkit = nil
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
-		{"malformed secret", func(_ *whBundle, o *delivery.Outcome) {
+		{"malformed secret", func(_ *whBundle, o *delivery.Parcel) {
 			o.Endpoint.Scheme, o.Endpoint.Secrets = outbox.SchemeStandardWebhooks, []outbox.Secret{badSecret}
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
-		{"unknown scheme", func(_ *whBundle, o *delivery.Outcome) {
+		{"unknown scheme", func(_ *whBundle, o *delivery.Parcel) {
 			o.Endpoint.Scheme = "hmac-md5"
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
-		{"invalid outcome", func(_ *whBundle, o *delivery.Outcome) {
+		{"invalid outcome", func(_ *whBundle, o *delivery.Parcel) {
 			o.Outcome.Expired = &outbox.Expired{} // a second kind
 		}, delivery.ClassEncode, ""},
-		{"no audience", func(b *whBundle, _ *delivery.Outcome) {
+		{"no audience", func(b *whBundle, _ *delivery.Parcel) {
 			b.sink.Audience = ""
 		}, delivery.ClassEncode, ""},
-		{"no namespace", func(_ *whBundle, o *delivery.Outcome) {
+		{"no namespace", func(_ *whBundle, o *delivery.Parcel) {
 			o.Namespace = ""
 		}, delivery.ClassEncode, ""},
-		{"malformed namespace", func(_ *whBundle, o *delivery.Outcome) {
+		{"malformed namespace", func(_ *whBundle, o *delivery.Parcel) {
 			o.Namespace = "Acme\nX-Mkit-Hook-Namespace: victim"
 		}, delivery.ClassEncode, ""},
 	}

@@ -53,7 +53,7 @@ type Report struct {
 	// Replanned fires whose batch failed the handler's own guard: the timer
 	// was released, due at once, for the next fire to re-plan.
 	Replanned int
-	// LeaseLost completions that wrote nothing (see the LeaseLost outcome).
+	// LeaseLost completions that wrote nothing (see the LeaseLost completion).
 	LeaseLost int
 	// Deferred timers that could not be fired (corrupt row, unknown kind, or
 	// a failed fire); each waits one lease before it is tried again.
@@ -135,12 +135,12 @@ func Claim(ctx context.Context, st store.NamespaceStore, p store.Partition, row 
 	return c, found && bytes.Equal(v, c.Value), nil
 }
 
-// Outcome of Complete.
-type Outcome int
+// Completion is how one Complete ended.
+type Completion int
 
 const (
 	// Completed: the handler's batch and the timer's deletion or move committed.
-	Completed Outcome = iota + 1
+	Completed Completion = iota + 1
 	// Replanned: the handler's own guard failed; the timer is due again now.
 	Replanned
 	// LeaseLost: this call wrote nothing, because the lease expired or was
@@ -158,14 +158,14 @@ const (
 // so the next fire re-plans, except that a Backoff reschedule that writes
 // nothing else is applied as planned. A store that is away is waited out
 // while the lease lasts.
-func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, error) {
+func Complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Completion, error) {
 	out, _, err := complete(ctx, st, clk, c, f)
 	return out, err
 }
 
 // complete is Complete that also returns the plan it applied, which a
 // re-plan may have changed (a fire done when planned may not be after).
-func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Outcome, Fired, error) {
+func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c Claimed, f Fired) (Completion, Fired, error) {
 	first := f
 	for replans := 0; ; replans++ {
 		// Past its lease by this process's clock the completion is still
@@ -243,7 +243,7 @@ const maxReplans = 8
 
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
-func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Outcome, error) {
+func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Completion, error) {
 	b := store.Batch{Drain: true}
 	b.RequireEquals(c.Key, c.Value)
 	b.Delete(c.Key)
@@ -259,26 +259,56 @@ func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs in
 	return Replanned, nil
 }
 
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	Store    store.NamespaceStore
+	Registry *Registry
+	// Clock dates each claim's lease and bounds a completion's waits;
+	// clock.System when nil.
+	Clock clock.Clock
+	// Budget bounds each run; its zero fields take their defaults.
+	Budget Budget
+	// Logger reports the timers deferred or refused; slog.Default when nil.
+	Logger *slog.Logger
+}
+
+// Runner claims, fires and completes the due timers of a store's
+// partitions, with the handlers of its registry.
+type Runner struct {
+	cfg RunnerConfig
+}
+
+// NewRunner returns a runner of cfg.
+func NewRunner(cfg RunnerConfig) *Runner {
+	cfg.Budget = cfg.Budget.withDefaults()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{cfg: cfg}
+}
+
 // RunDue fires the partition's timers due at nowMs, at most
-// budget.MaxTimers of them, one after another. Each is claimed with a lease
+// Budget.MaxTimers of them, one after another. Each is claimed with a lease
 // first, so several workers may run the same partition and each timer fires
-// once per claim. Each claim's lease starts when it is taken, by clk, not at
-// nowMs: fires take time, and a lease counted from the start of the run
-// would already be running out for the later ones. Errors of
+// once per claim. Each claim's lease starts when it is taken, by the clock,
+// not at nowMs: fires take time, and a lease counted from the start of the
+// run would already be running out for the later ones. Errors of
 // single timers are joined into the returned error after the run; the timer
 // stays leased and is tried again when its lease expires.
-func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, nowMs int64, budget Budget) (Report, error) {
-	budget = budget.withDefaults()
+func (r *Runner) RunDue(ctx context.Context, p store.Partition, nowMs int64) (Report, error) {
 	var report Report
 	start, end := DueRange(nowMs)
-	page, err := st.Scan(ctx, p, start, end, nil, budget.MaxTimers)
+	page, err := r.cfg.Store.Scan(ctx, p, start, end, nil, r.cfg.Budget.MaxTimers)
 	if err != nil {
 		return report, fmt.Errorf("scan due timers of %s: %w", p, err)
 	}
 	var errs []error
 	for _, e := range page.Entries {
-		r, err := RunTimer(ctx, st, p, reg, clk, nowMs, budget.Lease, e)
-		report.add(r)
+		rep, err := r.RunTimer(ctx, p, nowMs, e)
+		report.add(rep)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -290,16 +320,17 @@ func RunDue(ctx context.Context, st store.NamespaceStore, p store.Partition, reg
 // as read by a scan of DueRange. A driver that fires several timers at once
 // calls it once per row; runMs is the time the row was found due, the least
 // time the fire sees.
-func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, reg *Registry, clk clock.Clock, runMs int64, lease time.Duration, e store.Entry) (Report, error) {
+func (r *Runner) RunTimer(ctx context.Context, p store.Partition, runMs int64, e store.Entry) (Report, error) {
+	st, clk, lease, log := r.cfg.Store, r.cfg.Clock, r.cfg.Budget.Lease, r.cfg.Logger
 	var report Report
 	nowMs := max(clk.Now().UnixMilli(), runMs)
 	row, err := DecodeRow(e.Key, e.Value)
 	if err != nil {
-		slog.WarnContext(ctx, "undecodable timer row; deferring", "partition", p.Namespace, "error", err)
+		log.WarnContext(ctx, "undecodable timer row; deferring", "partition", p.Namespace, "error", err)
 		report.Deferred++
 		return report, deferRaw(ctx, st, p, e, nowMs+lease.Milliseconds())
 	}
-	h, known := reg.Handler(row.Kind)
+	h, known := r.cfg.Registry.Handler(row.Kind)
 	c, ok, err := Claim(ctx, st, p, row, nowMs, lease)
 	if err != nil || !ok {
 		report.Contended += btoi(err == nil)
@@ -312,7 +343,7 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 	if !known {
 		// A timer of a kind this process does not know (a newer version
 		// wrote it) waits out the lease rather than spinning the driver.
-		slog.WarnContext(ctx, "timer of unknown kind; deferring", "partition", p.Namespace, "kind", row.Kind)
+		log.WarnContext(ctx, "timer of unknown kind; deferring", "partition", p.Namespace, "kind", row.Kind)
 		report.Deferred++
 		return report, nil
 	}
@@ -346,7 +377,7 @@ func RunTimer(ctx context.Context, st store.NamespaceStore, p store.Partition, r
 		// The same fire would be refused again, so it is no passing fault:
 		// every time is logged, for an operator to repair the row. Only
 		// the partition and the timer are named, never a row's contents.
-		slog.ErrorContext(ctx, "timer completion refused by the store; the timer fires again after its lease",
+		log.ErrorContext(ctx, "timer completion refused by the store; the timer fires again after its lease",
 			"namespace", p.Namespace, "kind", row.Kind, "reference", row.Reference, "error", err)
 		report.Refused++
 	}

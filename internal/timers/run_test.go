@@ -199,7 +199,7 @@ func TestRescheduleAndDoneTouchExactlyTheLeasedRow(t *testing.T) {
 			return timers.Fired{Done: true}, nil
 		}}
 		clk := clock.NewManual(100)
-		report, err := timers.RunDue(ctx, st, ns, registry(t, h), clk, 100, timers.Budget{})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clk}).RunDue(ctx, ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestAFailedHandlerGuardReleasesTheTimerDueAtOnce(t *testing.T) {
 			b.Put("acked", nil)
 			return timers.Fired{DueAtMs: 9_000, State: []byte("new"), Batch: b}, nil
 		}}
-		report, err := timers.RunDue(ctx, st, ns, registry(t, h), clock.NewManual(150), 150, timers.Budget{})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(150)}).RunDue(ctx, ns, 150)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestATimerThatCannotFireWaitsOneLeaseInsteadOfSpinning(t *testing.T) {
 		failing := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
 			return timers.Fired{}, errors.New("sink exploded")
 		}}
-		report, err := timers.RunDue(ctx, st, ns, registry(t, failing), clock.NewManual(100), 100, timers.Budget{})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, failing), Clock: clock.NewManual(100)}).RunDue(ctx, ns, 100)
 		if err == nil {
 			t.Fatal("a failed fire is not reported")
 		}
@@ -367,7 +367,7 @@ func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
 				b.Put(timers.Key(now+rng.Int64N(4_000)-2_000, 8, ref), timers.EncodeIdle(nil))
 				apply(t, st, p, b)
 			case 1, 2: // run what is due
-				if _, err := timers.RunDue(ctx, st, p, reg, clk, now, timers.Budget{MaxTimers: 2}); err != nil {
+				if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: reg, Clock: clk, Budget: timers.Budget{MaxTimers: 2}}).RunDue(ctx, p, now); err != nil {
 					t.Fatal(err)
 				}
 			case 3: // claim and abandon: the worker dies holding the lease
@@ -426,7 +426,7 @@ func TestEachClaimOfARunHoldsAFullLease(t *testing.T) {
 			clk.Advance(20 * time.Second) // each fire takes two thirds of a lease
 			return timers.Fired{Done: true}, nil
 		}}
-		report, err := timers.RunDue(context.Background(), st, ns, registry(t, slow), clk, 100, timers.Budget{Lease: lease})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, slow), Clock: clk, Budget: timers.Budget{Lease: lease}}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +447,7 @@ func TestABackoffIsKeptWhenOnlyTheGuardMoved(t *testing.T) {
 			b.RequireEquals("backlog", store.Value("as read before an append"))
 			return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true}, nil
 		}}
-		report, err := timers.RunDue(context.Background(), st, ns, registry(t, h), clock.NewManual(100), 100, timers.Budget{})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +472,7 @@ func TestAWriteFreeRescheduleIsReplannedWhenItsGuardFails(t *testing.T) {
 			b.RequireEquals("endpoint", store.Value("disabled, as read"))
 			return timers.Fired{DueAtMs: timers.NeverMs, Batch: b}, nil
 		}}
-		report, err := timers.RunDue(context.Background(), st, ns, registry(t, h), clock.NewManual(100), 100, timers.Budget{})
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +504,7 @@ func TestNotesStandWhetherOrNotTheHandlersGuardHolds(t *testing.T) {
 				return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true,
 					Notes: []store.Write{{Kind: store.Put, Key: "attempt", Value: store.Value("failed at 100")}}}, nil
 			}}
-			if _, err := timers.RunDue(context.Background(), st, p, registry(t, h), clock.NewManual(100), 100, timers.Budget{}); err != nil {
+			if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), p, 100); err != nil {
 				t.Fatal(err)
 			}
 			v, found, err := st.Get(context.Background(), p, "attempt")
@@ -593,10 +593,8 @@ func TestACompletionPastItsLeaseLandsWhenNoOneClaimedTheTimer(t *testing.T) {
 // to a row of another layout) is counted and logged at Error every time,
 // naming the namespace and the timer, never the rows.
 func TestACompletionTheStoreRefusesIsCountedAndLoggedAsAnError(t *testing.T) {
-	defer slog.SetDefault(slog.Default())
 	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
 		var logs testlog.Buffer
-		slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
 		ctx := context.Background()
 		var b store.Batch
 		b.Put("backlog", store.Value("secret payload"))
@@ -609,7 +607,8 @@ func TestACompletionTheStoreRefusesIsCountedAndLoggedAsAnError(t *testing.T) {
 		}}
 		clk := clock.NewManual(150)
 		for round := range 2 {
-			report, err := timers.RunDue(ctx, st, ns, registry(t, h), clk, clk.Now().UnixMilli(), timers.Budget{Lease: lease})
+			report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clk, Budget: timers.Budget{Lease: lease},
+				Logger: slog.New(slog.NewJSONHandler(&logs, nil))}).RunDue(ctx, ns, clk.Now().UnixMilli())
 			if !errors.Is(err, store.ErrCorrupt) || report.Refused != 1 {
 				t.Fatalf("round %d: report %+v, %v; want one refused completion", round, report, err)
 			}
@@ -628,4 +627,34 @@ func TestACompletionTheStoreRefusesIsCountedAndLoggedAsAnError(t *testing.T) {
 			t.Fatalf("%d error lines naming the timer, want one per refused completion:\n%s", refused, logs.String())
 		}
 	})
+}
+
+// A runner logs through the logger it was given, never the process's
+// default one: the operator's handler (its format, level and destination)
+// sees every timer deferred, and nothing reaches slog.Default.
+func TestARunnerLogsThroughTheLoggerItWasGiven(t *testing.T) {
+	var global testlog.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&global, nil)))
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		putTimer(t, st, ns, 100, 99, "future-kind", "s")
+		var b store.Batch
+		b.Put(timers.Key(100, 8, "corrupt"), store.Value{0x7f, 1, 2})
+		apply(t, st, ns, b)
+		var logs testlog.Buffer
+		runner := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t), Clock: clock.NewManual(100),
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		report, err := runner.RunDue(context.Background(), ns, 100)
+		if err != nil || report.Deferred != 2 {
+			t.Fatalf("report %+v, %v; want both timers deferred", report, err)
+		}
+		for _, msg := range []string{"timer of unknown kind; deferring", "undecodable timer row; deferring"} {
+			if !strings.Contains(logs.String(), `"level":"WARN","msg":"`+msg+`","partition":"acme"`) {
+				t.Errorf("the configured logger has no warning %q:\n%s", msg, logs.String())
+			}
+		}
+	})
+	if global.String() != "" {
+		t.Fatalf("logged through slog.Default:\n%s", global.String())
+	}
 }
