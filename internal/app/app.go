@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		store: st, audience: audience, close: closeRedis}
 	if devSecret != nil {
 		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
-		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.Auth.Issuer, p, DevTokenTTL, time.Now()); err != nil {
+		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.Auth.Issuer, p, DevTokenTTL, clk.Now()); err != nil {
 			return nil, err
 		}
 	}
