@@ -14,74 +14,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hookrelay/relay/hookverify"
+	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/hooks"
-	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
-	"github.com/hookrelay/relay/internal/redisstore"
-	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
-
-func get(t *testing.T, h http.Handler, path string) (int, string) {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	return rec.Code, rec.Body.String()
-}
-
-func testKeys(t *testing.T) hooks.KeyList {
-	t.Helper()
-	sign, err := (&signingConfig{keyID: "test"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sign.keys
-}
-
-// routes is the API on st, publishing keys, with the readiness check serve
-// uses.
-func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler {
-	t.Helper()
-	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: "http://localhost:8080", HS256Secret: bytes.Repeat([]byte("k"), 32)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(httpapi.Config{
-		Appender: &outbox.Appender{Store: st, Clock: clockSystem},
-		Admin:    &outbox.Admin{Store: st, Clock: clockSystem},
-		Auth:     auth,
-		Ready:    ready(st),
-		Keys:     hooks.KeysHandler(keys),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
-	h := routes(t, redistest.Miniredis(t), testKeys(t))
-	if code, body := get(t, h, "/healthz"); code != http.StatusOK || body != "ok\n" {
-		t.Fatalf("/healthz = %d %q", code, body)
-	}
-	if code, body := get(t, h, "/readyz"); code != http.StatusOK || body != "ready\n" {
-		t.Fatalf("/readyz = %d %q", code, body)
-	}
-}
-
-func TestNotReadyOnARedisThatMayEvictRows(t *testing.T) {
-	srv := redistest.StartServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
-	h := routes(t, redistest.NewStore(t, srv.Client, redisstore.Options{}), testKeys(t))
-	code, body := get(t, h, "/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "noeviction") {
-		t.Fatalf("/readyz = %d %q, want 503 naming noeviction", code, body)
-	}
-	if strings.Contains(body, srv.Addr) {
-		t.Fatalf("/readyz leaks the Redis address: %q", body)
-	}
-}
 
 func TestUnknownCommandIsAClearError(t *testing.T) {
 	err := run(context.Background(), []string{"frobnicate"}, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
@@ -114,15 +50,19 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	if err := os.WriteFile(published, []byte(list), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parse([]string{"-redis", "redis://127.0.0.1:1", "-hook-key", keyFile, "-hook-key-id", "relay-1", "-published-keys", published})
+	cfg, err := parse([]string{"-redis", "", "-hook-key", keyFile, "-hook-key-id", "relay-1", "-published-keys", published})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sign, err := cfg.signing.load(false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	a, err := app.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, body := get(t, routes(t, redistest.Miniredis(t), sign.keys), hooks.KeysPath)
+	defer a.Close()
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	code, body := rec.Code, rec.Body.String()
 	if code != http.StatusOK {
 		t.Fatalf("%s = %d", hooks.KeysPath, code)
 	}
@@ -140,86 +80,34 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	if want := hex.EncodeToString(key.Public().(ed25519.PublicKey)); served.Keys[1].PublicKey != want {
 		t.Fatal("the published signing key is not the key file's")
 	}
-	if sign.signer.KeyID() != "relay-1" {
-		t.Fatalf("signing with %s, want relay-1", sign.signer.KeyID())
+}
+
+func TestAMalformedDeliveryConcurrencyIsAClearError(t *testing.T) {
+	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "lots")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_CONCURRENCY") {
+		t.Fatalf("parse: %v, want an error naming the variable", err)
+	}
+	c, err := parse([]string{"--delivery-concurrency", "8"})
+	if err != nil || c.Delivery.Concurrency != 8 {
+		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.Delivery, err)
+	}
+	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "16")
+	if c, err := parse(nil); err != nil || c.Delivery.Concurrency != 16 {
+		t.Fatalf("from the variable: %+v %v", c.Delivery, err)
 	}
 }
 
-func TestAMisspeltPublishedKeyListIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "published.json")
-	pub := strings.Repeat("ab", 32)
-	for name, list := range map[string]string{
-		"unknown field": `{"version":1,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `","notAfter":1}]}`,
-		"version 2":     `{"version":2,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `"}]}`,
-		"trailing data": `{"version":1,"keys":[{"keyId":"k","alg":"ed25519","publicKey":"` + pub + `"}]} {}`,
-	} {
-		if err := os.WriteFile(path, []byte(list), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := readKeyList(path); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+func TestAMalformedDeliverySlowConcurrencyIsAClearError(t *testing.T) {
+	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "lots")
+	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_SLOW_CONCURRENCY") {
+		t.Fatalf("parse: %v, want an error naming the variable", err)
 	}
-}
-
-// A relay on a real Redis does not sign with a throwaway key: receivers
-// could never trust it.
-func TestARealDeploymentNeedsASigningKey(t *testing.T) {
-	_, err := (&signingConfig{keyID: "relay-1"}).load(false, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil || !strings.Contains(err.Error(), "RELAY_HOOK_KEY_FILE") {
-		t.Fatalf("load without a key on a real Redis = %v", err)
+	c, err := parse([]string{"--delivery-slow-concurrency", "32"})
+	if err != nil || c.Delivery.SlowConcurrency != 32 {
+		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.Delivery, err)
 	}
-	dev, err := (&signingConfig{keyID: "relay-1"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil || !strings.HasPrefix(dev.signer.KeyID(), "dev-") {
-		t.Fatalf("development key %v, %v", dev.signer, err)
-	}
-}
-
-func TestConnectChoosesTheClientFromTheAddress(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, tc := range []struct {
-		addr    string
-		cluster bool
-	}{
-		{"redis://127.0.0.1:6379/0", false},
-		{"127.0.0.1:7001, 127.0.0.1:7002", true},
-		{"redis://user:secret@127.0.0.1:7001?addr=127.0.0.1:7002", true},
-	} {
-		c, closeFn, err := connect(tc.addr, log)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.addr, err)
-		}
-		_, isCluster := c.(*redis.ClusterClient)
-		closeFn()
-		if isCluster != tc.cluster {
-			t.Errorf("%s: cluster client %v, want %v", tc.addr, isCluster, tc.cluster)
-		}
-	}
-	if _, _, err := connect("redis://127.0.0.1:notaport", log); err == nil {
-		t.Error("a malformed URL was accepted")
-	}
-}
-
-// Managed Redis: TLS (rediss://) and a username and password reach the
-// client, for a single server and for a cluster alike.
-func TestConnectTakesTLSAndCredentials(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	single, closeSingle, err := connect("rediss://relay:s3cret@redis.example.com:6380/0", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeSingle()
-	o := single.(*redis.Client).Options()
-	if o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.example.com" || o.Username != "relay" || o.Password != "s3cret" {
-		t.Errorf("single server: TLS %v, user %q, password set %v", o.TLSConfig, o.Username, o.Password != "")
-	}
-	cl, closeCluster, err := connect("rediss://relay:s3cret@node1.example.com:6380?addr=node2.example.com:6380&addr=node3.example.com:6380", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeCluster()
-	co := cl.(*redis.ClusterClient).Options()
-	if co.TLSConfig == nil || co.Username != "relay" || co.Password != "s3cret" || len(co.Addrs) != 3 {
-		t.Errorf("cluster: TLS %v, user %q, password set %v, seeds %v", co.TLSConfig, co.Username, co.Password != "", co.Addrs)
+	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "512")
+	if c, err := parse(nil); err != nil || c.Delivery.SlowConcurrency != 512 {
+		t.Fatalf("from the variable: %+v %v", c.Delivery, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
+	"github.com/hookrelay/relay/internal/envflag"
 )
 
 // receiveConfig is a local receiver that verifies relay's webhooks and
@@ -52,7 +53,7 @@ func parseReceive(args []string) (receiveConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if err := noArgs(fs, args); err != nil {
+	if err := envflag.NoArgs(fs, args); err != nil {
 		return c, err
 	}
 	c.secrets = append(c.secrets, strings.Fields(os.Getenv("RELAY_RECEIVE_SECRETS"))...)

@@ -3,57 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
-
-// A malformed Redis URL is reported without its password: url.Parse's
-// error quotes the whole URL, and relay prints it to stderr.
-func TestMalformedRedisURLHidesThePassword(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, addr := range []string{
-		"redis://:hunter2@127.0.0.1:notaport",
-		"redis://user:hunter2@127.0.0.1:6379/%zz",
-		"redis://user:hunter2@127.0.0.1:notaport?addr=127.0.0.1:7002",
-	} {
-		_, _, err := connect(addr, log)
-		if err == nil {
-			t.Fatalf("%s accepted", addr)
-		}
-		if strings.Contains(err.Error(), "hunter2") {
-			t.Errorf("error shows the password: %v", err)
-		}
-	}
-}
-
-// fragments are the pieces of secret an attacker reading relay's output
-// could learn from: every substring of 3 bytes or more, but those of only
-// digits and punctuation, which timestamps and addresses hold anyway; a
-// secret of only those is looked for whole.
-func fragments(secret string) []string {
-	var out []string
-	for i := range secret {
-		for j := i + 3; j <= len(secret); j++ {
-			if strings.IndexFunc(secret[i:j], unicode.IsLetter) >= 0 {
-				out = append(out, secret[i:j])
-			}
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, secret)
-	}
-	return out
-}
 
 // relay serve, started on a Redis URL whose password holds what a URL
 // parser takes for a delimiter or a broken escape, against a port nothing
@@ -113,7 +71,7 @@ func TestNoPieceOfARedisPasswordReachesTheStartUpOutput(t *testing.T) {
 				secrets = append(secrets, d)
 			}
 			for _, s := range secrets {
-				for _, f := range fragments(s) {
+				for _, f := range redistest.Fragments(s) {
 					if strings.Contains(out.String(), f) {
 						t.Fatalf("relay printed %q, a piece of the password %q of %s:\n%s", f, s, tc.url, out.String())
 					}
@@ -157,25 +115,11 @@ func TestAStrayArgumentIsNotQuoted(t *testing.T) {
 		if !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v printed no %q:\n%s", tc.args, tc.want, out)
 		}
-		for _, f := range fragments(secret) {
+		for _, f := range redistest.Fragments(secret) {
 			if strings.Contains(string(out), f) {
 				t.Fatalf("%v printed %q of the password:\n%s", tc.args, f, out)
 			}
 		}
-	}
-}
-
-// Behind the wording of each message, any error that still quotes the
-// password, as written or decoded, has it replaced, and unwraps as before.
-func TestScrubberReplacesThePasswordInAnyError(t *testing.T) {
-	s := newScrubber("rediss://relay:Zq8Kv%2FWm3Jx@redis.example.com:6380/0")
-	cause := errors.New("dial: refused")
-	err := s.scrub(fmt.Errorf("AUTH Zq8Kv/Wm3Jx and Zq8Kv%%2FWm3Jx: %w", cause))
-	if strings.Contains(err.Error(), "Zq8Kv") || !errors.Is(err, cause) {
-		t.Fatalf("scrubbed %q, unwraps to the cause %v", err, errors.Is(err, cause))
-	}
-	if clean := errors.New("dial tcp 127.0.0.1:1: refused"); s.scrub(clean) != clean {
-		t.Fatal("an error without the password was changed")
 	}
 }
 
@@ -193,41 +137,10 @@ func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
 		if !strings.Contains(string(out), "-redis") {
 			t.Fatalf("%v printed no usage:\n%s", args, out)
 		}
-		for _, f := range fragments(secret) {
+		for _, f := range redistest.Fragments(secret) {
 			if strings.Contains(string(out), f) {
 				t.Fatalf("%v printed %q of the password:\n%s", args, f, out)
 			}
-		}
-	}
-}
-
-// A Redis URL without "//" after its scheme is read by go-redis as opaque:
-// it would connect to localhost:6379, db 0, with no password. It is
-// refused, and the message quotes none of it.
-func TestARedisURLWithoutSlashesIsRefused(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	const secret = "Zq8KvWm3Jx"
-	for _, addr := range []string{
-		"redis:" + secret + "@redis.internal.example:6380/2",
-		"redis::" + secret + "@redis.internal.example:6380/2",
-		"rediss:relay:" + secret + "@redis.internal.example:6380/2",
-		"REDIS:" + secret + "@redis.internal.example:6380/2",
-		"redis:/:" + secret + "@redis.internal.example:6380/2",
-		"unix:" + secret + "@/run/redis.sock",
-	} {
-		c, closeFn, err := connect(addr, log)
-		if err == nil {
-			o := c.(*redis.Client).Options()
-			closeFn()
-			t.Fatalf("%s accepted: addr %q, db %d, password set %v", addr, o.Addr, o.DB, o.Password != "")
-		}
-		for _, f := range append(fragments(secret), "internal", "redis.sock") {
-			if strings.Contains(err.Error(), f) {
-				t.Fatalf("%s: the error quotes %q: %v", addr, f, err)
-			}
-		}
-		if !strings.Contains(err.Error(), "//") {
-			t.Errorf("%s: the error does not say what is missing: %v", addr, err)
 		}
 	}
 }

@@ -7,136 +7,77 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
-	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
-	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/envflag"
 )
 
-// devTokenTTL is how long the development admin token printed at start
-// lasts.
-const devTokenTTL = 24 * time.Hour
-
-// app is one relay process: its store, delivery driver and API.
-type app struct {
-	handler http.Handler
-	metrics *httpapi.Metrics
-	driver  *delivery.Driver
-	// backlog samples the backlog gauges; nil when they are off.
-	backlog  *delivery.BacklogSampler
-	store    *redisstore.Store
-	audience string
-	// devToken is an admin token minted at start in development, when no
-	// token key is configured; empty otherwise.
-	devToken string
-	close    func()
+// parse reads relay serve's flags and RELAY_* variables; internal/app
+// checks what they hold.
+func parse(args []string) (app.Config, error) {
+	f := envflag.New("relay serve")
+	c := app.Defaults()
+	f.HiddenFromEnv(&c.RedisURL, "redis", "RELAY_REDIS_URL",
+		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
+	f.StringFromEnv(&c.Listen, "listen", "RELAY_LISTEN", c.Listen, "HTTP listen address (env RELAY_LISTEN)")
+	f.StringFromEnv(&c.Prefix, "prefix", "RELAY_REDIS_PREFIX", c.Prefix, "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
+	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
+	f.IntFromEnv(&c.MaxConnections, "max-connections", "RELAY_MAX_CONNECTIONS", c.MaxConnections, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	f.DurationFromEnv(&c.BacklogEvery, "backlog-sample-every", "RELAY_BACKLOG_SAMPLE_EVERY", c.BacklogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
+	signingFlags(f, &c.Signing)
+	deliveryFlags(f, &c.Delivery)
+	authFlags(f, &c.Auth)
+	if err := f.Parse(args); err != nil {
+		return c, err
+	}
+	c.Auth.SecretOnCommandLine = f.Given("jwt-secret")
+	return c, nil
 }
 
-// build connects to Redis (or starts an embedded miniredis) and builds the
-// delivery driver and the API from cfg. The driver is not started.
-func build(ctx context.Context, cfg config, log *slog.Logger) (*app, error) {
-	dev := cfg.redis == ""
-	sign, err := cfg.signing.load(dev, log)
-	if err != nil {
-		return nil, err
-	}
-	audience, err := cfg.deliver.audience(dev, cfg.listen)
-	if err != nil {
-		return nil, err
-	}
-	allow, err := cfg.deliver.allowList(dev, log)
-	if err != nil {
-		return nil, err
-	}
-	auth, devSecret, err := cfg.auth.load(dev, audience, log)
-	if err != nil {
-		return nil, err
-	}
-	client, closeRedis, err := connect(cfg.redis, log)
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			closeRedis()
-		}
-	}()
-	scrub := newScrubber(cfg.redis).scrub
-	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.prefix, Buckets: cfg.buckets})
-	if err != nil {
-		return nil, scrub(fmt.Errorf("open store: %w", err))
-	}
-	if !dev && !st.Shebang() {
-		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
-	}
-	if err := st.Check(ctx); err != nil {
-		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
-	}
+func signingFlags(f *envflag.Set, c *app.Signing) {
+	f.StringFromEnv(&c.KeyFile, "hook-key", "RELAY_HOOK_KEY_FILE", c.KeyFile,
+		"PEM Ed25519 private key (relay keygen writes one) signing mkit-hook v2 webhooks of every namespace; required with a real Redis (env RELAY_HOOK_KEY_FILE)")
+	f.StringFromEnv(&c.KeyID, "hook-key-id", "RELAY_HOOK_KEY_ID", c.KeyID,
+		"key id of the signing key, 1-64 of [A-Za-z0-9._-] (env RELAY_HOOK_KEY_ID)")
+	f.StringFromEnv(&c.PublishedKeys, "published-keys", "RELAY_PUBLISHED_KEYS", c.PublishedKeys,
+		"JSON key list of other public keys to publish beside the signing key: the next one before a rotation, the previous one after it (env RELAY_PUBLISHED_KEYS)")
+}
 
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	channel, err := newChannel(cfg.deliver, allow)
-	if err != nil {
-		return nil, err
-	}
-	driver, err := newDriver(cfg.deliver, st, channel, sign.signer, audience, metrics, log)
-	if err != nil {
-		return nil, err
-	}
-	apiMetrics, err := httpapi.NewMetrics(metrics)
-	if err != nil {
-		return nil, err
-	}
-	var backlog *delivery.BacklogSampler
-	if cfg.backlogEvery > 0 {
-		backlog, err = delivery.NewBacklogSampler(delivery.BacklogConfig{
-			Store: st, Registerer: metrics, Clock: clockSystem, Every: cfg.backlogEvery, Logger: log,
+func deliveryFlags(f *envflag.Set, c *app.Delivery) {
+	f.StringFromEnv(&c.PublicURL, "public-url", "RELAY_PUBLIC_URL", c.PublicURL,
+		"relay's canonical origin, e.g. https://relay.example.com: every webhook's data.audience (env RELAY_PUBLIC_URL; default http://<listen> without a Redis)")
+	f.StringFromEnv(&c.AllowCIDRs, "allow-cidrs", "RELAY_ALLOW_CIDRS", c.AllowCIDRs,
+		"comma-separated CIDRs webhooks may reach despite the SSRF guard, e.g. 10.1.2.3/32 (env RELAY_ALLOW_CIDRS; default 127.0.0.1/32,::1/128 without a Redis)")
+	f.IntFromEnv(&c.Concurrency, "delivery-concurrency", "RELAY_DELIVERY_CONCURRENCY", c.Concurrency,
+		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
+	f.IntFromEnv(&c.SlowConcurrency, "delivery-slow-concurrency", "RELAY_DELIVERY_SLOW_CONCURRENCY", c.SlowConcurrency,
+		"fires this process keeps waiting on slow or failing endpoints at once, beside the others (env RELAY_DELIVERY_SLOW_CONCURRENCY)")
+}
+
+func authFlags(f *envflag.Set, c *app.Auth) {
+	f.HiddenFromEnv(&c.Secret, "jwt-secret", "RELAY_JWT_SECRET",
+		"HS256 secret, at least 32 bytes, that API tokens are signed with (env RELAY_JWT_SECRET; prefer the env: flags show in the process list)")
+	f.StringFromEnv(&c.PublicKeys, "jwt-public-keys", "RELAY_JWT_PUBLIC_KEYS", c.PublicKeys,
+		"Ed25519 public keys that API tokens (EdDSA) are signed with: comma-separated files of PEM \"PUBLIC KEY\" blocks, each entry path or kid=path; a kid=path file holds one key, which then verifies only tokens whose kid header names it (env RELAY_JWT_PUBLIC_KEYS)")
+	f.StringFromEnv(&c.Issuer, "jwt-issuer", "RELAY_JWT_ISSUER", c.Issuer,
+		"iss every API token must carry; unchecked when empty (env RELAY_JWT_ISSUER)")
+	f.StringFromEnv(&c.Audience, "jwt-audience", "RELAY_JWT_AUDIENCE", c.Audience,
+		"aud every API token must contain (env RELAY_JWT_AUDIENCE; default the public URL)")
+	c.Leeway = envflag.FromEnv(f, "jwt-leeway", "RELAY_JWT_LEEWAY", c.Leeway, time.ParseDuration, "a duration such as 5s")
+	f.Func("jwt-leeway",
+		"clock skew tolerated on token times, at most 30s (env RELAY_JWT_LEEWAY; default 5s)",
+		func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return errors.New("not a duration such as 5s")
+			}
+			c.Leeway = d
+			return nil
 		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	handler, err := httpapi.New(httpapi.Config{
-		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clockSystem}},
-		Admin:          &outbox.Admin{Store: st, Clock: clockSystem},
-		Auth:           auth,
-		Wake:           driver.WakePartition,
-		CheckURL:       channel.CheckURL,
-		Ready:          ready(st),
-		Keys:           hooks.KeysHandler(sign.keys),
-		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
-		Metrics:        apiMetrics,
-		Clock:          clockSystem,
-		Logger:         log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	a := &app{handler: handler, metrics: apiMetrics, driver: driver, backlog: backlog, store: st, audience: audience, close: closeRedis}
-	if devSecret != nil {
-		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
-		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.auth.issuer, p, devTokenTTL, time.Now()); err != nil {
-			return nil, err
-		}
-	}
-	ok = true
-	return a, nil
 }
 
 func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer) error {
@@ -144,163 +85,30 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return err
 	}
+	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := build(ctx, cfg, log)
+	// A second signal kills at once.
+	context.AfterFunc(ctx, stop)
+	a, err := app.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 
-	tcp, err := net.Listen("tcp", cfg.listen)
+	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv, ln, err := a.server(tcp, cfg.maxConns)
+	srv, ln, err := a.Server(tcp)
 	if err != nil {
 		_ = tcp.Close()
 		return err
 	}
-	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.store.Buckets(), "audience", a.audience)
-	if a.devToken != "" {
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "audience", a.Audience())
+	if tok := a.DevToken(); tok != "" {
 		// Printed, never logged: the one place this secret appears.
-		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\n", devTokenTTL, a.devToken)
+		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\n", app.DevTokenTTL, tok)
 	}
-	if err := a.driver.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	if a.backlog != nil {
-		if err := a.backlog.Start(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
-		defer a.backlog.Stop()
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	var serveErr error
-	select {
-	case serveErr = <-errc:
-	case <-ctx.Done():
-	}
-	// A second signal kills at once.
-	stop()
-	// Stop taking requests and launching fires at once; let requests and
-	// fires in flight finish, each within its own deadline. A fire lasts up
-	// to about 15 s; one still running at its deadline writes nothing, and
-	// its stream resumes once its lease expires.
-	stopped := make(chan error, 1)
-	go func() {
-		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		stopped <- a.driver.Stop(drainCtx)
-	}()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		serveErr = errors.Join(serveErr, err)
-	}
-	if err := <-stopped; err != nil {
-		log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return serveErr
-	}
-	log.Info("relay stopped cleanly")
-	return nil
+	return a.Run(ctx, srv, ln)
 }
-
-// server is the HTTP server of the API on tcp, at most maxConns
-// connections open at once.
-func (a *app) server(tcp net.Listener, maxConns int) (*http.Server, *httpapi.Listener, error) {
-	ln, err := httpapi.NewListener(tcp, httpapi.ListenerConfig{MaxConnections: maxConns, Metrics: a.metrics})
-	if err != nil {
-		return nil, nil, err
-	}
-	return httpapi.NewServer(a.handler, ln), ln, nil
-}
-
-// checker is what readiness needs of the store.
-type checker interface {
-	Check(ctx context.Context) error
-}
-
-// ready is the API's readiness check: the store answers and will not evict
-// rows.
-func ready(st checker) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if err := st.Check(ctx); err != nil {
-			return errors.New(readiness(err))
-		}
-		return nil
-	}
-}
-
-// readiness is what /readyz tells: the eviction warning in full, any other
-// cause without internals.
-func readiness(err error) string {
-	switch {
-	case errors.Is(err, redisstore.ErrEvictingPolicy):
-		return "Redis may evict keys (set maxmemory-policy noeviction)"
-	case errors.Is(err, redisstore.ErrScripts):
-		return "Redis does not hold relay's scripts and would not load them"
-	}
-	return "Redis is unreachable"
-}
-
-// connect opens a client for a Redis URL, a list of Cluster seeds, or an
-// embedded miniredis when addr is empty. Its errors hold no piece of the
-// password in addr.
-func connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	if addr == "" {
-		m, err := miniredis.Run()
-		if err != nil {
-			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
-		}
-		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		return c, func() { c.Close(); m.Close() }, nil
-	}
-	c, err := open(addr)
-	if err != nil {
-		return nil, nil, newScrubber(addr).scrub(err)
-	}
-	return c, func() { c.Close() }, nil
-}
-
-func open(addr string) (redis.UniversalClient, error) {
-	if missingSlashes(addr) {
-		return nil, errors.New(`the Redis URL has no "//" after its scheme: write redis://[user:pass@]host:port/db, and rediss:// or unix:// alike`)
-	}
-	if err := checkCredentials(credentials(addr)); err != nil {
-		return nil, err
-	}
-	switch {
-	case strings.Contains(addr, "://") && strings.Contains(addr, "addr="):
-		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
-		opts, err := redis.ParseClusterURL(addr)
-		if err != nil {
-			return nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
-		}
-		return redis.NewClusterClient(opts), nil
-	case !strings.Contains(addr, "://") && strings.Contains(addr, ","):
-		seeds := strings.Split(addr, ",")
-		for i := range seeds {
-			seeds[i] = strings.TrimSpace(seeds[i])
-			if strings.Contains(seeds[i], "@") {
-				return nil, errors.New("a list of Redis Cluster seeds takes host:port only; credentials go in a URL: redis://user:pass@host1:port?addr=host2:port")
-			}
-		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}), nil
-	default:
-		opts, err := redis.ParseURL(addr)
-		if err != nil {
-			return nil, fmt.Errorf("redis URL: %w", redactURLError(err))
-		}
-		return redis.NewClient(opts), nil
-	}
-}
-
-// clockSystem is the one clock of the process: the outbox, the delivery
-// driver and its handler read it. It is the wall clock, made never to go
-// backward, so that a clock stepped back does not stall rows dated by it.
-var clockSystem = clock.NewSteady(clock.System{})

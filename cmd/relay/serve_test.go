@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/httpapi"
 )
 
@@ -116,7 +117,11 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 		{"-max-connections", "-5", "max connections"},
 		{"-backlog-sample-every", "-1s", "backlog sample interval"},
 	} {
-		if _, err := parse([]string{tc.flag, tc.value}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		c, err := parse([]string{tc.flag, tc.value})
+		if err == nil {
+			_, err = app.New(t.Context(), c)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %s: %v", tc.flag, tc.value, err)
 		}
 	}
@@ -125,8 +130,8 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 		t.Errorf("RELAY_MAX_CONNECTIONS=many: %v", err)
 	}
 	c, err := parse([]string{"-max-connections", "7"})
-	if err != nil || c.maxConns != 7 {
-		t.Errorf("the flag overrides a bad variable: %v, %d", err, c.maxConns)
+	if err != nil || c.MaxConnections != 7 {
+		t.Errorf("the flag overrides a bad variable: %v, %d", err, c.MaxConnections)
 	}
 	t.Setenv("RELAY_MAX_CONNECTIONS", "")
 	t.Setenv("RELAY_BACKLOG_SAMPLE_EVERY", "soon")
@@ -135,17 +140,8 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 	}
 	t.Setenv("RELAY_BACKLOG_SAMPLE_EVERY", "0")
 	c, err = parse(nil)
-	if err != nil || c.maxConns != httpapi.DefaultMaxConnections || c.backlogEvery != 0 {
-		t.Fatalf("defaults: %v, %d connections, backlog every %v", err, c.maxConns, c.backlogEvery)
-	}
-	t.Setenv("RELAY_REDIS_URL", "")
-	a, err := build(t.Context(), c, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.close()
-	if a.backlog != nil {
-		t.Error("RELAY_BACKLOG_SAMPLE_EVERY=0 still samples")
+	if err != nil || c.MaxConnections != httpapi.DefaultMaxConnections || c.BacklogEvery != 0 {
+		t.Fatalf("defaults: %v, %d connections, backlog every %v", err, c.MaxConnections, c.BacklogEvery)
 	}
 }
 

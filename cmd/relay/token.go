@@ -2,13 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/envflag"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 )
@@ -48,7 +49,7 @@ func knownScopes() string {
 // TOKEN=$(relay token ...) works. It signs HS256 with the secret relay
 // serve verifies with, or EdDSA with --key.
 func token(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("relay token", flag.ContinueOnError)
+	fs := envflag.New("relay token")
 	var scopes scopeList
 	fs.Var(&scopes, "scope", "scope to grant, repeatable or space-separated: "+knownScopes()+" (admin implies the others)")
 	ns := fs.String("ns", "", "bind the token to this namespace; unbound when empty")
@@ -56,19 +57,15 @@ func token(args []string, stdout io.Writer) error {
 	sub := fs.String("sub", "relay-cli", "subject: who the token speaks for, as the access log shows it")
 	keyFile := fs.String("key", "", "sign EdDSA with this Ed25519 PKCS#8 PEM private key (relay keygen writes one) instead of the HS256 secret")
 	kid := fs.String("kid", "", "kid header for --key, naming the key among RELAY_JWT_PUBLIC_KEYS")
-	secret := os.Getenv("RELAY_JWT_SECRET")
-	secretFlag := false
-	fs.Func("jwt-secret", "HS256 secret relay serve verifies with (env RELAY_JWT_SECRET)",
-		func(v string) error { secret, secretFlag = v, true; return nil })
-	aud := fs.String("jwt-audience", os.Getenv("RELAY_JWT_AUDIENCE"), "aud of the token (env RELAY_JWT_AUDIENCE; default the public URL)")
-	publicURL := fs.String("public-url", os.Getenv("RELAY_PUBLIC_URL"), "relay's public URL, the default audience (env RELAY_PUBLIC_URL; default http://127.0.0.1:8080, or what RELAY_LISTEN gives)")
-	issuer := fs.String("jwt-issuer", os.Getenv("RELAY_JWT_ISSUER"), "iss of the token (env RELAY_JWT_ISSUER)")
+	var secret, audience, publicURL, issuer string
+	fs.HiddenFromEnv(&secret, "jwt-secret", "RELAY_JWT_SECRET", "HS256 secret relay serve verifies with (env RELAY_JWT_SECRET)")
+	fs.StringFromEnv(&audience, "jwt-audience", "RELAY_JWT_AUDIENCE", "", "aud of the token (env RELAY_JWT_AUDIENCE; default the public URL)")
+	fs.StringFromEnv(&publicURL, "public-url", "RELAY_PUBLIC_URL", "", "relay's public URL, the default audience (env RELAY_PUBLIC_URL; default http://127.0.0.1:8080, or what RELAY_LISTEN gives)")
+	fs.StringFromEnv(&issuer, "jwt-issuer", "RELAY_JWT_ISSUER", "", "iss of the token (env RELAY_JWT_ISSUER)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := noArgs(fs, args); err != nil {
-		return err
-	}
+	secretFlag := fs.Given("jwt-secret")
 	if len(scopes) == 0 {
 		return fmt.Errorf("give at least one --scope (%s)", knownScopes())
 	}
@@ -81,12 +78,14 @@ func token(args []string, stdout io.Writer) error {
 	if *sub == "" {
 		return errors.New("--sub must not be empty")
 	}
-	audience := *aud
 	if audience == "" {
 		// What relay serve defaults its audience to, spelled the same way.
+		listen := app.Defaults().Listen
+		if v := os.Getenv("RELAY_LISTEN"); v != "" {
+			listen = v
+		}
 		var err error
-		dc := deliveryConfig{publicURL: *publicURL}
-		if audience, err = dc.audience(true, envOr("RELAY_LISTEN", "127.0.0.1:8080")); err != nil {
+		if audience, err = (app.Delivery{PublicURL: publicURL}).Audience(true, listen); err != nil {
 			return err
 		}
 	}
@@ -101,7 +100,7 @@ func token(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if tok, err = httpapi.MintEdDSA(key, *kid, audience, *issuer, p, *ttl, now); err != nil {
+		if tok, err = httpapi.MintEdDSA(key, *kid, audience, issuer, p, *ttl, now); err != nil {
 			return err
 		}
 	case secret != "":
@@ -112,7 +111,7 @@ func token(args []string, stdout io.Writer) error {
 			return fmt.Errorf("RELAY_JWT_SECRET (--jwt-secret) is %d bytes; it must be at least %d", len(secret), httpapi.MinHS256Secret)
 		}
 		var err error
-		if tok, err = httpapi.MintHS256([]byte(secret), audience, *issuer, p, *ttl, now); err != nil {
+		if tok, err = httpapi.MintHS256([]byte(secret), audience, issuer, p, *ttl, now); err != nil {
 			return err
 		}
 	default:

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/envflag"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 )
@@ -29,6 +30,17 @@ func clearAuthEnv(t *testing.T) {
 	for _, v := range []string{"RELAY_JWT_SECRET", "RELAY_JWT_PUBLIC_KEYS", "RELAY_JWT_ISSUER", "RELAY_JWT_AUDIENCE", "RELAY_JWT_LEEWAY", "RELAY_PUBLIC_URL", "RELAY_LISTEN"} {
 		t.Setenv(v, "")
 	}
+}
+
+// serveAuth is the API auth settings relay serve reads from the
+// environment.
+func serveAuth(t *testing.T) app.Auth {
+	t.Helper()
+	c, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Auth
 }
 
 func mintCLI(t *testing.T, args ...string) string {
@@ -60,9 +72,8 @@ func TestTokenMintsWhatServeVerifies(t *testing.T) {
 	tok := mintCLI(t, "--scope", "outcomes:write", "--scope", "outbox:read endpoints:write", "--ns", "acme", "--sub", "deploy-bot", "--ttl", "10m")
 
 	// serve in development: audience from the listen address.
-	var c authConfig
-	c.flags(flag.NewFlagSet("serve", flag.ContinueOnError))
-	auth, devSecret, err := c.load(true, "http://127.0.0.1:8080", slog.New(slog.DiscardHandler))
+	c := serveAuth(t)
+	auth, devSecret, err := c.Load(true, "http://127.0.0.1:8080", slog.New(slog.DiscardHandler))
 	if err != nil || devSecret != nil {
 		t.Fatalf("load: %v, dev secret %v", err, devSecret != nil)
 	}
@@ -143,8 +154,8 @@ func TestTokenSignsEdDSAWithAKeyFile(t *testing.T) {
 	otherFile := writePublicKeys(t, dir, "other.pub", other)
 
 	tok := mintCLI(t, "--key", keyFile, "--kid", "k2", "--scope", "admin")
-	c := authConfig{publicKeys: "k1=" + otherFile + ", k2=" + pubFile, leeway: defaultLeeway}
-	auth, _, err := c.load(false, "http://127.0.0.1:8080", slog.New(slog.DiscardHandler))
+	c := app.Auth{PublicKeys: "k1=" + otherFile + ", k2=" + pubFile, Leeway: app.DefaultLeeway}
+	auth, _, err := c.Load(false, "http://127.0.0.1:8080", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +231,9 @@ func TestDevelopmentGetsAThrowawaySecretAndRealUseNeedsAKey(t *testing.T) {
 	clearAuthEnv(t)
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
-	var c authConfig
-	c.flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	c := serveAuth(t)
 
-	auth, devSecret, err := c.load(true, "http://127.0.0.1:8080", logger)
+	auth, devSecret, err := c.Load(true, "http://127.0.0.1:8080", logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +252,11 @@ func TestDevelopmentGetsAThrowawaySecretAndRealUseNeedsAKey(t *testing.T) {
 	if !strings.Contains(log.String(), "NO JWT KEY CONFIGURED") {
 		t.Fatalf("no warning: %s", log.String())
 	}
-	if _, again, _ := c.load(true, "http://127.0.0.1:8080", logger); bytes.Equal(again, devSecret) {
+	if _, again, _ := c.Load(true, "http://127.0.0.1:8080", logger); bytes.Equal(again, devSecret) {
 		t.Fatal("the throwaway secret repeats")
 	}
 
-	_, _, err = c.load(false, "https://relay.example.com", logger)
+	_, _, err = c.Load(false, "https://relay.example.com", logger)
 	if err == nil || !strings.Contains(err.Error(), "RELAY_JWT_SECRET") || !strings.Contains(err.Error(), "RELAY_JWT_PUBLIC_KEYS") {
 		t.Fatalf("real use without a key: %v", err)
 	}
@@ -257,9 +267,9 @@ func TestAuthConfigFromFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("RELAY_JWT_SECRET", testSecret)
 	t.Setenv("RELAY_JWT_AUDIENCE", "relay-api")
 	t.Setenv("RELAY_JWT_LEEWAY", "20s")
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var c authConfig
-	c.flags(fs)
+	fs := envflag.New("serve")
+	c := app.Defaults().Auth
+	authFlags(fs, &c)
 	var help bytes.Buffer
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
@@ -269,7 +279,7 @@ func TestAuthConfigFromFlagsAndEnvironment(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	auth, _, err := c.load(false, "https://relay.example.com", slog.New(slog.DiscardHandler))
+	auth, _, err := c.Load(false, "https://relay.example.com", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,14 +332,16 @@ func TestAuthConfigRefusesBadSettings(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			fs := envflag.New("serve")
 			fs.SetOutput(io.Discard)
-			var cfg authConfig
-			cfg.flags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
+			cfg := app.Defaults().Auth
+			authFlags(fs, &cfg)
+			// A malformed variable is refused as the flags are read, the
+			// rest as the verifier is built.
+			err := fs.Parse(c.args)
+			if err == nil {
+				_, _, err = cfg.Load(false, "https://relay.example.com", log)
 			}
-			_, _, err := cfg.load(false, "https://relay.example.com", log)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("load: %v, want an error naming %q", err, c.want)
 			}
@@ -342,13 +354,13 @@ func TestAuthConfigRefusesBadSettings(t *testing.T) {
 	// A good --jwt-leeway overrides a malformed environment.
 	t.Setenv("RELAY_JWT_SECRET", testSecret)
 	t.Setenv("RELAY_JWT_LEEWAY", "five")
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var cfg authConfig
-	cfg.flags(fs)
+	fs := envflag.New("serve")
+	cfg := app.Defaults().Auth
+	authFlags(fs, &cfg)
 	if err := fs.Parse([]string{"--jwt-leeway", "2s"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cfg.load(false, "https://relay.example.com", log); err != nil {
+	if _, _, err := cfg.Load(false, "https://relay.example.com", log); err != nil {
 		t.Fatalf("flag did not override the env: %v", err)
 	}
 }
@@ -360,8 +372,8 @@ func TestAPublicKeyFileMayHoldSeveralKeys(t *testing.T) {
 	pubA, privA, _ := ed25519.GenerateKey(rand.Reader)
 	pubB, privB, _ := ed25519.GenerateKey(rand.Reader)
 	file := writePublicKeys(t, dir, "keys.pub", pubA, pubB)
-	c := authConfig{publicKeys: file, leeway: defaultLeeway}
-	auth, _, err := c.load(false, "https://relay.example.com", slog.New(slog.DiscardHandler))
+	c := app.Auth{PublicKeys: file, Leeway: app.DefaultLeeway}
+	auth, _, err := c.Load(false, "https://relay.example.com", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -96,8 +96,8 @@ func checkEveryPhaseDelivered(t *testing.T, out string) map[string]map[string]st
 // running beside it would only make it slower.
 func TestBenchRunsEveryPhaseInProcessOnTheEmbeddedStore(t *testing.T) {
 	var out bytes.Buffer
-	args := append([]string{"bench", "-redis", ""}, smallBench...)
-	if err := run(context.Background(), args, slog.New(slog.NewTextHandler(io.Discard, nil)), &out); err != nil {
+	args := append([]string{"-redis", ""}, smallBench...)
+	if err := Main(context.Background(), args, slog.New(slog.NewTextHandler(io.Discard, nil)), &out); err != nil {
 		t.Fatalf("bench: %v\n%s", err, out.String())
 	}
 	t.Logf("\n%s", out.String())

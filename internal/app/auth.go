@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"crypto/ed25519"
@@ -6,90 +6,36 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/hookrelay/relay/internal/httpapi"
 )
 
-// authConfig is how relay verifies the bearer tokens of its API.
-type authConfig struct {
-	secret     string
-	secretFlag bool // given on the command line, where ps shows it
-	publicKeys string
-	issuer     string
-	audience   string
-	leeway     time.Duration
-	leewaySet  bool
-	// envErr is a malformed RELAY_JWT_LEEWAY, reported unless the flag
-	// overrides it.
-	envErr error
-}
-
-const defaultLeeway = 5 * time.Second
-
-func (c *authConfig) flags(fs *flag.FlagSet) {
-	// A Func flag has no default to print, so -help never shows the secret
-	// taken from the environment.
-	c.secret = os.Getenv("RELAY_JWT_SECRET")
-	fs.Func("jwt-secret",
-		"HS256 secret, at least 32 bytes, that API tokens are signed with (env RELAY_JWT_SECRET; prefer the env: flags show in the process list)",
-		func(v string) error { c.secret, c.secretFlag = v, true; return nil })
-	fs.StringVar(&c.publicKeys, "jwt-public-keys", os.Getenv("RELAY_JWT_PUBLIC_KEYS"),
-		"Ed25519 public keys that API tokens (EdDSA) are signed with: comma-separated files of PEM \"PUBLIC KEY\" blocks, each entry path or kid=path; a kid=path file holds one key, which then verifies only tokens whose kid header names it (env RELAY_JWT_PUBLIC_KEYS)")
-	fs.StringVar(&c.issuer, "jwt-issuer", os.Getenv("RELAY_JWT_ISSUER"),
-		"iss every API token must carry; unchecked when empty (env RELAY_JWT_ISSUER)")
-	fs.StringVar(&c.audience, "jwt-audience", os.Getenv("RELAY_JWT_AUDIENCE"),
-		"aud every API token must contain (env RELAY_JWT_AUDIENCE; default the public URL)")
-	c.leeway = defaultLeeway
-	if v := os.Getenv("RELAY_JWT_LEEWAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			c.envErr = fmt.Errorf("RELAY_JWT_LEEWAY=%q is not a duration such as 5s", v)
-		}
-		c.leeway = d
-	}
-	fs.Func("jwt-leeway",
-		"clock skew tolerated on token times, at most 30s (env RELAY_JWT_LEEWAY; default 5s)",
-		func(v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return errors.New("not a duration such as 5s")
-			}
-			c.leeway, c.leewaySet = d, true
-			return nil
-		})
-}
-
-// load builds the token verifier. audience is relay's public URL, the
+// Load builds the token verifier. audience is relay's public URL, the
 // default aud. With no key configured, development (dev true) gets a
 // throwaway HS256 secret, returned so serve can mint and print an admin
 // token once; a real deployment must configure one.
-func (c *authConfig) load(dev bool, audience string, log *slog.Logger) (auth *httpapi.Auth, devSecret []byte, err error) {
-	if c.envErr != nil && !c.leewaySet {
-		return nil, nil, c.envErr
-	}
-	cfg := httpapi.AuthConfig{Audience: c.audience, Issuer: c.issuer, Leeway: c.leeway}
+func (c Auth) Load(dev bool, audience string, log *slog.Logger) (auth *httpapi.Auth, devSecret []byte, err error) {
+	cfg := httpapi.AuthConfig{Audience: c.Audience, Issuer: c.Issuer, Leeway: c.Leeway}
 	if cfg.Audience == "" {
 		cfg.Audience = audience
 	}
-	if c.secret != "" {
-		if c.secretFlag {
+	if c.Secret != "" {
+		if c.SecretOnCommandLine {
 			log.Warn("the JWT secret was given as --jwt-secret, which other local users can read in the process list; prefer RELAY_JWT_SECRET")
 		}
-		if len(c.secret) < httpapi.MinHS256Secret {
-			return nil, nil, fmt.Errorf("RELAY_JWT_SECRET (--jwt-secret) is %d bytes; it must be at least %d (openssl rand -hex 32 makes one)", len(c.secret), httpapi.MinHS256Secret)
+		if len(c.Secret) < httpapi.MinHS256Secret {
+			return nil, nil, fmt.Errorf("RELAY_JWT_SECRET (--jwt-secret) is %d bytes; it must be at least %d (openssl rand -hex 32 makes one)", len(c.Secret), httpapi.MinHS256Secret)
 		}
-		cfg.HS256Secret = []byte(c.secret)
+		cfg.HS256Secret = []byte(c.Secret)
 	}
-	if c.publicKeys != "" {
-		keys, err := readJWTPublicKeys(c.publicKeys)
+	if c.PublicKeys != "" {
+		keys, err := readJWTPublicKeys(c.PublicKeys)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"io"
@@ -31,8 +31,8 @@ func TestThePublicURLMustBeAnOriginAndIsRequiredWithARealRedis(t *testing.T) {
 		{dev: true, listen: "0.0.0.0:8080", want: "http://localhost:8080"},
 		{dev: true, listen: "[::1]:8080", want: "http://[::1]:8080"},
 	} {
-		c := deliveryConfig{publicURL: tc.raw}
-		got, err := c.audience(tc.dev, tc.listen)
+		c := Delivery{PublicURL: tc.raw}
+		got, err := c.Audience(tc.dev, tc.listen)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %q, %v; want an error saying %q", tc.raw, got, err, tc.err)
@@ -47,51 +47,24 @@ func TestThePublicURLMustBeAnOriginAndIsRequiredWithARealRedis(t *testing.T) {
 
 func TestTheAllowListParsesCIDRsAndOpensLoopbackOnlyInDevelopment(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c := deliveryConfig{allow: " 10.1.2.3/32, fd00::/8 "}
+	c := Delivery{AllowCIDRs: " 10.1.2.3/32, fd00::/8 "}
 	got, err := c.allowList(false, log)
 	if err != nil || len(got) != 2 || got[0].String() != "10.1.2.3/32" || got[1].String() != "fd00::/8" {
 		t.Fatalf("%v %v", got, err)
 	}
-	if got, err := (&deliveryConfig{}).allowList(false, log); err != nil || len(got) != 0 {
+	if got, err := (Delivery{}).allowList(false, log); err != nil || len(got) != 0 {
 		t.Fatalf("production default %v %v, want nothing allowed", got, err)
 	}
-	if got, err := (&deliveryConfig{}).allowList(true, log); err != nil || len(got) != 2 || !got[0].Addr().IsLoopback() {
+	if got, err := (Delivery{}).allowList(true, log); err != nil || len(got) != 2 || !got[0].Addr().IsLoopback() {
 		t.Fatalf("development default %v %v, want loopback", got, err)
 	}
-	if _, err := (&deliveryConfig{allow: "10.1.2.3"}).allowList(false, log); err == nil || !strings.Contains(err.Error(), "10.1.2.3") {
+	if _, err := (Delivery{AllowCIDRs: "10.1.2.3"}).allowList(false, log); err == nil || !strings.Contains(err.Error(), "10.1.2.3") {
 		t.Fatalf("a bare address: %v, want an error naming it", err)
 	}
 }
 
-func TestAMalformedDeliveryConcurrencyIsAClearError(t *testing.T) {
-	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "lots")
-	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_CONCURRENCY") {
-		t.Fatalf("parse: %v, want an error naming the variable", err)
-	}
-	c, err := parse([]string{"--delivery-concurrency", "8"})
-	if err != nil || c.deliver.concurrency != 8 {
-		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.deliver, err)
-	}
-	t.Setenv("RELAY_DELIVERY_CONCURRENCY", "16")
-	if c, err := parse(nil); err != nil || c.deliver.concurrency != 16 {
-		t.Fatalf("from the variable: %+v %v", c.deliver, err)
-	}
-}
-
-func TestAMalformedDeliverySlowConcurrencyIsAClearError(t *testing.T) {
-	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "lots")
-	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "RELAY_DELIVERY_SLOW_CONCURRENCY") {
-		t.Fatalf("parse: %v, want an error naming the variable", err)
-	}
-	c, err := parse([]string{"--delivery-slow-concurrency", "32"})
-	if err != nil || c.deliver.slow() != 32 {
-		t.Fatalf("the flag overrides a malformed variable: %+v %v", c.deliver, err)
-	}
-	t.Setenv("RELAY_DELIVERY_SLOW_CONCURRENCY", "512")
-	if c, err := parse(nil); err != nil || c.deliver.slow() != 512 {
-		t.Fatalf("from the variable: %+v %v", c.deliver, err)
-	}
-	if _, err := newChannel(deliveryConfig{concurrency: 1, slowConcurrency: -1}, nil); err == nil || !strings.Contains(err.Error(), "slow concurrency") {
+func TestANegativeSlowLaneIsRefused(t *testing.T) {
+	if _, err := newChannel(Delivery{Concurrency: 1, SlowConcurrency: -1}, nil); err == nil || !strings.Contains(err.Error(), "slow concurrency") {
 		t.Fatalf("a negative slow lane: %v, want refused", err)
 	}
 }

@@ -1,0 +1,235 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// App is one relay process: its store, delivery driver and API.
+type App struct {
+	handler  http.Handler
+	metrics  *httpapi.Metrics
+	maxConns int
+	log      *slog.Logger
+	driver   *delivery.Driver
+	// backlog samples the backlog gauges; nil when they are off.
+	backlog  *delivery.BacklogSampler
+	store    *redisstore.Store
+	audience string
+	// devToken is an admin token minted at start in development, when no
+	// token key is configured; empty otherwise.
+	devToken string
+	close    func()
+}
+
+// New connects to Redis (or starts an embedded miniredis) and builds the
+// delivery driver and the API from cfg. Delivery waits for Start; Close
+// releases Redis.
+func New(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.BacklogEvery < 0 {
+		return nil, fmt.Errorf("backlog sample interval %v must not be negative", cfg.BacklogEvery)
+	}
+	if cfg.MaxConnections < 1 {
+		return nil, fmt.Errorf("max connections %d must be at least 1", cfg.MaxConnections)
+	}
+	log, clk := cfg.Logger, cfg.Clock
+	if log == nil {
+		log = slog.Default()
+	}
+	if clk == nil {
+		clk = clock.NewSteady(clock.System{})
+	}
+	dev := cfg.RedisURL == ""
+	sign, err := cfg.Signing.load(dev, log)
+	if err != nil {
+		return nil, err
+	}
+	audience, err := cfg.Delivery.Audience(dev, cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	allow, err := cfg.Delivery.allowList(dev, log)
+	if err != nil {
+		return nil, err
+	}
+	auth, devSecret, err := cfg.Auth.Load(dev, audience, log)
+	if err != nil {
+		return nil, err
+	}
+	client, closeRedis, err := Connect(cfg.RedisURL, log)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeRedis()
+		}
+	}()
+	scrub := newScrubber(cfg.RedisURL).scrub
+	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.Prefix, Buckets: cfg.Buckets})
+	if err != nil {
+		return nil, scrub(fmt.Errorf("open store: %w", err))
+	}
+	if !dev && !st.Shebang() {
+		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
+	}
+	if err := st.Check(ctx); err != nil {
+		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
+	}
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	channel, err := newChannel(cfg.Delivery, allow)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := newDriver(cfg.Delivery, st, channel, sign.signer, audience, metrics, clk, log)
+	if err != nil {
+		return nil, err
+	}
+	apiMetrics, err := httpapi.NewMetrics(metrics)
+	if err != nil {
+		return nil, err
+	}
+	var backlog *delivery.BacklogSampler
+	if cfg.BacklogEvery > 0 {
+		backlog, err = delivery.NewBacklogSampler(delivery.BacklogConfig{
+			Store: st, Registerer: metrics, Clock: clk, Every: cfg.BacklogEvery, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	handler, err := httpapi.New(httpapi.Config{
+		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}},
+		Admin:          &outbox.Admin{Store: st, Clock: clk},
+		Auth:           auth,
+		Wake:           driver.WakePartition,
+		CheckURL:       channel.CheckURL,
+		Ready:          ready(st),
+		Keys:           hooks.KeysHandler(sign.keys),
+		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
+		Metrics:        apiMetrics,
+		Clock:          clk,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &App{handler: handler, metrics: apiMetrics, maxConns: cfg.MaxConnections, log: log, driver: driver, backlog: backlog,
+		store: st, audience: audience, close: closeRedis}
+	if devSecret != nil {
+		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
+		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.Auth.Issuer, p, DevTokenTTL, clk.Now()); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return a, nil
+}
+
+// Handler is the API.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Audience is relay's public origin.
+func (a *App) Audience() string { return a.audience }
+
+// Buckets is the store's number of due-index buckets.
+func (a *App) Buckets() int { return a.store.Buckets() }
+
+// DevToken is the admin token minted in development when no token key is
+// configured; empty otherwise. It is a secret: print it, never log it.
+func (a *App) DevToken() string { return a.devToken }
+
+// Server is the HTTP server of the API on tcp, and the listener to serve it
+// on: at most MaxConnections connections open at once.
+func (a *App) Server(tcp net.Listener) (*http.Server, net.Listener, error) {
+	ln, err := httpapi.NewListener(tcp, httpapi.ListenerConfig{MaxConnections: a.maxConns, Metrics: a.metrics})
+	if err != nil {
+		return nil, nil, err
+	}
+	return httpapi.NewServer(a.handler, ln), ln, nil
+}
+
+// Start starts delivery and the backlog sampler. They run until Stop: the
+// end of ctx does not stop them, and only its values are kept.
+func (a *App) Start(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := a.driver.Start(ctx); err != nil {
+		return err
+	}
+	if a.backlog != nil {
+		return a.backlog.Start(ctx)
+	}
+	return nil
+}
+
+// Stop stops launching fires and waits for those in flight, within ctx:
+// once ctx ends it cancels them, and a canceled fire writes nothing; its
+// stream resumes once its lease expires. It returns ctx's error then. The
+// backlog sampler stops too.
+func (a *App) Stop(ctx context.Context) error {
+	err := a.driver.Stop(ctx)
+	if a.backlog != nil {
+		a.backlog.Stop()
+	}
+	return err
+}
+
+// Close releases Redis, or the embedded miniredis.
+func (a *App) Close() { a.close() }
+
+// Run starts delivery and serves srv on ln until ctx ends or serving
+// fails, then stops taking requests and drains delivery.
+func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+	}
+	// Stop taking requests and launching fires at once; let requests and
+	// fires in flight finish, each within its own deadline. A fire lasts up
+	// to about 15 s; one still running at its deadline writes nothing, and
+	// its stream resumes once its lease expires.
+	stopped := make(chan error, 1)
+	go func() {
+		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- a.Stop(drainCtx)
+	}()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serveErr = errors.Join(serveErr, err)
+	}
+	if err := <-stopped; err != nil {
+		a.log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	a.log.Info("relay stopped cleanly")
+	return nil
+}

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func testKeys(t *testing.T) hooks.KeyList {
+	t.Helper()
+	sign, err := (Signing{KeyID: "test"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sign.keys
+}
+
+// routes is the API on st, publishing keys, with the readiness check serve
+// uses.
+func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler {
+	t.Helper()
+	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: "http://localhost:8080", HS256Secret: bytes.Repeat([]byte("k"), 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{
+		Appender: &outbox.Appender{Store: st, Clock: clock.NewSteady(clock.System{})},
+		Admin:    &outbox.Admin{Store: st, Clock: clock.NewSteady(clock.System{})},
+		Auth:     auth,
+		Ready:    ready(st),
+		Keys:     hooks.KeysHandler(keys),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestReadyWhenTheStoreAnswersAndCannotEvict(t *testing.T) {
+	h := routes(t, redistest.Miniredis(t), testKeys(t))
+	if code, body := get(t, h, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	if code, body := get(t, h, "/readyz"); code != http.StatusOK || body != "ready\n" {
+		t.Fatalf("/readyz = %d %q", code, body)
+	}
+}
+
+func TestNotReadyOnARedisThatMayEvictRows(t *testing.T) {
+	srv := redistest.StartServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru")
+	h := routes(t, redistest.NewStore(t, srv.Client, redisstore.Options{}), testKeys(t))
+	code, body := get(t, h, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "noeviction") {
+		t.Fatalf("/readyz = %d %q, want 503 naming noeviction", code, body)
+	}
+	if strings.Contains(body, srv.Addr) {
+		t.Fatalf("/readyz leaks the Redis address: %q", body)
+	}
+}
+
+func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		max   int
+		every time.Duration
+		want  string
+	}{
+		{0, 0, "max connections"},
+		{-5, 0, "max connections"},
+		{1, -time.Second, "backlog sample interval"},
+	} {
+		c := Defaults()
+		c.MaxConnections, c.BacklogEvery = tc.max, tc.every
+		if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%d connections, backlog every %v: %v", tc.max, tc.every, err)
+		}
+	}
+	c := Defaults()
+	c.BacklogEvery, c.Logger = 0, slog.New(slog.DiscardHandler)
+	a, err := New(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.backlog != nil {
+		t.Error("a zero backlog interval still samples")
+	}
+}

@@ -1,0 +1,106 @@
+// Package app assembles a whole relay from a Config: the store on Redis
+// (or an embedded miniredis), signing, API auth, the SSRF-guarded channel,
+// the delivery driver, the backlog sampler and the API with its metrics.
+// It reads no flag and no environment variable: cmd/relay does.
+package app
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// Config is one relay process. Defaults gives every field its default.
+type Config struct {
+	// RedisURL is a Redis URL, comma-separated Cluster seeds, or a Cluster
+	// URL with addr= seeds; empty starts an embedded miniredis, which is
+	// development mode.
+	RedisURL string
+	// Listen is the API's address; in development it makes the default
+	// public URL.
+	Listen  string
+	Prefix  string
+	Buckets int
+	// MaxConnections bounds the API connections open at once.
+	MaxConnections int
+	// BacklogEvery is how often the backlog gauges are sampled; 0 never.
+	BacklogEvery time.Duration
+	Signing      Signing
+	Delivery     Delivery
+	Auth         Auth
+	// Logger is relay's log; nil is slog.Default().
+	Logger *slog.Logger
+	// Clock is the one clock of the process: the outbox, the delivery
+	// driver and its handler read it. Nil is the wall clock made never to
+	// go backward, so that a clock stepped back does not stall rows dated
+	// by it.
+	Clock clock.Clock
+}
+
+// Signing is the mkit-hook v2 signing key and the other public keys
+// published beside it.
+type Signing struct {
+	// KeyFile is a PEM Ed25519 private key; empty signs with a throwaway
+	// key, in development only.
+	KeyFile string
+	KeyID   string
+	// PublishedKeys is a JSON key list file of other public keys to
+	// publish beside the signing key.
+	PublishedKeys string
+}
+
+// Delivery is what the delivery driver and its channel are built from.
+type Delivery struct {
+	// PublicURL is relay's canonical origin, every webhook's audience;
+	// required with a real Redis.
+	PublicURL string
+	// AllowCIDRs is the comma-separated CIDRs webhooks may reach despite
+	// the SSRF guard.
+	AllowCIDRs  string
+	Concurrency int
+	// SlowConcurrency is the slow lane's size; zero is the default.
+	SlowConcurrency int
+}
+
+// Auth is how relay verifies the bearer tokens of its API.
+type Auth struct {
+	// Secret is the HS256 secret tokens are signed with.
+	Secret string
+	// SecretOnCommandLine says Secret was given as a flag, where the
+	// process list shows it; relay warns.
+	SecretOnCommandLine bool
+	// PublicKeys is the comma-separated Ed25519 public key files, each
+	// entry path or kid=path.
+	PublicKeys string
+	Issuer     string
+	// Audience is the aud every token must contain; empty is the public
+	// URL.
+	Audience string
+	Leeway   time.Duration
+}
+
+// DefaultLeeway is the clock skew tolerated on token times by default.
+const DefaultLeeway = 5 * time.Second
+
+// DevTokenTTL is how long the development admin token minted at start
+// lasts.
+const DevTokenTTL = 24 * time.Hour
+
+// Defaults is the configuration of a development relay: every setting at
+// its default, on an embedded miniredis.
+func Defaults() Config {
+	return Config{
+		Listen:         "127.0.0.1:8080",
+		Prefix:         redisstore.DefaultPrefix,
+		Buckets:        redisstore.DefaultBuckets,
+		MaxConnections: httpapi.DefaultMaxConnections,
+		BacklogEvery:   delivery.DefaultBacklogEvery,
+		Signing:        Signing{KeyID: "relay-1"},
+		Delivery:       Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency},
+		Auth:           Auth{Leeway: DefaultLeeway},
+	}
+}

@@ -1,0 +1,117 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookrelay/relay/hookverify"
+	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// slow is the slow lane's size.
+func (c Delivery) slow() int {
+	if c.SlowConcurrency == 0 {
+		return delivery.DefaultSlowConcurrency
+	}
+	return c.SlowConcurrency
+}
+
+// Audience is the public origin, every webhook's data.audience and the
+// default aud of API tokens: configured, or in development the listen
+// address.
+func (c Delivery) Audience(dev bool, listen string) (string, error) {
+	raw := c.PublicURL
+	if raw == "" {
+		if !dev {
+			return "", fmt.Errorf("RELAY_PUBLIC_URL (--public-url) is required with a real Redis: it is every webhook's audience")
+		}
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			return "", fmt.Errorf("listen address %q: %w", listen, err)
+		}
+		if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
+			// Listening on every address: the local name reaches it.
+			host = "localhost"
+		}
+		raw = "http://" + net.JoinHostPort(host, port)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("public URL %q must be an origin such as https://relay.example.com", raw)
+	}
+	// The canonical spelling receivers compare data.audience with; the
+	// spellings relay refuses to sign for are refused here too.
+	origin, err := hookverify.Origin(raw)
+	if err != nil {
+		return "", fmt.Errorf("public URL must be an origin such as https://relay.example.com: %w", err)
+	}
+	return origin, nil
+}
+
+// allowList parses the SSRF allow-list; in development it lets loopback
+// receivers through.
+func (c Delivery) allowList(dev bool, log *slog.Logger) ([]netip.Prefix, error) {
+	raw := c.AllowCIDRs
+	if raw == "" && dev {
+		raw = "127.0.0.1/32,::1/128"
+		log.Warn("development mode: webhooks may reach loopback addresses")
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(raw, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("allow-list entry %q is not a CIDR", f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// newChannel is the SSRF-guarded HTTP channel webhooks go out on; the API
+// checks endpoint URLs against the same rules at registration.
+func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
+	if c.Concurrency < 1 {
+		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.Concurrency)
+	}
+	if c.SlowConcurrency < 0 {
+		return nil, fmt.Errorf("delivery slow concurrency %d must be at least 1", c.SlowConcurrency)
+	}
+	// Both lanes' calls: those waiting on a slow host must not take the
+	// connections of the fires beside them.
+	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * outbox.MaxMaxInFlight})
+}
+
+// newDriver builds the delivery driver and the timers it fires: outcome
+// delivery and the idempotency sweep.
+func newDriver(c Delivery, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*delivery.Driver, error) {
+	m, err := delivery.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	handler := &delivery.Handler{
+		Sink:    &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
+		Logger:  log,
+		Metrics: m,
+		Clock:   clk,
+	}
+	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
+		SlowConcurrency: c.slow(), Logger: log, Metrics: m})
+}

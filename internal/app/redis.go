@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/redisstore"
+)
+
+// checker is what readiness needs of the store.
+type checker interface {
+	Check(ctx context.Context) error
+}
+
+// ready is the API's readiness check: the store answers and will not evict
+// rows.
+func ready(st checker) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := st.Check(ctx); err != nil {
+			return errors.New(readiness(err))
+		}
+		return nil
+	}
+}
+
+// readiness is what /readyz tells: the eviction warning in full, any other
+// cause without internals.
+func readiness(err error) string {
+	switch {
+	case errors.Is(err, redisstore.ErrEvictingPolicy):
+		return "Redis may evict keys (set maxmemory-policy noeviction)"
+	case errors.Is(err, redisstore.ErrScripts):
+		return "Redis does not hold relay's scripts and would not load them"
+	}
+	return "Redis is unreachable"
+}
+
+// Connect opens a client for a Redis URL, a list of Cluster seeds, or an
+// embedded miniredis when addr is empty. Its errors hold no piece of the
+// password in addr.
+func Connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	if addr == "" {
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, nil, fmt.Errorf("start embedded miniredis: %w", err)
+		}
+		log.Warn("NO REDIS CONFIGURED: using an embedded in-memory miniredis; everything is lost when relay stops. Set RELAY_REDIS_URL for real use.")
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		return c, func() { c.Close(); m.Close() }, nil
+	}
+	c, err := open(addr)
+	if err != nil {
+		return nil, nil, newScrubber(addr).scrub(err)
+	}
+	return c, func() { c.Close() }, nil
+}
+
+func open(addr string) (redis.UniversalClient, error) {
+	if missingSlashes(addr) {
+		return nil, errors.New(`the Redis URL has no "//" after its scheme: write redis://[user:pass@]host:port/db, and rediss:// or unix:// alike`)
+	}
+	if err := checkCredentials(credentials(addr)); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.Contains(addr, "://") && strings.Contains(addr, "addr="):
+		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
+		opts, err := redis.ParseClusterURL(addr)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster URL: %w", redactURLError(err))
+		}
+		return redis.NewClusterClient(opts), nil
+	case !strings.Contains(addr, "://") && strings.Contains(addr, ","):
+		seeds := strings.Split(addr, ",")
+		for i := range seeds {
+			seeds[i] = strings.TrimSpace(seeds[i])
+			if strings.Contains(seeds[i], "@") {
+				return nil, errors.New("a list of Redis Cluster seeds takes host:port only; credentials go in a URL: redis://user:pass@host1:port?addr=host2:port")
+			}
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}), nil
+	default:
+		opts, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL: %w", redactURLError(err))
+		}
+		return redis.NewClient(opts), nil
+	}
+}

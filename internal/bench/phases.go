@@ -1,0 +1,389 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+)
+
+// benchRequest is one prepared POST of outcomes first..first+n-1.
+type benchRequest struct {
+	// wire is the request as it is written, head and body.
+	wire  []byte
+	first int
+	n     int
+}
+
+// requests encodes a phase's n outcomes before its clock starts, per to a
+// request (1: one outcome alone, not a batch), the requests round-robin
+// over the namespaces.
+func (b *bencher) requests(phase string, nss []string, n, per int) []benchRequest {
+	heads := make([]string, len(nss))
+	for i, ns := range nss {
+		heads[i] = b.load.head("/v1/namespaces/" + ns + "/outcomes")
+	}
+	out := make([]benchRequest, 0, (n+per-1)/per)
+	for first := 0; first < n; first += per {
+		k := min(per, n-first)
+		outcomes := make([]outbox.Outcome, k)
+		for i := range outcomes {
+			outcomes[i] = outbox.Outcome{
+				ReservationID:  b.rid(phase, first+i),
+				Repository:     "bench/relay",
+				OccurredUnixMs: b.now,
+				Aborted:        &outbox.Aborted{Reason: "bench", Detail: b.detail},
+			}
+		}
+		var v any = map[string]any{"outcomes": outcomes}
+		if per == 1 {
+			v = outcomes[0]
+		}
+		body, err := json.Marshal(v)
+		if err != nil {
+			panic(err) // plain structs always encode
+		}
+		out = append(out, benchRequest{wire: loadRequest(heads[len(out)%len(heads)], body), first: first, n: k})
+	}
+	return out
+}
+
+// ridPrefix starts every reservation id of a phase of this run.
+func (b *bencher) ridPrefix(phase string) string { return b.run + "-" + phase + "-" }
+
+func (b *bencher) rid(phase string, i int) string { return b.ridPrefix(phase) + strconv.Itoa(i) }
+
+// errorCounts counts a phase's failed outcomes by cause.
+type errorCounts struct {
+	mu    sync.Mutex
+	n     int
+	kinds map[string]int
+}
+
+func (e *errorCounts) add(why string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.kinds == nil {
+		e.kinds = map[string]int{}
+	}
+	e.n += n
+	e.kinds[why] += n
+}
+
+// acceptedMarker marks an accepted outcome in a 202's results, as
+// relay's compact JSON writes it.
+var acceptedMarker = []byte(`"status":"accepted"`)
+
+// post sends one request on c and returns how many of its outcomes were
+// accepted; every other one is counted in errs under its cause.
+func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs *errorCounts) int {
+	code, answer, err := c.do(ctx, rq.wire)
+	if err != nil {
+		errs.add("transport: "+err.Error(), rq.n)
+		return 0
+	}
+	if code != http.StatusAccepted {
+		var problem struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(answer, &problem)
+		errs.add(strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, strings.TrimPrefix(problem.Type, httpapi.ProblemTypePrefix))), rq.n)
+		return 0
+	}
+	if bytes.Count(answer, acceptedMarker) == rq.n {
+		return rq.n
+	}
+	var results struct {
+		Results []struct {
+			Status string `json:"status"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(answer, &results); err != nil || len(results.Results) != rq.n {
+		errs.add("202 with an unreadable answer", rq.n)
+		return 0
+	}
+	accepted := 0
+	for _, r := range results.Results {
+		if r.Status == "accepted" {
+			accepted++
+		} else {
+			errs.add("202 with status "+r.Status, 1)
+		}
+	}
+	return accepted
+}
+
+// ingest posts the requests with -concurrency workers; nothing is
+// delivered.
+func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+	var errs errorCounts
+	var next, accepted atomic.Int64
+	before := b.commands(ctx)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range b.conns {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(reqs) {
+					return
+				}
+				if ctx.Err() != nil {
+					errs.add("not sent: "+ctx.Err().Error(), reqs[i].n)
+					continue
+				}
+				accepted.Add(int64(b.post(ctx, c, &reqs[i], &errs)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	p := b.result(name, reqs, &errs, elapsed)
+	p.Rate = float64(accepted.Load()) / elapsed.Seconds()
+	p.Commands = perOutcome(before, b.commands(ctx), int(accepted.Load()))
+	return p, nil
+}
+
+// endToEnd posts batches while the backlog of accepted, undelivered
+// outcomes leaves room under -window, and waits until every accepted one
+// has arrived.
+func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+	tr := newDeliveryTracker(b.ridPrefix(name), b.cfg.window, b.cfg.batch)
+	b.recv.track(tr)
+	defer b.recv.track(nil)
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(pctx, tr.wakeAll)()
+
+	var errs errorCounts
+	var next, sent atomic.Int64
+	before := b.commands(ctx)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range b.conns {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(reqs) || !tr.reserve(pctx, reqs[i].n) {
+					return
+				}
+				sent.Add(int64(reqs[i].n))
+				acc := b.post(pctx, c, &reqs[i], &errs)
+				tr.answered(acc, reqs[i].n-acc)
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		tr.sendsDone()
+	}()
+	stalled := tr.wait(pctx, benchStall)
+	cancel(stalled)
+	wg.Wait()
+	if unsent := b.cfg.n - int(sent.Load()); unsent > 0 {
+		errs.add("not sent: "+context.Cause(pctx).Error(), unsent)
+	}
+	got := tr.counts()
+	elapsed := got.last.Sub(start)
+	if got.delivered == 0 {
+		elapsed = time.Since(start)
+	}
+	p := b.result(name, reqs, &errs, elapsed)
+	p.Delivered, p.BacklogPeak = got.delivered, got.peak
+	p.Rate = float64(got.delivered) / elapsed.Seconds()
+	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
+	if stalled != nil {
+		p.Stalled = stalled.Error()
+	}
+	return p, nil
+}
+
+// latency sends single outcomes on an open-loop schedule, outcome i at
+// start + i/rate, each on its own goroutine and on whichever connection is
+// free. A send that finds -concurrency requests in flight waits, and the
+// schedule does not slow for it: the sends behind it go as soon as they
+// can, and the lag is reported.
+func (b *bencher) latency(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+	tr := newDeliveryTracker(b.ridPrefix(name), 0, 0)
+	b.recv.track(tr)
+	defer b.recv.track(nil)
+
+	var errs errorCounts
+	acceptedAt := make([]time.Time, len(reqs)) // each written by its own send
+	free := make(chan *loadConn, len(b.conns))
+	for _, c := range b.conns {
+		free <- c
+	}
+	period := max(time.Second/time.Duration(b.cfg.rate), time.Millisecond)
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	var wg sync.WaitGroup
+	var lag time.Duration
+	before := b.commands(ctx)
+	start := time.Now()
+	next := 0
+send:
+	for next < len(reqs) {
+		due := min(int(time.Since(start).Seconds()*float64(b.cfg.rate))+1, len(reqs))
+		for ; next < due; next++ {
+			var c *loadConn
+			select {
+			case c = <-free:
+			case <-ctx.Done():
+				break send
+			}
+			scheduled := start.Add(time.Duration(float64(next) / float64(b.cfg.rate) * float64(time.Second)))
+			lag = max(lag, time.Since(scheduled))
+			rq := &reqs[next]
+			wg.Go(func() {
+				defer func() { free <- c }()
+				acc := b.post(ctx, c, rq, &errs)
+				if acc == 1 {
+					acceptedAt[rq.first] = time.Now()
+				}
+				tr.answered(acc, 1-acc)
+			})
+		}
+		if next == len(reqs) {
+			break
+		}
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			break send
+		}
+	}
+	if unsent := len(reqs) - next; unsent > 0 {
+		errs.add("not sent: "+ctx.Err().Error(), unsent)
+	}
+	wg.Wait()
+	sendTime := time.Since(start)
+	tr.sendsDone()
+	stalled := tr.wait(ctx, benchStall)
+	got := tr.counts()
+
+	var lat []time.Duration
+	for i := range reqs {
+		if acceptedAt[i].IsZero() {
+			continue
+		}
+		if got, ok := b.recv.firstSeen(b.rid(name, i)); ok {
+			lat = append(lat, max(got.Sub(acceptedAt[i]), 0))
+		}
+	}
+	slices.Sort(lat)
+	p := b.result(name, reqs, &errs, sendTime)
+	p.Delivered = got.delivered
+	p.Rate = float64(got.accepted) / sendTime.Seconds()
+	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
+	p.HasLatency, p.SendLag = true, lag
+	if len(lat) > 0 {
+		p.P50, p.P99, p.Max = percentile(lat, 0.50), percentile(lat, 0.99), lat[len(lat)-1]
+	}
+	if stalled != nil {
+		p.Stalled = stalled.Error()
+	}
+	return p, nil
+}
+
+// result fills what every phase reports alike.
+func (b *bencher) result(name string, reqs []benchRequest, errs *errorCounts, elapsed time.Duration) phaseResult {
+	n := 0
+	for i := range reqs {
+		n += reqs[i].n
+	}
+	errs.mu.Lock()
+	defer errs.mu.Unlock()
+	return phaseResult{
+		Name: name, Outcomes: n, Errors: errs.n, ErrorKinds: maps.Clone(errs.kinds),
+		Delivered: -1, BacklogPeak: -1, Commands: -1, Elapsed: elapsed,
+	}
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
+
+// commands is the Redis command count now; -1 when unknown.
+func (b *bencher) commands(ctx context.Context) int64 {
+	if b.counter == nil {
+		return -1
+	}
+	n, err := redisCommands(ctx, b.counter)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func perOutcome(before, after int64, outcomes int) float64 {
+	if before < 0 || after < 0 || outcomes <= 0 {
+		return -1
+	}
+	return float64(after-before) / float64(outcomes)
+}
+
+// redisCommands sums calls= over INFO commandstats, which counts the
+// commands scripts issue too. On a Cluster it sums the masters: a replica
+// counts again the writes it copies, which relay did not send.
+func redisCommands(ctx context.Context, client redis.UniversalClient) (int64, error) {
+	read := func(ctx context.Context, c *redis.Client) (int64, error) {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return 0, fmt.Errorf("INFO commandstats: %w", err)
+		}
+		var total int64
+		for line := range strings.SplitSeq(info, "\n") {
+			if !strings.HasPrefix(line, "cmdstat_") {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, ":calls=")
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO commandstats: unreadable line %q", line)
+			}
+			total += v
+		}
+		return total, nil
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var total int64
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			v, err := read(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
+			total += v
+			return err
+		})
+		return total, err
+	case *redis.Client:
+		return read(ctx, c)
+	}
+	return 0, fmt.Errorf("cannot count the commands of a %T", client)
+}
+
+func redisKind(c redis.UniversalClient) string {
+	if _, ok := c.(*redis.ClusterClient); ok {
+		return "cluster"
+	}
+	return "redis"
+}

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// benchResult is everything the table shows.
+type benchResult struct {
+	Target string // "in-process", or the URL driven
+	Redis  string // embedded, redis, cluster, or unknown
+	// Prefix is the in-process relay's key prefix, deleted at the end.
+	Prefix              string
+	Streams             int
+	Concurrency         int
+	N                   int
+	Batch               int
+	Payload             int
+	Scheme              string
+	MaxInFlight         int
+	Window              int
+	Rate                int
+	LatencyN            int
+	GOMAXPROCS          int
+	DeliveryConcurrency int // 0 when unknown (-target)
+	// BadWebhooks counts requests the receiver could find no reservation
+	// id in.
+	BadWebhooks int64
+	Phases      []phaseResult
+}
+
+// phaseResult is one row.
+type phaseResult struct {
+	Name     string
+	Outcomes int
+	Errors   int
+	// ErrorKinds counts the failed outcomes by cause.
+	ErrorKinds map[string]int
+	// Delivered counts outcomes that reached the receiver; -1 for a phase
+	// that delivers nothing.
+	Delivered int
+	// Duplicates counts arrivals of the phase's outcomes after their
+	// first, until the run ended, so a late one is counted too.
+	Duplicates int
+	Elapsed    time.Duration
+	Rate       float64
+	// Commands is Redis commands per accepted outcome; negative when
+	// unknown.
+	Commands float64
+	// BacklogPeak is the most outcomes accepted and not yet delivered;
+	// -1 when not tracked.
+	BacklogPeak int
+	HasLatency  bool
+	P50         time.Duration
+	P99         time.Duration
+	Max         time.Duration
+	SendLag     time.Duration
+	// Stalled says why waiting for deliveries ended early; empty when every
+	// accepted outcome arrived.
+	Stalled string
+}
+
+// failures counts the outcomes that failed or did not arrive.
+func (r benchResult) failures() int {
+	n := 0
+	for _, p := range r.Phases {
+		n += p.Errors
+		if p.Delivered >= 0 && p.Delivered < p.Outcomes-p.Errors {
+			n += p.Outcomes - p.Errors - p.Delivered
+		}
+	}
+	return n
+}
+
+// benchColumns head the table; no cell below them holds a space.
+var benchColumns = []string{"phase", "outcomes", "errors", "delivered", "duplicates", "seconds", "rate/s",
+	"redis cmds/outcome", "backlog peak", "p50", "p99", "max", "send lag"}
+
+// printBench writes the settings line, the table, and one line per phase
+// that had errors.
+func printBench(w io.Writer, r benchResult) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "relay bench: %s redis=%s streams=%d concurrency=%d n=%d batch=%d payload=%dB scheme=%s max_in_flight=%d window=%d rate=%d/s latency_n=%d GOMAXPROCS=%d",
+		r.Target, r.Redis, r.Streams, r.Concurrency, r.N, r.Batch, r.Payload, r.Scheme, r.MaxInFlight, r.Window, r.Rate, r.LatencyN, r.GOMAXPROCS)
+	if r.DeliveryConcurrency > 0 {
+		fmt.Fprintf(&b, " delivery_concurrency=%d", r.DeliveryConcurrency)
+	}
+	b.WriteString("; the receiver does not verify signatures\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, strings.Join(benchColumns, "\t")+"\t\n")
+	for _, p := range r.Phases {
+		delivered, dups, peak, cmds := "-", "-", "-", "-"
+		if p.Delivered >= 0 {
+			delivered, dups = strconv.Itoa(p.Delivered), strconv.Itoa(p.Duplicates)
+		}
+		if p.BacklogPeak >= 0 {
+			peak = strconv.Itoa(p.BacklogPeak)
+		}
+		if p.Commands >= 0 {
+			cmds = fmt.Sprintf("%.1f", p.Commands)
+		}
+		p50, p99, maxLat, lag := "-", "-", "-", "-"
+		if p.HasLatency {
+			p50, p99, maxLat, lag = millis(p.P50), millis(p.P99), millis(p.Max), millis(p.SendLag)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			p.Name, p.Outcomes, p.Errors, delivered, dups, p.Elapsed.Seconds(), p.Rate, cmds, peak, p50, p99, maxLat, lag)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Phases {
+		if p.Errors > 0 {
+			kinds := make([]string, 0, len(p.ErrorKinds))
+			for k := range p.ErrorKinds {
+				kinds = append(kinds, k)
+			}
+			slices.SortFunc(kinds, func(a, b string) int {
+				if c := p.ErrorKinds[b] - p.ErrorKinds[a]; c != 0 {
+					return c
+				}
+				return strings.Compare(a, b)
+			})
+			parts := make([]string, len(kinds))
+			for i, k := range kinds {
+				parts[i] = fmt.Sprintf("%d × %s", p.ErrorKinds[k], k)
+			}
+			fmt.Fprintf(&b, "errors in %s: %s\n", p.Name, strings.Join(parts, "; "))
+		}
+		if p.Stalled != "" {
+			fmt.Fprintf(&b, "%s: %d accepted outcomes not delivered: %s\n", p.Name, p.Outcomes-p.Errors-p.Delivered, p.Stalled)
+		}
+	}
+	if r.BadWebhooks > 0 {
+		fmt.Fprintf(&b, "the receiver got %d webhooks without a data.reservation_id\n", r.BadWebhooks)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
