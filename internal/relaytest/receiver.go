@@ -3,6 +3,7 @@ package relaytest
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -181,22 +182,14 @@ func (rc *Receiver) Arrivals() []Arrival {
 func (rc *Receiver) Attempts() map[string]int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	out := make(map[string]int, len(rc.attempts))
-	for rid, n := range rc.attempts {
-		out[rid] = n
-	}
-	return out
+	return maps.Clone(rc.attempts)
 }
 
 // FirstDelivered is when each reservation id was first answered 2xx.
 func (rc *Receiver) FirstDelivered() map[string]time.Time {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	out := make(map[string]time.Time, len(rc.firstAt))
-	for rid, at := range rc.firstAt {
-		out[rid] = at
-	}
-	return out
+	return maps.Clone(rc.firstAt)
 }
 
 // Deliveries counts every request answered 2xx, duplicates included.
