@@ -1,78 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
-	"github.com/hookrelay/relay/internal/testlog"
+	"github.com/hookrelay/relay/internal/relaytest"
 )
-
-// receiveProcess is a running `relay receive`, its stdout as lines.
-type receiveProcess struct {
-	url   string
-	lines chan string
-}
-
-// startReceive runs `relay receive -listen <free address> args...` and waits
-// for the line that says it listens.
-func startReceive(t *testing.T, args ...string) *receiveProcess {
-	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(relayBinary(t), append([]string{"receive", "-listen", addr}, args...)...)
-	var stderr testlog.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	rp := &receiveProcess{url: "http://" + addr, lines: make(chan string, 256)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			rp.lines <- sc.Text()
-		}
-		close(rp.lines)
-	}()
-	select {
-	case l := <-rp.lines:
-		if !strings.HasPrefix(l, "receiving on ") {
-			_ = cmd.Wait() // stderr is complete once the process is reaped
-			t.Fatalf("receiver %q: %q\n%s", args, l, stderr.String())
-		}
-	case <-time.After(settle):
-		t.Fatal("the receiver did not start")
-	}
-	return rp
-}
-
-// next is the receiver's next line; it fails the test when none comes.
-func (rp *receiveProcess) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case l, ok := <-rp.lines:
-		if !ok {
-			t.Fatal("the receiver stopped")
-		}
-		return l
-	case <-time.After(settle):
-		t.Fatal("the receiver printed nothing more")
-	}
-	return ""
-}
 
 // Two tenants of one relay register the same receiver URL. The receiver
 // takes only victim-b's webhooks: attacker-a's, though relay signs them with
@@ -98,47 +36,47 @@ func TestBinaryReceiverRefusesAnotherNamespacesWebhooks(t *testing.T) {
 	}
 	victim, attacker := token("victim-b"), token("attacker-a")
 
-	rp := startReceive(t, "-keys", p.url+"/.well-known/mkit-hook-keys.json", "-namespace", "victim-b")
-	hook := map[string]any{"url": rp.url + "/hooks/victim"}
+	rp := relaytest.StartReceive(t, "-keys", p.URL+"/.well-known/mkit-hook-keys.json", "-namespace", "victim-b")
+	hook := map[string]any{"url": rp.URL + "/hooks/victim"}
 	// The retired scheme, which signed no namespace, cannot be chosen.
 	retired := map[string]any{"url": hook["url"], "scheme": "mkit-hook-v1"}
-	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, retired); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v["detail"]), "mkit-hook-v2") {
+	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, retired); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v["detail"]), "mkit-hook-v2") {
 		t.Fatalf("an endpoint of scheme mkit-hook-v1: %d %v, want 400 naming mkit-hook-v2", code, v)
 	}
-	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, hook); code != http.StatusCreated || v["scheme"] != "mkit-hook-v2" {
+	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, hook); code != http.StatusCreated || v["scheme"] != "mkit-hook-v2" {
 		t.Fatalf("victim's endpoint: %d %v, want 201 with scheme mkit-hook-v2", code, v)
 	}
 	// The attacker's token is bound to its own namespace...
-	if code, _ := p.call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/evil", attacker, hook); code != http.StatusForbidden {
+	if code, _ := p.Call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/evil", attacker, hook); code != http.StatusForbidden {
 		t.Fatalf("attacker's token on the victim's namespace: %d, want 403", code)
 	}
 	// ...but nothing stops it registering the victim's URL there.
-	if code, v := p.call(t, http.MethodPut, "/v1/namespaces/attacker-a/endpoints/hooks", attacker, hook); code != http.StatusCreated {
+	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/attacker-a/endpoints/hooks", attacker, hook); code != http.StatusCreated {
 		t.Fatalf("attacker's endpoint: %d %v", code, v)
 	}
 
 	// The attacker goes first, with the reservation id the victim will use.
 	forged := outboxtest.Aborted("r-claimed")
-	if code, v := p.call(t, http.MethodPost, "/v1/namespaces/attacker-a/outcomes", attacker, forged); code != http.StatusAccepted {
+	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/attacker-a/outcomes", attacker, forged); code != http.StatusAccepted {
 		t.Fatalf("attacker's outcome: %d %v", code, v)
 	}
-	line := rp.next(t)
+	line := rp.Next(t)
 	if !strings.HasPrefix(line, `REJECTED mkit-hook-v2 "/hooks/victim": hookverify: namespace not accepted`) {
 		t.Fatalf("the attacker's webhook reached the victim's receiver as: %s", line)
 	}
 	// relay took the refusal as a failed attempt: the row waits, undelivered.
-	_, view := p.call(t, http.MethodGet, "/v1/namespaces/attacker-a/outbox?endpoint=hooks", attacker, nil)
+	_, view := p.Call(t, http.MethodGet, "/v1/namespaces/attacker-a/outbox?endpoint=hooks", attacker, nil)
 	if rows, _ := view["rows"].([]any); len(rows) != 1 || rows[0].(map[string]any)["reservation_id"] != "r-claimed" {
 		t.Fatalf("the attacker's outbox: %v, want its one row pending", view)
 	}
 
 	real := outboxtest.Committed("r-claimed")
-	if code, v := p.call(t, http.MethodPost, "/v1/namespaces/victim-b/outcomes", victim, real); code != http.StatusAccepted {
+	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/victim-b/outcomes", victim, real); code != http.StatusAccepted {
 		t.Fatalf("victim's outcome: %d %v", code, v)
 	}
 	want := `verified mkit-hook-v2 "/hooks/victim" "outcome.committed" namespace="victim-b" reservation_id="r-claimed"`
 	for {
-		l := rp.next(t)
+		l := rp.Next(t)
 		if l == want {
 			break
 		}

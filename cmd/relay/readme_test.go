@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // quickStart is the shell block after the quickstart marker in README.md.
@@ -65,13 +67,13 @@ func TestReadmeQuickStartWorks(t *testing.T) {
 		t.Skip("curl is not installed")
 	}
 	p, token := startRelay(t, []string{"RELAY_REDIS_URL="}, true)
-	relayAddr := strings.TrimPrefix(p.url, "http://")
+	relayAddr := strings.TrimPrefix(p.URL, "http://")
 
 	// The receiver as the README starts it, on a free address.
 	args := strings.Fields(strings.ReplaceAll(receiveLine(t), "127.0.0.1:8080", relayAddr))
-	rp := startReceive(t, args...)
-	recvAddr := strings.TrimPrefix(rp.url, "http://")
-	lines := rp.lines
+	rp := relaytest.StartReceive(t, args...)
+	recvAddr := strings.TrimPrefix(rp.URL, "http://")
+	lines := rp.Lines()
 
 	script := strings.NewReplacer("127.0.0.1:8080", relayAddr, "127.0.0.1:9000", recvAddr).Replace(quickStart(t))
 	sh := exec.Command("bash", "-euo", "pipefail", "-c", script)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // relay serve, started on a Redis URL whose password holds what a URL
@@ -23,8 +24,8 @@ func TestNoPieceOfARedisPasswordReachesTheStartUpOutput(t *testing.T) {
 	if err := keygen([]string{"-out", keyFile}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	closed := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
-	closed2 := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	closed := strings.TrimPrefix(relaytest.FreeAddr(t), "127.0.0.1:")
+	closed2 := strings.TrimPrefix(relaytest.FreeAddr(t), "127.0.0.1:")
 	const a, b = "Zq8Kv", "Wm3Jx"
 	for _, tc := range []struct{ url, password string }{
 		{"redis://:" + a + "/" + b + "@127.0.0.1:" + closed + "/0", a + "/" + b},
@@ -54,9 +55,9 @@ func TestNoPieceOfARedisPasswordReachesTheStartUpOutput(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), settle)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, relayBinary(t), "serve", "-redis", tc.url)
+			cmd := exec.CommandContext(ctx, relaytest.Binary(t), "serve", "-redis", tc.url)
 			cmd.Env = []string{
-				"RELAY_LISTEN=" + freeAddr(t),
+				"RELAY_LISTEN=" + relaytest.FreeAddr(t),
 				"RELAY_PUBLIC_URL=https://relay.example.com",
 				"RELAY_JWT_SECRET=" + strings.Repeat("s", 32),
 				"RELAY_HOOK_KEY_FILE=" + keyFile,
@@ -106,7 +107,7 @@ func TestAStrayArgumentIsNotQuoted(t *testing.T) {
 		{[]string{"keygen", "-out", "/nonexistent/hook.pem", whole}, "relay keygen takes flags only"},
 		{[]string{whole}, "unknown command"},
 	} {
-		cmd := exec.Command(relayBinary(t), tc.args...)
+		cmd := exec.Command(relaytest.Binary(t), tc.args...)
 		cmd.Env = []string{"RELAY_JWT_SECRET=" + strings.Repeat("s", 32)}
 		out, err := cmd.CombinedOutput()
 		if err == nil {
@@ -128,7 +129,7 @@ func TestAStrayArgumentIsNotQuoted(t *testing.T) {
 func TestUsageDoesNotShowTheRedisURLFromTheEnvironment(t *testing.T) {
 	const secret = "Zq8KvWm3Jx"
 	for _, args := range [][]string{{"serve", "-nosuchflag"}, {"serve", "-help"}, {"bench", "-nosuchflag"}, {"bench", "-help"}} {
-		cmd := exec.Command(relayBinary(t), args...)
+		cmd := exec.Command(relaytest.Binary(t), args...)
 		cmd.Env = []string{"RELAY_REDIS_URL=redis://relay:" + secret + "@127.0.0.1:1/0"}
 		out, err := cmd.CombinedOutput()
 		if err == nil {

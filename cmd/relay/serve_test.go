@@ -84,9 +84,9 @@ func TestServeRefusesConnectionsOverTheLimitSmugglingAndHugeHeads(t *testing.T) 
 	// so these take every slot before the next is accepted.
 	held := make([]*rawConn, limit)
 	for i := range held {
-		held[i] = dialRaw(t, p.url)
+		held[i] = dialRaw(t, p.URL)
 	}
-	c := dialRaw(t, p.url)
+	c := dialRaw(t, p.URL)
 	resp := c.roundTrip(t, rawHealthz)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !resp.Close {
 		t.Fatalf("a connection over the limit: %d, Retry-After %q, close=%v", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close)

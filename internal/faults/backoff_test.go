@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // TestADeadEndpointBacksOff gives an endpoint that answers 500 to everything
@@ -24,11 +26,11 @@ func TestADeadEndpointBacksOff(t *testing.T) {
 	r := s.startRelay("a")
 	const ns, id, n, calls = "dead", "dead", 200, 5
 	notify := make(chan struct{}, 1)
-	rc := newReceiver(t, id, notify, func(string, int) answer { return answer{status: http.StatusInternalServerError} })
+	rc := newReceiver(t, id, notify, func(string, int) relaytest.Answer { return relaytest.Answer{Status: http.StatusInternalServerError} })
 	// Registered disabled, so every row is waiting when the first call comes.
 	put := func(status int, enabled bool) {
 		r.must(status, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+id, map[string]any{
-			"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "max_in_flight": 1, "enabled": enabled,
+			"url": rc.URL, "scheme": "standard-webhooks", "secret": rc.Secret, "max_in_flight": 1, "enabled": enabled,
 		})
 	}
 	put(http.StatusCreated, false)
@@ -64,13 +66,11 @@ func TestADeadEndpointBacksOff(t *testing.T) {
 			t.Fatalf("calls at%s s: wait %d was %v, want at least %v", line.String(), i, gap, want)
 		}
 	}
-	rc.mu.Lock()
-	for rid, k := range rc.attempts {
+	for rid, k := range rc.Attempts() {
 		if k != 1 {
 			t.Errorf("%s called %d times, want each call to a row that had not failed before", rid, k)
 		}
 	}
-	rc.mu.Unlock()
 	view := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/endpoints/"+id, nil)
 	if bl, _ := view["backlog"].(map[string]any); bl["rows"] != float64(n) {
 		t.Fatalf("backlog %v, want every row kept", bl)
@@ -78,12 +78,10 @@ func TestADeadEndpointBacksOff(t *testing.T) {
 }
 
 // arrivals are the times of every request the receiver verified, sorted.
-func arrivals(rc *receiver) []time.Time {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+func arrivals(rc *relaytest.Receiver) []time.Time {
 	var out []time.Time
-	for _, ts := range rc.times {
-		out = append(out, ts...)
+	for _, a := range rc.Arrivals() {
+		out = append(out, a.At)
 	}
 	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
 	return out

@@ -15,6 +15,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -36,7 +37,7 @@ func TestClockJumps(t *testing.T) {
 	need(t)
 	srv := startRedis(t)
 	ctx := t.Context()
-	st, err := redisstore.New(ctx, srv.client, redisstore.Options{})
+	st, err := redisstore.New(ctx, srv.Client, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +72,17 @@ func TestClockJumps(t *testing.T) {
 	// The first attempt of every tenth outcome, and of every one posted
 	// while the clock is ahead, fails: a fire that meets one first backs
 	// off, dated by the clock as it is then.
-	failFirst := func(rid string, attempt int) answer {
+	failFirst := func(rid string, attempt int) relaytest.Answer {
 		if attempt == 0 && (strings.HasSuffix(rid, "0") || strings.Contains(rid, "-ahead-")) {
-			return answer{status: http.StatusServiceUnavailable}
+			return relaytest.Answer{Status: http.StatusServiceUnavailable}
 		}
-		return answer{status: http.StatusNoContent}
+		return relaytest.Answer{Status: http.StatusNoContent}
 	}
 	var targets []target
 	for _, ns := range []string{"clock-a", "clock-b"} {
 		rc := newReceiver(t, ns, notify, failFirst)
 		_, err := admin.PutEndpoint(ctx, store.Partition{Namespace: ns}, "hook", outbox.EndpointSpec{
-			URL: rc.url, Scheme: outbox.SchemeStandardWebhooks, Enabled: true, MaxInFlight: 1, Secret: outbox.Secret(rc.secret),
+			URL: rc.URL, Scheme: outbox.SchemeStandardWebhooks, Enabled: true, MaxInFlight: 1, Secret: outbox.Secret(rc.Secret),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -145,14 +146,11 @@ func TestClockJumps(t *testing.T) {
 // clock was ahead.
 func failedAhead(targets []target) bool {
 	for _, tg := range targets {
-		tg.rc.mu.Lock()
-		for rid, n := range tg.rc.attempts {
+		for rid, n := range tg.rc.Attempts() {
 			if strings.Contains(rid, "-ahead-") && n > 0 {
-				tg.rc.mu.Unlock()
 				return true
 			}
 		}
-		tg.rc.mu.Unlock()
 	}
 	return false
 }

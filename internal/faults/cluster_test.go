@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // cluster is a Redis Cluster of three masters of one test's own, free to
 // reshard.
 type cluster struct {
 	t     testing.TB
-	nodes []*redisServer
+	nodes []*redistest.Server
 }
 
 // clusterPort is a free port whose cluster bus port (the port plus 10000)
@@ -27,7 +28,7 @@ type cluster struct {
 func clusterPort(t testing.TB) int {
 	t.Helper()
 	for range 100 {
-		p := freePort(t)
+		p := redistest.FreePort(t)
 		if p+10000 > 65535 {
 			continue
 		}
@@ -51,9 +52,9 @@ func startCluster(t testing.TB) *cluster {
 	c := &cluster{t: t}
 	args := []string{"--cluster", "create"}
 	for range 3 {
-		n := startRedisOn(t, clusterPort, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		n := redistest.StartServerWith(t, redistest.ServerOptions{AOF: true, Port: clusterPort, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}})
 		c.nodes = append(c.nodes, n)
-		args = append(args, n.addr())
+		args = append(args, n.Addr)
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
@@ -63,11 +64,11 @@ func startCluster(t testing.TB) *cluster {
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
 	for _, n := range c.nodes {
-		for !strings.Contains(n.client.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
+		for !strings.Contains(n.Client.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
 			select {
 			case <-tick.C:
 			case <-deadline:
-				t.Fatalf("cluster node %s never reached cluster_state:ok", n.addr())
+				t.Fatalf("cluster node %s never reached cluster_state:ok", n.Addr)
 			}
 		}
 	}
@@ -78,7 +79,7 @@ func startCluster(t testing.TB) *cluster {
 func (c *cluster) seeds() string {
 	var addrs []string
 	for _, n := range c.nodes {
-		addrs = append(addrs, n.addr())
+		addrs = append(addrs, n.Addr)
 	}
 	return strings.Join(addrs, ",")
 }
@@ -87,18 +88,18 @@ func (c *cluster) seeds() string {
 // would with redis-cli, keys and all.
 func (c *cluster) reshard(from, to, slots int) error {
 	ctx := context.Background()
-	fromID, err := c.nodes[from].client.ClusterMyID(ctx).Result()
+	fromID, err := c.nodes[from].Client.ClusterMyID(ctx).Result()
 	if err != nil {
 		return err
 	}
-	toID, err := c.nodes[to].client.ClusterMyID(ctx).Result()
+	toID, err := c.nodes[to].Client.ClusterMyID(ctx).Result()
 	if err != nil {
 		return err
 	}
-	out, err := exec.Command("redis-cli", "--cluster", "reshard", c.nodes[from].addr(),
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", c.nodes[from].Addr,
 		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(slots), "--cluster-yes").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("redis-cli --cluster reshard: %v\n%s", err, tail(string(out), 20))
+		return fmt.Errorf("redis-cli --cluster reshard: %v\n%s", err, relaytest.Tail(string(out), 20))
 	}
 	return nil
 }
@@ -107,7 +108,7 @@ func (c *cluster) reshard(from, to, slots int) error {
 func (c *cluster) commands() int64 {
 	var total int64
 	for _, n := range c.nodes {
-		info, err := n.client.InfoMap(context.Background(), "commandstats").Result()
+		info, err := n.Client.InfoMap(context.Background(), "commandstats").Result()
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -126,12 +127,12 @@ func (c *cluster) commands() int64 {
 func (c *cluster) bucketsPerMaster(buckets int) []int {
 	ctx := context.Background()
 	counts := make([]int, len(c.nodes))
-	shards, err := c.nodes[0].client.ClusterShards(ctx).Result()
+	shards, err := c.nodes[0].Client.ClusterShards(ctx).Result()
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	for b := range buckets {
-		slot, err := c.nodes[0].client.ClusterKeySlot(ctx, fmt.Sprintf("{%d}", b)).Result()
+		slot, err := c.nodes[0].Client.ClusterKeySlot(ctx, fmt.Sprintf("{%d}", b)).Result()
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func (c *cluster) bucketsPerMaster(buckets int) []int {
 				}
 				for _, node := range sh.Nodes {
 					for i, n := range c.nodes {
-						if node.Role == "master" && node.Port == int64(n.port) {
+						if node.Role == "master" && node.Port == int64(n.Port) {
 							counts[i]++
 						}
 					}
@@ -168,7 +169,9 @@ func TestClusterScaleOut(t *testing.T) {
 	s.extraEnv = []string{"RELAY_DELIVERY_CONCURRENCY=8"}
 	notify := make(chan struct{}, 1)
 	a, b := s.startRelay("a"), s.startRelay("b")
-	remote := func(string, int) answer { return answer{status: http.StatusNoContent, delay: 5 * time.Millisecond} }
+	remote := func(string, int) relaytest.Answer {
+		return relaytest.Answer{Status: http.StatusNoContent, Delay: 5 * time.Millisecond}
+	}
 	targets := spread(t, a, "scale", 16, 1, notify, remote)
 	p := newProducer(s, 1, a, b)
 	const perNS = 300
@@ -179,7 +182,7 @@ func TestClusterScaleOut(t *testing.T) {
 	// the survivor ingests and delivers alone and the dead relay's streams
 	// wait out their leases.
 	awaitDeliveries(t, notify, targets, len(targets)*perNS/10)
-	a.kill()
+	a.Kill()
 	killed := time.Now()
 	if err := c.reshard(0, 1, 2000); err != nil {
 		t.Fatal(err)
@@ -222,8 +225,8 @@ func BenchmarkClusterDelivery(b *testing.B) {
 			var outcomes, commands int64
 			for range b.N {
 				notify := make(chan struct{}, 1)
-				slow := func(string, int) answer {
-					return answer{status: http.StatusNoContent, delay: 5 * time.Millisecond}
+				slow := func(string, int) relaytest.Answer {
+					return relaytest.Answer{Status: http.StatusNoContent, Delay: 5 * time.Millisecond}
 				}
 				// Registered disabled: ingest is measured alone, then
 				// delivery from the moment the endpoints are enabled.
@@ -232,7 +235,7 @@ func BenchmarkClusterDelivery(b *testing.B) {
 					ns := fmt.Sprintf("bench%d-%d-%02d", processes, benchRound.Add(1), n)
 					rc := newReceiver(b, ns, notify, slow)
 					relays[0].must(http.StatusCreated, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/hook", map[string]any{
-						"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "enabled": false,
+						"url": rc.URL, "scheme": "standard-webhooks", "secret": rc.Secret, "enabled": false,
 					})
 					targets = append(targets, target{ns: ns, rc: rc})
 				}
@@ -244,7 +247,7 @@ func BenchmarkClusterDelivery(b *testing.B) {
 				began = time.Now()
 				for _, tg := range targets {
 					relays[0].must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+tg.ns+"/endpoints/hook", map[string]any{
-						"url": tg.rc.url, "scheme": "standard-webhooks", "secret": tg.rc.secret, "enabled": true,
+						"url": tg.rc.URL, "scheme": "standard-webhooks", "secret": tg.rc.Secret, "enabled": true,
 					})
 				}
 				settle(b, p, notify, targets...)

@@ -1,35 +1,21 @@
 package faults
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
-	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
-	"github.com/hookrelay/relay/internal/testlog"
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // settleWithin bounds every wait for the system to settle. A stream leased
@@ -37,37 +23,14 @@ import (
 // above that.
 const settleWithin = 120 * time.Second
 
-// relayBin is the relay binary built once for the whole suite; empty when
-// the suite is skipped.
-var relayBin string
-
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv(redistest.EnvRedisURL) == "" && !redistest.RequireReal() {
-		return m.Run() // every test skips
-	}
-	dir, err := os.MkdirTemp("", "relay-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	relayBin = filepath.Join(dir, "relay")
-	out, err := exec.Command("go", "build", "-o", relayBin, "github.com/hookrelay/relay/cmd/relay").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build relay: %v\n%s", err, out)
-		return 1
-	}
-	return m.Run()
+	os.Exit(relaytest.Main(m))
 }
 
 // need skips the test where the suite does not run.
 func need(t testing.TB) {
 	t.Helper()
-	if relayBin == "" {
+	if os.Getenv(redistest.EnvRedisURL) == "" && !redistest.RequireReal() {
 		t.Skipf("fault suite: set %s (or %s=1) to run it", redistest.EnvRedisURL, redistest.EnvRequireReal)
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -78,137 +41,21 @@ func need(t testing.TB) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// redisServer is a redis-server of one test's own, persisting to an AOF
+// startRedis starts a redis-server of one test's own, persisting to an AOF
 // (fsync every second) in a directory that outlives restarts.
-type redisServer struct {
-	t      testing.TB
-	port   int
-	dir    string
-	extra  []string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *testlog.Buffer
-	// client talks to the server across its restarts.
-	client *redis.Client
-}
-
-func startRedis(t testing.TB, extra ...string) *redisServer {
+func startRedis(t testing.TB, extra ...string) *redistest.Server {
 	t.Helper()
-	return startRedisOn(t, freePort, extra...)
-}
-
-// startRedisOn is startRedis on a port that port picks.
-func startRedisOn(t testing.TB, port func(testing.TB) int, extra ...string) *redisServer {
-	t.Helper()
-	s := &redisServer{t: t, dir: t.TempDir(), extra: extra}
-	var err error
-	for range 5 { // the port may be taken between probe and bind
-		s.port = port(t)
-		if err = s.launch(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	s.client = redis.NewClient(&redis.Options{Addr: s.addr()})
-	t.Cleanup(func() {
-		_ = s.client.Close()
-		s.kill()
-	})
-	return s
-}
-
-func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
-
-func (s *redisServer) url() string { return "redis://" + s.addr() + "/0" }
-
-// launch starts the server on its port and directory and waits until this
-// process, not another on the port, answers.
-func (s *redisServer) launch() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-	}, s.extra...)
-	cmd := exec.Command("redis-server", args...)
-	s.out = &testlog.Buffer{}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.cmd, s.exited = cmd, exited
-	probe := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: time.Second})
-	defer probe.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		info, err := probe.InfoMap(ctx, "server", "persistence").Result()
-		if err == nil {
-			if info["Server"]["process_id"] != strconv.Itoa(cmd.Process.Pid) {
-				s.kill()
-				return fmt.Errorf("port %d is held by another server", s.port)
-			}
-			if info["Persistence"]["loading"] == "0" {
-				return nil
-			}
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server exited: %s", s.out.String())
-		case <-ctx.Done():
-			s.kill()
-			return fmt.Errorf("redis-server did not answer: %s", s.out.String())
-		case <-tick.C:
-		}
-	}
-}
-
-// shutdown stops the server as an operator would (SIGTERM: the AOF is
-// flushed) and waits for it to exit.
-func (s *redisServer) shutdown() {
-	s.t.Helper()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.t.Fatal("redis-server did not stop after SIGTERM")
-	}
-}
-
-func (s *redisServer) kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
+	return redistest.StartServerWith(t, redistest.ServerOptions{AOF: true, Args: extra})
 }
 
 // suite is what every relay of a test shares: its Redis, its API secret
 // and its webhook signing key.
 type suite struct {
 	t     testing.TB
-	redis *redisServer
+	redis *redistest.Server
 	// redisURL is what relays connect to: redis's, or a cluster's seeds.
 	redisURL string
-	secret   string
-	keyFile  string
-	token    string
+	relaytest.Credentials
 	// extraEnv is added to every relay's environment.
 	extraEnv []string
 }
@@ -217,353 +64,58 @@ func newSuite(t testing.TB, redisArgs ...string) *suite {
 	t.Helper()
 	need(t)
 	r := startRedis(t, redisArgs...)
-	return newSuiteOn(t, r, r.url())
+	return newSuiteOn(t, r, "redis://"+r.Addr+"/0")
 }
 
 // newSuiteOn is a suite whose relays connect to url; redis may be nil.
-func newSuiteOn(t testing.TB, redis *redisServer, url string) *suite {
+func newSuiteOn(t testing.TB, redis *redistest.Server, url string) *suite {
 	t.Helper()
-	s := &suite{t: t, redis: redis, redisURL: url, secret: strings.Repeat("f", 32)}
-	key, err := hooks.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := hooks.EncodeKeyPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.keyFile = filepath.Join(t.TempDir(), "hook.pem")
-	if err := os.WriteFile(s.keyFile, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.token, err = httpapi.MintHS256([]byte(s.secret), "http://relay.test", "", httpapi.Principal{Subject: "faults", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return &suite{t: t, redis: redis, redisURL: url, Credentials: relaytest.NewCredentials(t, "faults")}
 }
 
-// relayProc is one relay process, restartable on the same address.
+// relayProc is one relay process of the suite, restartable on the same
+// address.
 type relayProc struct {
-	s    *suite
-	name string
-	addr string
-	cmd  *exec.Cmd
-	done chan error
-	out  *testlog.Buffer
-	// logs keeps the output of earlier runs, for a failing test.
-	logs []string
+	*relaytest.Relay
+	s *suite
 }
 
 func (s *suite) startRelay(name string) *relayProc {
 	s.t.Helper()
-	r := &relayProc{s: s, name: name, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(s.t)))}
-	r.launch()
-	s.t.Cleanup(func() {
-		r.kill()
-		if s.t.Failed() {
-			r.logs = append(r.logs, r.out.String())
-			s.t.Logf("relay %s log, requests left out:\n%s", r.name, tail(withoutRequests(strings.Join(r.logs, "--- restarted ---\n")), 60))
-		}
-	})
-	return r
+	env := append(s.Env(s.redisURL), s.extraEnv...)
+	return &relayProc{Relay: relaytest.Start(s.t, relaytest.Config{Name: name, Env: env}), s: s}
 }
 
-func (r *relayProc) url() string { return "http://" + r.addr }
-
-// launch starts the binary and waits until it listens.
-func (r *relayProc) launch() {
-	t := r.s.t
-	t.Helper()
-	if r.out != nil {
-		r.logs = append(r.logs, r.out.String())
-	}
-	cmd := exec.Command(relayBin)
-	cmd.Env = append(os.Environ(),
-		"RELAY_REDIS_URL="+r.s.redisURL,
-		"RELAY_LISTEN="+r.addr,
-		"RELAY_JWT_SECRET="+r.s.secret,
-		"RELAY_PUBLIC_URL=http://relay.test",
-		"RELAY_ALLOW_CIDRS=127.0.0.1/32",
-		"RELAY_HOOK_KEY_FILE="+r.s.keyFile,
-	)
-	cmd.Env = append(cmd.Env, r.s.extraEnv...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.out = &testlog.Buffer{}
-	cmd.Stdout = r.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.cmd, r.done = cmd, make(chan error, 1)
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		once := sync.Once{}
-		for sc.Scan() {
-			fmt.Fprintln(r.out, sc.Text())
-			if strings.Contains(sc.Text(), "relay listening") {
-				once.Do(func() { close(listening) })
-			}
-		}
-		r.done <- cmd.Wait()
-	}()
-	select {
-	case <-listening:
-	case err := <-r.done:
-		t.Fatalf("relay %s exited at start: %v\n%s", r.name, err, r.out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("relay %s did not start\n%s", r.name, r.out.String())
-	}
-}
-
-// kill is kill -9.
-func (r *relayProc) kill() {
-	if r.cmd == nil || r.cmd.ProcessState != nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
-}
-
-// stop sends SIGTERM and expects a clean exit.
-func (r *relayProc) stop() {
-	t := r.s.t
-	t.Helper()
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("relay %s exited with %v after SIGTERM", r.name, err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("relay %s did not stop after SIGTERM", r.name)
-	}
-}
-
-// call sends a JSON request and decodes a JSON answer.
+// call sends a JSON request with the suite's token.
 func (r *relayProc) call(method, path string, body any) (int, map[string]any, http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, r.url()+path, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+r.s.token)
-	resp, err := apiClient.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	var v map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v, resp.Header, nil
+	return r.Do(method, path, r.s.Token, body)
 }
 
 // must is call that fails the test unless the answer has the status.
 func (r *relayProc) must(status int, method, path string, body any) map[string]any {
-	t := r.s.t
-	t.Helper()
-	code, v, _, err := r.call(method, path, body)
-	if err != nil || code != status {
-		t.Fatalf("%s %s: %d %v (%v), want %d", method, path, code, v, err, status)
-	}
-	return v
+	r.s.t.Helper()
+	return r.Must(r.s.t, status, method, path, r.s.Token, body)
 }
 
-var apiClient = &http.Client{Timeout: 30 * time.Second}
-
 // endpoint registers a standard-webhooks endpoint of ns at rc.
-func (r *relayProc) endpoint(ns, id string, rc *receiver, maxInFlight int) {
+func (r *relayProc) endpoint(ns, id string, rc *relaytest.Receiver, maxInFlight int) {
 	r.s.t.Helper()
 	r.must(http.StatusCreated, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+id, map[string]any{
-		"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "max_in_flight": maxInFlight,
+		"url": rc.URL, "scheme": "standard-webhooks", "secret": rc.Secret, "max_in_flight": maxInFlight,
 	})
 }
 
-func tail(s string, lines int) string {
-	parts := strings.Split(s, "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
-}
-
-// answer is what a scripted receiver does with one verified request.
-type answer struct {
-	status int
-	header http.Header
-	// hang holds the request until the relay gives up on it.
-	hang bool
-	// delay is spent before answering.
-	delay time.Duration
-}
-
-// script decides a receiver's answer from the reservation id and how many
-// verified requests for it came before (0 for the first).
-type script func(rid string, attempt int) answer
-
-func ok(string, int) answer { return answer{status: http.StatusNoContent} }
-
-// receiver verifies every request as a Standard Webhooks receiver would and
-// answers as its script says. A delivery is a verified request it answered
-// 2xx.
-type receiver struct {
-	name   string
-	url    string
-	secret string
-	notify chan<- struct{}
-
-	mu        sync.Mutex
-	script    script
-	attempts  map[string]int
-	delivered map[string]int
-	// times are the arrival times of each verified request, per id.
-	times    map[string][]time.Time
-	firstAt  map[string]time.Time
-	rejected []error
-}
-
-// newReceiver starts a receiver; notify (buffered) hears of every request.
-func newReceiver(t testing.TB, name string, notify chan<- struct{}, sc script) *receiver {
+// newReceiver starts a receiver of Standard Webhooks that answers as sc
+// says; notify (buffered) hears of every request.
+func newReceiver(t testing.TB, name string, notify chan<- struct{}, sc relaytest.Script) *relaytest.Receiver {
 	t.Helper()
-	secret, err := outbox.NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &receiver{
-		name: name, url: "http://" + ln.Addr().String() + "/" + name, secret: string(secret), notify: notify, script: sc,
-		attempts: map[string]int{}, delivered: map[string]int{}, times: map[string][]time.Time{}, firstAt: map[string]time.Time{},
-	}
-	v := &hookverify.StandardVerifier{Secrets: []string{string(secret)}}
-	srv := &http.Server{Handler: hookverify.Middleware(v, http.HandlerFunc(rc.serve), hookverify.WithErrorHook(func(_ *http.Request, err error) {
-		rc.mu.Lock()
-		rc.rejected = append(rc.rejected, err)
-		rc.mu.Unlock()
-		rc.poke()
-	}))}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return rc
-}
-
-func (rc *receiver) poke() {
-	select {
-	case rc.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	var event struct {
-		Data struct {
-			ReservationID string `json:"reservation_id"`
-		} `json:"data"`
-	}
-	body, _ := io.ReadAll(r.Body)
-	_ = json.Unmarshal(body, &event)
-	rid := event.Data.ReservationID
-	now := time.Now()
-	rc.mu.Lock()
-	n := rc.attempts[rid]
-	rc.attempts[rid] = n + 1
-	rc.times[rid] = append(rc.times[rid], now)
-	a := rc.script(rid, n)
-	rc.mu.Unlock()
-	if a.hang {
-		<-r.Context().Done()
-		rc.poke()
-		return
-	}
-	if a.delay > 0 {
-		select {
-		case <-time.After(a.delay):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	for k, vs := range a.header {
-		w.Header()[k] = vs
-	}
-	if a.status >= 200 && a.status < 300 {
-		rc.mu.Lock()
-		rc.delivered[rid]++
-		if _, seen := rc.firstAt[rid]; !seen {
-			rc.firstAt[rid] = time.Now()
-		}
-		rc.mu.Unlock()
-	}
-	w.WriteHeader(a.status)
-	rc.poke()
-}
-
-// missing is how many of rids the receiver has not had delivered.
-func (rc *receiver) missing(rids []string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	n := 0
-	for _, rid := range rids {
-		if rc.delivered[rid] == 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// counts returns the deliveries of rids and the duplicates among them.
-func (rc *receiver) counts(rids []string) (delivered, duplicates int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	for _, rid := range rids {
-		if n := rc.delivered[rid]; n > 0 {
-			delivered++
-			duplicates += n - 1
-		}
-	}
-	return delivered, duplicates
-}
-
-// strangers are ids the receiver had delivered that are not in want: an
-// outcome of another namespace, or one never posted.
-func (rc *receiver) strangers(want map[string]bool) []string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var out []string
-	for rid := range rc.delivered {
-		if !want[rid] {
-			out = append(out, rid)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (rc *receiver) rejections() []error {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]error(nil), rc.rejected...)
+	return relaytest.NewReceiver(t, relaytest.ReceiverConfig{Name: name, Notify: notify, Script: sc})
 }
 
 // target is one endpoint's receiver and the namespace it listens to.
 type target struct {
 	ns string
-	rc *receiver
+	rc *relaytest.Receiver
 }
 
 // producer posts outcomes to whichever relay is up, retrying a request
@@ -759,10 +311,10 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 	for {
 		left := 0
 		for _, tg := range targets {
-			if errs := tg.rc.rejections(); len(errs) > 0 {
-				t.Fatalf("receiver %s: a webhook failed verification: %v", tg.rc.name, errs[0])
+			if errs := tg.rc.Rejections(); len(errs) > 0 {
+				t.Fatalf("receiver %s: a webhook failed verification: %v", tg.rc.Name, errs[0])
 			}
-			left += tg.rc.missing(p.acceptedOf(tg.ns))
+			left += tg.rc.Missing(p.acceptedOf(tg.ns))
 		}
 		if left == 0 {
 			break
@@ -774,8 +326,8 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 		}
 	}
 	for _, tg := range targets {
-		if s := tg.rc.strangers(p.postedTo(tg.ns)); len(s) > 0 {
-			t.Fatalf("receiver %s had outcomes it should not: %v", tg.rc.name, s[:min(len(s), 5)])
+		if s := tg.rc.Strangers(p.postedTo(tg.ns)); len(s) > 0 {
+			t.Fatalf("receiver %s had outcomes it should not: %v", tg.rc.Name, s[:min(len(s), 5)])
 		}
 	}
 }
@@ -784,7 +336,7 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 func report(t testing.TB, name string, p *producer, settled time.Duration, targets ...target) (delivered, duplicates int) {
 	t.Helper()
 	for _, tg := range targets {
-		d, dup := tg.rc.counts(p.acceptedOf(tg.ns))
+		d, dup := tg.rc.Counts(p.acceptedOf(tg.ns))
 		delivered += d
 		duplicates += dup
 	}
@@ -793,16 +345,4 @@ func report(t testing.TB, name string, p *producer, settled time.Duration, targe
 	t.Log(line)
 	fmt.Println(line)
 	return delivered, duplicates
-}
-
-// withoutRequests drops the access log's lines.
-func withoutRequests(log string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, `msg="http request"`) {
-			b.WriteString(line)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
 }

@@ -6,11 +6,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // spread registers one endpoint per namespace, each on its own receiver,
 // and returns the targets.
-func spread(t testing.TB, r *relayProc, prefix string, namespaces, maxInFlight int, notify chan<- struct{}, sc script) []target {
+func spread(t testing.TB, r *relayProc, prefix string, namespaces, maxInFlight int, notify chan<- struct{}, sc relaytest.Script) []target {
 	t.Helper()
 	var out []target
 	for i := range namespaces {
@@ -51,11 +53,7 @@ func postInBackground(p *producer, targets []target, n, workersPerNS int) <-chan
 func deliveredSoFar(targets []target) int {
 	n := 0
 	for _, tg := range targets {
-		tg.rc.mu.Lock()
-		for _, c := range tg.rc.delivered {
-			n += c
-		}
-		tg.rc.mu.Unlock()
+		n += tg.rc.Deliveries()
 	}
 	return n
 }
@@ -90,8 +88,8 @@ func awaitAccepted(t testing.TB, p *producer, n int) {
 
 // slowish answers after 2 ms, so that delivery trails ingest and fires are
 // in flight when a fault strikes.
-func slowish(string, int) answer {
-	return answer{status: http.StatusNoContent, delay: 2 * time.Millisecond}
+func slowish(string, int) relaytest.Answer {
+	return relaytest.Answer{Status: http.StatusNoContent, Delay: 2 * time.Millisecond}
 }
 
 // boundDuplicates fails a case that is not a kill when 1 % or more of its
@@ -140,8 +138,8 @@ func TestKillNineDuringDelivery(t *testing.T) {
 	// would wait out a lease each.
 	for i := range 5 {
 		awaitAccepted(t, p, (i+1)*len(targets)*perNS/7)
-		r.kill()
-		r.launch()
+		r.Kill()
+		r.Restart()
 	}
 	<-posted
 	settle(t, p, notify, targets...)
@@ -163,7 +161,7 @@ func TestSurvivorTakesOverAKilledProcess(t *testing.T) {
 
 	posted := postInBackground(p, targets, perNS, 2)
 	awaitDeliveries(t, notify, targets, len(targets)*perNS/4)
-	a.kill()
+	a.Kill()
 	killed := time.Now()
 	<-posted
 	settle(t, p, notify, targets...)
@@ -186,7 +184,7 @@ func TestRedisRestartDuringIngestAndDelivery(t *testing.T) {
 	start := time.Now()
 	posted := postInBackground(p, targets, perNS, 2)
 	awaitDeliveries(t, notify, targets, len(targets)*perNS/5)
-	s.redis.shutdown()
+	s.redis.Shutdown()
 	// Keep Redis away until producers have been refused a few times.
 	tick := time.NewTicker(20 * time.Millisecond)
 	for refused := 0; refused < 20; {
@@ -196,14 +194,14 @@ func TestRedisRestartDuringIngestAndDelivery(t *testing.T) {
 		p.mu.Unlock()
 	}
 	tick.Stop()
-	if err := s.redis.launch(); err != nil {
+	if err := s.redis.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	<-posted
 	settle(t, p, notify, targets...)
 	_, dups := report(t, "Redis restarted", p, time.Since(start), targets...)
 	boundDuplicates(t, dups, p.total()*len(targets))
-	if r.cmd.ProcessState != nil {
+	if r.Exited() {
 		t.Fatal("the relay exited while Redis was away")
 	}
 	checkAnswers(t, p, true)
@@ -224,7 +222,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	posted := postInBackground(p, targets, perNS, 2)
 	for i := range 10 {
 		awaitDeliveries(t, notify, targets, (i+1)*len(targets)*perNS/12)
-		if err := s.redis.client.ScriptFlush(t.Context()).Err(); err != nil {
+		if err := s.redis.Client.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,5 +276,5 @@ func TestNoFault(t *testing.T) {
 	boundDuplicates(t, dups, p.total()*len(targets))
 	checkAnswers(t, p, false)
 	emptyOutbox(t, r, targets)
-	r.stop()
+	r.Stop()
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookrelay/relay/internal/relaytest"
 )
 
 // TestMisbehavingReceivers delivers one namespace's outcomes to seven
@@ -21,54 +23,56 @@ func TestMisbehavingReceivers(t *testing.T) {
 	// rounds and backs off as a dead one would: 1, 2, 4, 8 s for its two
 	// pages. Each more refusal doubles the wait twice over; three would
 	// take the waits alone past two minutes.
-	failFirstTwo := func(_ string, attempt int) answer {
+	failFirstTwo := func(_ string, attempt int) relaytest.Answer {
 		if attempt < 2 {
-			return answer{status: http.StatusInternalServerError}
+			return relaytest.Answer{Status: http.StatusInternalServerError}
 		}
-		return answer{status: http.StatusOK}
+		return relaytest.Answer{Status: http.StatusOK}
 	}
 	var randMu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
-	flaky := func(string, int) answer {
+	flaky := func(string, int) relaytest.Answer {
 		randMu.Lock()
 		defer randMu.Unlock()
 		if rng.IntN(100) < 30 {
-			return answer{status: http.StatusInternalServerError}
+			return relaytest.Answer{Status: http.StatusInternalServerError}
 		}
-		return answer{status: http.StatusOK}
+		return relaytest.Answer{Status: http.StatusOK}
 	}
 	// once answers its first request with a, every later one with 204.
-	once := func(a answer) script {
+	once := func(a relaytest.Answer) relaytest.Script {
 		var mu sync.Mutex
 		first := true
-		return func(string, int) answer {
+		return func(string, int) relaytest.Answer {
 			mu.Lock()
 			defer mu.Unlock()
 			if first {
 				first = false
 				return a
 			}
-			return answer{status: http.StatusNoContent}
+			return relaytest.Answer{Status: http.StatusNoContent}
 		}
 	}
-	throttled := answer{status: http.StatusTooManyRequests, header: http.Header{"Retry-After": {"2"}}}
-	slow := func(string, int) answer { return answer{status: http.StatusOK, delay: 200 * time.Millisecond} }
+	throttled := relaytest.Answer{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"2"}}}
+	slow := func(string, int) relaytest.Answer {
+		return relaytest.Answer{Status: http.StatusOK, Delay: 200 * time.Millisecond}
+	}
 
 	type ep struct {
 		id          string
-		sc          script
+		sc          relaytest.Script
 		maxInFlight int
 	}
 	eps := []ep{
 		{"fail2", failFirstTwo, 16},
 		{"flaky", flaky, 4},
-		{"hang", once(answer{hang: true}), 1},
+		{"hang", once(relaytest.Answer{Hang: true}), 1},
 		{"throttle", once(throttled), 1},
-		{"gone", once(answer{status: http.StatusGone}), 1},
+		{"gone", once(relaytest.Answer{Status: http.StatusGone}), 1},
 		{"slow", slow, 1},
-		{"fast", ok, 1},
+		{"fast", relaytest.OK, 1},
 	}
-	rcs := map[string]*receiver{}
+	rcs := map[string]*relaytest.Receiver{}
 	var targets []target
 	for _, e := range eps {
 		rc := newReceiver(t, e.id, notify, e.sc)
@@ -90,7 +94,7 @@ func TestMisbehavingReceivers(t *testing.T) {
 		t.Errorf("a disabled endpoint should say why: %v", view)
 	}
 	r.must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/gone", map[string]any{
-		"url": rcs["gone"].url, "scheme": "standard-webhooks", "secret": rcs["gone"].secret, "max_in_flight": 1, "enabled": true,
+		"url": rcs["gone"].URL, "scheme": "standard-webhooks", "secret": rcs["gone"].Secret, "max_in_flight": 1, "enabled": true,
 	})
 
 	settle(t, p, notify, targets...)
@@ -100,12 +104,10 @@ func TestMisbehavingReceivers(t *testing.T) {
 
 	// 429 with Retry-After: 2 — the next attempt is not earlier.
 	th := rcs["throttle"]
-	th.mu.Lock()
 	var arrivals []time.Time
-	for _, ts := range th.times {
-		arrivals = append(arrivals, ts...)
+	for _, a := range th.Arrivals() {
+		arrivals = append(arrivals, a.At)
 	}
-	th.mu.Unlock()
 	slices.SortFunc(arrivals, func(a, b time.Time) int { return a.Compare(b) })
 	if gap := arrivals[1].Sub(arrivals[0]); gap < 2*time.Second {
 		t.Errorf("after a 429 with Retry-After: 2 the next attempt came %v later", gap)
@@ -143,13 +145,11 @@ func awaitEndpoint(t testing.TB, r *relayProc, ns, id string, cond func(map[stri
 
 // latencies are, per accepted id the receiver had delivered, the time from
 // its 202 to its first delivery, sorted.
-func latencies(p *producer, rc *receiver) []time.Duration {
+func latencies(p *producer, rc *relaytest.Receiver) []time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	var out []time.Duration
-	for rid, at := range rc.firstAt {
+	for rid, at := range rc.FirstDelivered() {
 		if acc, ok := p.acceptedAt[rid]; ok {
 			out = append(out, at.Sub(acc))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -26,7 +27,7 @@ func TestFullRedis(t *testing.T) {
 	targets := spread(t, r, "full", 2, 1, notify, slowish)
 
 	// A little room above what Redis holds now, so the fill is quick.
-	info, err := s.redis.client.InfoMap(t.Context(), "memory").Result()
+	info, err := s.redis.Client.InfoMap(t.Context(), "memory").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestFullRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.redis.client.ConfigSet(t.Context(), "maxmemory", strconv.Itoa(used+2<<20)).Err(); err != nil {
+	if err := s.redis.Client.ConfigSet(t.Context(), "maxmemory", strconv.Itoa(used+2<<20)).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -80,10 +81,10 @@ func TestFullRedis(t *testing.T) {
 func TestEvictingRedisIsReported(t *testing.T) {
 	s := newSuite(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
 	r := s.startRelay("a")
-	if !strings.Contains(r.out.String(), "maxmemory-policy") {
-		t.Errorf("relay did not warn of the evicting policy at start:\n%s", r.out.String())
+	if !strings.Contains(r.Log(), "maxmemory-policy") {
+		t.Errorf("relay did not warn of the evicting policy at start:\n%s", r.Log())
 	}
-	resp, err := http.Get(r.url() + "/readyz")
+	resp, err := http.Get(r.URL + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestPoisonRow(t *testing.T) {
 	notify := make(chan struct{}, 1)
 	r := s.startRelay("a")
 	const ns = "poison"
-	st, err := redisstore.New(t.Context(), s.redis.client, redisstore.Options{})
+	st, err := redisstore.New(t.Context(), s.redis.Client, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,19 +112,19 @@ func TestPoisonRow(t *testing.T) {
 	var fixed atomic.Bool
 	var targets []target
 	for _, id := range []string{"fixed", "deleted"} {
-		rc := newReceiver(t, id, notify, ok)
+		rc := newReceiver(t, id, notify, relaytest.OK)
 		// Disabled while the rows are poisoned, so none is tried before.
 		r.must(http.StatusCreated, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+id, map[string]any{
-			"url": rc.url, "scheme": "standard-webhooks", "secret": rc.secret, "enabled": false,
+			"url": rc.URL, "scheme": "standard-webhooks", "secret": rc.Secret, "enabled": false,
 		})
 		targets = append(targets, target{ns: ns, rc: rc})
 	}
 	p := newProducer(s, 1, r)
 	p.post(ns, ids, 1)
 	for _, tg := range targets {
-		put(t, st, ns, tg.rc.name, poisoned, store.Value("not a record"))
-		r.must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+tg.rc.name, map[string]any{
-			"url": tg.rc.url, "scheme": "standard-webhooks", "secret": tg.rc.secret, "enabled": true,
+		put(t, st, ns, tg.rc.Name, poisoned, store.Value("not a record"))
+		r.must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+tg.rc.Name, map[string]any{
+			"url": tg.rc.URL, "scheme": "standard-webhooks", "secret": tg.rc.Secret, "enabled": true,
 		})
 	}
 
@@ -133,10 +134,10 @@ func TestPoisonRow(t *testing.T) {
 	settle(t, only, notify, targets...)
 	for _, tg := range targets {
 		// A row arrives before the fire that sent it acknowledges it.
-		rows := outboxRows(t, r, ns, tg.rc.name, 1)
+		rows := outboxRows(t, r, ns, tg.rc.Name, 1)
 		row := rows[0].(map[string]any)
 		if row["reservation_id"] != poisoned || row["corrupt"] != true {
-			t.Fatalf("%s: outbox row %v, want %s marked corrupt", tg.rc.name, row, poisoned)
+			t.Fatalf("%s: outbox row %v, want %s marked corrupt", tg.rc.Name, row, poisoned)
 		}
 	}
 

@@ -2,12 +2,12 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,21 +15,82 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Server is a redis-server of one test's own, free to reconfigure, fill or
-// flush.
+// Server is a redis-server of one test's own, free to reconfigure, fill,
+// flush, stop and start again.
 type Server struct {
 	Addr string
-	// Client talks to the server; it is closed when the test ends.
+	Port int
+	// Client talks to the server, across its restarts; it is closed when
+	// the test ends.
 	Client *redis.Client
 
-	stop func()
+	t    testing.TB
+	bin  string
+	args []string
+
+	mu  sync.Mutex
+	run *serverRun // the process now; nil before the first start
+}
+
+// serverRun is one run of the server's process.
+type serverRun struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *testlog.Buffer
+	once   sync.Once
+}
+
+// kill kills the process and waits until it has exited.
+func (r *serverRun) kill() {
+	r.once.Do(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+	})
+}
+
+// ServerOptions are how StartServerWith starts a server.
+type ServerOptions struct {
+	// AOF persists every write to an append-only file (fsync every second)
+	// in a directory that outlives restarts; off, the server keeps nothing.
+	AOF bool
+	// Port picks the port to try; nil, a free loopback port. (A Cluster
+	// node wants its bus port free too.)
+	Port func(testing.TB) int
+	// Args follow the server's own, e.g. "--maxmemory", "2mb".
+	Args []string
 }
 
 // Stop kills the server and waits until it has exited, so that every later
 // connection to Addr is refused (until another process takes the port). The
 // test's clients stay open. Stopping twice is harmless; the test's cleanup
 // stops the server anyway.
-func (s *Server) Stop() { s.stop() }
+func (s *Server) Stop() {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if r != nil {
+		r.kill()
+	}
+}
+
+// Shutdown stops the server as an operator would (SIGTERM: the AOF is
+// flushed) and waits for it to exit.
+func (s *Server) Shutdown() {
+	s.t.Helper()
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("redis-server did not stop after SIGTERM")
+	}
+}
+
+// Restart starts the server again on its port and directory, after Stop or
+// Shutdown, and waits until it has loaded what it persisted.
+func (s *Server) Restart() error { return s.launch() }
 
 // StartServer starts redis-server on a free loopback port with persistence
 // off and the extra arguments (e.g. "--maxmemory", "2mb"), waits until it
@@ -37,108 +98,103 @@ func (s *Server) Stop() { s.stop() }
 // redis-server is not on PATH (fails it under RELAY_TEST_REQUIRE_REAL=1).
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return StartServerWith(t, ServerOptions{Args: args})
+}
+
+// StartServerWith is StartServer as o says.
+func StartServerWith(t testing.TB, o ServerOptions) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		requireOrSkip(t, "redis-server is not on PATH")
 	}
+	port := o.Port
+	if port == nil {
+		port = FreePort
+	}
+	persistence := []string{"--save", "", "--appendonly", "no"}
+	if o.AOF {
+		persistence = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "everysec"}
+	}
+	s := &Server{t: t, bin: bin}
 	dir := t.TempDir()
-	var lastErr error
 	// Another process may take the port between our probe and the server's
 	// bind; a server that exits at once gets a new port.
 	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
+		s.Port = port(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		s.args = append(append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", dir}, persistence...), o.Args...)
+		if err = s.launch(); err == nil {
+			break
 		}
-		srv, err := startServer(t, bin, dir, port, args)
-		if err == nil {
-			return srv
-		}
-		lastErr = err
 	}
-	t.Fatalf("start redis-server: %v", lastErr)
-	return nil
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	// A client for the test, with go-redis's usual retries.
+	s.Client = redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() {
+		_ = s.Client.Close()
+		s.Stop()
+	})
+	return s
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback port free when asked; the caller binds it soon
+// after, and retries should another process take it first.
+func FreePort(t testing.TB) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		t.Fatalf("find a free port: %v", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startServer(t testing.TB, bin, dir string, port int, extra []string) (*Server, error) {
-	t.Helper()
-	args := append([]string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", dir,
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	var out testlog.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+// launch starts the process and waits until it, not another server on the
+// port, answers with its data loaded.
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin, s.args...)
+	r := &serverRun{cmd: cmd, exited: make(chan struct{}), out: &testlog.Buffer{}}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
-	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		close(exited)
+		close(r.exited)
 	}()
-	var once sync.Once
-	kill := func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		})
-	}
+	s.mu.Lock()
+	s.run = r
+	s.mu.Unlock()
 
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	probe := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		// The answer must come from our process, not from another server
-		// that took the port first.
-		if pid, err := serverPID(ctx, client); err == nil {
-			if pid == cmd.Process.Pid {
-				break
+		info, err := probe.InfoMap(ctx, "server", "persistence").Result()
+		if err == nil {
+			// The answer must come from our process, not from another
+			// server that took the port first.
+			if pid := info["Server"]["process_id"]; pid != strconv.Itoa(cmd.Process.Pid) {
+				r.kill()
+				return fmt.Errorf("port %d is held by another server (pid %s)", s.Port, pid)
 			}
-			_ = client.Close()
-			kill()
-			return nil, fmt.Errorf("port %d is held by another server (pid %d)", port, pid)
+			if info["Persistence"]["loading"] == "0" {
+				return nil
+			}
 		}
 		select {
-		case <-exited:
-			_ = client.Close()
-			return nil, fmt.Errorf("redis-server on port %d exited: %s", port, out.String())
+		case <-r.exited:
+			return fmt.Errorf("redis-server on port %d exited: %s", s.Port, r.out.String())
 		case <-ctx.Done():
-			_ = client.Close()
-			kill()
-			return nil, errors.New("redis-server did not answer PING within 15s: " + out.String())
+			r.kill()
+			return fmt.Errorf("redis-server did not answer within 30s: %s", r.out.String())
 		case <-tick.C:
 		}
 	}
-	_ = client.Close()
-	// A client for the test, with go-redis's usual retries.
-	client = redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() {
-		_ = client.Close()
-		kill()
-	})
-	return &Server{Addr: addr, Client: client, stop: kill}, nil
-}
-
-func serverPID(ctx context.Context, client *redis.Client) (int, error) {
-	info, err := client.InfoMap(ctx, "server").Result()
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(info["Server"]["process_id"])
 }
