@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/hooks"
@@ -179,21 +178,31 @@ func TestFetchKeyListReadsOnlyA200(t *testing.T) {
 	}
 }
 
-// An endless body is cut at the limit and refused as too large; read to its
-// end it would run the fetch into its timeout instead.
+// A huge body is cut at the limit and refused as too large: the fetch stops
+// reading, and the server's writes fail once the socket buffers (a few MiB)
+// are full, long before the 64 MiB it has to send.
 func TestFetchKeyListStopsReadingAtTheLimit(t *testing.T) {
 	t.Parallel()
+	const huge = 64 << 20
+	written := make(chan int, 1)
 	srv := answering(t, func(w http.ResponseWriter, _ *http.Request) {
 		chunk := []byte(strings.Repeat(" ", 64<<10))
-		for {
-			if _, err := w.Write(chunk); err != nil {
-				return
+		n := 0
+		for n < huge {
+			m, err := w.Write(chunk)
+			n += m
+			if err != nil {
+				break
 			}
 		}
+		written <- n
 	})
-	_, err := hookverify.FetchKeyList(context.Background(), srv.URL, hookverify.WithFetchTimeout(time.Minute))
+	_, err := hookverify.FetchKeyList(context.Background(), srv.URL)
 	if !errors.Is(err, hookverify.ErrKeyList) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("got %v, want ErrKeyList for a list too large", err)
+	}
+	if n := <-written; n >= huge/2 {
+		t.Errorf("the fetch read %d bytes of the body, want it to stop at the limit", n)
 	}
 }
 
