@@ -101,7 +101,7 @@ func TestKeyListRefresherRunRefreshesOnEachTickAndReportsFailures(t *testing.T) 
 	t.Parallel()
 	r := newRotation(t)
 	ticks := make(chan time.Time) // unbuffered: a tick is taken only once the previous refresh is done
-	var failures atomic.Int64 // OnError may run while the test reads
+	var failures atomic.Int64     // OnError may run while the test reads
 	refresher := &hookverify.KeyListRefresher{Verifier: r.v, URL: r.keys.keysURL(), Ticks: ticks, OnError: func(err error) {
 		if err != nil {
 			failures.Add(1)
