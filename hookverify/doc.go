@@ -5,13 +5,20 @@
 // on the standard library and BLAKE3, so receivers can import it alone.
 //
 // A receiver fetches relay's key list from /.well-known/mkit-hook-keys.json
-// (over HTTPS, from the relay it trusts), then wraps its handler, naming the
-// relay namespace whose webhooks it takes:
+// of the relay it trusts (FetchKeyList: https, or plain http from a loopback
+// relay; no redirect), then wraps its handler, naming the relay namespace
+// whose webhooks it takes:
 //
-//	keys, err := hookverify.ParseKeyList(keyListJSON)
+//	keys, err := hookverify.FetchKeyList(ctx, "https://relay.example.com/.well-known/mkit-hook-keys.json")
 //	if err != nil { ... }
 //	v := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}}
+//	if err := v.Check(); err != nil { ... }
 //	http.Handle("/hooks/relay", hookverify.Middleware(v, handler))
+//
+// NewMiddleware is the same middleware in the shape routers take
+// (r.Use(hookverify.NewMiddleware(v)) with chi). A KeyListRefresher keeps
+// the keys current across relay's key rotations; EitherVerifier serves
+// mkit-hook and Standard Webhooks endpoints at one URL.
 //
 // The namespace matters because one relay key signs the webhooks of every
 // namespace (tenant) and any tenant may register any URL: without the check,
@@ -30,4 +37,11 @@
 //
 // Standard Webhooks endpoints need no namespace check: each has its own
 // secret, which no other tenant holds.
+//
+// Importing this package builds in the standard library, BLAKE3 and its
+// CPU feature detection (github.com/klauspost/cpuid/v2), nothing else: no
+// Redis, Prometheus or router package. Those two are the only modules a
+// receiver's build downloads; its module graph still lists every module
+// relay's go.mod requires (go mod graph, go list -m all), whose go.mod files
+// only are read, not their source.
 package hookverify

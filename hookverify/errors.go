@@ -46,6 +46,9 @@ var (
 	// nonces. The request is refused rather than a nonce forgotten; the
 	// sender retries.
 	ErrNonceCacheFull = errors.New("hookverify: nonce cache full")
+	// ErrNoScheme: EitherVerifier holds no verifier for the scheme the
+	// request's headers name, or it names none.
+	ErrNoScheme = errors.New("hookverify: no verifier for this request's scheme")
 	// ErrBodyTooLarge: Middleware refused a body over its limit.
 	ErrBodyTooLarge = errors.New("hookverify: body too large")
 	// ErrConfig: the verifier itself is misconfigured (no keys or secrets, a

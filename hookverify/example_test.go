@@ -2,6 +2,8 @@ package hookverify_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
@@ -24,24 +27,18 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	v := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}}
+	v := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}, Now: exampleClock}
 	handler := hookverify.Middleware(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Printf("handled %s\n", body)
 		fmt.Fprintln(w, "ok")
 	}))
 
-	post := func(header http.Header, body []byte) {
-		r := httptest.NewRequest(http.MethodPost, "https://hooks.example.com/hooks/relay", bytes.NewReader(body))
-		maps.Copy(r.Header, header)
-		rec := httptest.NewRecorder()
-		handler.ServeHTTP(rec, r)
-		fmt.Print(rec.Code, " ", rec.Body.String())
-	}
 	header, body := relayDelivery("acme") // what relay posts to https://hooks.example.com/hooks/relay
-	post(header, body)
-	post(header, body)
-	post(relayDelivery("other"))
+	post(handler, header, body)
+	post(handler, header, body)
+	header, body = relayDelivery("other")
+	post(handler, header, body)
 	// Output:
 	// handled {"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}
 	// 200 ok
@@ -49,25 +46,270 @@ func Example() {
 	// 401 hookverify: namespace not accepted: other is not a namespace this receiver takes
 }
 
-// exampleSigner stands in for relay's signing key.
-var exampleSigner, _ = hooks.NewMkitSigner("relay-2025-11", seedKey(1))
-
-func relayKeyList() []byte {
-	list, err := hooks.NewKeyList(exampleSigner.PublicKey())
+// Verify checks one mkit-hook v2 request without middleware: the headers,
+// the path it was received on and the exact body. Every refusal matches one
+// of the package's errors.
+func ExampleMkitVerifier_Verify() {
+	keys, err := hookverify.ParseKeyList(relayKeyList())
 	if err != nil {
 		log.Fatal(err)
 	}
+	v := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}, Now: exampleClock}
+	if err := v.Check(); err != nil { // at start: a misconfigured receiver does not start
+		log.Fatal(err)
+	}
+	header, body := relayDelivery("acme")
+	fmt.Println(v.Verify(header, "/hooks/relay", body))
+
+	header, body = relayDelivery("acme")
+	err = v.Verify(header, "/hooks/relay", append(body, ' '))
+	fmt.Println(errors.Is(err, hookverify.ErrDigest), err)
+
+	header, body = relayDelivery("acme")
+	late := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"},
+		Now: func() time.Time { return exampleNow.Add(hookverify.MaxWindow) }}
+	fmt.Println(late.Verify(header, "/hooks/relay", body))
+	// Output:
+	// <nil>
+	// true hookverify: body digest mismatch: body does not match X-Mkit-Hook-Digest
+	// hookverify: signature expired: expired 0 ms ago
+}
+
+// A Standard Webhooks endpoint has its own whsec_ secret; during a rotation
+// the verifier holds the old and the new one.
+func ExampleStandardVerifier_Verify() {
+	v := &hookverify.StandardVerifier{Secrets: []string{exampleSecret}, Now: exampleClock}
+	if err := v.Check(); err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
+	header, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow) // as relay signs
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v.Verify(header, body))
+
+	old, _ := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow.Add(-10*time.Minute))
+	fmt.Println(v.Verify(old, body))
+
+	other, _ := hooks.SignStandard("msg_1", []string{"whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ=="}, body, exampleNow)
+	fmt.Println(v.Verify(other, body))
+	// Output:
+	// <nil>
+	// hookverify: signature expired: webhook-timestamp is more than 5m0s old
+	// hookverify: bad signature: no v1 signature of webhook-signature matches
+}
+
+// NewMiddleware has the shape routers take for middleware (chi's Use, for
+// one); here it wraps a handler as a router would.
+func ExampleNewMiddleware() {
+	v := &hookverify.StandardVerifier{Secrets: []string{exampleSecret}, Now: exampleClock}
+	use := hookverify.NewMiddleware(v,
+		hookverify.WithMaxBody(64<<10),
+		hookverify.WithErrorHook(func(r *http.Request, err error) { fmt.Println("refused:", err) }),
+	)
+	handler := use(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("handled", r.Header.Get(hookverify.HeaderStandardID))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+
+	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
+	header, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	if err != nil {
+		log.Fatal(err)
+	}
+	post(handler, header, body)
+	post(handler, header, []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-2","namespace":"acme"}}`))
+	// Output:
+	// handled msg_1
+	// 204
+	// refused: hookverify: bad signature: no v1 signature of webhook-signature matches
+	// 401 hookverify: bad signature: no v1 signature of webhook-signature matches
+}
+
+// A NonceCache remembers each nonce until its signature expires, on the
+// clock it is given; share one between verifiers to size it or to keep it
+// across a change of configuration.
+func ExampleNonceCache() {
+	now := exampleNow
+	cache := hookverify.NewNonceCache(2, func() time.Time { return now })
+	expires := now.Add(hookverify.MaxWindow)
+
+	fmt.Println(cache.Record("nonce-a", expires))
+	fmt.Println(cache.Record("nonce-a", expires))
+	fmt.Println(cache.Record("nonce-b", expires))
+	fmt.Println(cache.Record("nonce-c", expires)) // full: refused, not forgotten
+	now = expires                                 // both signatures have expired
+	fmt.Println(cache.Record("nonce-c", now.Add(time.Minute)), cache.Len())
+	// Output:
+	// <nil>
+	// hookverify: replayed nonce: nonce was accepted before
+	// <nil>
+	// hookverify: nonce cache full: 2 unexpired nonces
+	// <nil> 1
+}
+
+// FetchKeyList gets relay's key list over https (plain http only from a
+// loopback relay, as here), following no redirect.
+func ExampleFetchKeyList() {
+	relay := httptest.NewServer(relayKeys(exampleSigner.PublicKey())) // a relay on 127.0.0.1
+	defer relay.Close()
+
+	keys, err := hookverify.FetchKeyList(context.Background(), relay.URL+"/.well-known/mkit-hook-keys.json")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range keys.Keys {
+		fmt.Println(k.KeyID, k.Alg)
+	}
+	_, err = hookverify.FetchKeyList(context.Background(), "http://relay.example.com/.well-known/mkit-hook-keys.json")
+	fmt.Println(errors.Is(err, hookverify.ErrKeyListSource), err)
+	// Output:
+	// relay-2025-11 ed25519
+	// true hookverify: untrusted key list URL: http://relay.example.com/.well-known/mkit-hook-keys.json: https required (plain http only from a loopback relay)
+}
+
+// A KeyListRefresher follows relay's key rotation: relay publishes its next
+// key before signing with it, and the receiver takes it on its next
+// refresh, keeping its nonces. Run refreshes every Interval; Refresh, here,
+// once.
+func ExampleKeyListRefresher() {
+	next, err := hooks.NewMkitSigner("relay-2026-05", seedKey(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var published http.Handler = relayKeys(exampleSigner.PublicKey())
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { published.ServeHTTP(w, r) }))
+	defer relay.Close()
+
+	keysURL := relay.URL + "/.well-known/mkit-hook-keys.json"
+	keys, err := hookverify.FetchKeyList(context.Background(), keysURL) // at start
+	if err != nil {
+		log.Fatal(err)
+	}
+	v := &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}, Now: exampleClock}
+	refresher := &hookverify.KeyListRefresher{Verifier: v, URL: keysURL, Interval: 5 * time.Minute}
+	// A receiver runs: go refresher.Run(ctx)
+
+	header, body := signedBy(next, "acme")
+	fmt.Println(v.Verify(header, "/hooks/relay", body))
+
+	published = relayKeys(exampleSigner.PublicKey(), next.PublicKey()) // relay's rotation, step 1
+	if err := refresher.Refresh(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(v.Verify(header, "/hooks/relay", body))
+	fmt.Println(len(v.CurrentKeys().Keys), "keys")
+	// Output:
+	// hookverify: unknown key id: relay-2026-05
+	// <nil>
+	// 2 keys
+}
+
+// One URL can take both schemes: EitherVerifier checks each request with
+// the verifier of the scheme its headers name, and refuses the rest.
+func ExampleEitherVerifier() {
+	keys, err := hookverify.ParseKeyList(relayKeyList())
+	if err != nil {
+		log.Fatal(err)
+	}
+	v := &hookverify.EitherVerifier{
+		Mkit:     &hookverify.MkitVerifier{Keys: keys, Audience: "https://hooks.example.com", Namespaces: []string{"acme"}, Now: exampleClock},
+		Standard: &hookverify.StandardVerifier{Secrets: []string{exampleSecret}, Now: exampleClock},
+	}
+	if err := v.Check(); err != nil {
+		log.Fatal(err)
+	}
+	handler := hookverify.Middleware(v, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("verified", hookverify.RequestScheme(r.Header))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+
+	header, body := relayDelivery("acme")
+	post(handler, header, body)
+	body = []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
+	std, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	if err != nil {
+		log.Fatal(err)
+	}
+	post(handler, std, body)
+	post(handler, http.Header{}, body)
+	// Output:
+	// verified mkit-hook-v2
+	// 204
+	// verified standard-webhooks
+	// 204
+	// 401 hookverify: no verifier for this request's scheme: unsigned
+}
+
+// CheckKeyListURL applies FetchKeyList's trust rule to a configured URL
+// without fetching, so a receiver can refuse to start on a bad one.
+func ExampleCheckKeyListURL() {
+	for _, u := range []string{
+		"https://relay.example.com/.well-known/mkit-hook-keys.json",
+		"http://127.0.0.1:8080/.well-known/mkit-hook-keys.json",
+		"http://relay.example.com/.well-known/mkit-hook-keys.json",
+	} {
+		fmt.Println(hookverify.CheckKeyListURL(u) == nil)
+	}
+	// Output:
+	// true
+	// true
+	// false
+}
+
+// exampleNow is the examples' fixed clock, so their output does not depend
+// on when they run.
+var exampleNow = time.UnixMilli(1_764_460_800_000)
+
+func exampleClock() time.Time { return exampleNow }
+
+// exampleSigner stands in for relay's signing key.
+var exampleSigner, _ = hooks.NewMkitSigner("relay-2025-11", seedKey(1))
+
+// exampleSecret is an endpoint's Standard Webhooks secret.
+const exampleSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// relayKeys serves a key list of entries as relay does.
+func relayKeys(entries ...hooks.PublicKey) http.Handler {
+	list, err := hooks.NewKeyList(entries...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return hooks.KeysHandler(list)
+}
+
+func relayKeyList() []byte {
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	relayKeys(exampleSigner.PublicKey()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
 	return rec.Body.Bytes()
 }
 
 func relayDelivery(ns string) (http.Header, []byte) {
+	return signedBy(exampleSigner, ns)
+}
+
+// signedBy is what relay, signing with s, posts to
+// https://hooks.example.com/hooks/relay for namespace ns.
+func signedBy(s *hooks.MkitSigner, ns string) (http.Header, []byte) {
 	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"` + ns + `"}}`)
 	u, _ := url.Parse("https://hooks.example.com/hooks/relay")
-	h, err := exampleSigner.Sign(u, ns, body, time.Now())
+	h, err := s.Sign(u, ns, body, exampleNow)
 	if err != nil {
 		log.Fatal(err)
 	}
 	return h, body
+}
+
+// post sends a request to handler and prints the answer's status and body.
+func post(handler http.Handler, header http.Header, body []byte) {
+	r := httptest.NewRequest(http.MethodPost, "https://hooks.example.com/hooks/relay", bytes.NewReader(body))
+	maps.Copy(r.Header, header)
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, r)
+	if answer := strings.TrimSpace(rec.Body.String()); answer != "" {
+		fmt.Println(rec.Code, answer)
+		return
+	}
+	fmt.Println(rec.Code)
 }

@@ -146,3 +146,11 @@ func forgeV1(key ed25519.PrivateKey, f fields) http.Header {
 }
 
 func ms(n int64) string { return strconv.FormatInt(n, 10) }
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}

@@ -17,7 +17,7 @@ type Verifier interface {
 	VerifyRequest(r *http.Request, body []byte) error
 }
 
-// MiddlewareOption configures Middleware.
+// MiddlewareOption configures NewMiddleware and Middleware.
 type MiddlewareOption func(*middleware)
 
 // WithMaxBody sets the largest body read (DefaultMaxBody when n ≤ 0); a
@@ -43,17 +43,30 @@ type middleware struct {
 	onError func(*http.Request, error)
 }
 
-// Middleware reads the body (up to the limit), verifies the request with v
-// and passes it to next with the body restored. A request that fails is
-// answered 401 with a one-line reason (the sender retries; a 401 never
-// acknowledges), 413 when the body is too large, 503 when the nonce cache is
-// full and 500 when v is misconfigured.
-func Middleware(v Verifier, next http.Handler, opts ...MiddlewareOption) http.Handler {
-	m := &middleware{v: v, next: next, max: DefaultMaxBody}
+// NewMiddleware returns middleware in the shape routers take (chi's Use,
+// for one): each handler it wraps gets the body read (up to the limit), the
+// request verified with v and, once verified, the body restored. A request
+// that fails is answered 401 with a one-line reason (the sender retries; a
+// 401 never acknowledges), 413 when the body is too large, 503 when the
+// nonce cache is full and 500 when v is misconfigured; next never sees it.
+//
+//	r := chi.NewRouter()
+//	r.Use(hookverify.NewMiddleware(v))
+func NewMiddleware(v Verifier, opts ...MiddlewareOption) func(next http.Handler) http.Handler {
+	cfg := middleware{v: v, max: DefaultMaxBody}
 	for _, o := range opts {
-		o(m)
+		o(&cfg)
 	}
-	return m
+	return func(next http.Handler) http.Handler {
+		m := cfg
+		m.next = next
+		return &m
+	}
+}
+
+// Middleware wraps next as NewMiddleware(v, opts...) does.
+func Middleware(v Verifier, next http.Handler, opts ...MiddlewareOption) http.Handler {
+	return NewMiddleware(v, opts...)(next)
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {

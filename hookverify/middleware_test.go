@@ -133,3 +133,30 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += len(p)
 	return len(p), nil
 }
+
+// NewMiddleware has the shape routers' Use takes; each handler it wraps
+// keeps its own next, and the options hold for every one.
+func TestNewMiddlewareWrapsEachHandlerItIsGiven(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var use func(http.Handler) http.Handler = hookverify.NewMiddleware(b.v, hookverify.WithMaxBody(int64(len(body))))
+	named := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, _ := io.ReadAll(r.Body)
+			_, _ = io.WriteString(w, name+" "+string(got))
+		})
+	}
+	a, c := use(named("a")), use(named("c"))
+	if rec := serve(a, b.sign(t, body), "/in", body); rec.Code != http.StatusOK || rec.Body.String() != "a "+body {
+		t.Errorf("a: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := serve(c, b.sign(t, body), "/in", body); rec.Code != http.StatusOK || rec.Body.String() != "c "+body {
+		t.Errorf("c: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := serve(c, b.sign(t, body+" "), "/in", body+" "); rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the limit: %d, want 413", rec.Code)
+	}
+	if rec := serve(a, nil, "/in", body); rec.Code != http.StatusUnauthorized {
+		t.Errorf("unsigned: %d, want 401", rec.Code)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -38,11 +39,12 @@ const MkitVersion = "2"
 
 // Limits of mkit-hook.
 const (
-	// MaxWindowMs is the longest validity window a receiver accepts.
-	MaxWindowMs = 300_000
-	// MaxClockLeadMs is how far the sender's clock may run ahead of the
+	// MaxWindow is the longest validity window (expires-at minus
+	// created-at) a receiver accepts.
+	MaxWindow = 300 * time.Second
+	// MaxClockLead is how far the sender's clock may run ahead of the
 	// receiver's.
-	MaxClockLeadMs = 30_000
+	MaxClockLead = 30 * time.Second
 )
 
 var mkitHeaders = [...]string{
@@ -52,14 +54,16 @@ var mkitHeaders = [...]string{
 
 // MkitVerifier checks mkit-hook v2 requests. Set the fields before the first
 // Verify and use it by pointer; it is safe for concurrent use. To refresh
-// the key list, build a new verifier with the same Nonces and swap it in.
+// the key list while it serves, call SetKeys (a KeyListRefresher does so on
+// a schedule); its nonces are kept.
 //
 // One relay key signs the webhooks of every namespace (tenant) of a relay,
 // and any tenant may register any URL, so a valid signature alone does not
 // say the webhook is meant for this receiver: name the namespaces it takes
 // in Namespaces. A verifier that names none refuses every request.
 type MkitVerifier struct {
-	// Keys is relay's public key list (see ParseKeyList).
+	// Keys is relay's public key list (see ParseKeyList and FetchKeyList).
+	// Set it before the first Verify; SetKeys replaces it later.
 	Keys KeyList
 	// Audience is this receiver's own origin, e.g. "https://hooks.example.com"
 	// (scheme, host and a non-default port; any path is ignored). Requests
@@ -87,6 +91,28 @@ type MkitVerifier struct {
 
 	once   sync.Once
 	nonces *NonceCache
+	keys   atomic.Pointer[KeyList] // set by SetKeys; Keys until then
+}
+
+// SetKeys replaces the key list, safely while requests are verified: each
+// request is checked against the list before or after, never a mix. Check
+// the list first (ParseKeyList and FetchKeyList return only lists that
+// pass); a list with no keys refuses every request.
+func (v *MkitVerifier) SetKeys(list KeyList) {
+	list.Keys = slices.Clone(list.Keys) // the caller may reuse its slice
+	v.keys.Store(&list)
+}
+
+// CurrentKeys is the key list in effect: the last SetKeys, else Keys.
+func (v *MkitVerifier) CurrentKeys() KeyList {
+	return *v.currentKeys()
+}
+
+func (v *MkitVerifier) currentKeys() *KeyList {
+	if k := v.keys.Load(); k != nil {
+		return k
+	}
+	return &v.Keys
 }
 
 // Check validates the configuration without a request: the audience is an
@@ -101,11 +127,12 @@ func (v *MkitVerifier) Check() error {
 	if err := v.checkNamespaces(); err != nil {
 		return err
 	}
-	if len(v.Keys.Keys) == 0 {
+	keys := v.currentKeys()
+	if len(keys.Keys) == 0 {
 		return errorf(ErrConfig, "key list has no keys")
 	}
-	seen := make(map[string]bool, len(v.Keys.Keys))
-	for i, k := range v.Keys.Keys {
+	seen := make(map[string]bool, len(keys.Keys))
+	for i, k := range keys.Keys {
 		if err := checkPublicKey(k); err != nil {
 			return errorf(ErrConfig, "key list entry %d: %v", i+1, err)
 		}
@@ -191,7 +218,7 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	if !validKeyID(keyID) {
 		return errorf(ErrMalformed, "%s must be 1 to 64 of A-Z a-z 0-9 . _ -", HeaderMkitKeyID)
 	}
-	key, pub, err := v.Keys.find(keyID)
+	key, pub, err := v.currentKeys().find(keyID)
 	if err != nil {
 		return err
 	}
@@ -227,8 +254,8 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	if !ok {
 		return errorf(ErrMalformed, "%s must be a decimal without sign or leading zeros", HeaderMkitExpiresAt)
 	}
-	if window := expires - created; window <= 0 || window > MaxWindowMs {
-		return errorf(ErrWindow, "expires-at minus created-at must be 1 to %d ms", MaxWindowMs)
+	if window := expires - created; window <= 0 || window > MaxWindow.Milliseconds() {
+		return errorf(ErrWindow, "expires-at minus created-at must be 1 to %d ms", MaxWindow.Milliseconds())
 	}
 	// The key's bounds hold for the signing time too: a key retired at T
 	// signs nothing after T, even for a receiver whose clock is behind.
@@ -238,8 +265,8 @@ func (v *MkitVerifier) Verify(h http.Header, path string, body []byte) error {
 	if key.NotAfterMs != nil && created > *key.NotAfterMs {
 		return errorf(ErrKeyInactive, "request created after key %s was retired at %d", keyID, *key.NotAfterMs)
 	}
-	if created > now+MaxClockLeadMs {
-		return errorf(ErrNotYetValid, "created-at is more than %d ms ahead of this receiver's clock", MaxClockLeadMs)
+	if created > now+MaxClockLead.Milliseconds() {
+		return errorf(ErrNotYetValid, "created-at is more than %d ms ahead of this receiver's clock", MaxClockLead.Milliseconds())
 	}
 	if now >= expires {
 		return errorf(ErrExpired, "expired %d ms ago", now-expires)

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -160,99 +159,39 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 	})), nil
 }
 
-// scheme names the scheme a request's headers claim; "mkit-hook" alone for
-// an mkit-hook version other than relay's (refused by the verifier).
-func scheme(h http.Header) string {
-	switch {
-	case h.Get(hookverify.HeaderMkitVersion) == hookverify.MkitVersion:
-		return "mkit-hook-v2"
-	case h.Get(hookverify.HeaderMkitVersion) != "":
-		return "mkit-hook"
-	case h.Get(hookverify.HeaderStandardSignature) != "":
-		return "standard-webhooks"
-	}
-	return "unsigned"
-}
+// scheme names the scheme a request's headers claim, as the printed lines
+// show it.
+func scheme(h http.Header) string { return string(hookverify.RequestScheme(h)) }
 
-// eitherVerifier verifies with the scheme a request's headers name.
+// eitherVerifier verifies with the scheme a request's headers name, as
+// hookverify.EitherVerifier does; it names the flags that add a scheme when
+// a request's has no verifier.
 type eitherVerifier struct {
 	mkit     *hookverify.MkitVerifier
 	standard *hookverify.StandardVerifier
 }
 
-var errNoScheme = errors.New("receive: no verifier for this request's scheme (see -keys and -secret)")
-
 func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
-	switch scheme(r.Header) {
-	case "mkit-hook-v2", "mkit-hook":
-		if v.mkit != nil {
-			return v.mkit.VerifyRequest(r, body)
-		}
-	case "standard-webhooks":
-		if v.standard != nil {
-			return v.standard.VerifyRequest(r, body)
-		}
+	err := (&hookverify.EitherVerifier{Mkit: v.mkit, Standard: v.standard}).VerifyRequest(r, body)
+	if errors.Is(err, hookverify.ErrNoScheme) {
+		return fmt.Errorf("receive: %w (see -keys and -secret)", err)
 	}
-	return errNoScheme
+	return err
 }
 
-// loadKeyList reads relay's published key list from a URL or a file.
+// loadKeyList reads relay's published key list from an http(s) URL, under
+// hookverify.FetchKeyList's rules, or from a file.
 func loadKeyList(ctx context.Context, src string) (hookverify.KeyList, error) {
-	var data []byte
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
-		if err := trustedKeySource(src); err != nil {
-			return hookverify.KeyList{}, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
-		if err != nil {
-			return hookverify.KeyList{}, fmt.Errorf("key list URL: %w", err)
-		}
-		resp, err := keyListClient.Do(req)
-		if err != nil {
-			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %w", err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %s answered %d", src, resp.StatusCode)
-		}
-		if data, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
-			return hookverify.KeyList{}, fmt.Errorf("fetch key list: %w", err)
-		}
-	} else {
-		var err error
-		if data, err = os.ReadFile(src); err != nil {
-			return hookverify.KeyList{}, fmt.Errorf("key list: %w", err)
-		}
+		return hookverify.FetchKeyList(ctx, src)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return hookverify.KeyList{}, fmt.Errorf("key list: %w", err)
 	}
 	list, err := hookverify.ParseKeyList(data)
 	if err != nil {
 		return hookverify.KeyList{}, fmt.Errorf("key list %s: %w", src, err)
 	}
 	return list, nil
-}
-
-// keyListClient fetches the trust anchor: no proxy from the environment and
-// no redirects, so what answers is the host named.
-var keyListClient = &http.Client{
-	Transport:     &http.Transport{Proxy: nil},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
-
-// trustedKeySource requires https for a key list, except from a loopback
-// relay, where no one sits in between.
-func trustedKeySource(src string) error {
-	u, err := url.Parse(src)
-	if err != nil {
-		return fmt.Errorf("key list URL: %w", err)
-	}
-	if u.Scheme == "https" {
-		return nil
-	}
-	host := u.Hostname()
-	if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && ip.IsLoopback()) {
-		return nil
-	}
-	return fmt.Errorf("key list URL %s: https required (plain http only from a loopback relay)", u.Redacted())
 }
