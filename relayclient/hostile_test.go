@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,9 +110,9 @@ func TestHugeAnswers(t *testing.T) {
 	}
 	huge := `{"endpoints":[],"pad":"` + strings.Repeat("x", relayclient.MaxResponseBytes) + `"}`
 	for name, h := range map[string]http.HandlerFunc{
-		"endless":         endless,
-		"huge":            answer(http.StatusOK, "application/json", huge),
-		"huge problem":    answer(http.StatusInternalServerError, "application/problem+json", `{"type":"urn:hookrelay:problem:internal","detail":"`+strings.Repeat("x", relayclient.MaxResponseBytes)+`"}`),
+		"endless":          endless,
+		"huge":             answer(http.StatusOK, "application/json", huge),
+		"huge problem":     answer(http.StatusInternalServerError, "application/problem+json", `{"type":"urn:hookrelay:problem:internal","detail":"`+strings.Repeat("x", relayclient.MaxResponseBytes)+`"}`),
 		"huge 503 forever": answer(http.StatusServiceUnavailable, "text/plain", huge, "Retry-After", "0"),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -393,3 +395,27 @@ func TestNewRefusesBadSettings(t *testing.T) {
 }
 
 func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// The token goes with the /v1 routes only: the routes without auth never
+// see it.
+func TestTheTokenGoesOnlyWhereItIsNeeded(t *testing.T) {
+	seen := map[string]string{}
+	var mu sync.Mutex
+	c, _, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})
+	_ = c.Healthz(t.Context())
+	_ = c.Readyz(t.Context())
+	_, _ = c.HookKeys(t.Context())
+	_, _ = c.ListEndpoints(t.Context(), "acme")
+	want := map[string]string{
+		"/healthz": "", "/readyz": "", "/.well-known/mkit-hook-keys.json": "",
+		"/v1/namespaces/acme/endpoints": "Bearer " + secretToken,
+	}
+	if !maps.Equal(seen, want) {
+		t.Fatalf("Authorization sent %q, want %q", seen, want)
+	}
+}

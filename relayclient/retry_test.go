@@ -2,8 +2,8 @@ package relayclient_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
