@@ -113,9 +113,9 @@ func (c *Client) Outbox(ctx context.Context, ns, endpoint string, q OutboxQuery)
 	return out, decode("outbox", a, &out)
 }
 
-// Replay moves the pending row of reservation rid to the head of the
-// stream of endpoint of namespace ns and makes the stream due now (scope
-// admin). A row not pending is a *Problem of TypeNotPending; a stream being
+// Replay makes the pending row of reservation rid the first the stream of
+// endpoint of namespace ns tries, now (scope admin); the rows after it
+// follow, then those before. A row not pending is a *Problem of TypeNotPending; a stream being
 // delivered this instant (TypeStreamBusy) is retried after its Retry-After.
 func (c *Client) Replay(ctx context.Context, ns, endpoint, rid string) (ReplayResult, error) {
 	var out ReplayResult

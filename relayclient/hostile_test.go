@@ -419,3 +419,44 @@ func TestTheTokenGoesOnlyWhereItIsNeeded(t *testing.T) {
 		t.Fatalf("Authorization sent %q, want %q", seen, want)
 	}
 }
+
+// A stream being delivered this instant is retried after its Retry-After;
+// any other 409 is the caller's to handle.
+func TestStreamBusyIsRetriedAndOtherConflictsAreNot(t *testing.T) {
+	var busy atomic.Bool
+	busy.Store(true)
+	c, w, n := hostile(t, func(rw http.ResponseWriter, r *http.Request) {
+		if busy.Swap(false) {
+			answer(http.StatusConflict, "application/problem+json", `{"type":"urn:hookrelay:problem:stream-busy","title":"Stream busy","status":409,"request_id":"x"}`, "Retry-After", "1")(rw, r)
+			return
+		}
+		answer(http.StatusAccepted, "application/json", `{"endpoint":"billing","reservation_id":"r-1","sequence":3,"next_attempt_at":"2025-11-30T00:00:00.000Z"}`)(rw, r)
+	})
+	res, err := c.Replay(t.Context(), "acme", "billing", "r-1")
+	if err != nil || res.Sequence != 3 || !res.NextAttemptAt.Equal(time.Date(2025, 11, 30, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if n.Load() != 2 || fmt.Sprint(w.all()) != "[1s]" {
+		t.Fatalf("%d attempts, waits %v", n.Load(), w.all())
+	}
+
+	c, _, n = hostile(t, answer(http.StatusConflict, "application/problem+json", `{"type":"urn:hookrelay:problem:endpoint-disabled","status":409}`, "Retry-After", "1"))
+	_, err = c.Replay(t.Context(), "acme", "billing", "r-1")
+	if relayclient.ProblemType(err) != relayclient.TypeEndpointDisabled || n.Load() != 1 {
+		t.Fatalf("%v after %d attempts", err, n.Load())
+	}
+}
+
+// Not ready says why, as relay's text does.
+func TestNotReadySaysWhy(t *testing.T) {
+	c, _, _ := hostile(t, answer(http.StatusServiceUnavailable, "text/plain; charset=utf-8", "not ready: maxmemory-policy must be noeviction\n"))
+	err := c.Readyz(t.Context())
+	p := wantStatus(t, err, http.StatusServiceUnavailable)
+	if p.Detail != "maxmemory-policy must be noeviction" {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	c, _, _ = hostile(t, answer(http.StatusInternalServerError, "text/plain", "boom"))
+	if err := c.Healthz(t.Context()); err == nil {
+		t.Fatal("healthz 500 is no error")
+	}
+}
