@@ -220,8 +220,12 @@ func (cl *Client) send(ctx context.Context, c call, body []byte) (*answer, error
 	return &answer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }
 
-// decode unmarshals a 2xx JSON answer into v.
+// decode unmarshals a 2xx JSON answer into v. Every answer of relay's is
+// an object: a null would decode as the zero value, silently.
 func decode(op string, a *answer, v any) error {
+	if !bytes.HasPrefix(bytes.TrimSpace(a.body), []byte("{")) {
+		return fmt.Errorf("relayclient: %s: the answer (status %d) is not the JSON object relay sends", op, a.status)
+	}
 	if err := json.Unmarshal(a.body, v); err != nil {
 		return fmt.Errorf("relayclient: %s: the answer (status %d) is not the JSON relay sends: %w", op, a.status, err)
 	}

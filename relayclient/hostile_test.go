@@ -90,9 +90,11 @@ func TestGarbageAnswers(t *testing.T) {
 			}
 		})
 	}
-	c, _, _ := hostile(t, answer(http.StatusOK, "application/json", `[1,2`))
-	_, err := c.Outbox(t.Context(), "acme", "billing", relayclient.OutboxQuery{})
-	clean(t, err)
+	for _, body := range []string{`[1,2`, `null`, ``, `{"endpoint":"billing"} {}`} {
+		c, _, _ := hostile(t, answer(http.StatusOK, "application/json", body))
+		_, err := c.Outbox(t.Context(), "acme", "billing", relayclient.OutboxQuery{})
+		clean(t, err)
+	}
 }
 
 // An answer over MaxResponseBytes is refused, read no further, whether a

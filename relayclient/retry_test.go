@@ -18,9 +18,9 @@ import (
 )
 
 // front is a server before a relay that answers some ingest requests
-// itself: unavailable(n) is called with the 1-based number of each ingest
-// request and says whether to pass it to the relay first (stored) and
-// whether to answer 503 instead of the relay's answer.
+// itself: rule(n) is called with the 1-based number of each ingest request
+// and says whether to answer 503 instead of the relay's answer, and if so
+// whether to pass the request to the relay first (stored, answer lost).
 type front struct {
 	relay http.Handler
 	rule  func(n int) (pass, unavailable bool)
