@@ -228,3 +228,26 @@ func TestNoEndpoint(t *testing.T) {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
+
+// Thousands of outcomes on a relay: every outcome stored once, and sent
+// again, every one a duplicate. (TestTenThousandOutcomes counts the
+// requests; the contract is checked on smaller batches, its validation of
+// large ones being slow.)
+func TestThousandsOfOutcomesOnARelay(t *testing.T) {
+	r := startRelay(t)
+	admin := registered(t, r)
+	c, err := relayclient.New(r.url, relayclient.Options{Token: r.token(httpapi.ScopeOutcomesWrite)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := outcomes("r", 2_500)
+	for _, want := range []relayclient.IngestStatus{relayclient.StatusAccepted, relayclient.StatusDuplicate} {
+		res, err := c.IngestBatch(t.Context(), "acme", in)
+		if err != nil || len(res) != len(in) || statuses(res)[want] != len(in) {
+			t.Fatalf("%d results, %v, %v; want all %s", len(res), statuses(res), err, want)
+		}
+	}
+	if n := backlogRows(t, admin, "acme", "billing"); n != 2_500 {
+		t.Fatalf("%d rows pending", n)
+	}
+}
