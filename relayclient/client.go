@@ -35,8 +35,8 @@ type Options struct {
 	// Token is the bearer token (a JWT) sent on every /v1 request, never on
 	// /healthz, /readyz or the key list.
 	Token string
-	// HTTPClient sends the requests; nil is http.DefaultClient. The client
-	// uses a copy that follows no redirect; its Transport and Timeout are
+	// HTTPClient sends the requests; nil is a zero http.Client. The client
+	// uses a copy that follows no redirect; its Transport, Jar and Timeout are
 	// kept.
 	HTTPClient *http.Client
 	// MaxAttempts bounds the attempts of one request answered 503 (or
