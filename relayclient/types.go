@@ -1,0 +1,222 @@
+package relayclient
+
+import "time"
+
+// Kind is what an outcome reports; an endpoint's Kinds filter on it.
+type Kind string
+
+// The outcome kinds.
+const (
+	KindCommitted  Kind = "committed"
+	KindAborted    Kind = "aborted"
+	KindExpired    Kind = "expired"
+	KindReadServed Kind = "read_served"
+)
+
+// Outcome is the terminal result of one reservation, as a producer posts
+// it: exactly one of Committed, Aborted, Expired and ReadServed is set.
+// ReservationID is its idempotency key in the namespace: 1 to 128 of
+// [A-Za-z0-9._:-], not starting "s:". relay checks every field rule; the
+// client checks none of them.
+type Outcome struct {
+	ReservationID string `json:"reservation_id"`
+	// Repository is printable UTF-8 of 1 to 256 bytes.
+	Repository string `json:"repository"`
+	// OccurredUnixMs is when the reservation ended, in Unix milliseconds:
+	// positive, and at most 5 minutes past relay's clock.
+	OccurredUnixMs int64       `json:"occurred_unix_ms"`
+	Committed      *Committed  `json:"committed,omitempty"`
+	Aborted        *Aborted    `json:"aborted,omitempty"`
+	Expired        *Expired    `json:"expired,omitempty"`
+	ReadServed     *ReadServed `json:"read_served,omitempty"`
+}
+
+// Committed: the reservation's writes were stored.
+type Committed struct {
+	BytesStored uint64 `json:"bytes_stored"`
+	NewToRepo   uint64 `json:"new_to_repo"`
+	NewToStore  uint64 `json:"new_to_store"`
+	// Refs are the refs the commit moved, at most 64; none is left out
+	// (relay refuses null).
+	Refs []Ref `json:"refs,omitempty"`
+}
+
+// Ref is one ref a commit moved: New is its new target (64 lowercase hex),
+// or Deleted is true and New empty.
+type Ref struct {
+	Name    string `json:"name"`
+	New     string `json:"new,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// Aborted: the reservation was abandoned. Reason is a token of 1 to 64 of
+// [a-z0-9_.-]; Detail is UTF-8 of at most 512 bytes.
+type Aborted struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Expired: the reservation timed out. It carries no fields.
+type Expired struct{}
+
+// ReadServed: an object was read. Object is its 32-byte id in lowercase hex.
+type ReadServed struct {
+	Object      string `json:"object"`
+	BytesServed uint64 `json:"bytes_served"`
+}
+
+// IngestStatus is what became of one ingested outcome.
+type IngestStatus string
+
+// The statuses of IngestResult.
+const (
+	// StatusAccepted: stored now.
+	StatusAccepted IngestStatus = "accepted"
+	// StatusDuplicate: the same outcome was stored before (or by an earlier
+	// attempt of this call).
+	StatusDuplicate IngestStatus = "duplicate"
+	// StatusConflict: a different outcome holds the reservation id; not
+	// written. Only in a batch: one outcome alone is a TypeConflict problem.
+	StatusConflict IngestStatus = "conflict"
+	// StatusNoEndpoint: no endpoint of the namespace takes the outcome's
+	// kind; not written. Only in a batch, as StatusConflict.
+	StatusNoEndpoint IngestStatus = "no_endpoint"
+)
+
+// IngestResult is relay's answer for one outcome.
+type IngestResult struct {
+	ReservationID string       `json:"reservation_id"`
+	Status        IngestStatus `json:"status"`
+	// Type and Detail explain a conflict or no_endpoint.
+	Type   string `json:"type,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Scheme is how an endpoint's deliveries are signed.
+type Scheme string
+
+// The signing schemes.
+const (
+	SchemeMkitHookV2       Scheme = "mkit-hook-v2"
+	SchemeStandardWebhooks Scheme = "standard-webhooks"
+)
+
+// EndpointConfig registers or replaces an endpoint. What is left out takes
+// its default: scheme mkit-hook-v2, every kind, enabled, max_in_flight 1.
+type EndpointConfig struct {
+	// URL is an absolute https URL (http only to a loopback relay allows).
+	URL    string `json:"url"`
+	Scheme Scheme `json:"scheme,omitempty"`
+	// Kinds are the kinds the endpoint takes; empty takes every kind.
+	Kinds []Kind `json:"kinds,omitempty"`
+	// Enabled nil is true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// MaxInFlight is how many calls a delivery keeps open, 1 to 16; 0 is
+	// left out (1, strict order).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// Secret is a Standard Webhooks whsec_ secret to sign with; empty keeps
+	// the current one, or relay generates one.
+	Secret string `json:"secret,omitempty"`
+}
+
+// Backlog is what is pending delivery on a stream.
+type Backlog struct {
+	Rows  uint64 `json:"rows"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// Endpoint is an endpoint as relay shows it, with its stream's backlog and
+// next attempt. It never holds a secret.
+type Endpoint struct {
+	ID          string `json:"id"`
+	URL         string `json:"url"`
+	Scheme      Scheme `json:"scheme"`
+	Kinds       []Kind `json:"kinds"`
+	Enabled     bool   `json:"enabled"`
+	MaxInFlight int    `json:"max_in_flight"`
+	// DisabledReason says why relay disabled it, e.g. "gone" after a 410.
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	Backlog        Backlog   `json:"backlog"`
+	// NextAttemptAt is when the stream is next delivered; nil when nothing
+	// is scheduled.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+}
+
+// SavedEndpoint is the answer to PutEndpoint.
+type SavedEndpoint struct {
+	Endpoint
+	// Secret is the secret relay generated, shown this once; empty
+	// otherwise.
+	Secret string `json:"secret,omitempty"`
+	// Created is true when the endpoint is new (201), false when replaced.
+	Created bool `json:"-"`
+}
+
+// DeletedEndpoint is the answer to DeleteEndpoint.
+type DeletedEndpoint struct {
+	ID string `json:"id"`
+	// DroppedRows counts the pending rows dropped with it (0 unless
+	// forced).
+	DroppedRows uint64 `json:"dropped_rows"`
+}
+
+// StreamState is what a stream's delivery timer is doing.
+type StreamState string
+
+// The stream states; api/openapi.yaml's StreamState says what each means.
+const (
+	StateIdle       StreamState = "idle"
+	StateDue        StreamState = "due"
+	StateBackingOff StreamState = "backing_off"
+	StateDelivering StreamState = "delivering"
+	StateParked     StreamState = "parked"
+	StateCorrupt    StreamState = "corrupt"
+	StateNone       StreamState = "none"
+)
+
+// OutboxPage is one page of an endpoint's stream.
+type OutboxPage struct {
+	Endpoint      string      `json:"endpoint"`
+	Backlog       Backlog     `json:"backlog"`
+	State         StreamState `json:"state"`
+	NextAttemptAt *time.Time  `json:"next_attempt_at"`
+	// FailedFires counts the deliveries in a row that delivered nothing.
+	FailedFires uint32      `json:"failed_fires"`
+	Rows        []OutboxRow `json:"rows"`
+	// NextCursor is the next page's cursor; nil on the last page.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// OutboxRow is one pending row. A row that does not decode has Corrupt set,
+// and Kind and OccurredUnixMs empty when they cannot be read.
+type OutboxRow struct {
+	ReservationID  string `json:"reservation_id"`
+	Sequence       uint64 `json:"sequence"`
+	Kind           Kind   `json:"kind,omitempty"`
+	OccurredUnixMs int64  `json:"occurred_unix_ms,omitempty"`
+	// LastAttempt is the last failed attempt; nil when none failed yet.
+	LastAttempt *Attempt `json:"last_attempt"`
+	Corrupt     bool     `json:"corrupt,omitempty"`
+}
+
+// Attempt is a row's last failed delivery attempt.
+type Attempt struct {
+	At time.Time `json:"at"`
+	// Status is the endpoint's HTTP status; 0 when it did not answer.
+	Status int `json:"status,omitempty"`
+	// Error is the failure class, e.g. status, connect, gone.
+	Error string `json:"error"`
+	// Count is the failed attempts so far.
+	Count uint32 `json:"count"`
+}
+
+// ReplayResult is the answer to Replay: the row is first in its stream,
+// due at NextAttemptAt.
+type ReplayResult struct {
+	Endpoint      string    `json:"endpoint"`
+	ReservationID string    `json:"reservation_id"`
+	Sequence      uint64    `json:"sequence"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
