@@ -22,10 +22,11 @@ type NamespaceSummary struct {
 	Backlog Backlog
 }
 
-// NamespacePage is one page of Admin.Namespaces. Next is nil at the end.
+// NamespacePage is one page of Admin.Namespaces. Next is the cursor of the
+// next page, nil at the end.
 type NamespacePage struct {
 	Namespaces []NamespaceSummary
-	Next       *store.RegistryCursor
+	Next       []byte
 }
 
 // summaryPage bounds one scan of a namespace's endpoint or backlog rows:
@@ -37,7 +38,8 @@ const summaryPage = 32
 const summaryReaders = 16
 
 // Namespaces lists the registered namespaces (those with an endpoint) from
-// the cursor on, in the registry's order (store.ListRegistered: bucket by
+// the cursor on (nil for the first page, else a page's Next; anything else
+// is refused with ErrInvalid), in the registry's order (store.ListRegistered: bucket by
 // bucket, by name within one), up to limit of them, each with its endpoint
 // count and backlog. It reads the registry page, then for each namespace
 // its endpoint and backlog rows at one instant, and nothing else, so a
@@ -45,10 +47,17 @@ const summaryReaders = 16
 // last endpoint went between the two reads is left out, so a page may hold
 // fewer than limit namespaces and still have a next cursor. It writes
 // nothing.
-func (a *Admin) Namespaces(ctx context.Context, from store.RegistryCursor, limit int) (NamespacePage, error) {
+func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (NamespacePage, error) {
 	reg, ok := a.Store.(store.Registry)
 	if !ok {
 		return NamespacePage{}, ErrNoRegistry
+	}
+	var from store.RegistryCursor
+	if cursor != nil {
+		var err error
+		if from, err = store.ParseRegistryCursor(reg, cursor); err != nil {
+			return NamespacePage{}, invalidf("cursor must be a next_cursor this API returned")
+		}
 	}
 	page, err := store.ListRegistered(ctx, reg, from, limit)
 	if err != nil {
@@ -70,7 +79,10 @@ func (a *Admin) Namespaces(ctx context.Context, from store.RegistryCursor, limit
 	if err := errors.Join(errs...); err != nil {
 		return NamespacePage{}, err
 	}
-	out := NamespacePage{Next: page.Next, Namespaces: make([]NamespaceSummary, 0, len(sums))}
+	out := NamespacePage{Namespaces: make([]NamespaceSummary, 0, len(sums))}
+	if page.Next != nil {
+		out.Next = page.Next.Bytes()
+	}
 	for _, s := range sums {
 		if s.Endpoints > 0 {
 			out.Namespaces = append(out.Namespaces, s)

@@ -15,7 +15,7 @@ import (
 func namespaces(t *testing.T, e *env, limit int) []outbox.NamespaceSummary {
 	t.Helper()
 	var all []outbox.NamespaceSummary
-	c := store.RegistryCursor{}
+	var c []byte
 	for {
 		page, err := e.admin().Namespaces(e.Ctx, c, limit)
 		if err != nil {
@@ -25,7 +25,7 @@ func namespaces(t *testing.T, e *env, limit int) []outbox.NamespaceSummary {
 		if page.Next == nil {
 			return all
 		}
-		c = *page.Next
+		c = page.Next
 	}
 }
 
@@ -169,8 +169,13 @@ func TestNamespacesPagesInRegistryOrder(t *testing.T) {
 			}
 		}
 		bare := &outbox.Admin{Store: struct{ store.NamespaceStore }{e.St}, Clock: e.Clk}
-		if _, err := bare.Namespaces(e.Ctx, store.RegistryCursor{}, 10); !errors.Is(err, outbox.ErrNoRegistry) {
+		if _, err := bare.Namespaces(e.Ctx, nil, 10); !errors.Is(err, outbox.ErrNoRegistry) {
 			t.Fatalf("a store without a registry: %v, want ErrNoRegistry", err)
+		}
+		for _, bad := range [][]byte{{}, {0xff}, store.RegistryCursor{Bucket: reg.Buckets()}.Bytes(), []byte("\x00NS")} {
+			if _, err := e.admin().Namespaces(e.Ctx, bad, 10); !errors.Is(err, outbox.ErrInvalid) {
+				t.Fatalf("cursor %q: %v, want ErrInvalid", bad, err)
+			}
 		}
 	})
 }
