@@ -72,6 +72,7 @@ var routes = []route{
 	{http.MethodDelete, "/v1/namespaces/{ns}/endpoints/{id}", "deleteEndpoint", []string{"endpoints:write", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/endpoints", "listEndpoints", []string{"endpoints:write", "outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/outbox", "getOutbox", []string{"outbox:read", "admin"}},
+	{http.MethodGet, "/v1/namespaces", "listNamespaces", []string{"admin"}},
 	{http.MethodPost, "/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", "replayOutcome", []string{"admin"}},
 	{http.MethodGet, "/healthz", "healthz", nil},
 	{http.MethodGet, "/readyz", "readyz", nil},
@@ -471,6 +472,15 @@ func TestResponseSchemas(t *testing.T) {
 		{"state missing", without(t, page, "state"), false},
 		{"corrupt row", strings.Replace(page, `"kind": "expired", "occurred_unix_ms": 1764460800001,`, `"corrupt": true,`, 1), true},
 		{"row without kind", strings.Replace(page, `"kind": "expired", "occurred_unix_ms": 1764460800001,`, ``, 1), false},
+	})
+	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
+	runCases(t, doc, "NamespacePage", []schemaCase{
+		{"page", namespaces, true},
+		{"last page", strings.Replace(namespaces, `"AWFjbWU"`, `null`, 1), true},
+		{"empty page with more", `{"namespaces": [], "next_cursor": "QA"}`, true},
+		{"cursor missing", without(t, namespaces, "next_cursor"), false},
+		{"no endpoints", strings.Replace(namespaces, `"endpoints": 2`, `"endpoints": 0`, 1), false},
+		{"bad namespace", strings.Replace(namespaces, `"acme"`, `"ACME"`, 1), false},
 	})
 	runCases(t, doc, "ReplayResult", []schemaCase{
 		{"replayed", `{"endpoint": "billing", "reservation_id": "r-1", "sequence": 4, "next_attempt_at": "2025-11-30T00:00:00.000Z"}`, true},

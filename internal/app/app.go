@@ -93,6 +93,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := st.Check(ctx); err != nil {
 		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
 	}
+	// Namespaces whose endpoints were written before the store kept its
+	// registry; after the first start this reads one key.
+	if n, err := st.BackfillRegistry(ctx); err != nil {
+		return nil, scrub(fmt.Errorf("backfill the namespace registry: %w", err))
+	} else if n > 0 {
+		log.Info("registered the namespaces of an older keyspace", "namespaces", n)
+	}
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

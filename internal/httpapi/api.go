@@ -119,6 +119,7 @@ func New(cfg Config) (http.Handler, error) {
 			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete("/endpoints/{id}", a.deleteEndpoint)
 			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outbox", a.getOutbox)
 		})
+		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/namespaces", a.listNamespaces)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
 			Post("/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)
 	})

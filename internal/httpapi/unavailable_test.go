@@ -44,6 +44,12 @@ func (d downStore) Apply(context.Context, store.Partition, store.Batch) (store.R
 	return store.Result{}, d.err
 }
 
+func (d downStore) Buckets() int                 { return 1 }
+func (d downStore) BucketOf(store.Partition) int { return 0 }
+func (d downStore) Registered(context.Context, int, string, int) ([]store.Partition, bool, error) {
+	return nil, false, d.err
+}
+
 // records are the JSON log lines of b with message msg.
 func records(t *testing.T, b *testlog.Buffer, msg string) []map[string]any {
 	t.Helper()
@@ -83,6 +89,7 @@ func storeRoutes() []struct{ method, path, body string } {
 		{http.MethodDelete, "/v1/namespaces/acme/endpoints/billing?force=true", ""},
 		{http.MethodGet, "/v1/namespaces/acme/outbox?endpoint=billing", ""},
 		{http.MethodPost, "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-7f3a/replay", ""},
+		{http.MethodGet, "/v1/namespaces", ""},
 	}
 }
 

@@ -57,20 +57,8 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 		if err != nil {
 			return NamespaceBacklog{}, fmt.Errorf("scan backlogs of %s: %w", p, err)
 		}
-		for _, e := range page.Entries {
-			pk, ok := Parse(e.Key)
-			if !ok || pk.Class != ClassBacklog {
-				return NamespaceBacklog{}, fmt.Errorf("backlog row of %s: %w", p, corruptf("bad backlog key"))
-			}
-			b, err := DecodeBacklog(e.Value)
-			if err != nil {
-				return NamespaceBacklog{}, fmt.Errorf("backlog of %s/%s: %w", p, pk.Endpoint, err)
-			}
-			out.Rows += b.Rows
-			out.Bytes += b.Bytes
-			if b.Rows > 0 {
-				streams = append(streams, pk.Endpoint)
-			}
+		if streams, err = sumBacklogs(p, page.Entries, &out, streams); err != nil {
+			return NamespaceBacklog{}, err
 		}
 		if page.Next == nil {
 			break
@@ -123,4 +111,25 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 		}
 	}
 	return out, nil
+}
+
+// sumBacklogs adds the backlog rows of p in entries to out, and appends to
+// streams the endpoint of each that counts rows.
+func sumBacklogs(p store.Partition, entries []store.Entry, out *NamespaceBacklog, streams []string) ([]string, error) {
+	for _, e := range entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassBacklog {
+			return nil, fmt.Errorf("backlog row of %s: %w", p, corruptf("bad backlog key"))
+		}
+		b, err := DecodeBacklog(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("backlog of %s/%s: %w", p, pk.Endpoint, err)
+		}
+		out.Rows += b.Rows
+		out.Bytes += b.Bytes
+		if b.Rows > 0 {
+			streams = append(streams, pk.Endpoint)
+		}
+	}
+	return streams, nil
 }

@@ -27,8 +27,10 @@ const (
 	ClassSequence Class = 'q'
 	// ClassTimer: owned by package timers (timers.Key, timers.ParseKey).
 	ClassTimer Class = Class(store.TimerTag)
-	// ClassEndpoint: 'e' endpoint -> the endpoint's configuration.
-	ClassEndpoint Class = 'e'
+	// ClassEndpoint: 'e' endpoint -> the endpoint's configuration. Its tag
+	// is the store's registry tag, so a namespace is registered, and
+	// listed by Admin.Namespaces, while it has an endpoint.
+	ClassEndpoint Class = Class(store.RegistryTag)
 	// ClassAttempt: 'a' endpoint '/' rid -> the row's last failed attempt.
 	ClassAttempt Class = 'a'
 	// ClassSeen: 's' rid -> digest and time of the accepted outcome.

@@ -3,10 +3,13 @@
 -- KEYS[1] partition values (HASH: row key -> value)
 -- KEYS[2] partition order  (ZSET: the same row keys, all score 0)
 -- KEYS[3] bucket due index (ZSET: namespace -> earliest timer due ms)
+-- KEYS[4] bucket registry  (ZSET: registered namespace -> 0)
 --
--- ARGV[1] namespace, the partition's member in KEYS[3]
--- ARGV[2] timer tag, one byte: a row key starting with it is a timer whose
---         next 8 bytes are its due ms, big-endian
+-- ARGV[1] namespace, the partition's member in KEYS[3] and KEYS[4]
+-- ARGV[2] row tags, two bytes. The first is the timer tag: a row key
+--         starting with it is a timer whose next 8 bytes are its due ms,
+--         big-endian. The second is the registry tag: the partition is in
+--         KEYS[4] while it holds a row key starting with it.
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent
 -- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add
 -- then a pair per precondition, in order: row key, value ('' for 'a')
@@ -34,8 +37,8 @@
 -- travel as two strings rather than an argument per operation: fewer
 -- arguments is measurably faster at this script's call rate.
 
-if #KEYS ~= 3 then
-  return redis.error_reply('relay apply: expected 3 keys')
+if #KEYS ~= 4 then
+  return redis.error_reply('relay apply: expected 4 keys')
 end
 local pkinds, wkinds = ARGV[3], ARGV[4]
 local np, nw = #pkinds, #wkinds
@@ -45,11 +48,11 @@ end
 if #ARGV ~= 4 + 2 * (np + nw) then
   return redis.error_reply('relay apply: argument count does not match operation counts')
 end
-local tag = ARGV[2]
-if #tag ~= 1 then
-  return redis.error_reply('relay apply: timer tag must be one byte')
+if #ARGV[2] ~= 2 then
+  return redis.error_reply('relay apply: row tags must be two bytes')
 end
-local tagByte = string.byte(tag)
+local tag, regTag = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
+local tagByte, regByte = string.byte(ARGV[2], 1, 2)
 local E, P, C = string.byte('e'), string.byte('p'), string.byte('c')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
@@ -74,7 +77,7 @@ for i = 1, np do
   end
   fields[i] = key
 end
-local timers = false
+local timers, registry = false, false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts
 -- the writes of each key, so an added key is known to have no other.
@@ -85,6 +88,9 @@ for i = 1, nw do
     return redis.error_reply('relay apply: malformed write')
   end
   writes[key] = (writes[key] or 0) + 1
+  if string.byte(key) == regByte then
+    registry = true
+  end
   if string.byte(key) == tagByte then
     if wk[i] == C then
       return redis.error_reply('relay apply: counter add to a timer row')
@@ -243,6 +249,22 @@ if timers then
       end
     end
     redis.call('ZADD', KEYS[3], string.format('%.17g', due), ARGV[1])
+  end
+end
+
+-- The registry, like the due index, is read back from the rows the batch
+-- left, never from the batch itself: a batch run twice, or one that puts
+-- and deletes in any order, leaves the entry the rows say.
+if registry then
+  local upper = '+'
+  if regByte < 255 then
+    upper = '(' .. string.char(regByte + 1)
+  end
+  local first = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. regTag, upper, 'LIMIT', 0, 1)
+  if #first == 0 then
+    redis.call('ZREM', KEYS[4], ARGV[1])
+  else
+    redis.call('ZADD', KEYS[4], 0, ARGV[1])
   end
 end
 

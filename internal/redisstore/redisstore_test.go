@@ -44,7 +44,8 @@ func mustCommit(t *testing.T, s *redisstore.Store, p store.Partition, b store.Ba
 	}
 }
 
-// wantEmpty checks that p has no row, no order entry and no due entry.
+// wantEmpty checks that p has no row, no order entry, no due entry and no
+// registry entry.
 func wantEmpty(t *testing.T, s *redisstore.Store, p store.Partition) {
 	t.Helper()
 	keys := s.PartitionKeys(p)
@@ -59,6 +60,9 @@ func wantEmpty(t *testing.T, s *redisstore.Store, p store.Partition) {
 	if err := c.ZScore(ctx, keys[2], p.Namespace).Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("%s is in the due index (%v), want absent", p, err)
 	}
+	if err := c.ZScore(ctx, keys[3], p.Namespace).Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("%s is in the registry (%v), want absent", p, err)
+	}
 }
 
 func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
@@ -69,26 +73,27 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"101 operations", append([]any{"acme", "t", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
-			{"argument count short", []any{"acme", "t", "", "pp", "k1", "v"}},
-			{"argument count long", []any{"acme", "t", "", "p", "k1", "v", "extra"}},
-			{"unknown kind in the last write", []any{"acme", "t", "", "px", "k1", "v", "k2", "v"}},
-			{"unknown precondition kind", []any{"acme", "t", "p", "p", "k0", "", "k1", "v"}},
-			{"empty precondition key", []any{"acme", "t", "a", "p", "", "", "k1", "v"}},
-			{"empty key in the last write", []any{"acme", "t", "", "pd", "k1", "v", "", ""}},
-			{"timer tag of two bytes", []any{"acme", "tt", "", "p", "k1", "v"}},
-			{"counter add without counters", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00"}},
-			{"counter add of a partial counter", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of a counter and a half", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
-			{"counter add of an unsigned delta", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of another sign", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
-			{"saturating counter add of 2^53", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add of 2^53", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add header longer than the value", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of nine counters", []any{"acme", "t", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
-			{"counter add to a timer row", []any{"acme", "t", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add beside a put of its row", []any{"acme", "t", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"two counter adds of one row", []any{"acme", "t", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"101 operations", append([]any{"acme", "te", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
+			{"argument count short", []any{"acme", "te", "", "pp", "k1", "v"}},
+			{"argument count long", []any{"acme", "te", "", "p", "k1", "v", "extra"}},
+			{"unknown kind in the last write", []any{"acme", "te", "", "px", "k1", "v", "k2", "v"}},
+			{"unknown precondition kind", []any{"acme", "te", "p", "p", "k0", "", "k1", "v"}},
+			{"empty precondition key", []any{"acme", "te", "a", "p", "", "", "k1", "v"}},
+			{"empty key in the last write", []any{"acme", "te", "", "pd", "k1", "v", "", ""}},
+			{"row tags of one byte", []any{"acme", "t", "", "p", "k1", "v"}},
+			{"row tags of three bytes", []any{"acme", "tee", "", "p", "k1", "v"}},
+			{"counter add without counters", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00"}},
+			{"counter add of a partial counter", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of a counter and a half", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
+			{"counter add of an unsigned delta", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of another sign", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
+			{"saturating counter add of 2^53", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add of 2^53", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add header longer than the value", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of nine counters", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
+			{"counter add to a timer row", []any{"acme", "te", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add beside a put of its row", []any{"acme", "te", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"two counter adds of one row", []any{"acme", "te", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
@@ -97,11 +102,11 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			wantEmpty(t, s, acme)
 		}
 		// The same script commits a well-formed batch.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "t", "a", "p", "k0", "", "k1", "v").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "a", "p", "k0", "", "k1", "v").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
 		}
-		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "t", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
+		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed counter add: %v, %v; want [1]", res, err)
 		}
@@ -142,7 +147,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 		wantEmpty(t, s, acme)
 		// The script itself refuses it too.
 		keys := s.PartitionKeys(acme)
-		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "t", "", "p", string(short), "x").Err(); err == nil ||
+		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "te", "", "p", string(short), "x").Err(); err == nil ||
 			!strings.Contains(err.Error(), "relay apply:") {
 			t.Fatalf("script answered %v for %q, want a relay apply error", err, short)
 		}
@@ -150,7 +155,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 	}
 	var b store.Batch
 	// The script refuses a call with the wrong number of keys before writing.
-	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "t", "", "p", "k", "v").Err(); err == nil {
+	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "te", "", "p", "k", "v").Err(); err == nil {
 		t.Fatal("apply.lua ran with two keys")
 	}
 	wantEmpty(t, s, acme)

@@ -22,6 +22,8 @@ var (
 	scanBody string
 	//go:embed read.lua
 	readBody string
+	//go:embed register.lua
+	registerBody string
 )
 
 // Shebang lines. A growing batch has no flags: a Redis at maxmemory with
@@ -64,6 +66,9 @@ type scripts struct {
 	drain   *script // Batch.Drain: allow-oom
 	scan    *script
 	read    *script
+	// register sets one partition's registry entry from its rows: the
+	// backfill. It may grow the registry, so it has no flags.
+	register *script
 }
 
 func (sc *scripts) applyFor(b store.Batch) *script {
@@ -73,7 +78,9 @@ func (sc *scripts) applyFor(b store.Batch) *script {
 	return sc.apply
 }
 
-func (sc *scripts) all() []*script { return []*script{sc.apply, sc.drain, sc.scan, sc.read} }
+func (sc *scripts) all() []*script {
+	return []*script{sc.apply, sc.drain, sc.scan, sc.read, sc.register}
+}
 
 // ensure loads on node c every script it does not hold.
 func (sc *scripts) ensure(ctx context.Context, c *redis.Client) error {
@@ -107,6 +114,8 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		drain:   newScript(applyDrainShebang + applyBody),
 		scan:    newScript(scanShebang + scanBody),
 		read:    newScript(scanShebang + readBody),
+		// No flags, like a growing batch.
+		register: newScript(applyShebang + registerBody),
 	}
 	err := with.load(ctx, c)
 	if err == nil {
@@ -116,7 +125,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		return nil, err
 	}
 	plain := newScript(applyBody)
-	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody), read: newScript(readBody)}
+	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody), read: newScript(readBody), register: newScript(registerBody)}
 	if err := without.load(ctx, c); err != nil {
 		return nil, err
 	}

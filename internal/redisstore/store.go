@@ -10,6 +10,8 @@
 //	<prefix>{b}:ns:<ns>:rows     HASH  row key -> value
 //	<prefix>{b}:ns:<ns>:keys     ZSET  row keys, score 0 (byte-ordered by ZRANGEBYLEX)
 //	<prefix>{b}:due              ZSET  namespace -> earliest timer due ms
+//	<prefix>{b}:namespaces       ZSET  registered namespace -> 0 (byte-ordered by ZRANGEBYLEX)
+//	<prefix>registered           string, set once the partitions written before the registry are registered
 package redisstore
 
 import (
@@ -69,12 +71,14 @@ type Store struct {
 	buckets int
 	tags    []string // "<prefix>{<b>}" by bucket, built once
 	dues    []string // "<prefix>{<b>}:due" by bucket
+	regs    []string // "<prefix>{<b>}:namespaces" by bucket
 	scripts *scripts
 }
 
 var (
 	_ store.NamespaceStore = (*Store)(nil)
 	_ store.DueIndex       = (*Store)(nil)
+	_ store.Registry       = (*Store)(nil)
 )
 
 // New checks the options, records or checks the keyspace's bucket count, and
@@ -92,10 +96,11 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 	if opts.Buckets < 1 || opts.Buckets > MaxBuckets {
 		return nil, fmt.Errorf("redisstore: buckets %d out of range 1..%d", opts.Buckets, MaxBuckets)
 	}
-	s := &Store{client: client, prefix: opts.Prefix, buckets: opts.Buckets, tags: make([]string, opts.Buckets), dues: make([]string, opts.Buckets)}
+	s := &Store{client: client, prefix: opts.Prefix, buckets: opts.Buckets, tags: make([]string, opts.Buckets), dues: make([]string, opts.Buckets), regs: make([]string, opts.Buckets)}
 	for b := range s.tags {
 		s.tags[b] = opts.Prefix + "{" + strconv.Itoa(b) + "}"
 		s.dues[b] = s.tags[b] + ":due"
+		s.regs[b] = s.tags[b] + ":namespaces"
 	}
 	if err := s.checkBuckets(ctx); err != nil {
 		return nil, err
@@ -147,11 +152,11 @@ func (s *Store) BucketOf(p store.Partition) int {
 	return int(h % uint32(s.buckets))
 }
 
-// partitionKeys are the values HASH, the order ZSET and the bucket's due
-// index of p, in the order apply.lua takes them.
+// partitionKeys are the values HASH, the order ZSET, the bucket's due
+// index and the bucket's registry of p, in the order apply.lua takes them.
 func (s *Store) partitionKeys(p store.Partition) []string {
 	b := s.BucketOf(p)
-	return []string{s.tags[b] + ":ns:" + p.Namespace + ":rows", s.tags[b] + ":ns:" + p.Namespace + ":keys", s.dues[b]}
+	return []string{s.tags[b] + ":ns:" + p.Namespace + ":rows", s.tags[b] + ":ns:" + p.Namespace + ":keys", s.dues[b], s.regs[b]}
 }
 
 func (s *Store) dueKey(b int) string { return s.dues[b] }
@@ -262,7 +267,10 @@ func decodePage(res any) (store.Page, error) {
 
 // Apply applies the batch atomically in one script, or reports the first
 // failing precondition and writes nothing. It also keeps the bucket's due
-// index equal to the partition's earliest timer row, read from the row key:
+// index equal to the partition's earliest timer row, and the partition's
+// entry in the bucket's registry present while it holds a row key that
+// starts with store.RegistryTag, both read from the rows the batch left.
+// The due time is read from the timer's key:
 // a put of a key that starts with store.TimerTag but is shorter than
 // store.MinTimerKey is refused with store.ErrInvalidBatch. A counter add is
 // computed in the script from the row as it stands, after the preconditions
@@ -326,11 +334,12 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 		}
 		args = append(args, string(w.Key), []byte(w.Value))
 	}
-	args[0], args[1], args[2], args[3] = p.Namespace, timerTag, pkinds, wkinds
+	args[0], args[1], args[2], args[3] = p.Namespace, rowTags, pkinds, wkinds
 	return s.partitionKeys(p), args, nil
 }
 
-var timerTag = string([]byte{store.TimerTag})
+// rowTags are the timer tag and the registry tag, as apply.lua takes them.
+var rowTags = string([]byte{store.TimerTag, store.RegistryTag})
 
 // encodeAdd is a validated Add as apply.lua reads it: the header's length
 // and bytes, then per delta a sign and a 7-byte big-endian magnitude. A

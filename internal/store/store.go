@@ -35,6 +35,15 @@ const (
 	MinTimerKey      = 1 + 8 + 2
 )
 
+// RegistryTag is the first byte of every row key that registers its
+// partition: a partition is registered, and listed by its bucket's Registry,
+// while it holds at least one row whose key starts with it. Apply keeps the
+// registry from the partition's rows in the same atomic step as the write
+// that adds the first such row or deletes the last, so the two never
+// disagree. The outbox's endpoint rows carry it, so a namespace is
+// registered while it has an endpoint; the store knows nothing else of them.
+const RegistryTag byte = 'e'
+
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Errors callers branch on.
@@ -360,6 +369,19 @@ type DueIndex interface {
 	// Due returns up to limit partitions of the bucket whose earliest timer is
 	// due at or before upToMs, earliest first.
 	Due(ctx context.Context, bucket int, upToMs int64, limit int) ([]DuePartition, error)
+}
+
+// Registry lists the registered partitions (see RegistryTag) of each
+// bucket. ListRegistered pages through every bucket's.
+type Registry interface {
+	// Buckets and BucketOf are DueIndex's: a partition is registered in the
+	// bucket that holds its due index entry.
+	Buckets() int
+	BucketOf(p Partition) int
+	// Registered returns up to limit registered partitions of the bucket
+	// whose names sort strictly after after ("" for the first), in byte
+	// order, and whether the bucket holds more after them.
+	Registered(ctx context.Context, bucket int, after string, limit int) (parts []Partition, more bool, err error)
 }
 
 // DuePartition is one entry of a bucket's due index.

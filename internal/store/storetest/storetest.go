@@ -1,5 +1,5 @@
-// Package storetest is the contract suite of store.NamespaceStore and
-// store.DueIndex. Every backend runs it unchanged:
+// Package storetest is the contract suite of store.NamespaceStore,
+// store.DueIndex and store.Registry. Every backend runs it unchanged:
 //
 //	storetest.Run(t, func(t *testing.T) storetest.Store { return newBackend(t) })
 //
@@ -20,6 +20,7 @@ import (
 type Store interface {
 	store.NamespaceStore
 	store.DueIndex
+	store.Registry
 }
 
 // Run runs the whole contract suite against stores made by newStore.
@@ -65,6 +66,14 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AFailingPreconditionStopsAnAdd", testAFailingPreconditionStopsAnAdd},
 		{"AResentAddIsFalsifiedByItsOwnGuard", testAResentAddIsFalsifiedByItsOwnGuard},
 		{"ConcurrentAddsAreExact", testConcurrentAddsAreExact},
+		{"FirstRegisteringRowRegistersAndLastUnregisters", testFirstRegisteringRowRegistersAndLastUnregisters},
+		{"OnlyTheRegistryTagRegisters", testOnlyTheRegistryTagRegisters},
+		{"FailedBatchLeavesRegistryUnchanged", testFailedBatchLeavesRegistryUnchanged},
+		{"RetriedBatchRegistersOnce", testRetriedBatchRegistersOnce},
+		{"RegistryFollowsRowsAcrossBatches", testRegistryFollowsRowsAcrossBatches},
+		{"ListingVisitsEveryRegisteredPartitionOnceInOrder", testListingVisitsEveryRegisteredPartitionOnceInOrder},
+		{"ListingAcrossChangesLosesAndRepeatsNothing", testListingAcrossChangesLosesAndRepeatsNothing},
+		{"ForgedRegistryCursorsAreRefused", testForgedRegistryCursorsAreRefused},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,127 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// ErrNoRegistry: the Admin's store keeps no registry of namespaces.
+var ErrNoRegistry = errors.New("outbox: the store keeps no registry of namespaces")
+
+// NamespaceSummary is one namespace as the registry lists it.
+type NamespaceSummary struct {
+	Partition store.Partition
+	// Endpoints counts the namespace's endpoint rows, one being deleted
+	// included.
+	Endpoints int
+	// Backlog sums its streams' backlogs.
+	Backlog Backlog
+}
+
+// NamespacePage is one page of Admin.Namespaces. Next is the cursor of the
+// next page, nil at the end.
+type NamespacePage struct {
+	Namespaces []NamespaceSummary
+	Next       []byte
+}
+
+// summaryPage bounds one scan of a namespace's endpoint or backlog rows:
+// there is one of each per endpoint, at most HardMaxEndpoints. A namespace
+// holding more (a lowered limit, a foreign writer) is read in more pages.
+const summaryPage = 32
+
+// summaryReaders bounds the namespaces of a page read at once.
+const summaryReaders = 16
+
+// Namespaces lists the registered namespaces (those with an endpoint) from
+// the cursor on (nil for the first page, else a page's Next; anything else
+// is refused with ErrInvalid), in the registry's order (store.ListRegistered: bucket by
+// bucket, by name within one), up to limit of them, each with its endpoint
+// count and backlog. It reads the registry page, then for each namespace
+// its endpoint and backlog rows at one instant, and nothing else, so a
+// page costs the same whatever the number of namespaces. A namespace whose
+// last endpoint went between the two reads is left out, so a page may hold
+// fewer than limit namespaces and still have a next cursor. It writes
+// nothing.
+func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (NamespacePage, error) {
+	reg, ok := a.Store.(store.Registry)
+	if !ok {
+		return NamespacePage{}, ErrNoRegistry
+	}
+	var from store.RegistryCursor
+	if cursor != nil {
+		var err error
+		if from, err = store.ParseRegistryCursor(reg, cursor); err != nil {
+			return NamespacePage{}, invalidf("cursor must be a next_cursor this API returned")
+		}
+	}
+	page, err := store.ListRegistered(ctx, reg, from, limit)
+	if err != nil {
+		return NamespacePage{}, fmt.Errorf("list namespaces: %w", err)
+	}
+	sums := make([]NamespaceSummary, len(page.Partitions))
+	errs := make([]error, len(page.Partitions))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, summaryReaders)
+	for i, p := range page.Partitions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sums[i], errs[i] = a.summary(ctx, p)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return NamespacePage{}, err
+	}
+	out := NamespacePage{Namespaces: make([]NamespaceSummary, 0, len(sums))}
+	if page.Next != nil {
+		out.Next = page.Next.Bytes()
+	}
+	for _, s := range sums {
+		if s.Endpoints > 0 {
+			out.Namespaces = append(out.Namespaces, s)
+		}
+	}
+	return out, nil
+}
+
+// summary reads p's endpoint and backlog rows, in one round trip on a
+// store.MultiReader.
+func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummary, error) {
+	s := NamespaceSummary{Partition: p}
+	es, ee := EndpointRange()
+	bs, be := ClassRange(ClassBacklog)
+	reads := []store.Read{{Start: es, End: ee, Limit: summaryPage}, {Start: bs, End: be, Limit: summaryPage}}
+	for len(reads) > 0 {
+		res, err := store.ReadMany(ctx, a.Store, p, reads)
+		if err != nil {
+			return s, fmt.Errorf("read the summary of %s: %w", p, err)
+		}
+		var again []store.Read
+		for i, r := range res {
+			if reads[i].Start == es {
+				s.Endpoints += len(r.Page.Entries)
+			} else {
+				var b NamespaceBacklog
+				if _, err := sumBacklogs(p, r.Page.Entries, &b, nil); err != nil {
+					return s, err
+				}
+				s.Backlog.Rows += b.Rows
+				s.Backlog.Bytes += b.Bytes
+			}
+			if r.Page.Next != nil {
+				next := reads[i]
+				next.After = r.Page.Next
+				again = append(again, next)
+			}
+		}
+		reads = again
+	}
+	return s, nil
+}
