@@ -247,6 +247,34 @@ func ExampleClient_Outbox() {
 }
 
 // Replay makes a stuck row the first its stream tries, now.
+// An operator lists every namespace with its endpoints and backlog, a page
+// at a time.
+func ExampleClient_Namespaces() {
+	c, stop := exampleClient()
+	defer stop()
+	ctx := context.Background()
+
+	if _, err := c.Ingest(ctx, "acme", expired("r-1")); err != nil {
+		log.Fatal(err)
+	}
+	q := relayclient.NamespaceQuery{}
+	for {
+		page, err := c.Namespaces(ctx, q)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, ns := range page.Namespaces {
+			fmt.Println(ns.Namespace, ns.Endpoints, ns.Backlog.Rows)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		q.Cursor = *page.NextCursor
+	}
+	// Output:
+	// acme 1 1
+}
+
 func ExampleClient_Replay() {
 	c, stop := exampleClient()
 	defer stop()

@@ -1,0 +1,52 @@
+package relayclient
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// NamespaceQuery pages the namespace list.
+type NamespaceQuery struct {
+	// Cursor is the previous page's NextCursor; empty for the first page.
+	Cursor string
+	// Limit is the namespaces per page, 1 to 1000; 0 is relay's default
+	// (100).
+	Limit int
+}
+
+// NamespacePage is one page of the namespace list.
+type NamespacePage struct {
+	Namespaces []NamespaceSummary `json:"namespaces"`
+	// NextCursor is the next page's cursor; nil on the last page. A page
+	// may hold fewer than Limit namespaces, even none, and still have one.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// NamespaceSummary is a namespace with its endpoint count and its backlog
+// over all its streams.
+type NamespaceSummary struct {
+	Namespace string  `json:"namespace"`
+	Endpoints int     `json:"endpoints"`
+	Backlog   Backlog `json:"backlog"`
+}
+
+// Namespaces returns a page of every namespace that has an endpoint (scope
+// admin, on a token bound to no namespace). Page on with q.Cursor set to
+// NextCursor until it is nil.
+func (c *Client) Namespaces(ctx context.Context, q NamespaceQuery) (NamespacePage, error) {
+	var out NamespacePage
+	v := url.Values{}
+	if q.Cursor != "" {
+		v.Set("cursor", q.Cursor)
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	a, err := c.do(ctx, call{op: "namespaces", method: http.MethodGet, path: "/v1/namespaces", query: v, auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("namespaces", a, &out)
+}
