@@ -11,8 +11,8 @@ import (
 )
 
 // Bounds of an attempt row. At most 10 attempts of at most
-// maxAttemptBytes each keep a row under 3.2 KB however hostile the
-// endpoint: MaxAttemptsRowBytes.
+// maxAttemptBytes (305) each keep a row within MaxAttemptsRowBytes (3,056)
+// however hostile the endpoint.
 const (
 	// MaxAttempts is how many attempts a row keeps, the newest; older ones
 	// are dropped and only counted.
