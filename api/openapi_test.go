@@ -460,9 +460,12 @@ func TestResponseSchemas(t *testing.T) {
 	page := `{"endpoint": "billing", "backlog": {"rows": 2, "bytes": 900}, "state": "backing_off",
 		"next_attempt_at": "2025-11-30T00:01:00.000Z", "failed_fires": 3,
 		"rows": [{"reservation_id": "r-1", "sequence": 0, "kind": "committed", "occurred_unix_ms": 1764460800000,
-		          "last_attempt": {"at": "2025-11-30T00:00:30.000Z", "status": 503, "error": "status", "count": 3}},
+		          "last_attempt": {"at": "2025-11-30T00:00:30.000Z", "status": 503, "error": "status", "count": 3},
+		          "attempts": [{"at": "2025-11-30T00:00:20.000Z", "duration_ms": 5000, "error": "timeout"},
+		                       {"at": "2025-11-30T00:00:30.000Z", "duration_ms": 12, "status": 503, "error": "status", "response_excerpt": "busy"}],
+		          "attempt_count": 3},
 		         {"reservation_id": "r-2", "sequence": 9, "kind": "expired", "occurred_unix_ms": 1764460800001,
-		          "last_attempt": null}],
+		          "last_attempt": null, "attempts": [], "attempt_count": 0}],
 		"next_cursor": null}`
 	runCases(t, doc, "OutboxPage", []schemaCase{
 		{"page", page, true},
@@ -472,6 +475,11 @@ func TestResponseSchemas(t *testing.T) {
 		{"state missing", without(t, page, "state"), false},
 		{"corrupt row", strings.Replace(page, `"kind": "expired", "occurred_unix_ms": 1764460800001,`, `"corrupt": true,`, 1), true},
 		{"row without kind", strings.Replace(page, `"kind": "expired", "occurred_unix_ms": 1764460800001,`, ``, 1), false},
+		{"row without attempts", strings.Replace(page, `, "attempts": []`, ``, 1), false},
+		{"row without its count", strings.Replace(page, `, "attempt_count": 0`, ``, 1), false},
+		{"attempt without duration", strings.Replace(page, `"duration_ms": 12, `, ``, 1), false},
+		{"excerpt over 256", strings.Replace(page, `"busy"`, `"`+strings.Repeat("b", 257)+`"`, 1), false},
+		{"delivered attempt", strings.Replace(page, `"duration_ms": 5000, "error": "timeout"`, `"duration_ms": 3, "status": 204`, 1), true},
 	})
 	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
 	runCases(t, doc, "NamespacePage", []schemaCase{

@@ -34,7 +34,10 @@ type result struct {
 	err error
 	// timedOut: the call's own deadline cut it.
 	timedOut bool
-	took     time.Duration
+	// took is how long the call lasted, and ended when, by the handler's
+	// clock.
+	took  time.Duration
+	ended time.Time
 }
 
 // call delivers the page's rows in sequence order, keeping up to the
@@ -68,7 +71,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 			}
 			h.log().WarnContext(ctx, "delivery failed", "namespace", s.ns, "endpoint", s.endpoint,
 				"reservation_id", res.row.rid, "class", e.Class, "status", e.Status, "reason", e.Reason)
-			run.failed = append(run.failed, failed{row: res.row, err: e})
+			run.failed = append(run.failed, failed{row: res.row, err: e, took: res.took, ended: res.ended})
 			run.retryAfter = max(run.retryAfter, e.RetryAfter)
 			run.callFailed = true
 		}
@@ -138,6 +141,7 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 		res.err = callCtx.Err()
 		res.timedOut = ctx.Err() == nil
 	}
-	res.took = clk.Now().Sub(begin)
+	res.ended = clk.Now()
+	res.took = res.ended.Sub(begin)
 	results <- res
 }

@@ -49,7 +49,8 @@ const (
 //     stream (Done) is guarded by the backlog as read after the calls;
 //   - up to max_in_flight calls at once; a 410 Gone disables the endpoint,
 //     planned against the endpoint row as read after the calls (see
-//     disable); each failed call is recorded on its row's attempt row.
+//     disable); each failed call is recorded on its row's attempt row, the
+//     last MaxAttempts of them kept.
 type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
@@ -139,14 +140,18 @@ type pendingRow struct {
 	rid     string
 	record  store.Value
 	outcome outbox.Outcome
-	// attempt is the row's last failed attempt, zero when none or unreadable.
-	attempt outbox.Attempt
+	// attempts are the row's recorded attempts, empty when none or
+	// unreadable.
+	attempts outbox.Attempts
 }
 
 // failed is a call that did not deliver its row.
 type failed struct {
 	row *pendingRow
 	err *Error
+	// took and ended time the call, by the handler's clock.
+	took  time.Duration
+	ended time.Time
 }
 
 // Fire delivers one page of the stream named by the timer's reference.
@@ -298,7 +303,7 @@ func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, af
 	return page, after, nil
 }
 
-// prepare reads the records and last attempts of the page's rows in one
+// prepare reads the records and attempt rows of the page's rows in one
 // round trip. A row that does not parse, or whose record is missing or does
 // not decode, is logged and left out: kept, never deleted, skipped.
 func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page store.Page) ([]*pendingRow, error) {
@@ -343,8 +348,8 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 		}
 		r.record, r.outcome = record.Value, o
 		if attempt.Found {
-			// An unreadable attempt row only restarts the count.
-			r.attempt, _ = outbox.DecodeAttempt(attempt.Value)
+			// An unreadable attempt row only restarts the record.
+			r.attempts, _ = outbox.DecodeAttempts(attempt.Value)
 		}
 	}
 	return rows, nil

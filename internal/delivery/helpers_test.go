@@ -127,18 +127,35 @@ func (e *env) record(rid string) (store.Value, bool) {
 	return e.Get(key)
 }
 
-func (e *env) attempt(rid string) (outbox.Attempt, bool) {
+// lastAttempt is a row's newest recorded attempt, with the count of all.
+type lastAttempt struct {
+	outbox.Attempt
+	Count uint32
+}
+
+func (e *env) attempt(rid string) (lastAttempt, bool) {
+	e.T.Helper()
+	h, found := e.attempts(rid)
+	a, ok := h.Latest()
+	if !found || !ok {
+		return lastAttempt{}, false
+	}
+	return lastAttempt{Attempt: a, Count: h.Total}, true
+}
+
+// attempts is the row's attempt row, false when it has none.
+func (e *env) attempts(rid string) (outbox.Attempts, bool) {
 	e.T.Helper()
 	key, _ := outbox.AttemptKey(ep, rid)
 	v, found := e.Get(key)
 	if !found {
-		return outbox.Attempt{}, false
+		return outbox.Attempts{}, false
 	}
-	a, err := outbox.DecodeAttempt(v)
+	h, err := outbox.DecodeAttempts(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	return a, true
+	return h, true
 }
 
 // timer is the stream's delivery timer; ok is false when it has none.

@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
@@ -193,19 +195,29 @@ func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur st
 }
 
 // attemptNotes records each failed call on its row's attempt row, for
-// operators to see why a row is stuck.
+// operators to see why a row is stuck: the row's attempts as the fire read
+// them with this one added, the oldest dropped past outbox.MaxAttempts. It
+// is one Put per failed call whatever the row holds, so the fire's
+// operation budget (outbox.MaxAcksPerBatch) is as it was.
 func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowMs int64) []store.Write {
 	var notes []store.Write
 	for _, f := range fs {
-		a := outbox.Attempt{AtMs: nowMs, Status: f.err.Status, ErrorClass: f.err.Class, Count: f.row.attempt.Count + 1}
-		if a.Count == 0 {
-			a.Count-- // saturate rather than wrap to an invalid zero
+		at := nowMs
+		if !f.ended.IsZero() {
+			at = max(0, f.ended.UnixMilli())
 		}
-		v, err := outbox.EncodeAttempt(a)
+		a := outbox.Attempt{
+			AtMs: at, DurationMs: durationMs(f.took), Status: f.err.Status, ErrorClass: f.err.Class,
+			Excerpt: outbox.Excerpt(f.err.Excerpt),
+		}
+		if a.ErrorClass == "" {
+			a.ErrorClass = ClassError // a failed call has a class
+		}
+		v, err := outbox.EncodeAttempts(f.row.attempts.With(a))
 		if err != nil {
 			// A sink's class or status no row may hold: keep the fact.
 			a.Status, a.ErrorClass = 0, ClassError
-			v, err = outbox.EncodeAttempt(a)
+			v, err = outbox.EncodeAttempts(f.row.attempts.With(a))
 		}
 		if err != nil {
 			h.log().WarnContext(ctx, "cannot record attempt", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
@@ -215,4 +227,10 @@ func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowM
 		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
 	}
 	return notes
+}
+
+// durationMs is d in whole milliseconds, 0 when negative (a clock stepped
+// back) and saturated at 2^32-1.
+func durationMs(d time.Duration) uint32 {
+	return uint32(min(max(d.Milliseconds(), 0), math.MaxUint32))
 }

@@ -52,6 +52,10 @@ type Error struct {
 	Gone bool
 	// Reason says what happened, in a fixed phrase.
 	Reason string
+	// Excerpt is the start of the endpoint's answer body, as it sent it,
+	// at most hooks.MaxExcerptBytes: stored on the attempt row through
+	// outbox.Excerpt, never logged, never in Error's text.
+	Excerpt []byte
 }
 
 func (e *Error) Error() string {

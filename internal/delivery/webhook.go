@@ -81,7 +81,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 	var he *hooks.Error
 	switch {
 	case errors.As(err, &he):
-		return &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error()}
+		return &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error(), Excerpt: he.Excerpt}
 	case errors.Is(err, hooks.ErrUnsignable):
 		return unsignable()
 	}

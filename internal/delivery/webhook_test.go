@@ -438,3 +438,50 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 		})
 	}
 }
+
+// A receiver relay does not control may answer anything, including the
+// request's own headers. The excerpt is the first bytes of its answer and
+// nothing relay sent: with the signature headers' names filling those
+// bytes and their values after, no value reaches the excerpt.
+func TestWebhooksExcerptIsOnlyTheStartOfTheAnswer(t *testing.T) {
+	b := whSetup(t, nil)
+	for _, scheme := range []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2} {
+		t.Run(string(scheme), func(t *testing.T) {
+			var sent http.Header
+			var answer []byte
+			b.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				sent = r.Header.Clone()
+				var names, values strings.Builder
+				for len(names.String()) < 2*hooks.MaxExcerptBytes {
+					for k, v := range r.Header {
+						names.WriteString(k + "\n")
+						values.WriteString(k + ": " + strings.Join(v, ",") + "\n")
+					}
+				}
+				answer = []byte(names.String() + values.String())
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(answer)
+			})
+			err := b.sink.Deliver(t.Context(), b.outcome(scheme, whSecret(1)))
+			e := b.sinkError(t, err)
+			if e.Status != http.StatusBadRequest || string(e.Excerpt) != string(answer[:hooks.MaxExcerptBytes]) {
+				t.Fatalf("status %d, excerpt %q: want the first %d bytes of the answer", e.Status, e.Excerpt, hooks.MaxExcerptBytes)
+			}
+			if strings.Contains(e.Error(), string(answer[:16])) {
+				t.Fatalf("error text %q holds the answer", e.Error())
+			}
+			shown := outbox.Excerpt(e.Excerpt)
+			if len(sent) < 3 {
+				t.Fatalf("request headers %v", sent)
+			}
+			for k, v := range sent {
+				for _, value := range v {
+					if len(value) >= 8 && (strings.Contains(shown, value) || strings.Contains(string(e.Excerpt), value)) {
+						t.Errorf("excerpt holds the value of request header %s", k)
+					}
+				}
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ const (
 	responseHeaderTimeout = 30 * time.Second
 	idleConnTimeout       = 90 * time.Second
 	maxResponseHeaderSize = 64 << 10
+
+	// MaxExcerptBytes is how much of a refusal's body Error.Excerpt keeps.
+	MaxExcerptBytes = 256
 )
 
 // Prefixes whose addresses carry an IPv4 address that a translator or relay
@@ -239,23 +242,35 @@ func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Heade
 	if err != nil {
 		return transportError(ctx, err)
 	}
+	// A refusal's first bytes are kept for the attempt row: what the
+	// endpoint says is wrong. They are the only part of the body read for
+	// its content, however long the body says it is.
+	delivered := resp.StatusCode >= 200 && resp.StatusCode < 300
+	var excerpt []byte
+	if !delivered {
+		excerpt = make([]byte, MaxExcerptBytes)
+		n, _ := io.ReadFull(resp.Body, excerpt)
+		excerpt = excerpt[:n:n]
+	}
 	// Read a bounded part of the answer so that a short one leaves the
 	// connection reusable; closing an unfinished longer one drops the
-	// connection instead of reading it. The body's content never matters,
-	// and a body declared too long is not worth its first bytes.
+	// connection instead of reading it. The rest of the body never
+	// matters, and a body declared too long is not worth reading on.
 	if resp.ContentLength <= c.maxBody {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, c.maxBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, c.maxBody-int64(len(excerpt))))
 	}
 	_ = resp.Body.Close()
 
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	if delivered {
 		return nil
 	}
 	var retryAfter time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
 	}
-	return statusError(resp.StatusCode, retryAfter)
+	e := statusError(resp.StatusCode, retryAfter)
+	e.Excerpt = excerpt
+	return e
 }
 
 // CheckURL applies the endpoint rules that need no DNS, for fast feedback at

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -879,4 +880,40 @@ func BenchmarkChannelPost(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "posts/s")
+}
+
+func TestARefusalKeepsTheFirstBytesOfItsAnswerOnly(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	for _, declared := range []bool{true, false} {
+		t.Run(fmt.Sprint("declared=", declared), func(t *testing.T) {
+			t.Parallel()
+			p := setupPublicTLS(t, ChannelOptions{}, func(w http.ResponseWriter, _ *http.Request) {
+				if declared {
+					w.Header().Set("Content-Length", fmt.Sprint(size))
+				}
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write(body)
+			})
+			e := wantClass(t, post(t, p.ch, p.url), ClassStatus)
+			if !bytes.Equal(e.Excerpt, body[:MaxExcerptBytes]) {
+				t.Fatalf("excerpt of %d bytes %q, want the first %d of the answer", len(e.Excerpt), e.Excerpt, MaxExcerptBytes)
+			}
+			if strings.Contains(e.Error(), string(body[:8])) {
+				t.Fatalf("error text %q holds the answer", e.Error())
+			}
+		})
+	}
+	// A short refusal is kept whole; a 2xx keeps nothing.
+	c, u := loopbackHTTP(t, ChannelOptions{}, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, "no")
+	})
+	if e := wantClass(t, post(t, c, u), ClassStatus); string(e.Excerpt) != "no" {
+		t.Fatalf("excerpt %q", e.Excerpt)
+	}
 }

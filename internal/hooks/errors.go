@@ -54,6 +54,12 @@ type Error struct {
 	Status     int           // HTTP status when there was one
 	RetryAfter time.Duration // from Retry-After on 429/503, at most 15 min; 0 when absent
 	Gone       bool          // 410
+	// Excerpt is the start of the answer's body when the endpoint answered
+	// a non-2xx status: its first MaxExcerptBytes at most, the bytes as the
+	// endpoint sent them, so untrusted (a caller makes them printable
+	// before showing them). Only the answer's: never a request header or
+	// body. Never part of the error's text.
+	Excerpt []byte
 
 	reason string // a fixed phrase chosen by this package, never text from the wire
 }

@@ -20,13 +20,39 @@ type attemptView struct {
 	Count  uint32 `json:"count"`
 }
 
+// attemptEntryView is one of a row's recorded attempts.
+type attemptEntryView struct {
+	At         string `json:"at"`
+	DurationMs uint32 `json:"duration_ms"`
+	Status     int    `json:"status,omitempty"`
+	// Error is absent for an attempt that delivered.
+	Error           string `json:"error,omitempty"`
+	ResponseExcerpt string `json:"response_excerpt,omitempty"`
+}
+
 type pendingRowView struct {
-	ReservationID  string       `json:"reservation_id"`
-	Sequence       uint64       `json:"sequence"`
-	Kind           outbox.Kind  `json:"kind,omitempty"`
-	OccurredUnixMs int64        `json:"occurred_unix_ms,omitempty"`
-	LastAttempt    *attemptView `json:"last_attempt"`
-	Corrupt        bool         `json:"corrupt,omitempty"`
+	ReservationID  string             `json:"reservation_id"`
+	Sequence       uint64             `json:"sequence"`
+	Kind           outbox.Kind        `json:"kind,omitempty"`
+	OccurredUnixMs int64              `json:"occurred_unix_ms,omitempty"`
+	LastAttempt    *attemptView       `json:"last_attempt"`
+	Attempts       []attemptEntryView `json:"attempts"`
+	AttemptCount   uint32             `json:"attempt_count"`
+	Corrupt        bool               `json:"corrupt,omitempty"`
+}
+
+// attemptsView shows a row's attempts, oldest first, and its last failed
+// one with the count of all, as last_attempt always did.
+func attemptsView(h outbox.Attempts) ([]attemptEntryView, *attemptView) {
+	out := make([]attemptEntryView, len(h.Last))
+	var last *attemptView
+	for i, a := range h.Last {
+		out[i] = attemptEntryView{At: rfc3339(a.AtMs), DurationMs: a.DurationMs, Status: a.Status, Error: a.ErrorClass, ResponseExcerpt: a.Excerpt}
+		if !a.Delivered() {
+			last = &attemptView{At: rfc3339(a.AtMs), Status: a.Status, Error: a.ErrorClass, Count: h.Total}
+		}
+	}
+	return out, last
 }
 
 type outboxView struct {
@@ -59,7 +85,7 @@ func streamState(t *outbox.StreamTimer, nowMs int64) string {
 }
 
 // getOutbox shows a page of one stream's pending rows in sequence order,
-// each with its last failed attempt, and what the stream is doing.
+// each with its last attempts and their count, and what the stream is doing.
 func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 	p, prob := partition(r)
 	if prob != nil {
@@ -107,9 +133,8 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, row := range page.Rows {
 		rv := pendingRowView{ReservationID: row.RID, Sequence: row.Seq, Kind: row.Kind, OccurredUnixMs: row.OccurredUnixMs, Corrupt: row.Corrupt}
-		if at := row.Attempt; at != nil {
-			rv.LastAttempt = &attemptView{At: rfc3339(at.AtMs), Status: at.Status, Error: at.ErrorClass, Count: at.Count}
-		}
+		rv.Attempts, rv.LastAttempt = attemptsView(row.Attempts)
+		rv.AttemptCount = row.Attempts.Total
 		v.Rows[i] = rv
 	}
 	if page.Next != nil {

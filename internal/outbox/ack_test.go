@@ -28,7 +28,7 @@ func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
 func putAttempt(t *testing.T, e *env, endpoint, rid string) store.Key {
 	t.Helper()
 	key, _ := outbox.AttemptKey(endpoint, rid)
-	v, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: e.NowMs(), Status: 503, ErrorClass: "status", Count: 1})
+	v, err := outbox.EncodeAttempts(outbox.Attempts{Total: 1, Last: []outbox.Attempt{{AtMs: e.NowMs(), Status: 503, ErrorClass: "status"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

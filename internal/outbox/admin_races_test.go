@@ -106,7 +106,7 @@ func TestForcedDeleteLeavesNoAttemptRowOfAFireReleasedMeanwhile(t *testing.T) {
 		claim.Put(leasedKey, leased)
 		e.Apply(claim)
 		attemptKey, _ := outbox.AttemptKey("billing", "r-000")
-		note, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: e.NowMs(), Status: 500, ErrorClass: "status", Count: 1})
+		note, err := outbox.EncodeAttempts(outbox.Attempts{Total: 1, Last: []outbox.Attempt{{AtMs: e.NowMs(), Status: 500, ErrorClass: "status"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

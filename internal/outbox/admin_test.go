@@ -198,7 +198,10 @@ func TestPendingPagesThroughAStreamWithItsLastAttempts(t *testing.T) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		e.appendN("r", 5)
 		ak, _ := outbox.AttemptKey("billing", "r-001")
-		av, err := outbox.EncodeAttempt(outbox.Attempt{AtMs: t0 + 1, Status: 503, ErrorClass: "status", Count: 2})
+		av, err := outbox.EncodeAttempts(outbox.Attempts{Total: 2, Last: []outbox.Attempt{
+			{AtMs: t0, DurationMs: 7, Status: 500, ErrorClass: "status", Excerpt: "busy"},
+			{AtMs: t0 + 1, DurationMs: 9, Status: 503, ErrorClass: "status"},
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,8 +226,9 @@ func TestPendingPagesThroughAStreamWithItsLastAttempts(t *testing.T) {
 				if r.Kind != outbox.KindCommitted || r.Corrupt {
 					t.Fatalf("row %s: kind %q corrupt %v", r.RID, r.Kind, r.Corrupt)
 				}
-				if (r.Attempt != nil) != (r.RID == "r-001") || (r.Attempt != nil && (r.Attempt.Status != 503 || r.Attempt.Count != 2)) {
-					t.Fatalf("row %s: attempt %+v", r.RID, r.Attempt)
+				last, ok := r.Attempts.Latest()
+				if ok != (r.RID == "r-001") || (ok && (last.Status != 503 || r.Attempts.Total != 2 || len(r.Attempts.Last) != 2 || r.Attempts.Last[0].Excerpt != "busy")) {
+					t.Fatalf("row %s: attempts %+v", r.RID, r.Attempts)
 				}
 			}
 			if page.Next == nil {

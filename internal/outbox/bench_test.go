@@ -112,3 +112,29 @@ func BenchmarkAppendContended(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "requests/s")
 	b.ReportMetric(float64(contended.Load())/float64(b.N), "contended/op")
 }
+
+// BenchmarkAFailedCallsAttemptNote is what a failed call costs its fire
+// beyond the call: its row's full attempt row, as read, decoded, the new
+// attempt added with its excerpt, and encoded again.
+func BenchmarkAFailedCallsAttemptNote(b *testing.B) {
+	body := []byte(strings.Repeat(`{"error":"upstream unavailable"} `, 10))
+	var h outbox.Attempts
+	for i := range outbox.MaxAttempts {
+		h = h.With(outbox.Attempt{AtMs: t0 + int64(i), DurationMs: 40, Status: 503, ErrorClass: "status", Excerpt: outbox.Excerpt(body)})
+	}
+	row, err := outbox.EncodeAttempts(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		read, err := outbox.DecodeAttempts(row)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a := outbox.Attempt{AtMs: t0 + 99, DurationMs: 41, Status: 503, ErrorClass: "status", Excerpt: outbox.Excerpt(body)}
+		if _, err := outbox.EncodeAttempts(read.With(a)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // Every value codec of this package but the delivery timer state starts
-// with a version byte; version 1 is the only one.
+// with a version byte; version 1 is the only one, but for the attempt row
+// (attempt.go), which writes version 2 and still reads version 1.
 // Fixed-width integers are big-endian; variable ones are minimal uvarints.
 const codecV1 = 0x01
 
@@ -231,61 +232,4 @@ func DecodeSeen(v store.Value) (Seen, error) {
 		return Seen{}, err
 	}
 	return s, nil
-}
-
-// Attempt is a stream row's last failed delivery attempt, for operators.
-type Attempt struct {
-	// AtMs is when the attempt ended.
-	AtMs int64
-	// Status is the HTTP status the endpoint answered, 0 when none.
-	Status int
-	// ErrorClass is a short token such as "timeout", "connect" or "status".
-	ErrorClass string
-	// Count is the number of failed attempts of the row, at least 1.
-	Count uint32
-}
-
-// MaxErrorClassBytes bounds Attempt.ErrorClass.
-const MaxErrorClassBytes = 32
-
-// Validate reports an attempt no row may hold.
-func (a Attempt) Validate() error {
-	switch {
-	case a.AtMs < 0:
-		return invalidf("attempt: time must not be negative")
-	case a.Status != 0 && (a.Status < 100 || a.Status > 599):
-		return invalidf("attempt: status must be 0 or an HTTP status")
-	case !validToken(a.ErrorClass, MaxErrorClassBytes):
-		return invalidf("attempt: error class must be a token of at most %d bytes", MaxErrorClassBytes)
-	case a.Count == 0:
-		return invalidf("attempt: count must be at least 1")
-	}
-	return nil
-}
-
-// EncodeAttempt is version 1, at ms u64, status u16, count u32, error class
-// (uvarint length and bytes).
-func EncodeAttempt(a Attempt) (store.Value, error) {
-	if err := a.Validate(); err != nil {
-		return nil, err
-	}
-	v := make([]byte, 0, 1+8+2+4+1+len(a.ErrorClass))
-	v = append(v, codecV1)
-	v = binary.BigEndian.AppendUint64(v, uint64(a.AtMs))
-	v = binary.BigEndian.AppendUint16(v, uint16(a.Status))
-	v = binary.BigEndian.AppendUint32(v, a.Count)
-	return appendStr(v, a.ErrorClass), nil
-}
-
-// DecodeAttempt decodes an attempt row.
-func DecodeAttempt(v store.Value) (Attempt, error) {
-	r := newReader("attempt", v)
-	a := Attempt{AtMs: r.ms(), Status: int(r.u16()), Count: r.u32(), ErrorClass: r.str(MaxErrorClassBytes)}
-	if err := r.end(); err != nil {
-		return Attempt{}, err
-	}
-	if err := a.Validate(); err != nil {
-		return Attempt{}, corruptf("%v", err)
-	}
-	return a, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
@@ -156,18 +157,53 @@ func FuzzDecodeSeen(f *testing.F) {
 	})
 }
 
-func FuzzDecodeAttempt(f *testing.F) {
-	v, _ := outbox.EncodeAttempt(outbox.Attempt{AtMs: t0, Status: 503, ErrorClass: "status", Count: 2})
+func FuzzDecodeAttempts(f *testing.F) {
+	v, _ := outbox.EncodeAttempts(outbox.Attempts{Total: 37, Last: []outbox.Attempt{
+		{AtMs: t0, DurationMs: 5000, ErrorClass: "timeout"},
+		{AtMs: t0 + 1, DurationMs: 12, Status: 503, ErrorClass: "status", Excerpt: "busy \uFFFD é"},
+		{AtMs: t0 + 2, DurationMs: 3, Status: 200},
+	}})
 	f.Add([]byte(v))
+	f.Add(v1Attempt(t0, 503, 2, "status"))
 	f.Fuzz(func(t *testing.T, v []byte) {
-		a, err := outbox.DecodeAttempt(v)
+		h, err := outbox.DecodeAttempts(v)
 		checkCorrupt(t, err)
 		if err != nil {
 			return
 		}
-		again, err := outbox.EncodeAttempt(a)
+		if v[0] == 1 {
+			// A version 1 row reads as its one attempt and its count.
+			a := h.Last[0]
+			if len(h.Last) != 1 || !bytes.Equal(v1Attempt(a.AtMs, a.Status, h.Total, a.ErrorClass), v) {
+				t.Fatalf("version 1 attempt not canonical: % x", v)
+			}
+			return
+		}
+		again, err := outbox.EncodeAttempts(h)
 		if err != nil || !bytes.Equal(again, v) {
 			t.Fatalf("attempt not canonical: % x", v)
+		}
+	})
+}
+
+// FuzzExcerpt checks that whatever an endpoint answers, its excerpt is
+// valid UTF-8 within the bound, a prefix-faithful rendering of the body,
+// and storable.
+func FuzzExcerpt(f *testing.F) {
+	f.Add([]byte("ok"))
+	f.Add([]byte("\x00\x1b[31m\xff\xfe\u202e\xe2\x82"))
+	f.Add(bytes.Repeat([]byte("€"), 100))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		x := outbox.Excerpt(raw)
+		if !utf8.ValidString(x) || len(x) > outbox.MaxExcerptBytes {
+			t.Fatalf("excerpt %q of %q", x, raw)
+		}
+		if outbox.Excerpt([]byte(x)) != x {
+			t.Fatalf("excerpt %q is not its own excerpt", x)
+		}
+		a := outbox.Attempt{AtMs: t0, Status: 500, ErrorClass: "status", Excerpt: x}
+		if _, err := outbox.EncodeAttempts(outbox.Attempts{Total: 1, Last: []outbox.Attempt{a}}); err != nil {
+			t.Fatalf("excerpt %q not storable: %v", x, err)
 		}
 	})
 }

@@ -19,8 +19,9 @@ type PendingRow struct {
 	// Kind and OccurredUnixMs come from the record; zero when Corrupt.
 	Kind           Kind
 	OccurredUnixMs int64
-	// Attempt is the row's last failed attempt; nil when none failed yet.
-	Attempt *Attempt
+	// Attempts are the row's last attempts and their total; empty when
+	// none was recorded yet. A pending row's attempts all failed.
+	Attempts Attempts
 	// Corrupt: the record or attempt row does not decode. The delivery
 	// driver keeps and skips such a row.
 	Corrupt bool
@@ -83,8 +84,8 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 			r.Corrupt = true
 		}
 		if att.Found {
-			if at, err := DecodeAttempt(att.Value); err == nil {
-				r.Attempt = &at
+			if h, err := DecodeAttempts(att.Value); err == nil {
+				r.Attempts = h
 			} else {
 				r.Corrupt = true
 			}

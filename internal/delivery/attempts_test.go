@@ -1,0 +1,149 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+func TestTheExcerptBoundIsTheChannels(t *testing.T) {
+	if hooks.MaxExcerptBytes != outbox.MaxExcerptBytes {
+		t.Fatalf("the channel keeps %d bytes, the attempt row %d", hooks.MaxExcerptBytes, outbox.MaxExcerptBytes)
+	}
+}
+
+func TestEachFailedCallIsTimedByTheHandlersClock(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		start := e.NowMs()
+		slow := SinkFunc(func(context.Context, Parcel) error {
+			e.Clk.Advance(1234 * time.Millisecond) // the call takes 1.234 s by the handler's clock
+			return &Error{Class: "status", Status: 503, Excerpt: []byte("busy\x00\xff try later\n")}
+		})
+		e.fire(&Handler{Sink: slow, Clock: e.Clk})
+		h, ok := e.attempts("a")
+		if !ok || len(h.Last) != 1 || h.Total != 1 {
+			t.Fatalf("attempts %+v (found %v)", h, ok)
+		}
+		want := outbox.Attempt{AtMs: start + 1234, DurationMs: 1234, Status: 503, ErrorClass: "status", Excerpt: "busy\uFFFD\uFFFD try later "}
+		if h.Last[0] != want {
+			t.Fatalf("attempt\n %+v\nwant\n %+v", h.Last[0], want)
+		}
+	})
+}
+
+func TestARowKeepsItsLastTenAttemptsAndCountsThemAll(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		n := 0
+		failing := SinkFunc(func(context.Context, Parcel) error {
+			n++
+			return &Error{Class: "status", Status: 500, Excerpt: fmt.Appendf(nil, "failure %d", n)}
+		})
+		var ends []int64
+		for range outbox.MaxAttempts + 2 {
+			e.fireAtDue(&Handler{Sink: failing, Clock: e.Clk})
+			ends = append(ends, e.NowMs())
+		}
+		h, _ := e.attempts("a")
+		if h.Total != outbox.MaxAttempts+2 || len(h.Last) != outbox.MaxAttempts {
+			t.Fatalf("total %d, %d kept", h.Total, len(h.Last))
+		}
+		for i, a := range h.Last {
+			if want := fmt.Sprintf("failure %d", i+3); a.Excerpt != want || a.AtMs != ends[i+2] {
+				t.Fatalf("attempt %d: %q at %d, want %q at %d: the oldest go, the newest stay last", i, a.Excerpt, a.AtMs, want, ends[i+2])
+			}
+		}
+		if a, _ := e.attempt("a"); a.Count != outbox.MaxAttempts+2 {
+			t.Fatalf("count %d", a.Count)
+		}
+	})
+}
+
+// The completion of a fire carries, besides the timer's three operations
+// (guard, delete, put) and a 410's two (endpoint guard and disable), its
+// acknowledgements (outbox.AckOps: 4 per row and 2) and one Put per failed
+// call, whatever the attempt row holds. A page has at most MaxRowsCeiling
+// rows, each delivered or failed at most once, and at most MaxMaxInFlight
+// calls fail (the first failure launches nothing more; the open calls
+// finish). So with f failed calls the completion is at most
+// AckOps(MaxRowsCeiling-f) + f + 5 = 99 - 3f operations, and the release
+// that carries the notes when a guard fails 3 + f.
+func TestAFiresAttemptRowsFitItsBatch(t *testing.T) {
+	for f := 0; f <= outbox.MaxMaxInFlight; f++ {
+		completion := outbox.AckOps(MaxRowsCeiling-f) + f + 3 + 2
+		if completion > store.MaxBatchOps || 3+f > store.MaxBatchOps {
+			t.Fatalf("%d failed calls: a completion of %d operations", f, completion)
+		}
+	}
+}
+
+func TestAFullPageOfFailingRowsWithFullAttemptRowsIsRecorded(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: outbox.MaxMaxInFlight})
+		worst := outbox.Attempt{AtMs: t0, DurationMs: 5000, Status: 599,
+			ErrorClass: strings.Repeat("x", outbox.MaxErrorClassBytes), Excerpt: strings.Repeat("y", outbox.MaxExcerptBytes)}
+		full := outbox.Attempts{Total: 99}
+		for range outbox.MaxAttempts {
+			full.Last = append(full.Last, worst)
+		}
+		v, err := outbox.EncodeAttempts(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rids []string
+		for i := range MaxRowsCeiling {
+			rids = append(rids, fmt.Sprintf("r-%02d", i))
+		}
+		e.seed(rids...)
+		for _, rid := range rids {
+			key, _ := outbox.AttemptKey(ep, rid)
+			e.put(key, v)
+		}
+		// Every call waits until all of the window is open, then fails:
+		// MaxMaxInFlight failed calls in one fire.
+		all := make(chan struct{})
+		arrived := make(chan struct{}, outbox.MaxMaxInFlight)
+		go func() {
+			for range outbox.MaxMaxInFlight {
+				<-arrived
+			}
+			close(all)
+		}()
+		failing := SinkFunc(func(ctx context.Context, _ Parcel) error {
+			arrived <- struct{}{}
+			select {
+			case <-all:
+			case <-ctx.Done():
+			}
+			return &Error{Class: "status", Status: 503, Excerpt: []byte(strings.Repeat("z", 1<<10))}
+		})
+		e.fire(&Handler{Sink: failing, Clock: e.Clk, MaxRows: MaxRowsCeiling})
+		recorded := 0
+		for _, rid := range rids {
+			h, _ := e.attempts(rid)
+			switch h.Total {
+			case 100:
+				recorded++
+				if last, _ := h.Latest(); len(h.Last) != outbox.MaxAttempts || last.Excerpt != strings.Repeat("z", outbox.MaxExcerptBytes) {
+					t.Fatalf("%s: %d kept, last %+v", rid, len(h.Last), last)
+				}
+			case 99:
+			default:
+				t.Fatalf("%s: total %d", rid, h.Total)
+			}
+		}
+		if recorded != outbox.MaxMaxInFlight {
+			t.Fatalf("%d rows recorded a failure, want %d", recorded, outbox.MaxMaxInFlight)
+		}
+	})
+}
