@@ -198,7 +198,27 @@ type OutboxRow struct {
 	OccurredUnixMs int64  `json:"occurred_unix_ms,omitempty"`
 	// LastAttempt is the last failed attempt; nil when none failed yet.
 	LastAttempt *Attempt `json:"last_attempt"`
-	Corrupt     bool     `json:"corrupt,omitempty"`
+	// Attempts are the row's last attempts, at most 10, oldest first.
+	Attempts []AttemptRecord `json:"attempts"`
+	// AttemptCount is every attempt so far, those no longer in Attempts
+	// included.
+	AttemptCount uint32 `json:"attempt_count"`
+	Corrupt      bool   `json:"corrupt,omitempty"`
+}
+
+// AttemptRecord is one recorded delivery attempt of a row.
+type AttemptRecord struct {
+	At         time.Time `json:"at"`
+	DurationMs uint32    `json:"duration_ms"`
+	// Status is the endpoint's HTTP status; 0 when it did not answer.
+	Status int `json:"status,omitempty"`
+	// Error is why the attempt failed (status, timeout, connect, ...);
+	// empty for an attempt that delivered.
+	Error string `json:"error,omitempty"`
+	// ResponseExcerpt is the start of a refusal's body, made printable by
+	// relay: at most 256 bytes. It is the endpoint's text: show it as
+	// text, never as markup.
+	ResponseExcerpt string `json:"response_excerpt,omitempty"`
 }
 
 // Attempt is a row's last failed delivery attempt.
