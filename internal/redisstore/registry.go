@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -94,9 +95,16 @@ func (s *Store) BackfillRegistry(ctx context.Context) (int, error) {
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		// Masters are walked one at a time: registered is not shared.
-		var masters []*redis.Client
+		// ForEachMaster calls on every master at once, so the masters are
+		// collected under a lock and then walked one at a time: registered
+		// is not shared.
+		var (
+			mu      sync.Mutex
+			masters []*redis.Client
+		)
 		if err := c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
 			masters = append(masters, m)
 			return nil
 		}); err != nil {
