@@ -96,6 +96,7 @@ type benchConfig struct {
 	window      int
 	phases      []string
 	cpuprofile  string
+	targetPID   int
 }
 
 func parseBench(args []string) (benchConfig, error) {
@@ -116,6 +117,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.latencyN, "latency-n", 5000, "outcomes of the latency phase")
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
 	phases := fs.String("phases", strings.Join(benchPhases, ","), "phases to run, comma-separated")
+	fs.IntVar(&c.targetPID, "target-pid", 0, "process id of the -target relay, when it runs on this machine, to report its CPU per outcome")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (relay included when in-process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -146,6 +148,10 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, fmt.Errorf("-max-in-flight must be %d to %d", outbox.MinMaxInFlight, outbox.MaxMaxInFlight)
 	case c.scheme != string(outbox.SchemeStandardWebhooks) && c.scheme != string(outbox.SchemeMkitHookV2):
 		return c, fmt.Errorf("-scheme must be %s or %s", outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2)
+	case c.targetPID != 0 && c.target == "":
+		return c, errors.New("-target-pid goes with -target; in-process, relay shares this process with the load")
+	case c.targetPID < 0:
+		return c, errors.New("-target-pid must be a process id")
 	case c.window < c.batch:
 		return c, errors.New("-window must hold at least one batch")
 	}
@@ -255,7 +261,14 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 		res.Redis, res.Prefix, res.DeliveryConcurrency = r.kind, r.prefix, r.deliveryConcurrency
 	} else {
 		b.base, b.token = c.target, c.token
-		res.Target, res.Redis = c.target, "unknown"
+		res.Target, res.Redis, res.TargetPID = c.target, "unknown", c.targetPID
+		if c.targetPID > 0 {
+			// A wrong pid is better refused now than shown as "-" after
+			// the run.
+			if _, perr := processCPU(c.targetPID); perr != nil {
+				return res, fmt.Errorf("-target-pid: %w", perr)
+			}
+		}
 		if c.redis != "" {
 			client, closeRedis, cerr := app.Connect(c.redis, log)
 			if cerr != nil {
