@@ -142,7 +142,9 @@ func parseInfoCPU(info string) (time.Duration, error) {
 		if err != nil || !(s >= 0 && s < 365*24*3600) {
 			return 0, fmt.Errorf("INFO cpu: unreadable %s", name)
 		}
-		total += time.Duration(s * float64(time.Second))
+		// Redis prints microseconds; rounding to them keeps a float's
+		// last bit out of the sum.
+		total += time.Duration(math.Round(s*1e6)) * time.Microsecond
 	}
 	if len(seen) != 2 {
 		return 0, errors.New("INFO cpu: no used_cpu_user and used_cpu_sys")
