@@ -28,6 +28,23 @@
 // Redis commands per outcome are the growth of INFO commandstats (scripts'
 // own calls included) over the phase, divided by the outcomes accepted: they
 // count every client of that Redis, so run on a quiet one.
+//
+// CPU per outcome is CPU time, user+sys, over the phase divided by the
+// outcomes accepted (single, batch) or delivered (e2e, latency), in three
+// columns:
+//
+//	relay          the -target-pid process (/proc/<pid>/stat, 10 ms
+//	               steps): relay alone. In-process it is "-": relay
+//	               shares this process with the load generator and the
+//	               receiver, and Go cannot tell one goroutine's CPU from
+//	               another's; -cpuprofile's side labels split it.
+//	bench process  this process (getrusage): relay, load generator and
+//	               receiver together in-process; with -target, the load
+//	               generator and receiver alone.
+//	redis          used_cpu_user+used_cpu_sys of INFO cpu, the server
+//	               process without its RDB/AOF forks, summed over a
+//	               Cluster's masters like the commands; every client's, as
+//	               they are. "-" for the embedded miniredis.
 package bench
 
 import (
