@@ -114,6 +114,7 @@ type benchConfig struct {
 	phases      []string
 	cpuprofile  string
 	targetPID   int
+	runs        int
 }
 
 func parseBench(args []string) (benchConfig, error) {
@@ -135,6 +136,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
 	phases := fs.String("phases", strings.Join(benchPhases, ","), "phases to run, comma-separated")
 	fs.IntVar(&c.targetPID, "target-pid", 0, "process id of the -target relay, when it runs on this machine, to report its CPU per outcome")
+	fs.IntVar(&c.runs, "runs", 1, "times to run the whole bench; more than 1 prints each run's table, then one of the medians")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (relay included when in-process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -155,8 +157,8 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, errors.New("-token goes with -target; in-process runs mint their own")
 	case c.target != "" && c.token == "":
 		return c, errors.New("-target needs -token, an admin-scope token of that relay")
-	case c.n < 1 || c.latencyN < 1 || c.rate < 1 || c.concurrency < 1 || c.streams < 1:
-		return c, errors.New("-n, -latency-n, -rate, -concurrency and -streams must be at least 1")
+	case c.n < 1 || c.latencyN < 1 || c.rate < 1 || c.concurrency < 1 || c.streams < 1 || c.runs < 1:
+		return c, errors.New("-n, -latency-n, -rate, -concurrency, -streams and -runs must be at least 1")
 	case c.batch < 1 || c.batch > outbox.MaxAppendOutcomes:
 		return c, fmt.Errorf("-batch must be 1 to %d", outbox.MaxAppendOutcomes)
 	case c.payload < 0 || c.payload > outbox.MaxDetailBytes:
@@ -200,18 +202,32 @@ func Main(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var res benchResult
-	labeled(ctx, "load", func(ctx context.Context) { res, err = runBench(ctx, c, log) })
-	if len(res.Phases) > 0 || err == nil {
-		if perr := printBench(stdout, res); perr != nil {
-			return errors.Join(err, perr)
+	var runs []benchResult
+	failures := 0
+	for range c.runs {
+		var res benchResult
+		labeled(ctx, "load", func(ctx context.Context) { res, err = runBench(ctx, c, log) })
+		if len(res.Phases) > 0 || err == nil {
+			if perr := printBench(stdout, res); perr != nil {
+				return errors.Join(err, perr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		failures += res.failures()
+		runs = append(runs, res)
+	}
+	if len(runs) > 1 {
+		if _, err := fmt.Fprintln(stdout); err != nil {
+			return err
+		}
+		if err := printBench(stdout, medianResult(runs)); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
-	}
-	if n := res.failures(); n > 0 {
-		return fmt.Errorf("bench: %d outcomes failed or were not delivered", n)
+	if failures > 0 {
+		return fmt.Errorf("bench: %d outcomes failed or were not delivered", failures)
 	}
 	return nil
 }

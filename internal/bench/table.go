@@ -29,6 +29,8 @@ type benchResult struct {
 	LatencyN            int
 	GOMAXPROCS          int
 	DeliveryConcurrency int // 0 when unknown (-target)
+	// Runs is how many runs this is the median of; 0 or 1 for one run.
+	Runs int
 	// TargetPID is -target-pid, whose CPU is relay's; 0 when none.
 	TargetPID int
 	// BadWebhooks counts requests the receiver could find no reservation
@@ -103,6 +105,9 @@ func printBench(w io.Writer, r benchResult) error {
 	if r.DeliveryConcurrency > 0 {
 		fmt.Fprintf(&b, " delivery_concurrency=%d", r.DeliveryConcurrency)
 	}
+	if r.Runs > 1 {
+		fmt.Fprintf(&b, "; median of %d runs, each column alone", r.Runs)
+	}
 	b.WriteString("; the receiver does not verify signatures\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, strings.Join(benchColumns, "\t")+"\t\n")
@@ -132,7 +137,7 @@ func printBench(w io.Writer, r benchResult) error {
 		b.WriteString(cpuLegend(r))
 	}
 	for _, p := range r.Phases {
-		if p.Errors > 0 {
+		if p.Errors > 0 && r.Runs <= 1 {
 			kinds := make([]string, 0, len(p.ErrorKinds))
 			for k := range p.ErrorKinds {
 				kinds = append(kinds, k)
@@ -149,7 +154,7 @@ func printBench(w io.Writer, r benchResult) error {
 			}
 			fmt.Fprintf(&b, "errors in %s: %s\n", p.Name, strings.Join(parts, "; "))
 		}
-		if p.Stalled != "" {
+		if p.Stalled != "" && r.Runs <= 1 {
 			fmt.Fprintf(&b, "%s: %d accepted outcomes not delivered: %s\n", p.Name, p.Outcomes-p.Errors-p.Delivered, p.Stalled)
 		}
 	}
