@@ -28,6 +28,23 @@
 // Redis commands per outcome are the growth of INFO commandstats (scripts'
 // own calls included) over the phase, divided by the outcomes accepted: they
 // count every client of that Redis, so run on a quiet one.
+//
+// CPU per outcome is CPU time, user+sys, over the phase divided by the
+// outcomes accepted (single, batch) or delivered (e2e, latency), in three
+// columns:
+//
+//	relay          the -target-pid process (/proc/<pid>/stat, 10 ms
+//	               steps): relay alone. In-process it is "-": relay
+//	               shares this process with the load generator and the
+//	               receiver, and Go cannot tell one goroutine's CPU from
+//	               another's; -cpuprofile's side labels split it.
+//	bench process  this process (getrusage): relay, load generator and
+//	               receiver together in-process; with -target, the load
+//	               generator and receiver alone.
+//	redis          used_cpu_user+used_cpu_sys of INFO cpu, the server
+//	               process without its RDB/AOF forks, summed over a
+//	               Cluster's masters like the commands; every client's, as
+//	               they are. "-" for the embedded miniredis.
 package bench
 
 import (
@@ -96,6 +113,8 @@ type benchConfig struct {
 	window      int
 	phases      []string
 	cpuprofile  string
+	targetPID   int
+	runs        int
 }
 
 func parseBench(args []string) (benchConfig, error) {
@@ -116,6 +135,8 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.latencyN, "latency-n", 5000, "outcomes of the latency phase")
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
 	phases := fs.String("phases", strings.Join(benchPhases, ","), "phases to run, comma-separated")
+	fs.IntVar(&c.targetPID, "target-pid", 0, "process id of the -target relay, when it runs on this machine, to report its CPU per outcome")
+	fs.IntVar(&c.runs, "runs", 1, "times to run the whole bench; more than 1 prints each run's table, then one of the medians")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (relay included when in-process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -136,8 +157,8 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, errors.New("-token goes with -target; in-process runs mint their own")
 	case c.target != "" && c.token == "":
 		return c, errors.New("-target needs -token, an admin-scope token of that relay")
-	case c.n < 1 || c.latencyN < 1 || c.rate < 1 || c.concurrency < 1 || c.streams < 1:
-		return c, errors.New("-n, -latency-n, -rate, -concurrency and -streams must be at least 1")
+	case c.n < 1 || c.latencyN < 1 || c.rate < 1 || c.concurrency < 1 || c.streams < 1 || c.runs < 1:
+		return c, errors.New("-n, -latency-n, -rate, -concurrency, -streams and -runs must be at least 1")
 	case c.batch < 1 || c.batch > outbox.MaxAppendOutcomes:
 		return c, fmt.Errorf("-batch must be 1 to %d", outbox.MaxAppendOutcomes)
 	case c.payload < 0 || c.payload > outbox.MaxDetailBytes:
@@ -146,6 +167,10 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, fmt.Errorf("-max-in-flight must be %d to %d", outbox.MinMaxInFlight, outbox.MaxMaxInFlight)
 	case c.scheme != string(outbox.SchemeStandardWebhooks) && c.scheme != string(outbox.SchemeMkitHookV2):
 		return c, fmt.Errorf("-scheme must be %s or %s", outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2)
+	case c.targetPID != 0 && c.target == "":
+		return c, errors.New("-target-pid goes with -target; in-process, relay shares this process with the load")
+	case c.targetPID < 0:
+		return c, errors.New("-target-pid must be a process id")
 	case c.window < c.batch:
 		return c, errors.New("-window must hold at least one batch")
 	}
@@ -177,18 +202,32 @@ func Main(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var res benchResult
-	labeled(ctx, "load", func(ctx context.Context) { res, err = runBench(ctx, c, log) })
-	if len(res.Phases) > 0 || err == nil {
-		if perr := printBench(stdout, res); perr != nil {
-			return errors.Join(err, perr)
+	var runs []benchResult
+	failures := 0
+	for range c.runs {
+		var res benchResult
+		labeled(ctx, "load", func(ctx context.Context) { res, err = runBench(ctx, c, log) })
+		if len(res.Phases) > 0 || err == nil {
+			if perr := printBench(stdout, res); perr != nil {
+				return errors.Join(err, perr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		failures += res.failures()
+		runs = append(runs, res)
+	}
+	if len(runs) > 1 {
+		if _, err := fmt.Fprintln(stdout); err != nil {
+			return err
+		}
+		if err := printBench(stdout, medianResult(runs)); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
-	}
-	if n := res.failures(); n > 0 {
-		return fmt.Errorf("bench: %d outcomes failed or were not delivered", n)
+	if failures > 0 {
+		return fmt.Errorf("bench: %d outcomes failed or were not delivered", failures)
 	}
 	return nil
 }
@@ -255,7 +294,14 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 		res.Redis, res.Prefix, res.DeliveryConcurrency = r.kind, r.prefix, r.deliveryConcurrency
 	} else {
 		b.base, b.token = c.target, c.token
-		res.Target, res.Redis = c.target, "unknown"
+		res.Target, res.Redis, res.TargetPID = c.target, "unknown", c.targetPID
+		if c.targetPID > 0 {
+			// A wrong pid is better refused now than shown as "-" after
+			// the run.
+			if _, perr := processCPU(c.targetPID); perr != nil {
+				return res, fmt.Errorf("-target-pid: %w", perr)
+			}
+		}
 		if c.redis != "" {
 			client, closeRedis, cerr := app.Connect(c.redis, log)
 			if cerr != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
@@ -47,6 +49,9 @@ func benchTable(t *testing.T, out string) map[string]map[string]string {
 func number(t *testing.T, row map[string]string, column string) float64 {
 	t.Helper()
 	v, err := strconv.ParseFloat(strings.TrimSuffix(row[column], "ms"), 64)
+	if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+		err = errors.New("not finite")
+	}
 	if err != nil {
 		t.Fatalf("%s of %s is %q, not a number", column, row["phase"], row[column])
 	}
@@ -109,6 +114,20 @@ func TestBenchRunsEveryPhaseInProcessOnTheEmbeddedStore(t *testing.T) {
 		if rows[phase]["redis cmds/outcome"] != "-" {
 			t.Errorf("%s: miniredis commands should be unknown, got %s", phase, rows[phase]["redis cmds/outcome"])
 		}
+		// In-process relay's CPU cannot be told from the load's, so it
+		// is never shown as relay's; the process's is.
+		if rows[phase]["relay cpu µs"] != "-" {
+			t.Errorf("%s: relay cpu %s in-process, where it holds the load generator's", phase, rows[phase]["relay cpu µs"])
+		}
+		if number(t, rows[phase], "bench process cpu µs") <= 0 {
+			t.Errorf("%s: bench process cpu %s, want a positive number", phase, rows[phase]["bench process cpu µs"])
+		}
+		if rows[phase]["redis cpu µs"] != "-" {
+			t.Errorf("%s: miniredis CPU should be unknown, got %s", phase, rows[phase]["redis cpu µs"])
+		}
+	}
+	if !strings.Contains(out.String(), "bench process: relay, load generator and receiver together\n") {
+		t.Errorf("the legend should say the process CPU holds relay and the load together:\n%s", out.String())
 	}
 }
 
@@ -131,6 +150,9 @@ func TestBenchCountsRedisCommandsAndLeavesNoKeyBehind(t *testing.T) {
 	for _, phase := range benchPhases {
 		if rows[phase]["redis cmds/outcome"] == "-" || number(t, rows[phase], "redis cmds/outcome") <= 0 {
 			t.Errorf("%s: Redis commands per outcome %q, want a positive number", phase, rows[phase]["redis cmds/outcome"])
+		}
+		if number(t, rows[phase], "redis cpu µs") <= 0 {
+			t.Errorf("%s: Redis CPU per outcome %q, want a positive number", phase, rows[phase]["redis cpu µs"])
 		}
 	}
 	if !strings.HasPrefix(res.Prefix, "relaybench:") {
@@ -157,13 +179,14 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 		Target: "in-process", Redis: "redis", Streams: 8, Concurrency: 64, N: 20000, Batch: 100, Payload: 256,
 		Scheme: "standard-webhooks", MaxInFlight: 16, Window: 5000, Rate: 1000, LatencyN: 5000, GOMAXPROCS: 2,
 		Phases: []phaseResult{
-			{Name: phaseSingle, Outcomes: 20000, Elapsed: 2 * time.Second, Rate: 10000, Commands: 3.14, Delivered: -1, BacklogPeak: -1},
+			{Name: phaseSingle, Outcomes: 20000, Elapsed: 2 * time.Second, Rate: 10000, Commands: 3.14, Delivered: -1, BacklogPeak: -1,
+				SelfCPU: 183.26, RelayCPU: -1, RedisCPU: 48.04},
 			{Name: phaseBatch, Outcomes: 20000, Errors: 300, ErrorKinds: map[string]int{"HTTP 503 contended": 200, "transport: connection reset": 100},
-				Elapsed: time.Second, Rate: 19700, Commands: -1, Delivered: -1, BacklogPeak: -1},
+				Elapsed: time.Second, Rate: 19700, Commands: -1, Delivered: -1, BacklogPeak: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1},
 			{Name: phaseE2E, Outcomes: 20000, Delivered: 19990, Duplicates: 16, Elapsed: 4 * time.Second, Rate: 4997.5, Commands: 2.5, BacklogPeak: 4800,
-				Stalled: "nothing accepted or delivered for 30s"},
+				SelfCPU: 0, RelayCPU: -1, RedisCPU: 1234.56, Stalled: "nothing accepted or delivered for 30s"},
 			{Name: phaseLatency, Outcomes: 5000, Delivered: 5000, Elapsed: 5 * time.Second, Rate: 1000, Commands: 40, BacklogPeak: -1,
-				HasLatency: true, P50: 1500 * time.Microsecond, P99: 12 * time.Millisecond, Max: 30 * time.Millisecond, SendLag: time.Millisecond},
+				SelfCPU: 900, RelayCPU: -1, RedisCPU: -1, HasLatency: true, P50: 1500 * time.Microsecond, P99: 12 * time.Millisecond, Max: 30 * time.Millisecond, SendLag: time.Millisecond},
 		},
 	}
 	var out bytes.Buffer
@@ -177,11 +200,24 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 	}
 	table := lines[1:6]
 	for _, l := range table {
-		if len(l) != len(table[0]) {
+		// Terminals and tabwriter count runes; "µs" is two bytes.
+		if utf8.RuneCountInString(l) != utf8.RuneCountInString(table[0]) {
 			t.Fatalf("table rows differ in width:\n%s", out.String())
 		}
 	}
 	rows := benchTable(t, out.String())
+	if got := rows[phaseSingle]; got["bench process cpu µs"] != "183.3" || got["relay cpu µs"] != "-" || got["redis cpu µs"] != "48.0" {
+		t.Errorf("single row's CPU: %v", got)
+	}
+	if got := rows[phaseBatch]; got["bench process cpu µs"] != "-" || got["relay cpu µs"] != "-" || got["redis cpu µs"] != "-" {
+		t.Errorf("batch row's unknown CPU: %v", got)
+	}
+	if got := rows[phaseE2E]; got["bench process cpu µs"] != "0.0" || got["redis cpu µs"] != "1234.6" {
+		t.Errorf("e2e row's CPU: %v", got)
+	}
+	if got := rows[phaseLatency]; got["bench process cpu µs"] != "900.0" || got["redis cpu µs"] != "-" {
+		t.Errorf("latency row's CPU: %v", got)
+	}
 	if got := rows[phaseSingle]; got["redis cmds/outcome"] != "3.1" || got["delivered"] != "-" || got["duplicates"] != "-" || got["p50"] != "-" || got["rate/s"] != "10000" {
 		t.Errorf("single row: %v", got)
 	}

@@ -132,7 +132,7 @@ func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs 
 func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
 	var errs errorCounts
 	var next, accepted atomic.Int64
-	before := b.commands(ctx)
+	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range b.conns {
@@ -155,6 +155,7 @@ func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) 
 	p := b.result(name, reqs, &errs, elapsed)
 	p.Rate = float64(accepted.Load()) / elapsed.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), int(accepted.Load()))
+	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), int(accepted.Load()))
 	return p, nil
 }
 
@@ -171,7 +172,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 
 	var errs errorCounts
 	var next, sent atomic.Int64
-	before := b.commands(ctx)
+	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range b.conns {
@@ -206,6 +207,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 	p.Delivered, p.BacklogPeak = got.delivered, got.peak
 	p.Rate = float64(got.delivered) / elapsed.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
+	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), got.delivered)
 	if stalled != nil {
 		p.Stalled = stalled.Error()
 	}
@@ -233,7 +235,7 @@ func (b *bencher) latency(ctx context.Context, name string, reqs []benchRequest)
 	defer ticker.Stop()
 	var wg sync.WaitGroup
 	var lag time.Duration
-	before := b.commands(ctx)
+	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
 	start := time.Now()
 	next := 0
 send:
@@ -290,6 +292,7 @@ send:
 	p.Delivered = got.delivered
 	p.Rate = float64(got.accepted) / sendTime.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
+	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), got.delivered)
 	p.HasLatency, p.SendLag = true, lag
 	if len(lat) > 0 {
 		p.P50, p.P99, p.Max = percentile(lat, 0.50), percentile(lat, 0.99), lat[len(lat)-1]
@@ -310,7 +313,7 @@ func (b *bencher) result(name string, reqs []benchRequest, errs *errorCounts, el
 	defer errs.mu.Unlock()
 	return phaseResult{
 		Name: name, Outcomes: n, Errors: errs.n, ErrorKinds: maps.Clone(errs.kinds),
-		Delivered: -1, BacklogPeak: -1, Commands: -1, Elapsed: elapsed,
+		Delivered: -1, BacklogPeak: -1, Commands: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1, Elapsed: elapsed,
 	}
 }
 
@@ -363,10 +366,15 @@ func redisCommands(ctx context.Context, client redis.UniversalClient) (int64, er
 		}
 		return total, nil
 	}
+	return sumMasters(ctx, client, read)
+}
+
+// sumMasters sums read over a Cluster's masters, or reads a lone Redis.
+func sumMasters[T int64 | time.Duration](ctx context.Context, client redis.UniversalClient, read func(context.Context, *redis.Client) (T, error)) (T, error) {
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		var mu sync.Mutex
-		var total int64
+		var total T
 		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			v, err := read(ctx, n)
 			mu.Lock()
@@ -378,7 +386,7 @@ func redisCommands(ctx context.Context, client redis.UniversalClient) (int64, er
 	case *redis.Client:
 		return read(ctx, c)
 	}
-	return 0, fmt.Errorf("cannot count the commands of a %T", client)
+	return 0, fmt.Errorf("cannot read INFO of a %T", client)
 }
 
 func redisKind(c redis.UniversalClient) string {

@@ -29,6 +29,10 @@ type benchResult struct {
 	LatencyN            int
 	GOMAXPROCS          int
 	DeliveryConcurrency int // 0 when unknown (-target)
+	// Runs is how many runs this is the median of; 0 or 1 for one run.
+	Runs int
+	// TargetPID is -target-pid, whose CPU is relay's; 0 when none.
+	TargetPID int
 	// BadWebhooks counts requests the receiver could find no reservation
 	// id in.
 	BadWebhooks int64
@@ -53,6 +57,13 @@ type phaseResult struct {
 	// Commands is Redis commands per accepted outcome; negative when
 	// unknown.
 	Commands float64
+	// SelfCPU, RelayCPU and RedisCPU are microseconds of CPU (user+sys)
+	// per outcome accepted (single, batch) or delivered (e2e, latency) of
+	// this process, of the -target-pid relay and of Redis; negative when
+	// unknown. See cpuTimes.
+	SelfCPU  float64
+	RelayCPU float64
+	RedisCPU float64
 	// BacklogPeak is the most outcomes accepted and not yet delivered;
 	// -1 when not tracked.
 	BacklogPeak int
@@ -80,7 +91,7 @@ func (r benchResult) failures() int {
 
 // benchColumns head the table; no cell below them holds a space.
 var benchColumns = []string{"phase", "outcomes", "errors", "delivered", "duplicates", "seconds", "rate/s",
-	"redis cmds/outcome", "backlog peak", "p50", "p99", "max", "send lag"}
+	"redis cmds/outcome", "relay cpu µs", "bench process cpu µs", "redis cpu µs", "backlog peak", "p50", "p99", "max", "send lag"}
 
 // printBench writes the settings line, the table, and one line per phase
 // that had errors.
@@ -88,8 +99,14 @@ func printBench(w io.Writer, r benchResult) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "relay bench: %s redis=%s streams=%d concurrency=%d n=%d batch=%d payload=%dB scheme=%s max_in_flight=%d window=%d rate=%d/s latency_n=%d GOMAXPROCS=%d",
 		r.Target, r.Redis, r.Streams, r.Concurrency, r.N, r.Batch, r.Payload, r.Scheme, r.MaxInFlight, r.Window, r.Rate, r.LatencyN, r.GOMAXPROCS)
+	if r.TargetPID > 0 {
+		fmt.Fprintf(&b, " target_pid=%d", r.TargetPID)
+	}
 	if r.DeliveryConcurrency > 0 {
 		fmt.Fprintf(&b, " delivery_concurrency=%d", r.DeliveryConcurrency)
+	}
+	if r.Runs > 1 {
+		fmt.Fprintf(&b, "; median of %d runs, each column alone", r.Runs)
 	}
 	b.WriteString("; the receiver does not verify signatures\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -109,14 +126,18 @@ func printBench(w io.Writer, r benchResult) error {
 		if p.HasLatency {
 			p50, p99, maxLat, lag = millis(p.P50), millis(p.P99), millis(p.Max), millis(p.SendLag)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			p.Name, p.Outcomes, p.Errors, delivered, dups, p.Elapsed.Seconds(), p.Rate, cmds, peak, p50, p99, maxLat, lag)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			p.Name, p.Outcomes, p.Errors, delivered, dups, p.Elapsed.Seconds(), p.Rate, cmds,
+			micros(p.RelayCPU), micros(p.SelfCPU), micros(p.RedisCPU), peak, p50, p99, maxLat, lag)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.Phases) > 0 {
+		b.WriteString(cpuLegend(r))
+	}
 	for _, p := range r.Phases {
-		if p.Errors > 0 {
+		if p.Errors > 0 && r.Runs <= 1 {
 			kinds := make([]string, 0, len(p.ErrorKinds))
 			for k := range p.ErrorKinds {
 				kinds = append(kinds, k)
@@ -133,7 +154,7 @@ func printBench(w io.Writer, r benchResult) error {
 			}
 			fmt.Fprintf(&b, "errors in %s: %s\n", p.Name, strings.Join(parts, "; "))
 		}
-		if p.Stalled != "" {
+		if p.Stalled != "" && r.Runs <= 1 {
 			fmt.Fprintf(&b, "%s: %d accepted outcomes not delivered: %s\n", p.Name, p.Outcomes-p.Errors-p.Delivered, p.Stalled)
 		}
 	}
@@ -142,6 +163,41 @@ func printBench(w io.Writer, r benchResult) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// cpuLegend says what the CPU columns count, which depends on where relay
+// ran: a figure that holds the load generator is never called relay's.
+func cpuLegend(r benchResult) string {
+	var b strings.Builder
+	b.WriteString("cpu µs: CPU time (user+sys) over the phase per outcome accepted (single, batch) or delivered (e2e, latency)\n")
+	switch {
+	case r.Target == "in-process":
+		b.WriteString("  relay: - in-process, where relay shares the bench process; -cpuprofile labels its share (side=relay)\n")
+		b.WriteString("  bench process: relay, load generator and receiver together\n")
+	case r.TargetPID > 0:
+		fmt.Fprintf(&b, "  relay: process %d alone\n", r.TargetPID)
+		b.WriteString("  bench process: load generator and receiver\n")
+	default:
+		b.WriteString("  relay: - without -target-pid\n")
+		b.WriteString("  bench process: load generator and receiver\n")
+	}
+	switch r.Redis {
+	case "embedded":
+		b.WriteString("  redis: - for the embedded miniredis\n")
+	case "unknown":
+		b.WriteString("  redis: - without -redis\n")
+	default:
+		b.WriteString("  redis: used_cpu_user+used_cpu_sys of INFO cpu (forks excluded) summed over masters, every client's\n")
+	}
+	return b.String()
+}
+
+// micros is a CPU figure, or "-" when unknown.
+func micros(us float64) string {
+	if us < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", us)
 }
 
 func millis(d time.Duration) string {
