@@ -421,13 +421,19 @@ func TestEndpointSchemas(t *testing.T) {
 	view := `{"id": "billing", "url": "https://billing.acme.example/hooks/relay", "scheme": "standard-webhooks",
 		"kinds": ["committed", "aborted"], "enabled": true, "max_in_flight": 1,
 		"created_at": "2025-11-30T00:00:00.000Z", "updated_at": "2025-11-30T00:00:00.000Z",
-		"backlog": {"rows": 0, "bytes": 0}, "next_attempt_at": null}`
+		"backlog": {"rows": 0, "bytes": 0}, "next_attempt_at": null, "oldest_pending_at": null,
+		"counters": {"delivered": 0, "failed_attempts": 0, "dropped": 0}}`
 	runCases(t, doc, "Endpoint", []schemaCase{
 		{"view", view, true},
 		{"disabled", strings.Replace(view, `"enabled": true`, `"enabled": false, "disabled_reason": "gone"`, 1), true},
 		{"scheduled", strings.Replace(view, `null`, `"2025-11-30T00:00:01.250Z"`, 1), true},
 		{"no backlog", without(t, view, "backlog"), false},
 		{"next_attempt_at missing", without(t, view, "next_attempt_at"), false},
+		{"counted", strings.Replace(view, `"delivered": 0, "failed_attempts": 0, "dropped": 0`, `"delivered": 7, "failed_attempts": 3, "dropped": 2`, 1), true},
+		{"oldest pending", strings.Replace(view, `"oldest_pending_at": null`, `"oldest_pending_at": "2025-11-30T00:00:00.500Z"`, 1), true},
+		{"no counters", without(t, view, "counters"), false},
+		{"oldest_pending_at missing", without(t, view, "oldest_pending_at"), false},
+		{"negative count", strings.Replace(view, `"dropped": 0`, `"dropped": -1`, 1), false},
 	})
 	runCases(t, doc, "EndpointSaved", []schemaCase{
 		{"generated secret", strings.TrimSuffix(view, "}") + `, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},

@@ -142,6 +142,21 @@ type Endpoint struct {
 	// NextAttemptAt is when the stream is next delivered; nil when nothing
 	// is scheduled.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// OldestPendingAt is when the oldest pending row was accepted; nil when
+	// none is pending. A row older than the idempotency window shows as
+	// accepted a window ago.
+	OldestPendingAt *time.Time `json:"oldest_pending_at"`
+	// Counters say what became of the endpoint's outcomes since it was
+	// created: each accepted one is delivered, pending or dropped.
+	Counters EndpointCounters `json:"counters"`
+}
+
+// EndpointCounters count an endpoint's outcomes delivered, its failed calls
+// and its outcomes dropped by a forced delete.
+type EndpointCounters struct {
+	Delivered      uint64 `json:"delivered"`
+	FailedAttempts uint64 `json:"failed_attempts"`
+	Dropped        uint64 `json:"dropped"`
 }
 
 // SavedEndpoint is the answer to PutEndpoint.

@@ -175,7 +175,8 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				switch {
 				case !ok:
 					t.Errorf("%s: unparsable row %q", ns, e.Key)
-				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence:
+				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence,
+					pk.Class == outbox.ClassCounters:
 				case pk.Class == outbox.ClassTimer && pk.TimerKind == timers.KindSeenSweep:
 				default:
 					t.Errorf("%s: row %+v left after every outcome was delivered", ns, pk)

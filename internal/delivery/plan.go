@@ -226,6 +226,15 @@ func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowM
 		key, _ := outbox.AttemptKey(s.endpoint, f.row.rid)
 		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
 	}
+	if len(fs) > 0 {
+		// Every failed call counts, recorded on its row or not.
+		w, err := outbox.FailedAttemptsNote(s.endpoint, len(fs))
+		if err != nil {
+			h.log().WarnContext(ctx, "cannot count failed attempts", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
+			return notes
+		}
+		notes = append(notes, w)
+	}
 	return notes
 }
 

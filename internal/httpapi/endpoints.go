@@ -41,6 +41,15 @@ type endpointView struct {
 	Backlog        backlogView   `json:"backlog"`
 	NextAttemptAt  *string       `json:"next_attempt_at"`
 	Secret         string        `json:"secret,omitempty"`
+	// OldestPendingAt and Counters say what became of the stream's rows.
+	OldestPendingAt *string      `json:"oldest_pending_at"`
+	Counters        countersView `json:"counters"`
+}
+
+type countersView struct {
+	Delivered      uint64 `json:"delivered"`
+	FailedAttempts uint64 `json:"failed_attempts"`
+	Dropped        uint64 `json:"dropped"`
 }
 
 func viewEndpoint(s outbox.Stream) endpointView {
@@ -55,6 +64,12 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	if v.Kinds == nil {
 		v.Kinds = []outbox.Kind{}
 	}
+	if s.OldestAcceptedMs != 0 {
+		at := rfc3339(s.OldestAcceptedMs)
+		v.OldestPendingAt = &at
+	}
+	c := s.Counters
+	v.Counters = countersView{Delivered: c.Delivered, FailedAttempts: c.FailedAttempts, Dropped: c.Dropped}
 	return v
 }
 

@@ -7,18 +7,20 @@ import (
 )
 
 // MaxAcksPerBatch is the most rows one acknowledgement plan may hold. A plan
-// of n rows costs at most 4n+2 operations (AckOps); at 23 rows that is 94,
+// of n rows costs at most 4n+3 operations (AckOps); at 23 rows that is 95,
 // which leaves room in the 100-operation batch for the timer runner's
 // completion (guard, delete and put of the timer row) and, for a 410, the
 // endpoint's guard and disable, with one failed call's attempt row in place
-// of one acknowledgement's four operations.
+// of one acknowledgement's four operations; the fire's count of failed calls
+// joins the plan's one Add to the stream's counters.
 const MaxAcksPerBatch = 23
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
-// four per row (pending row guard, record, pending and attempt deletions)
-// and, for the backlog, its guard and deletion when the plan acknowledges
-// every row it counts, or one relative update when rows remain.
-func AckOps(n int) int { return 4*n + 2 }
+// four per row (pending row guard, record, pending and attempt deletions),
+// for the backlog its guard and deletion when the plan acknowledges every
+// row it counts, or one relative update when rows remain, and one Add to
+// the stream's counters.
+func AckOps(n int) int { return 4*n + 3 }
 
 // Acks plans the acknowledgement of delivered rows of one stream, against a
 // backlog read after the deliveries. A plan that leaves rows subtracts from
@@ -38,6 +40,9 @@ type Acks struct {
 	rows       []ackRow
 	bytes      uint64
 	rids       map[string]struct{}
+	// dropped counts the rows of a forced delete (drop), which the
+	// counters tell from the delivered ones.
+	dropped uint64
 }
 
 type ackRow struct {
@@ -74,7 +79,11 @@ func (a *Acks) Add(rid string, seq uint64, record store.Value) error {
 // drop is Add for a forced delete: a row whose record is missing, which
 // delivery keeps and skips, is dropped as well, counting no bytes.
 func (a *Acks) drop(rid string, seq uint64, record store.Value) error {
-	return a.add(rid, seq, record, true)
+	if err := a.add(rid, seq, record, true); err != nil {
+		return err
+	}
+	a.dropped++
+	return nil
 }
 
 func (a *Acks) add(rid string, seq uint64, record store.Value, recordless bool) error {
@@ -127,8 +136,14 @@ func (a *Acks) Remaining() Backlog {
 //     no guard on it: ingest only adds to it, and may do so meanwhile. The
 //     bytes stop at 0; the rows refuse the batch below it.
 //
+// A plan that acknowledges rows ends with one Add to the stream's counters:
+// the rows delivered, or dropped by a forced delete. It is the batch's last
+// write, so a fire's count of failed calls can join it (timers merges its
+// notes' Adds into the batch's).
+//
 // A batch resent after a lost reply finds the pending rows its first run
-// deleted and fails their guards, so the reduction applies once.
+// deleted and fails their guards, so the reduction and the counts apply
+// once.
 func (a *Acks) Plan(b *store.Batch) {
 	b.Drain = true
 	if len(a.rows) == 0 {
@@ -152,12 +167,14 @@ func (a *Acks) Plan(b *store.Batch) {
 	}
 	if rest.Rows == 0 {
 		b.Delete(a.backlogKey)
-		return
+	} else {
+		// The rows count exactly, so one below 0 is a bug and refuses the
+		// batch; the bytes are a gauge and stop at 0, so a drift in them (or
+		// plans of other rows landing first) never wedges the stream.
+		b.AddSaturating(a.backlogKey, backlogHeader, backlogBytesSaturate, -int64(len(a.rows)), -int64(a.bytes))
 	}
-	// The rows count exactly, so one below 0 is a bug and refuses the batch;
-	// the bytes are a gauge and stop at 0, so a drift in them (or plans of
-	// other rows landing first) never wedges the stream.
-	b.AddSaturating(a.backlogKey, backlogHeader, backlogBytesSaturate, -int64(len(a.rows)), -int64(a.bytes))
+	n := uint64(len(a.rows))
+	b.Writes = append(b.Writes, addCounters(a.endpoint, Counters{Delivered: n - a.dropped, Dropped: a.dropped}))
 }
 
 // backlogBytesSaturate marks the backlog's byte count, its second counter,

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/store"
@@ -51,6 +52,9 @@ type Admin struct {
 	// MaxEndpoints bounds the endpoints of a namespace; it must equal the
 	// Appender's. DefaultMaxEndpoints when zero.
 	MaxEndpoints int
+	// Window must equal the Appender's: it dates a stream's oldest row (see
+	// BacklogReader). DefaultWindow when zero.
+	Window time.Duration
 }
 
 func (a *Admin) maxEndpoints() int {
@@ -80,6 +84,12 @@ type Stream struct {
 	Backlog  Backlog
 	// Timer is the stream's delivery timer; nil when it has none.
 	Timer *StreamTimer
+	// Counters count what became of the stream's rows.
+	Counters Counters
+	// OldestAcceptedMs is when the stream's oldest pending row was
+	// accepted (see BacklogReader); 0 when none is pending. Only the
+	// endpoint views (Endpoint, Endpoints) read it.
+	OldestAcceptedMs int64
 }
 
 // StreamTimer is a stream's delivery timer as operators see it.
@@ -108,6 +118,7 @@ type streamRead struct {
 	endpoints []endpointRow // every endpoint of the namespace, in id order
 	ep        *endpointRow  // the stream's, nil when not registered
 	backlog   backlogRead
+	counters  Counters
 	timer     *timers.Row // the stream's delivery timer, nil when none
 	// seq is the namespace's sequence row: every ingest guards it, so a
 	// change that creates what ingest plans on (an endpoint, a delivery
@@ -151,9 +162,12 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 		}
 	}
 	bk := tagged(ClassBacklog, id)
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey()})
+	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey(), tagged(ClassCounters, id)})
 	if err != nil {
 		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
+	}
+	if s.counters, err = countersOf(rows[2].Value, rows[2].Found); err != nil {
+		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
 	}
 	s.backlog.rowRead = rowRead{raw: rows[0].Value, found: rows[0].Found}
 	s.seq = rowRead{raw: rows[1].Value, found: rows[1].Found}
@@ -320,12 +334,15 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		if err := s.fence(&b); err != nil {
 			return res, b, err
 		}
+		// The stream's counters start at zero, in this growing batch, so
+		// the Drain batches that add to them never create the row.
+		b.Put(tagged(ClassCounters, id), EncodeCounters(Counters{}))
 	}
 	b.Put(key, value)
 	if e.Enabled && (prior == nil || !prior.Enabled) {
 		planWake(&b, s, id, nowMs)
 	}
-	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog}
+	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog, Counters: s.counters}
 	return res, b, nil
 }
 
@@ -362,51 +379,6 @@ func NewSecret() (Secret, error) {
 		return "", fmt.Errorf("generate secret: %w", err)
 	}
 	return Secret(SecretPrefix + base64.StdEncoding.EncodeToString(key)), nil
-}
-
-// Endpoint reads one endpoint and its stream.
-func (a *Admin) Endpoint(ctx context.Context, p store.Partition, id string) (Stream, error) {
-	s, err := a.readStream(ctx, p, id)
-	if err != nil {
-		return Stream{}, err
-	}
-	if s.ep == nil {
-		return Stream{}, ErrNotFound
-	}
-	return Stream{ID: id, Endpoint: s.ep.ep, Backlog: s.backlog.backlog, Timer: viewTimer(s.timer)}, nil
-}
-
-// Endpoints reads every endpoint of the namespace and its stream, in id
-// order.
-func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]store.Key, len(eps))
-	for i, ep := range eps {
-		keys[i] = tagged(ClassBacklog, ep.id)
-	}
-	rows, err := getMany(ctx, a.Store, p, keys)
-	if err != nil {
-		return nil, err
-	}
-	all, err := timers.All(ctx, a.Store, p)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Stream, len(eps))
-	for i, ep := range eps {
-		bl, err := backlogOf(rows[i].Value, rows[i].Found)
-		if err != nil {
-			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
-		}
-		out[i] = Stream{ID: ep.id, Endpoint: ep.ep, Backlog: bl, Timer: viewTimer(streamTimer(all, ep.id))}
-	}
-	return out, nil
 }
 
 // DeleteEndpoint removes the endpoint id. While rows are pending it refuses
@@ -472,6 +444,9 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		if s.backlog.found {
 			b.Delete(tagged(ClassBacklog, id))
 		}
+		// A fire that could still add to the counters holds the timer,
+		// which this batch guards and deletes.
+		b.Delete(tagged(ClassCounters, id))
 		if t := s.timer; t != nil {
 			// A fire holding it fails its guard and writes nothing.
 			b.RequireEquals(t.Key, t.Raw)
@@ -489,8 +464,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 }
 
 // maxLeftovers is the most leftover rows the final batch of a delete takes:
-// with its six other operations it stays within store.MaxBatchOps.
-const maxLeftovers = store.MaxBatchOps - 6
+// with its seven other operations it stays within store.MaxBatchOps.
+const maxLeftovers = store.MaxBatchOps - 7
 
 // leftovers is up to maxLeftovers attempt and record rows of the stream of
 // id; more reports that there are others.

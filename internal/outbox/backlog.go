@@ -65,23 +65,40 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 		}
 		after = page.Next
 	}
+	heads, err := oldestAccepted(ctx, r.Store, p, streams, nowMs, window)
+	if err != nil {
+		return NamespaceBacklog{}, err
+	}
+	for _, accepted := range heads {
+		if accepted != 0 && (out.OldestAcceptedMs == 0 || accepted < out.OldestAcceptedMs) {
+			out.OldestAcceptedMs = accepted
+		}
+	}
+	return out, nil
+}
+
+// oldestAccepted is when the head of each of streams was accepted (see
+// BacklogReader), 0 for a stream found empty, in two round trips: the heads,
+// then their records and seen rows.
+func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partition, streams []string, nowMs int64, window time.Duration) ([]int64, error) {
+	out := make([]int64, len(streams))
 	if len(streams) == 0 {
 		return out, nil
 	}
-
 	reads := make([]store.Read, len(streams))
 	for i, id := range streams {
 		s, e, err := PendingRange(id)
 		if err != nil {
-			return NamespaceBacklog{}, err
+			return nil, err
 		}
 		reads[i] = store.Read{Start: s, End: e, Limit: 1}
 	}
-	heads, err := store.ReadMany(ctx, r.Store, p, reads)
+	heads, err := store.ReadMany(ctx, st, p, reads)
 	if err != nil {
-		return NamespaceBacklog{}, fmt.Errorf("read stream heads of %s: %w", p, err)
+		return nil, fmt.Errorf("read stream heads of %s: %w", p, err)
 	}
 	var keys []store.Key
+	var at []int
 	for i, h := range heads {
 		if len(h.Page.Entries) == 0 {
 			// The backlog row was read before an acknowledgement that
@@ -90,25 +107,24 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 		}
 		pk, ok := Parse(h.Page.Entries[0].Key)
 		if !ok || pk.Class != ClassPending || pk.Endpoint != streams[i] {
-			return NamespaceBacklog{}, fmt.Errorf("pending row of %s/%s: %w", p, streams[i], corruptf("bad pending key"))
+			return nil, fmt.Errorf("pending row of %s/%s: %w", p, streams[i], corruptf("bad pending key"))
 		}
 		keys = append(keys, streamKey(ClassRecord, pk.Endpoint, pk.RID), tagged(ClassSeen, pk.RID))
+		at = append(at, i)
 	}
-	rows, err := getMany(ctx, r.Store, p, keys)
+	rows, err := getMany(ctx, st, p, keys)
 	if err != nil {
-		return NamespaceBacklog{}, err
+		return nil, err
 	}
 	floor := nowMs - window.Milliseconds()
-	for i := 0; i+1 < len(rows); i += 2 {
+	for j, i := range at {
 		accepted := floor
-		if rec, seen := rows[i], rows[i+1]; rec.Found && seen.Found {
+		if rec, seen := rows[2*j], rows[2*j+1]; rec.Found && seen.Found {
 			if s, err := DecodeSeen(seen.Value); err == nil && s.Digest == blake3.Sum256(rec.Value) {
 				accepted = s.AcceptedMs
 			}
 		}
-		if out.OldestAcceptedMs == 0 || accepted < out.OldestAcceptedMs {
-			out.OldestAcceptedMs = accepted
-		}
+		out[i] = accepted
 	}
 	return out, nil
 }

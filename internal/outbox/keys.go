@@ -35,6 +35,9 @@ const (
 	ClassAttempt Class = 'a'
 	// ClassSeen: 's' rid -> digest and time of the accepted outcome.
 	ClassSeen Class = 's'
+	// ClassCounters: 'c' endpoint -> the stream's delivered, failed and
+	// dropped counts.
+	ClassCounters Class = 'c'
 )
 
 // Id limits.
@@ -204,7 +207,7 @@ func streamRange(c Class, endpoint string) (start, end store.Key, err error) {
 // fields are set.
 type ParsedKey struct {
 	Class Class
-	// Endpoint: record, pending, backlog, endpoint and attempt rows.
+	// Endpoint: record, pending, backlog, endpoint, attempt and counters rows.
 	Endpoint string
 	// RID: record, pending, attempt and seen rows.
 	RID string
@@ -239,7 +242,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 			return ParsedKey{}, false
 		}
 		pk.Endpoint, pk.Seq, pk.RID = ep, binary.BigEndian.Uint64([]byte(tail[:8])), tail[8:]
-	case ClassBacklog, ClassEndpoint:
+	case ClassBacklog, ClassEndpoint, ClassCounters:
 		if !validEndpointID(rest) {
 			return ParsedKey{}, false
 		}
@@ -273,7 +276,7 @@ func (k ParsedKey) Key() store.Key {
 		return streamKey(k.Class, k.Endpoint, k.RID)
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)
-	case ClassBacklog, ClassEndpoint:
+	case ClassBacklog, ClassEndpoint, ClassCounters:
 		return tagged(k.Class, k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()

@@ -175,7 +175,7 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		// fire in flight.
 		b := store.Batch{
 			Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
-			Writes:        append(append([]store.Write(nil), f.Batch.Writes...), f.Notes...),
+			Writes:        withNotes(f.Batch.Writes, f.Notes),
 			Drain:         f.Batch.Drain,
 		}
 		leaseGuard := len(b.Preconditions)
@@ -241,6 +241,42 @@ var errLeaseExpired = errors.New("timers: lease expired")
 // that every one fails is released and fired afresh.
 const maxReplans = 8
 
+// withNotes is a copy of writes with notes after them. A note that adds to
+// a row the writes already add to, with the same header and counters, joins
+// that Add, since a batch adds to a row at most once: a fire's count of
+// failed calls and its acknowledgements' count of delivered rows are one
+// write to the stream's counters, and one operation of the batch.
+func withNotes(writes, notes []store.Write) []store.Write {
+	out := append(make([]store.Write, 0, len(writes)+len(notes)), writes...)
+	for _, n := range notes {
+		if i := sameAdd(out, n); i >= 0 {
+			d := append([]int64(nil), out[i].Deltas...)
+			for k := range d {
+				d[k] += n.Deltas[k]
+			}
+			out[i].Deltas = d
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// sameAdd is the index of an Add in ws to the row of the Add n with its
+// header, counters and saturation, or -1.
+func sameAdd(ws []store.Write, n store.Write) int {
+	if n.Kind != store.Add {
+		return -1
+	}
+	for i, w := range ws {
+		if w.Kind == store.Add && w.Key == n.Key && bytes.Equal(w.Value, n.Value) &&
+			len(w.Deltas) == len(n.Deltas) && w.Saturating == n.Saturating {
+			return i
+		}
+	}
+	return -1
+}
+
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
 func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Completion, error) {
@@ -248,7 +284,7 @@ func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs in
 	b.RequireEquals(c.Key, c.Value)
 	b.Delete(c.Key)
 	b.Put(Key(dueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(state))
-	b.Writes = append(b.Writes, notes...)
+	b.Writes = withNotes(b.Writes, notes)
 	res, err := st.Apply(ctx, c.Partition, b)
 	if err != nil {
 		return 0, fmt.Errorf("release timer of %s: %w", c.Partition, err)
