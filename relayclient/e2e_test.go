@@ -3,6 +3,7 @@ package relayclient_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -117,6 +118,19 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if ep, err := c.Endpoint(ctx, "acme", "billing"); err != nil || ep.URL != "http://127.0.0.1:9/hooks" || len(ep.Kinds) != 0 {
 		t.Fatalf("endpoint %+v, %v", ep, err)
 	}
+	if ep, err := c.Endpoint(ctx, "acme", "billing"); err != nil || ep.TimeoutMs != 5000 || ep.Headers == nil || len(ep.Headers) != 0 {
+		t.Fatalf("endpoint without settings %+v, %v: want timeout 5000 and no headers", ep, err)
+	}
+	set, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
+		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled,
+		TimeoutMs: 2000, Headers: map[string]string{"x-tenant": "acme", "x-api-key": "k-123"},
+	})
+	wantHeaders := map[string]string{"x-tenant": "acme", "x-api-key": relayclient.HeaderRedacted}
+	if err != nil || set.TimeoutMs != 2000 || !maps.Equal(set.Headers, wantHeaders) {
+		t.Fatalf("endpoint with settings %+v, %v", set, err)
+	}
+	_, err = c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{URL: "http://127.0.0.1:9/audit", Headers: map[string]string{"webhook-id": "x"}})
+	wantProblem(t, err, http.StatusBadRequest, relayclient.TypeInvalidEndpoint)
 	_, err = c.Endpoint(ctx, "acme", "nope")
 	wantProblem(t, err, http.StatusNotFound, relayclient.TypeNotFound)
 

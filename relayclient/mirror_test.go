@@ -32,6 +32,9 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 	if !slices.Equal(ours, relays) {
 		t.Errorf("problem types %v, relay's %v", ours, relays)
 	}
+	if HeaderRedacted != outbox.RedactedHeader {
+		t.Errorf("HeaderRedacted %q, relay's %q", HeaderRedacted, outbox.RedactedHeader)
+	}
 	if typePrefix != httpapi.ProblemTypePrefix {
 		t.Errorf("type prefix %q, relay's %q", typePrefix, httpapi.ProblemTypePrefix)
 	}

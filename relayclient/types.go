@@ -117,6 +117,15 @@ type EndpointConfig struct {
 	// Secret is a Standard Webhooks whsec_ secret to sign with; empty keeps
 	// the current one, or relay generates one.
 	Secret string `json:"secret,omitempty"`
+	// TimeoutMs bounds each call to the endpoint, 1000 to 10000 ms; 0 is
+	// left out (5000).
+	TimeoutMs int `json:"timeout_ms,omitempty"`
+	// Headers are sent with every attempt: up to 10 lower-case names (not
+	// one relay sets, nor a signature or connection header) to 1 to 1024
+	// bytes of printable ASCII. A put replaces them all. Values of names
+	// holding authorization, cookie, auth, token, secret, key, pass,
+	// session, credential or signature are never shown again.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Backlog is what is pending delivery on a stream.
@@ -149,6 +158,11 @@ type Endpoint struct {
 	// Counters say what became of the endpoint's outcomes since it was
 	// created: each accepted one is delivered, pending or dropped.
 	Counters EndpointCounters `json:"counters"`
+	// TimeoutMs is the endpoint's call timeout, 5000 when it set none.
+	TimeoutMs int `json:"timeout_ms"`
+	// Headers are the endpoint's headers, a write-only one's value shown as
+	// HeaderRedacted.
+	Headers map[string]string `json:"headers"`
 }
 
 // EndpointCounters count an endpoint's outcomes delivered, its failed calls
@@ -158,6 +172,9 @@ type EndpointCounters struct {
 	FailedAttempts uint64 `json:"failed_attempts"`
 	Dropped        uint64 `json:"dropped"`
 }
+
+// HeaderRedacted stands for a write-only header's value in an Endpoint.
+const HeaderRedacted = "[redacted]"
 
 // SavedEndpoint is the answer to PutEndpoint.
 type SavedEndpoint struct {

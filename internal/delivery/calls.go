@@ -42,13 +42,17 @@ type result struct {
 
 // call delivers the page's rows in sequence order, keeping up to the
 // endpoint's max_in_flight calls open. It launches nothing after a failure
-// or once the budget is spent, and waits for every open call before it
+// or once a call could no longer end within the fire's bound, and waits for every open call before it
 // returns. Synthetic rows are acknowledged without a call. At one call in
 // flight it is strictly sequential: nothing after a failed row is called.
 func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time) calls {
 	clk := h.clock()
 	width := min(max(s.ep.MaxInFlight, 1), outbox.MaxMaxInFlight)
-	budget, timeout := h.fireBudget(), h.sinkTimeout()
+	// Each call is bounded by the endpoint's own timeout, and a call is
+	// launched only while it can end within the fire's bound: the longest
+	// fire is the same whatever the endpoint's timeout.
+	timeout := h.callTimeout(&s.ep)
+	budget := h.fireBound() - timeout
 	run := calls{last: -1}
 	results := make(chan result, width)
 	open := 0

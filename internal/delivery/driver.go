@@ -30,9 +30,10 @@ const (
 	// indexes: one pipelined read of every bucket per poll.
 	DefaultPollInterval = 500 * time.Millisecond
 	// MinLease is the shortest lease a driver takes. A lease must outlast a
-	// fire, or the fire is cut and its stream called again every lease:
-	// with the default sink timeout a fire lasts up to about 15 s (its 10 s
-	// budget and a last 5 s call).
+	// fire, or the fire is cut and its stream called again every lease: a
+	// fire's calls end within its bound, about 15 s with the default sink
+	// timeout (its 10 s budget and a last 5 s call), whatever an endpoint's
+	// own timeout_ms, since a call is launched only while it can end by then.
 	MinLease = 20 * time.Second
 )
 

@@ -55,12 +55,16 @@ type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
 	Clock clock.Clock
-	// SinkTimeout bounds one call; DefaultSinkTimeout when zero. A call cut
-	// by it counts as failed.
+	// SinkTimeout bounds one call to an endpoint without a timeout_ms of
+	// its own; DefaultSinkTimeout when zero. A call cut by its timeout
+	// counts as failed.
 	SinkTimeout time.Duration
-	// FireBudget bounds one fire's calls, twice SinkTimeout when zero. Once
-	// spent the fire makes no further call and reschedules now, so a slow
-	// but successful endpoint cannot hold a worker.
+	// FireBudget bounds when a fire launches calls, twice SinkTimeout when
+	// zero. Once spent the fire makes no further call and reschedules now,
+	// so a slow but successful endpoint cannot hold a worker. With
+	// SinkTimeout it makes the fire's bound (fireBound): a call of an
+	// endpoint's own timeout T is launched only while the fire has T left
+	// of that bound, so no fire outlasts it.
 	FireBudget time.Duration
 	// MaxRows is the rows examined per fire, DefaultMaxRows when zero,
 	// clamped to 1..MaxRowsCeiling.
@@ -108,6 +112,24 @@ func (h *Handler) fireBudget() time.Duration {
 		return 2 * h.sinkTimeout()
 	}
 	return h.FireBudget
+}
+
+// fireBound is the longest a fire's calls last: its budget and one last
+// call of SinkTimeout, 15 s by default. A lease shorter than a fire's bound
+// would let another driver take the stream over mid-fire (see MinLease).
+func (h *Handler) fireBound() time.Duration {
+	return h.fireBudget() + h.sinkTimeout()
+}
+
+// callTimeout bounds each call to the endpoint: its own timeout_ms, else
+// SinkTimeout. It is kept to at most two thirds of the fire's bound (10 s
+// by default, outbox.MaxTimeoutMs), so a fire has at least a third of its
+// bound to launch calls in.
+func (h *Handler) callTimeout(ep *outbox.Endpoint) time.Duration {
+	if ep.TimeoutMs <= 0 {
+		return h.sinkTimeout()
+	}
+	return min(time.Duration(ep.TimeoutMs)*time.Millisecond, h.fireBound()*2/3)
 }
 
 func (h *Handler) maxRows() int {

@@ -74,7 +74,14 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 		ID:   outbox.MessageID(o.Namespace, o.EndpointID, o.Seq, o.Outcome.ReservationID),
 		Body: body,
 	}
-	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets}, msg)
+	var headers map[string]string
+	if len(o.Endpoint.Headers) > 0 {
+		headers = make(map[string]string, len(o.Endpoint.Headers))
+		for k, v := range o.Endpoint.Headers {
+			headers[k] = string(v)
+		}
+	}
+	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, Headers: headers}, msg)
 	if err == nil {
 		return nil
 	}

@@ -19,6 +19,10 @@ type Target struct {
 	// Secrets are the endpoint's whsec_ secrets for SchemeStandard; during a
 	// rotation every active one signs.
 	Secrets []string
+	// Headers are the endpoint's own headers, sent with every attempt. One
+	// that names a header relay sets (a signature header, Content-Type,
+	// User-Agent, Host) is dropped: relay's own always reach the receiver.
+	Headers map[string]string
 }
 
 // Message is one webhook: the same ID and body bytes on every attempt.
@@ -37,6 +41,10 @@ type Sender struct {
 	// Now is the clock of created-at and webhook-timestamp (time.Now when nil).
 	Now func() time.Time
 }
+
+// reservedHeaders are set by the sender or the channel whatever the
+// endpoint asks, besides the signature headers.
+var reservedHeaders = map[string]bool{"Content-Type": true, "User-Agent": true, "Host": true, "Content-Length": true}
 
 // ErrUnsignable marks an attempt that could not be signed (unknown scheme,
 // no signer, a malformed secret or message id). Retrying cannot help until
@@ -67,6 +75,13 @@ func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsignable, err)
+	}
+	for name, v := range t.Headers {
+		k := http.CanonicalHeaderKey(name)
+		if _, signed := h[k]; signed || reservedHeaders[k] {
+			continue
+		}
+		h[k] = []string{v}
 	}
 	h.Set("Content-Type", "application/json")
 	return s.Channel.Post(ctx, t.URL, h, m.Body)

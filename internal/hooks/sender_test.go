@@ -28,6 +28,7 @@ type receiver struct {
 
 type seenRequest struct {
 	header http.Header
+	host   string
 	body   []byte
 }
 
@@ -36,7 +37,7 @@ func newReceiver(t testing.TB) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.seen = append(r.seen, seenRequest{header: req.Header.Clone(), body: body})
+		r.seen = append(r.seen, seenRequest{header: req.Header.Clone(), host: req.Host, body: body})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,12 +14,14 @@ import (
 
 // endpointBody is an endpoint as a PUT registers it.
 type endpointBody struct {
-	URL         string        `json:"url"`
-	Scheme      outbox.Scheme `json:"scheme"`
-	Kinds       []outbox.Kind `json:"kinds"`
-	Enabled     *bool         `json:"enabled"`
-	MaxInFlight *int          `json:"max_in_flight"`
-	Secret      outbox.Secret `json:"secret"`
+	URL         string                        `json:"url"`
+	Scheme      outbox.Scheme                 `json:"scheme"`
+	Kinds       []outbox.Kind                 `json:"kinds"`
+	Enabled     *bool                         `json:"enabled"`
+	MaxInFlight *int                          `json:"max_in_flight"`
+	Secret      outbox.Secret                 `json:"secret"`
+	TimeoutMs   *int                          `json:"timeout_ms"`
+	Headers     map[string]outbox.HeaderValue `json:"headers"`
 }
 
 type backlogView struct {
@@ -44,6 +47,11 @@ type endpointView struct {
 	// OldestPendingAt and Counters say what became of the stream's rows.
 	OldestPendingAt *string      `json:"oldest_pending_at"`
 	Counters        countersView `json:"counters"`
+	// TimeoutMs is the endpoint's call timeout, the default when it set none.
+	TimeoutMs int `json:"timeout_ms"`
+	// Headers shows every header's name, and the value of those that are
+	// not secret (outbox.SecretHeader).
+	Headers map[string]string `json:"headers"`
 }
 
 type countersView struct {
@@ -70,6 +78,18 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	c := s.Counters
 	v.Counters = countersView{Delivered: c.Delivered, FailedAttempts: c.FailedAttempts, Dropped: c.Dropped}
+	v.TimeoutMs = e.TimeoutMs
+	if v.TimeoutMs == 0 {
+		v.TimeoutMs = outbox.DefaultTimeoutMs
+	}
+	v.Headers = make(map[string]string, len(e.Headers))
+	for name, value := range e.Headers {
+		if outbox.SecretHeader(name) {
+			v.Headers[name] = outbox.RedactedHeader
+			continue
+		}
+		v.Headers[name] = string(value)
+	}
 	return v
 }
 
@@ -105,6 +125,14 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		}
 		spec.MaxInFlight = *body.MaxInFlight
 	}
+	if body.TimeoutMs != nil {
+		if *body.TimeoutMs < outbox.MinTimeoutMs || *body.TimeoutMs > outbox.MaxTimeoutMs {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("timeout_ms must be %d to %d", outbox.MinTimeoutMs, outbox.MaxTimeoutMs)))
+			return
+		}
+		spec.TimeoutMs = *body.TimeoutMs
+	}
+	spec.Headers = body.Headers
 	if prob := a.checkURL(body.URL); prob != nil {
 		WriteProblem(w, r, prob)
 		return

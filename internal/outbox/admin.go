@@ -75,6 +75,10 @@ type EndpointSpec struct {
 	// one it replaces stays valid beside it so receivers can rotate. Empty
 	// keeps the current secret, or generates one when there is none.
 	Secret Secret
+	// TimeoutMs and Headers replace the endpoint's own (0 and none: the
+	// defaults).
+	TimeoutMs int
+	Headers   map[string]HeaderValue
 }
 
 // Stream is an endpoint with the state of its stream.
@@ -276,7 +280,8 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult, store.Batch, error) {
 	var b store.Batch
 	nowMs := a.Clock.Now().UnixMilli()
-	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight}.WithDefaults()
+	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight,
+		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers}.WithDefaults()
 	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
 	res := PutResult{Created: s.ep == nil}
 	var prior *Endpoint

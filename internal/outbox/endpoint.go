@@ -84,6 +84,13 @@ type Endpoint struct {
 	DisabledReason string `json:"disabled_reason,omitempty"`
 	CreatedMs      int64  `json:"created_ms"`
 	UpdatedMs      int64  `json:"updated_ms"`
+	// TimeoutMs bounds each call to the endpoint, MinTimeoutMs to
+	// MaxTimeoutMs; 0 (rows written before it existed) is the driver's
+	// default.
+	TimeoutMs int `json:"timeout_ms,omitempty"`
+	// Headers are sent with every attempt, lower-case names to values (see
+	// validateHeaders); relay's own headers always win.
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
 }
 
 // WithDefaults fills the fields a request may leave out: the mkit-hook-v2
@@ -148,8 +155,10 @@ func (e *Endpoint) Validate() error {
 		return invalidf("disabled_reason must be a token of at most %d bytes", MaxDisabledReason)
 	case e.CreatedMs < 0 || e.UpdatedMs < e.CreatedMs:
 		return invalidf("created_ms must not be negative nor after updated_ms")
+	case e.TimeoutMs != 0 && (e.TimeoutMs < MinTimeoutMs || e.TimeoutMs > MaxTimeoutMs):
+		return invalidf("timeout_ms must be %d to %d", MinTimeoutMs, MaxTimeoutMs)
 	}
-	return nil
+	return validateHeaders(e.Headers)
 }
 
 func validateURL(raw string) error {

@@ -215,6 +215,9 @@ func FuzzDecodeEndpoint(f *testing.F) {
 	plain := outbox.Endpoint{URL: "http://127.0.0.1:8080/x"}.WithDefaults()
 	v, _ = outbox.EncodeEndpoint(&plain)
 	f.Add([]byte(v))
+	plain.TimeoutMs, plain.Headers = 2000, map[string]outbox.HeaderValue{"x-tenant": "acme", "authorization": "Bearer t"}
+	v, _ = outbox.EncodeEndpoint(&plain)
+	f.Add([]byte(v))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		e, err := outbox.DecodeEndpoint(v)
 		checkCorrupt(t, err)

@@ -16,8 +16,9 @@ import (
 // Defaults of a run.
 const (
 	DefaultMaxTimers = 16
-	// DefaultLease must outlast a fire: a delivery fire is bounded by twice
-	// the 5 s sink timeout.
+	// DefaultLease must outlast a fire: a delivery fire's calls end within
+	// its 15 s bound (a 10 s budget and a last 5 s call), whatever the
+	// endpoint's timeout.
 	DefaultLease = 30 * time.Second
 )
 
