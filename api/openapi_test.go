@@ -422,7 +422,8 @@ func TestEndpointSchemas(t *testing.T) {
 		"kinds": ["committed", "aborted"], "enabled": true, "max_in_flight": 1,
 		"created_at": "2025-11-30T00:00:00.000Z", "updated_at": "2025-11-30T00:00:00.000Z",
 		"backlog": {"rows": 0, "bytes": 0}, "next_attempt_at": null, "oldest_pending_at": null,
-		"counters": {"delivered": 0, "failed_attempts": 0, "dropped": 0}}`
+		"counters": {"delivered": 0, "failed_attempts": 0, "dropped": 0},
+		"timeout_ms": 5000, "headers": {"x-tenant": "acme", "authorization": "[redacted]"}}`
 	runCases(t, doc, "Endpoint", []schemaCase{
 		{"view", view, true},
 		{"disabled", strings.Replace(view, `"enabled": true`, `"enabled": false, "disabled_reason": "gone"`, 1), true},
@@ -434,6 +435,8 @@ func TestEndpointSchemas(t *testing.T) {
 		{"no counters", without(t, view, "counters"), false},
 		{"oldest_pending_at missing", without(t, view, "oldest_pending_at"), false},
 		{"negative count", strings.Replace(view, `"dropped": 0`, `"dropped": -1`, 1), false},
+		{"no timeout_ms", without(t, view, "timeout_ms"), false},
+		{"no headers", without(t, view, "headers"), false},
 	})
 	runCases(t, doc, "EndpointSaved", []schemaCase{
 		{"generated secret", strings.TrimSuffix(view, "}") + `, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
