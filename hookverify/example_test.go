@@ -100,6 +100,37 @@ func ExampleStandardVerifier_Verify() {
 	// hookverify: bad signature: no v1 signature of webhook-signature matches
 }
 
+// A standard-webhooks-v1a endpoint is verified with the public key relay
+// shows on it (public_key); the receiver holds nothing that can sign, so a
+// v1 signature, which anyone holding a whsec_ secret could make, is refused.
+func ExampleStandardVerifier_Verify_v1a() {
+	// The test vector's key pair (api/testdata/webhook-signatures.json);
+	// relay keeps the private half of a real endpoint's pair to itself.
+	const private = "whsk_YGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn8XRVO0Vt3fxpCOyrHBAf5qsh4rqgYXeVt9Q6Y0gpk/1Q=="
+	v := &hookverify.StandardVerifier{PublicKeys: []string{"whpk_F0VTtFbd38aQjsqxwQH+arIeK6oGF3lbfUOmNIKZP9U="}, Now: exampleClock}
+	if err := v.Check(); err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
+	header, err := hooks.SignStandardV1a("msg_1", []string{private}, body, exampleNow) // as relay signs
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(header.Get(hookverify.HeaderStandardSignature)[:4])
+	fmt.Println(v.Verify(header, body))
+
+	v1, _ := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	fmt.Println(v.Verify(v1, body))
+
+	bad := &hookverify.StandardVerifier{PublicKeys: []string{"whpk_F0VTtFbd38aQ"}}
+	fmt.Println(bad.Check())
+	// Output:
+	// v1a,
+	// <nil>
+	// hookverify: bad signature: no v1a signature of webhook-signature matches
+	// hookverify: verifier misconfigured: public key 1 is not the base64 of 32 bytes
+}
+
 // NewMiddleware has the shape routers take for middleware (chi's Use, for
 // one); here it wraps a handler as a router would.
 func ExampleNewMiddleware() {

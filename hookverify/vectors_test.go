@@ -31,6 +31,13 @@ type vectors struct {
 		VerifyAt int64             `json:"verifyAt"`
 		Headers  map[string]string `json:"headers"`
 	} `json:"standardWebhooks"`
+	StandardV1a struct {
+		PublicKey  string            `json:"publicKey"`
+		PrivateKey string            `json:"privateKey"`
+		Body       string            `json:"body"`
+		VerifyAt   int64             `json:"verifyAt"`
+		Headers    map[string]string `json:"headers"`
+	} `json:"standardWebhooksV1a"`
 }
 
 func loadVectors(t testing.TB) vectors {
@@ -214,5 +221,40 @@ func TestStandardVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
 	}
 	if err := verify(header(vec.Headers), secret(7), body); !errors.Is(err, hookverify.ErrBadSignature) {
 		t.Errorf("other secret: got %v", err)
+	}
+}
+
+func TestStandardV1aVectorVerifiesAndEverySingleChangeFails(t *testing.T) {
+	t.Parallel()
+	vec := loadVectors(t).StandardV1a
+	verify := func(h http.Header, pub string, body []byte) error {
+		v := &hookverify.StandardVerifier{PublicKeys: []string{pub}, Now: func() time.Time { return time.Unix(vec.VerifyAt, 0) }}
+		return v.Verify(h, body)
+	}
+	body := []byte(vec.Body)
+	if err := verify(header(vec.Headers), vec.PublicKey, body); err != nil {
+		t.Fatalf("vector refused: %v", err)
+	}
+	for name := range vec.Headers {
+		h := header(vec.Headers)
+		h.Del(name)
+		if err := verify(h, vec.PublicKey, body); !errors.Is(err, hookverify.ErrMissingHeader) {
+			t.Errorf("without %s: got %v, want ErrMissingHeader", name, err)
+		}
+		h = header(vec.Headers)
+		h.Set(name, change(vec.Headers[name]))
+		if err := verify(h, vec.PublicKey, body); !errors.Is(err, hookverify.ErrBadSignature) {
+			t.Errorf("%s changed: got %v, want ErrBadSignature", name, err)
+		}
+	}
+	for i := range body {
+		changed := []byte(vec.Body)
+		changed[i] ^= 0x01
+		if err := verify(header(vec.Headers), vec.PublicKey, changed); !errors.Is(err, hookverify.ErrBadSignature) {
+			t.Fatalf("body byte %d changed: got %v, want ErrBadSignature", i, err)
+		}
+	}
+	if err := verify(header(vec.Headers), v1aPublic(7), body); !errors.Is(err, hookverify.ErrBadSignature) {
+		t.Errorf("other key: got %v", err)
 	}
 }

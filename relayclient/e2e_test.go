@@ -105,6 +105,23 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if err != nil || saved.Created || saved.Secret != "" || saved.MaxInFlight != 1 {
 		t.Fatalf("replaced %+v, %v", saved, err)
 	}
+	v1a, err := c.PutEndpoint(ctx, "acme", "ledger", relayclient.EndpointConfig{URL: "http://127.0.0.1:9/ledger", Scheme: relayclient.SchemeStandardWebhooksV1a})
+	if err != nil || !v1a.Created || v1a.Secret != "" || !strings.HasPrefix(v1a.PublicKey, "whpk_") {
+		t.Fatalf("v1a endpoint %+v, %v", v1a, err)
+	}
+	if (&hookverify.StandardVerifier{PublicKeys: []string{v1a.PublicKey}}).Check() != nil {
+		t.Fatalf("the shown public key %q does not configure a verifier", v1a.PublicKey)
+	}
+	rotated, err := c.PutEndpoint(ctx, "acme", "ledger", relayclient.EndpointConfig{URL: "http://127.0.0.1:9/ledger", Scheme: relayclient.SchemeStandardWebhooksV1a, RotateKey: true})
+	if err != nil || rotated.PublicKey == v1a.PublicKey || !strings.HasPrefix(rotated.PublicKey, "whpk_") {
+		t.Fatalf("rotated %+v, %v", rotated, err)
+	}
+	if ep, err := c.Endpoint(ctx, "acme", "ledger"); err != nil || ep.PublicKey != rotated.PublicKey {
+		t.Fatalf("endpoint %+v, %v: want the rotated public key", ep, err)
+	}
+	if _, err := c.DeleteEndpoint(ctx, "acme", "ledger", false); err != nil {
+		t.Fatal(err)
+	}
 	disabled := false
 	if _, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
 		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled,

@@ -45,7 +45,8 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 	if want := []string{string(KindCommitted), string(KindAborted), string(KindExpired), string(KindReadServed)}; !slices.Equal(want, kinds) {
 		t.Errorf("kinds %v, relay's %v", want, kinds)
 	}
-	if SchemeMkitHookV2 != Scheme(outbox.SchemeMkitHookV2) || SchemeStandardWebhooks != Scheme(outbox.SchemeStandardWebhooks) {
+	if SchemeMkitHookV2 != Scheme(outbox.SchemeMkitHookV2) || SchemeStandardWebhooks != Scheme(outbox.SchemeStandardWebhooks) ||
+		SchemeStandardWebhooksV1a != Scheme(outbox.SchemeStandardWebhooksV1a) {
 		t.Error("the schemes are not relay's")
 	}
 	for ours, relays := range map[IngestStatus]outbox.Code{

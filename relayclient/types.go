@@ -99,6 +99,9 @@ type Scheme string
 const (
 	SchemeMkitHookV2       Scheme = "mkit-hook-v2"
 	SchemeStandardWebhooks Scheme = "standard-webhooks"
+	// SchemeStandardWebhooksV1a signs with Ed25519 under the endpoint's own
+	// key pair, which relay generates; verify with Endpoint.PublicKey.
+	SchemeStandardWebhooksV1a Scheme = "standard-webhooks-v1a"
 )
 
 // EndpointConfig registers or replaces an endpoint. What is left out takes
@@ -117,6 +120,10 @@ type EndpointConfig struct {
 	// Secret is a Standard Webhooks whsec_ secret to sign with; empty keeps
 	// the current one, or relay generates one.
 	Secret string `json:"secret,omitempty"`
+	// RotateKey, for standard-webhooks-v1a, has relay generate a new key
+	// pair; the previous one keeps signing beside it until the next
+	// rotation. Keys cannot be given.
+	RotateKey bool `json:"rotate_key,omitempty"`
 	// TimeoutMs bounds each call to the endpoint, 1000 to 10000 ms; 0 is
 	// left out (5000).
 	TimeoutMs int `json:"timeout_ms,omitempty"`
@@ -163,6 +170,11 @@ type Endpoint struct {
 	// Headers are the endpoint's headers, a write-only one's value shown as
 	// HeaderRedacted.
 	Headers map[string]string `json:"headers"`
+	// PublicKey is a standard-webhooks-v1a endpoint's current whpk_ public
+	// key, to verify its deliveries with (hookverify.StandardVerifier's
+	// PublicKeys); empty for other schemes. The private key never leaves
+	// relay.
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // EndpointCounters count an endpoint's outcomes delivered, its failed calls

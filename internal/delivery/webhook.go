@@ -54,12 +54,18 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 		scheme = hooks.SchemeMkit
 	case outbox.SchemeStandardWebhooks:
 		scheme = hooks.SchemeStandard
+	case outbox.SchemeStandardWebhooksV1a:
+		scheme = hooks.SchemeStandardV1a
 	default:
 		return unsignable()
 	}
 	secrets := make([]string, len(o.Endpoint.Secrets))
 	for i, s := range o.Endpoint.Secrets {
 		secrets[i] = string(s)
+	}
+	var keys []string
+	for _, k := range o.Endpoint.SigningKeys {
+		keys = append(keys, string(k))
 	}
 	body, err := outbox.EncodeWebhook(&o.Outcome, o.Namespace, w.Audience)
 	if err != nil {
@@ -81,7 +87,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 			headers[k] = string(v)
 		}
 	}
-	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, Headers: headers}, msg)
+	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, PrivateKeys: keys, Headers: headers}, msg)
 	if err == nil {
 		return nil
 	}

@@ -19,6 +19,9 @@ type Target struct {
 	// Secrets are the endpoint's whsec_ secrets for SchemeStandard; during a
 	// rotation every active one signs.
 	Secrets []string
+	// PrivateKeys are the endpoint's whsk_ keys for SchemeStandardV1a;
+	// during a rotation every active one signs.
+	PrivateKeys []string
 	// Headers are the endpoint's own headers, sent with every attempt. One
 	// that names a header relay sets (a signature header, Content-Type,
 	// User-Agent, Host) is dropped: relay's own always reach the receiver.
@@ -65,6 +68,8 @@ func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
 	switch t.Scheme {
 	case SchemeStandard:
 		h, err = SignStandard(m.ID, t.Secrets, m.Body, now())
+	case SchemeStandardV1a:
+		h, err = SignStandardV1a(m.ID, t.PrivateKeys, m.Body, now())
 	case SchemeMkit, "":
 		if s.Mkit == nil {
 			return fmt.Errorf("%w: no mkit-hook signing key", ErrUnsignable)

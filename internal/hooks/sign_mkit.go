@@ -35,6 +35,10 @@ const (
 	// SchemeStandard is Standard Webhooks: HMAC-SHA256 with the endpoint's
 	// whsec_ secret, so any Standard Webhooks / Svix library verifies it.
 	SchemeStandard Scheme = "standard-webhooks"
+	// SchemeStandardV1a is Standard Webhooks' asymmetric form: Ed25519
+	// with the endpoint's own private key, verified with its whpk_ public
+	// key, so receivers hold nothing that can sign.
+	SchemeStandardV1a Scheme = "standard-webhooks-v1a"
 )
 
 // MaxValidity is the longest an mkit-hook signature may be valid.

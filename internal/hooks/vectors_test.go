@@ -35,6 +35,7 @@ type vectorFile struct {
 	Description string         `json:"description"`
 	Mkit        mkitVector     `json:"mkitHookV2"`
 	Standard    standardVector `json:"standardWebhooks"`
+	StandardV1a v1aVector      `json:"standardWebhooksV1a"`
 }
 
 type mkitVector struct {
@@ -79,6 +80,17 @@ type standardVector struct {
 	Headers       standardHeaderOrder `json:"headers"`
 }
 
+type v1aVector struct {
+	PrivateKey    string              `json:"privateKey"`
+	PublicKey     string              `json:"publicKey"`
+	MsgID         string              `json:"msgId"`
+	Timestamp     int64               `json:"timestamp"`
+	Body          string              `json:"body"`
+	VerifyAt      int64               `json:"verifyAt"`
+	SignedContent string              `json:"signedContent"`
+	Headers       standardHeaderOrder `json:"headers"`
+}
+
 type standardHeaderOrder struct {
 	ID        string `json:"webhook-id"`
 	Timestamp string `json:"webhook-timestamp"`
@@ -108,6 +120,10 @@ func vectorInputs() vectorFile {
 	for i := range secret {
 		secret[i] = byte(0x40 + i) // 0x40..0x5f
 	}
+	v1aSeed := make([]byte, 32)
+	for i := range v1aSeed {
+		v1aSeed[i] = byte(0x60 + i) // 0x60..0x7f
+	}
 	const body = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a","namespace":"acme","audience":"https://relay.example.com","repository":"acme/widgets","occurred_unix_ms":1764460800000,"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,"refs":[{"name":"refs/heads/main","new":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","deleted":false}]}}}`
 	return vectorFile{
 		Description: "Signatures of relay webhooks for fixed inputs (see README.md, Receive webhooks). " +
@@ -116,6 +132,8 @@ func vectorInputs() vectorFile {
 			"body digest, created ms, expiry ms, nonce); the endpoint's query is not signed. A receiver " +
 			"accepts only the namespaces it names, and the body's data.namespace is the signed one. " +
 			"standardWebhooks: HMAC-SHA256 over signedContent with the base64-decoded bytes after whsec_. " +
+			"standardWebhooksV1a: Ed25519 over the same signedContent; privateKey is whsk_ and the base64 of the " +
+			"64-byte private key (seed, then public key), publicKey whpk_ and the base64 of the 32-byte public key. " +
 			"Bodies are the exact ASCII bytes of the body strings. A verifier given the headers, path and body " +
 			"at verifyAtMs / verifyAt must accept, and must reject any single change to them.",
 		Mkit: mkitVector{
@@ -135,6 +153,13 @@ func vectorInputs() vectorFile {
 			Timestamp: 1_764_460_800,
 			Body:      body,
 			VerifyAt:  1_764_460_801,
+		},
+		StandardV1a: v1aVector{
+			PrivateKey: "whsk_" + base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(v1aSeed)),
+			MsgID:      "msg_r-7f3a_billing",
+			Timestamp:  1_764_460_800,
+			Body:       body,
+			VerifyAt:   1_764_460_801,
 		},
 	}
 }
@@ -187,6 +212,17 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 	}
 	sv.SignedContent = sv.MsgID + "." + sh.Get("webhook-timestamp") + "." + sv.Body
 	sv.Headers = standardHeaderOrder{ID: sh.Get("webhook-id"), Timestamp: sh.Get("webhook-timestamp"), Signature: sh.Get("webhook-signature")}
+
+	av := &v.StandardV1a
+	ah, err := hooks.SignStandardV1a(av.MsgID, []string{av.PrivateKey}, []byte(av.Body), time.Unix(av.Timestamp, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if av.PublicKey, err = hooks.StandardPublicKey(av.PrivateKey); err != nil {
+		t.Fatal(err)
+	}
+	av.SignedContent = av.MsgID + "." + ah.Get("webhook-timestamp") + "." + av.Body
+	av.Headers = standardHeaderOrder{ID: ah.Get("webhook-id"), Timestamp: ah.Get("webhook-timestamp"), Signature: ah.Get("webhook-signature")}
 	return v
 }
 
@@ -258,5 +294,16 @@ func TestSignatureVectors(t *testing.T) {
 	mac.Write([]byte(s.SignedContent))
 	if want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)); s.Headers.Signature != want {
 		t.Errorf("webhook-signature %s, HMAC of signedContent is %s", s.Headers.Signature, want)
+	}
+	a := file.StandardV1a
+	priv, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(a.PrivateKey, "whsk_"))
+	apub, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(a.PublicKey, "whpk_"))
+	asig, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(a.Headers.Signature, "v1a,"))
+	if len(priv) != ed25519.PrivateKeySize || !bytes.Equal(priv[32:], apub) || !strings.HasPrefix(a.Headers.Signature, "v1a,") ||
+		!ed25519.Verify(apub, []byte(a.SignedContent), asig) {
+		t.Error("v1a signature does not verify over signedContent with publicKey, the private key's public half")
+	}
+	if a.SignedContent != s.SignedContent {
+		t.Error("v1a signs other content than v1 for the same message")
 	}
 }

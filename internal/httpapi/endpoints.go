@@ -20,6 +20,7 @@ type endpointBody struct {
 	Enabled     *bool                         `json:"enabled"`
 	MaxInFlight *int                          `json:"max_in_flight"`
 	Secret      outbox.Secret                 `json:"secret"`
+	RotateKey   bool                          `json:"rotate_key"`
 	TimeoutMs   *int                          `json:"timeout_ms"`
 	Headers     map[string]outbox.HeaderValue `json:"headers"`
 }
@@ -44,6 +45,9 @@ type endpointView struct {
 	Backlog        backlogView   `json:"backlog"`
 	NextAttemptAt  *string       `json:"next_attempt_at"`
 	Secret         string        `json:"secret,omitempty"`
+	// PublicKey is the current v1a key's public half, shown on every
+	// answer; the private half never leaves relay.
+	PublicKey string `json:"public_key,omitempty"`
 	// OldestPendingAt and Counters say what became of the stream's rows.
 	OldestPendingAt *string      `json:"oldest_pending_at"`
 	Counters        countersView `json:"counters"`
@@ -71,6 +75,9 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	if v.Kinds == nil {
 		v.Kinds = []outbox.Kind{}
+	}
+	if len(e.SigningKeys) > 0 {
+		v.PublicKey = e.SigningKeys[0].PublicKey()
 	}
 	if s.OldestAcceptedMs != 0 {
 		at := rfc3339(s.OldestAcceptedMs)
@@ -114,7 +121,7 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	spec := outbox.EndpointSpec{URL: body.URL, Scheme: body.Scheme, Kinds: body.Kinds, Enabled: true, Secret: body.Secret}
+	spec := outbox.EndpointSpec{URL: body.URL, Scheme: body.Scheme, Kinds: body.Kinds, Enabled: true, Secret: body.Secret, RotateKey: body.RotateKey}
 	if body.Enabled != nil {
 		spec.Enabled = *body.Enabled
 	}

@@ -75,6 +75,12 @@ type EndpointSpec struct {
 	// one it replaces stays valid beside it so receivers can rotate. Empty
 	// keeps the current secret, or generates one when there is none.
 	Secret Secret
+	// RotateKey, for standard-webhooks-v1a only, generates a new key pair
+	// to sign first; the current one keeps signing beside it until the next
+	// rotation. Without it the current keys are kept, or a pair is
+	// generated when there is none. Keys are never given: only relay holds
+	// the private half.
+	RotateKey bool
 	// TimeoutMs and Headers replace the endpoint's own (0 and none: the
 	// defaults).
 	TimeoutMs int
@@ -284,7 +290,10 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers}.WithDefaults()
 	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
 	res := PutResult{Created: s.ep == nil}
-	var prior *Endpoint
+	var (
+		prior *Endpoint
+		err   error
+	)
 	if s.ep != nil {
 		prior = &s.ep.ep
 		if prior.DisabledReason == ReasonDeleting {
@@ -323,6 +332,13 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		}
 	} else if spec.Secret != "" {
 		return res, b, invalidf("secret is only for scheme %s", SchemeStandardWebhooks)
+	}
+	if e.Scheme == SchemeStandardWebhooksV1a {
+		if e.SigningKeys, err = planSigningKeys(prior, spec.RotateKey); err != nil {
+			return res, b, err
+		}
+	} else if spec.RotateKey {
+		return res, b, invalidf("rotate_key is only for scheme %s", SchemeStandardWebhooksV1a)
 	}
 	value, err := EncodeEndpoint(&e)
 	if err != nil {

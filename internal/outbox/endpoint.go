@@ -29,12 +29,19 @@ const (
 	SchemeMkitHookV1 Scheme = "mkit-hook-v1"
 	// SchemeStandardWebhooks signs with HMAC-SHA256 under whsec_ secrets.
 	SchemeStandardWebhooks Scheme = "standard-webhooks"
+	// SchemeStandardWebhooksV1a signs with Ed25519 under the endpoint's own
+	// key pair, relay generated: receivers verify with its public key and
+	// hold nothing that can sign.
+	SchemeStandardWebhooksV1a Scheme = "standard-webhooks-v1a"
 )
 
 // Endpoint limits.
 const (
-	MaxURLBytes       = 2048
-	MaxSecrets        = 4
+	MaxURLBytes = 2048
+	MaxSecrets  = 4
+	// MaxSigningKeys bounds a v1a endpoint's key pairs: the current one and
+	// the one it replaced, which signs beside it until the next rotation.
+	MaxSigningKeys    = 2
 	MinMaxInFlight    = 1
 	MaxMaxInFlight    = 16
 	MaxDisabledReason = 64
@@ -72,6 +79,10 @@ type Endpoint struct {
 	// Secrets sign standard-webhooks deliveries, the first one current;
 	// several during rotation. The mkit-hook-v2 scheme has none.
 	Secrets []Secret `json:"secrets,omitempty"`
+	// SigningKeys sign standard-webhooks-v1a deliveries, the first one
+	// current; two during rotation. Other schemes have none, so rows
+	// written before the scheme existed read as they were.
+	SigningKeys []SigningKey `json:"signing_keys,omitempty"`
 	// Kinds filters outcomes by kind; empty receives every kind.
 	Kinds []Kind `json:"kinds,omitempty"`
 	// Enabled endpoints are delivered to. A disabled one keeps its rows, and
@@ -121,6 +132,21 @@ func (e *Endpoint) Validate() error {
 		if len(e.Secrets) != 0 {
 			return invalidf("scheme mkit-hook-v2 takes no secrets")
 		}
+	case SchemeStandardWebhooksV1a:
+		if len(e.Secrets) != 0 {
+			return invalidf("scheme standard-webhooks-v1a takes no secrets")
+		}
+		if len(e.SigningKeys) == 0 || len(e.SigningKeys) > MaxSigningKeys {
+			return invalidf("scheme standard-webhooks-v1a needs 1 to %d signing keys", MaxSigningKeys)
+		}
+		for i, k := range e.SigningKeys {
+			if _, ok := k.private(); !ok {
+				return invalidf("signing_keys[%d] must be %q followed by the base64 of an Ed25519 private key", i, SigningKeyPrefix)
+			}
+			if slices.Contains(e.SigningKeys[:i], k) {
+				return invalidf("signing_keys[%d] repeats an earlier key", i)
+			}
+		}
 	case SchemeMkitHookV1:
 		return invalidf("scheme mkit-hook-v1 is retired, since it does not sign the namespace: use %q", SchemeMkitHookV2)
 	case SchemeStandardWebhooks:
@@ -136,7 +162,10 @@ func (e *Endpoint) Validate() error {
 			}
 		}
 	default:
-		return invalidf("scheme must be %q or %q", SchemeMkitHookV2, SchemeStandardWebhooks)
+		return invalidf("scheme must be %q, %q or %q", SchemeMkitHookV2, SchemeStandardWebhooks, SchemeStandardWebhooksV1a)
+	}
+	if e.Scheme != SchemeStandardWebhooksV1a && len(e.SigningKeys) != 0 {
+		return invalidf("signing keys are only for scheme %s", SchemeStandardWebhooksV1a)
 	}
 	for i, k := range e.Kinds {
 		if !k.Valid() {
