@@ -30,6 +30,7 @@ type receiveConfig struct {
 	namespaces   []string
 	anyNamespace bool
 	secrets      []string
+	publicKeys   []string
 	body         bool
 }
 
@@ -48,6 +49,10 @@ func parseReceive(args []string) (receiveConfig, error) {
 		c.secrets = append(c.secrets, s)
 		return nil
 	})
+	fs.Func("public-key", "an endpoint's whpk_ public_key verifying Standard Webhooks v1a (repeat during a rotation); RELAY_RECEIVE_PUBLIC_KEYS (space-separated) also holds them", func(s string) error {
+		c.publicKeys = append(c.publicKeys, s)
+		return nil
+	})
 	fs.BoolVar(&c.body, "body", false, "print each verified body")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -56,12 +61,13 @@ func parseReceive(args []string) (receiveConfig, error) {
 		return c, err
 	}
 	c.secrets = append(c.secrets, strings.Fields(os.Getenv("RELAY_RECEIVE_SECRETS"))...)
-	if c.keys == "" && len(c.secrets) == 0 {
-		return c, errors.New("receive needs -keys (mkit-hook v2) or -secret (Standard Webhooks), or both")
+	c.publicKeys = append(c.publicKeys, strings.Fields(os.Getenv("RELAY_RECEIVE_PUBLIC_KEYS"))...)
+	if c.keys == "" && len(c.secrets) == 0 && len(c.publicKeys) == 0 {
+		return c, errors.New("receive needs -keys (mkit-hook v2), -secret (Standard Webhooks) or -public-key (Standard Webhooks v1a), or several")
 	}
 	switch {
 	case c.keys == "" && (len(c.namespaces) > 0 || c.anyNamespace):
-		return c, errors.New("-namespace and -any-namespace go with -keys: a Standard Webhooks secret is the endpoint's own")
+		return c, errors.New("-namespace and -any-namespace go with -keys: a Standard Webhooks secret or public key is the endpoint's own")
 	case c.keys != "" && len(c.namespaces) == 0 && !c.anyNamespace:
 		return c, errors.New("receive -keys needs -namespace NS, the namespace whose webhooks this receiver takes (relay signs every namespace's with one key), or -any-namespace")
 	case len(c.namespaces) > 0 && c.anyNamespace:
@@ -123,8 +129,11 @@ func (c receiveConfig) handler(ctx context.Context, stdout io.Writer) (http.Hand
 			return nil, err
 		}
 	}
-	if len(c.secrets) > 0 {
-		v.standard = &hookverify.StandardVerifier{Secrets: c.secrets}
+	// One verifier holds both: a webhook-signature header does not say
+	// which version it carries until its entries are read. Given only
+	// public keys, it refuses v1, which a holder of a secret could make.
+	if len(c.secrets) > 0 || len(c.publicKeys) > 0 {
+		v.standard = &hookverify.StandardVerifier{Secrets: c.secrets, PublicKeys: c.publicKeys}
 		if err := v.standard.Check(); err != nil {
 			return nil, err
 		}
@@ -174,7 +183,7 @@ type eitherVerifier struct {
 func (v *eitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
 	err := (&hookverify.EitherVerifier{Mkit: v.mkit, Standard: v.standard}).VerifyRequest(r, body)
 	if errors.Is(err, hookverify.ErrNoScheme) {
-		return fmt.Errorf("receive: %w (see -keys and -secret)", err)
+		return fmt.Errorf("receive: %w (see -keys, -secret and -public-key)", err)
 	}
 	return err
 }

@@ -117,6 +117,10 @@ type benchConfig struct {
 	runs        int
 }
 
+// benchSchemes are the schemes -scheme takes: every one relay registers.
+// v1a endpoints need nothing from the bench: relay makes their key pairs.
+var benchSchemes = []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeStandardWebhooksV1a, outbox.SchemeMkitHookV2}
+
 func parseBench(args []string) (benchConfig, error) {
 	fs := envflag.New("relay bench")
 	var c benchConfig
@@ -130,7 +134,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.payload, "payload", 256, "bytes of each outcome's aborted.detail, at most 512")
 	fs.IntVar(&c.streams, "streams", 8, "namespaces per phase, one endpoint each")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 16, "each endpoint's max_in_flight, 1 to 16")
-	fs.StringVar(&c.scheme, "scheme", string(outbox.SchemeStandardWebhooks), "signing scheme of the endpoints: standard-webhooks or mkit-hook-v2")
+	fs.StringVar(&c.scheme, "scheme", string(outbox.SchemeStandardWebhooks), "signing scheme of the endpoints: standard-webhooks, standard-webhooks-v1a or mkit-hook-v2")
 	fs.IntVar(&c.rate, "rate", 1000, "outcomes per second the latency phase sends")
 	fs.IntVar(&c.latencyN, "latency-n", 5000, "outcomes of the latency phase")
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
@@ -165,8 +169,8 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, fmt.Errorf("-payload must be 0 to %d", outbox.MaxDetailBytes)
 	case c.maxInFlight < outbox.MinMaxInFlight || c.maxInFlight > outbox.MaxMaxInFlight:
 		return c, fmt.Errorf("-max-in-flight must be %d to %d", outbox.MinMaxInFlight, outbox.MaxMaxInFlight)
-	case c.scheme != string(outbox.SchemeStandardWebhooks) && c.scheme != string(outbox.SchemeMkitHookV2):
-		return c, fmt.Errorf("-scheme must be %s or %s", outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2)
+	case !slices.Contains(benchSchemes, outbox.Scheme(c.scheme)):
+		return c, fmt.Errorf("-scheme must be %s, %s or %s", benchSchemes[0], benchSchemes[1], benchSchemes[2])
 	case c.targetPID != 0 && c.target == "":
 		return c, errors.New("-target-pid goes with -target; in-process, relay shares this process with the load")
 	case c.targetPID < 0:
