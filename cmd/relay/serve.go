@@ -56,6 +56,8 @@ func deliveryFlags(f *envflag.Set, c *app.Delivery) {
 		"streams delivered at once by this process (env RELAY_DELIVERY_CONCURRENCY)")
 	f.IntFromEnv(&c.SlowConcurrency, "delivery-slow-concurrency", "RELAY_DELIVERY_SLOW_CONCURRENCY", c.SlowConcurrency,
 		"fires this process keeps waiting on slow or failing endpoints at once, beside the others (env RELAY_DELIVERY_SLOW_CONCURRENCY)")
+	f.DurationFromEnv(&c.FullPollEvery, "delivery-full-poll-every", "RELAY_DELIVERY_FULL_POLL_EVERY", c.FullPollEvery,
+		"how often this process reads every due index for timers other processes wrote (env RELAY_DELIVERY_FULL_POLL_EVERY)")
 }
 
 func authFlags(f *envflag.Set, c *app.Auth) {

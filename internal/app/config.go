@@ -64,6 +64,9 @@ type Delivery struct {
 	Concurrency int
 	// SlowConcurrency is the slow lane's size; zero is the default.
 	SlowConcurrency int
+	// FullPollEvery is how often the driver reads every due index; zero is
+	// the default.
+	FullPollEvery time.Duration
 }
 
 // Auth is how relay verifies the bearer tokens of its API.
@@ -100,7 +103,7 @@ func Defaults() Config {
 		MaxConnections: httpapi.DefaultMaxConnections,
 		BacklogEvery:   delivery.DefaultBacklogEvery,
 		Signing:        Signing{KeyID: "relay-1"},
-		Delivery:       Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency},
+		Delivery:       Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval},
 		Auth:           Auth{Leeway: DefaultLeeway},
 	}
 }

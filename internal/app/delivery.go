@@ -113,5 +113,5 @@ func newDriver(c Delivery, st *redisstore.Store, ch *hooks.Channel, signer *hook
 		return nil, err
 	}
 	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
-		SlowConcurrency: c.slow(), Logger: log, Metrics: m})
+		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m})
 }

@@ -26,9 +26,13 @@ const (
 	// running after this is most likely waiting on a slow endpoint, and
 	// moves to the slow lane so the next due stream gets its worker.
 	DefaultSlowAfter = 25 * time.Millisecond
-	// DefaultPollInterval is how often an idle driver reads the due
-	// indexes: one pipelined read of every bucket per poll.
-	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultPollInterval is how often a driver reads every due index (a
+	// full poll: one read of each bucket, 64 commands by default) to find
+	// the timers it was not told of, those another process wrote and the
+	// leases of a process that crashed. Between full polls it sleeps until
+	// the earliest due time it knows of and scans only that partition, so
+	// an idle process costs Redis 64 commands per interval, not per 500 ms.
+	DefaultPollInterval = 15 * time.Second
 	// MinLease is the shortest lease a driver takes. A lease must outlast a
 	// fire, or the fire is cut and its stream called again every lease: a
 	// fire's calls end within its bound, about 15 s with the default sink
@@ -69,8 +73,10 @@ type Config struct {
 	// Lease is how long a claim holds a timer, timers.DefaultLease when
 	// zero; it must outlast a fire.
 	Lease time.Duration
-	// PollInterval is DefaultPollInterval when zero. Wake starts a poll at
-	// once; a fire that reschedules has its partition scanned at once.
+	// PollInterval is the time between full polls, DefaultPollInterval
+	// when zero. Wake starts one at once; a fire that reschedules has its
+	// partition scanned at once, and a timer due within two intervals that
+	// a poll or a scan saw is scanned when it falls due.
 	PollInterval time.Duration
 	// Logger is slog.Default when nil.
 	Logger *slog.Logger
@@ -79,6 +85,9 @@ type Config struct {
 
 	// after replaces time.After in tests, to tick the poll by hand.
 	after func(d time.Duration) <-chan time.Time
+	// until replaces time.After in tests for the sleep until the earliest
+	// known due time, to end it by hand.
+	until func(d time.Duration) <-chan time.Time
 	// slowTimer replaces time.After for SlowAfter in tests, to move fires
 	// to the slow lane by hand.
 	slowTimer func(d time.Duration) <-chan time.Time
@@ -149,6 +158,9 @@ type Driver struct {
 	// oldest first: those whose fires rescheduled (they may be due again
 	// at once), and those a poll left for want of workers.
 	hot partitionQueue
+	// soon is what the driver knows of timers due later, to scan each
+	// partition when its timer falls due.
+	soon dueSoon
 	// saturated: the last poll left due work for want of workers, so the
 	// next fire to finish polls every due index again.
 	saturated bool
@@ -193,6 +205,9 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.after == nil {
 		cfg.after = time.After
 	}
+	if cfg.until == nil {
+		cfg.until = time.After
+	}
 	if cfg.slowTimer == nil {
 		cfg.slowTimer = time.After
 	}
@@ -211,6 +226,7 @@ func New(cfg Config) (*Driver, error) {
 		waitSince: map[store.Partition]uint64{},
 		handed:    newPartitionQueue(),
 		reserved:  map[store.Partition]int{},
+		soon:      newDueSoon(),
 	}, nil
 }
 
@@ -287,6 +303,9 @@ func (d *Driver) loop() {
 	defer close(d.loopDone)
 	all, retried := true, false
 	var interval <-chan time.Time
+	// soon ends at armedMs, the earliest due time known when it was armed.
+	var soon <-chan time.Time
+	armedMs, armed := int64(0), false
 	for {
 		d.mu.Lock()
 		waiting := d.slowWait.len()
@@ -321,6 +340,18 @@ func (d *Driver) loop() {
 			all = true
 			continue
 		}
+		// Sleep until the earliest timer known to be due, at most until the
+		// next full poll; armed again only when that time changes.
+		d.mu.Lock()
+		nextMs, known := d.soon.next()
+		d.mu.Unlock()
+		switch {
+		case !known:
+			soon, armed = nil, false
+		case !armed || nextMs != armedMs:
+			wait := time.Duration(nextMs-d.cfg.Clock.Now().UnixMilli()) * time.Millisecond
+			soon, armedMs, armed = d.cfg.until(max(0, wait)), nextMs, true
+		}
 		select {
 		case <-d.stopping:
 			return
@@ -330,6 +361,10 @@ func (d *Driver) loop() {
 			all = true
 		case <-interval:
 			all = true
+		case <-soon:
+			// poll scans the partitions now due.
+			soon, armed = nil, false
+			all = false
 		case <-d.kick:
 			// Work a poll left goes first; the due indexes are read again
 			// once it is used up.
@@ -343,6 +378,13 @@ func (d *Driver) loop() {
 	}
 }
 
+// lookAheadMs is how far past now a full poll and a scan look for timers
+// to scan when they fall due: two intervals, so the next full poll comes
+// before what it did not see falls due, even if it runs late.
+func (d *Driver) lookAheadMs() int64 {
+	return 2 * d.cfg.PollInterval.Milliseconds()
+}
+
 // poll launches the due timers it has free workers for: when all is set,
 // it first queues every partition the due indexes name (one pipelined
 // read), earliest first, behind the hot ones; then it scans queued
@@ -350,21 +392,33 @@ func (d *Driver) loop() {
 // may hold more than its scan took is queued again once the poll is over, so
 // a poll never spins on one partition.
 func (d *Driver) poll(ctx context.Context, all bool) error {
+	nowMs := d.cfg.Clock.Now().UnixMilli()
+	d.mu.Lock()
+	// The partitions whose known timer fell due, earliest first.
+	for _, p := range d.soon.takeDue(nowMs) {
+		d.hot.push(p)
+	}
+	d.mu.Unlock()
 	if all {
-		nowMs := d.cfg.Clock.Now().UnixMilli()
 		// The partitions waiting for the slow lane are read past, not
 		// counted against the workers: they must not fill a bucket's read
 		// and hide the others.
 		d.mu.Lock()
 		limit := d.cfg.Concurrency + d.slowWait.len()
 		d.mu.Unlock()
-		due, err := d.cfg.Store.DueAll(ctx, nowMs, limit)
+		// The read looks ahead two intervals, past the next full poll: a
+		// partition due by then is scanned when it falls due. Each bucket
+		// answers earliest first, so what is due now comes first.
+		due, err := d.cfg.Store.DueAll(ctx, nowMs+d.lookAheadMs(), limit)
 		if err != nil {
 			return err
 		}
 		perBucket := map[int]int{}
 		more := false
 		for _, dp := range due {
+			if dp.DueAtMs > nowMs {
+				continue
+			}
 			b := d.cfg.Store.BucketOf(dp.Partition)
 			perBucket[b]++
 			more = more || perBucket[b] >= limit
@@ -377,6 +431,10 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.saturated = true
 		}
 		for _, dp := range due {
+			if dp.DueAtMs > nowMs {
+				d.soon.set(dp.Partition, dp.DueAtMs)
+				continue
+			}
 			// One waiting for the slow lane is scanned too: its other
 			// streams are due as any, and only the failed ones wait.
 			d.hot.push(dp.Partition)
@@ -440,10 +498,15 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		// Read the clock for each scan: a poll runs on while fires end and
 		// queue their partitions, due at their own now.
 		nowMs := d.cfg.Clock.Now().UnixMilli()
-		start, end := timers.DueRange(nowMs)
+		// The scan looks ahead as the full poll does: the first timer not
+		// yet due says when to scan p again, at no extra read.
+		start, end := timers.DueRange(nowMs + d.lookAheadMs())
 		// A whole page, not just the free workers' worth: a stream waiting
 		// for the slow lane may come first and must not hide those behind.
 		limit := timers.DefaultMaxTimers
+		d.mu.Lock()
+		d.soon.forget(p)
+		d.mu.Unlock()
 		page, err := d.cfg.Store.Scan(ctx, p, start, end, nil, limit)
 		if err != nil {
 			again = append(again, p)
@@ -455,10 +518,23 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 			d.mu.Unlock()
 			return fmt.Errorf("scan due timers of %s: %w", p, err)
 		}
-		found += len(page.Entries)
-		full, waits := len(page.Entries) == limit, false
+		// Timer keys sort by due time: those due now come first.
+		dueN, laterMs := len(page.Entries), int64(0)
+		for i, e := range page.Entries {
+			if dueMs, _, _, ok := timers.ParseKey(e.Key); ok && dueMs > nowMs {
+				dueN, laterMs = i, dueMs
+				break
+			}
+		}
+		found += dueN
+		full, waits := dueN == limit, false
+		if dueN < len(page.Entries) {
+			d.mu.Lock()
+			d.soon.set(p, laterMs)
+			d.mu.Unlock()
+		}
 	entries:
-		for _, e := range page.Entries {
+		for _, e := range page.Entries[:dueN] {
 			switch d.launch(p, nowMs, e) {
 			case slowFull:
 				waits = true
