@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,13 +47,21 @@ func needNode(t *testing.T) {
 // is a broken check and fails the test.
 func node(t *testing.T, mode string, input any) (string, bool) {
 	t.Helper()
+	return runNode(t, input, "verify.js", mode)
+}
+
+// runNode runs a script of nodeDir with input as JSON on stdin; it returns
+// stdout and whether the script accepted (exit 0) or rejected (exit 1,
+// stderr starting "rejected:"). Anything else fails the test.
+func runNode(t *testing.T, input any, script string, args ...string) (string, bool) {
+	t.Helper()
 	in, err := json.Marshal(input)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "verify.js", mode)
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
 	cmd.Dir = nodeDir
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
@@ -62,7 +71,7 @@ func node(t *testing.T, mode string, input any) (string, bool) {
 		return stdout.String(), false
 	}
 	if err != nil {
-		t.Fatalf("node verify.js %s: %v\n%s", mode, err, stderr.String())
+		t.Fatalf("node %s %s: %v\n%s", script, strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), true
 }
@@ -75,14 +84,22 @@ type nodeVerify struct {
 
 func nodeHeaders(t *testing.T, msgID string, secrets []string, body []byte, at time.Time) map[string]string {
 	t.Helper()
-	h, err := hooks.SignStandard(msgID, secrets, body, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string]string{
-		"webhook-id":        h.Get("webhook-id"),
-		"webhook-timestamp": h.Get("webhook-timestamp"),
-		"webhook-signature": h.Get("webhook-signature"),
+	return webhookHeaders(t)(hooks.SignStandard(msgID, secrets, body, at))
+}
+
+// webhookHeaders takes a signer's answer to the three Standard Webhooks
+// headers the Node scripts read.
+func webhookHeaders(t *testing.T) func(http.Header, error) map[string]string {
+	return func(h http.Header, err error) map[string]string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{
+			"webhook-id":        h.Get("webhook-id"),
+			"webhook-timestamp": h.Get("webhook-timestamp"),
+			"webhook-signature": h.Get("webhook-signature"),
+		}
 	}
 }
 

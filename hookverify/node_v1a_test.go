@@ -2,11 +2,8 @@ package hookverify_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,27 +18,10 @@ import (
 // from relay's code; it reports whether it accepted. It needs node only.
 func nodeV1a(t *testing.T, publicKeys []string, h map[string]string, body []byte, now int64) bool {
 	t.Helper()
-	in, err := json.Marshal(map[string]any{
+	_, ok := runNode(t, map[string]any{
 		"publicKeys": publicKeys, "headers": h, "bodyBase64": base64.StdEncoding.EncodeToString(body), "now": now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "verify_v1a.js")
-	cmd.Dir = nodeDir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	if exit, ok := errors.AsType[*exec.ExitError](err); ok && exit.ExitCode() == 1 && strings.HasPrefix(stderr.String(), "rejected:") {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("node verify_v1a.js: %v\n%s", err, stderr.String())
-	}
-	return true
+	}, "verify_v1a.js")
+	return ok
 }
 
 // needNodeOnly skips without node, and fails instead under
@@ -58,15 +38,7 @@ func needNodeOnly(t *testing.T) {
 
 func v1aHeaders(t *testing.T, msgID string, keys []string, body []byte, at time.Time) map[string]string {
 	t.Helper()
-	h, err := hooks.SignStandardV1a(msgID, keys, body, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string]string{
-		"webhook-id":        h.Get("webhook-id"),
-		"webhook-timestamp": h.Get("webhook-timestamp"),
-		"webhook-signature": h.Get("webhook-signature"),
-	}
+	return webhookHeaders(t)(hooks.SignStandardV1a(msgID, keys, body, at))
 }
 
 func TestNodeCryptoVerifiesRelaysV1aSignatures(t *testing.T) {
