@@ -1,6 +1,9 @@
 package hookverify
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // Scheme is the signing scheme a request's headers claim, as RequestScheme
 // names it.
@@ -15,6 +18,9 @@ const (
 	SchemeMkit Scheme = "mkit-hook"
 	// SchemeStandard: a webhook-signature header and no mkit-hook version.
 	SchemeStandard Scheme = "standard-webhooks"
+	// SchemeStandardV1a: the same, its first signature a v1a (Ed25519)
+	// one. StandardVerifier checks both; the name tells them apart in logs.
+	SchemeStandardV1a Scheme = "standard-webhooks-v1a"
 	// SchemeUnsigned: neither.
 	SchemeUnsigned Scheme = "unsigned"
 )
@@ -29,6 +35,8 @@ func RequestScheme(h http.Header) Scheme {
 		return SchemeMkitV2
 	case h.Get(HeaderMkitVersion) != "":
 		return SchemeMkit
+	case strings.HasPrefix(h.Get(HeaderStandardSignature), "v1a,"):
+		return SchemeStandardV1a
 	case h.Get(HeaderStandardSignature) != "":
 		return SchemeStandard
 	}
@@ -52,7 +60,7 @@ func (v *EitherVerifier) VerifyRequest(r *http.Request, body []byte) error {
 		if v.Mkit != nil {
 			return v.Mkit.VerifyRequest(r, body)
 		}
-	case SchemeStandard:
+	case SchemeStandard, SchemeStandardV1a:
 		if v.Standard != nil {
 			return v.Standard.VerifyRequest(r, body)
 		}

@@ -20,6 +20,9 @@ func TestRequestSchemeNamesWhatTheHeadersClaim(t *testing.T) {
 		{http.Header{"X-Mkit-Hook-Version": {"2"}}, hookverify.SchemeMkitV2},
 		{http.Header{"X-Mkit-Hook-Version": {"1"}}, hookverify.SchemeMkit},
 		{http.Header{"Webhook-Signature": {"v1,x"}}, hookverify.SchemeStandard},
+		{http.Header{"Webhook-Signature": {"v1a,x v1a,y"}}, hookverify.SchemeStandardV1a},
+		// Only a v1a first entry names v1a: "v1ax" is not one.
+		{http.Header{"Webhook-Signature": {"v1ax,x"}}, hookverify.SchemeStandard},
 		{http.Header{"Webhook-Id": {"msg_1"}}, hookverify.SchemeUnsigned},
 		// The mkit-hook claim wins: carrying both headers does not choose
 		// the check.

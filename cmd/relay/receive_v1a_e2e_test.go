@@ -29,7 +29,7 @@ func TestBinaryReceiverVerifiesV1aWithTheEndpointsPublicKey(t *testing.T) {
 	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, outboxtest.Committed("r-v1a")); code != http.StatusAccepted {
 		t.Fatalf("outcome: %d %v", code, v)
 	}
-	want := `verified standard-webhooks "/hooks" "outcome.committed" namespace="acme" reservation_id="r-v1a"`
+	want := `verified standard-webhooks-v1a "/hooks" "outcome.committed" namespace="acme" reservation_id="r-v1a"`
 	if l := rp.Next(t); l != want {
 		t.Fatalf("the receiver printed %q, want %q", l, want)
 	}
