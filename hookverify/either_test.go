@@ -91,6 +91,22 @@ func TestEitherVerifierChecksEachRequestWithItsScheme(t *testing.T) {
 	if err := stdOnly.VerifyRequest(mkitReq(), []byte(body)); !errors.Is(err, hookverify.ErrNoScheme) {
 		t.Errorf("mkit-hook without its verifier: %v, want ErrNoScheme", err)
 	}
+	// A v1a request goes to the Standard verifier too.
+	std.PublicKeys = []string{v1aPublic(1)}
+	h, err := hooks.SignStandardV1a("msg_1", []string{v1aPrivate(1)}, []byte(body), b.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1a := httptest.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	for k, v := range h {
+		v1a.Header[k] = v
+	}
+	if got := hookverify.RequestScheme(v1a.Header); got != hookverify.SchemeStandardV1a {
+		t.Fatalf("v1a request named %s", got)
+	}
+	if err := both.VerifyRequest(v1a, []byte(body)); err != nil {
+		t.Errorf("standard v1a: %v", err)
+	}
 }
 
 func TestEitherVerifierCheckRefusesWhatCannotVerify(t *testing.T) {
