@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/hookrelay/relay/api"
+	"github.com/hookrelay/relay/api/apitest"
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/relayclient"
@@ -85,33 +83,8 @@ func client(t *testing.T, url, token string, opts ...func(*relayclient.Options))
 	return c, ct
 }
 
-var (
-	contractOnce   sync.Once
-	contractRouter routers.Router
-	contractErr    error
-)
-
 // contract is api/openapi.yaml as a router of its operations.
-func contract(t *testing.T) routers.Router {
-	t.Helper()
-	contractOnce.Do(func() {
-		doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
-		if err != nil {
-			contractErr = err
-			return
-		}
-		if err = doc.Validate(context.Background()); err != nil {
-			contractErr = err
-			return
-		}
-		doc.Servers = nil // match paths on the test server's host
-		contractRouter, contractErr = legacy.NewRouter(doc)
-	})
-	if contractErr != nil {
-		t.Fatalf("api/openapi.yaml: %v", contractErr)
-	}
-	return contractRouter
-}
+func contract(t *testing.T) routers.Router { return apitest.Router(t) }
 
 // contractTransport checks every request the client sends and every answer
 // it reads against the contract, and records the operations it saw.

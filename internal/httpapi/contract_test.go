@@ -6,45 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/hookrelay/relay/api"
-)
-
-var (
-	contractOnce   sync.Once
-	contractRouter routers.Router
-	contractErr    error
+	"github.com/hookrelay/relay/api/apitest"
 )
 
 // contract is api/openapi.yaml as a router of its operations.
-func contract(t *testing.T) routers.Router {
-	t.Helper()
-	contractOnce.Do(func() {
-		doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
-		if err != nil {
-			contractErr = err
-			return
-		}
-		if err = doc.Validate(context.Background()); err != nil {
-			contractErr = err
-			return
-		}
-		// Match paths on any host: the tests' requests go to example.com.
-		doc.Servers = nil
-		contractRouter, contractErr = legacy.NewRouter(doc)
-	})
-	if contractErr != nil {
-		t.Fatalf("api/openapi.yaml: %v", contractErr)
-	}
-	return contractRouter
-}
+func contract(t *testing.T) routers.Router { return apitest.Router(t) }
 
 // checkContract validates one exchange the router had against the
 // contract: every answer must be one the contract lists, in its schema; a
