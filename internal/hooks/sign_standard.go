@@ -40,33 +40,47 @@ const (
 // (a '.' would make the signed string ambiguous); each secret is whsec_ and
 // the standard base64 of 24 to 64 bytes.
 func SignStandard(msgID string, secrets []string, body []byte, now time.Time) (http.Header, error) {
-	if err := checkStandardID(msgID); err != nil {
-		return nil, err
-	}
-	if len(secrets) == 0 {
-		return nil, fmt.Errorf("%w: no Standard Webhooks secret", ErrInvalidSigner)
-	}
-	if now.Unix() < 0 {
-		return nil, fmt.Errorf("hooks: sign at %v: time before 1970 has no webhook-timestamp", now)
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
-	var sig strings.Builder
-	for i, s := range secrets {
-		key, err := decodeStandardSecret(s)
+	return signStandardWith(msgID, now, len(secrets), "secret", func(i int, ts string, sig *strings.Builder) error {
+		key, err := decodeStandardSecret(secrets[i])
 		if err != nil {
-			return nil, fmt.Errorf("%w (secret %d of %d)", err, i+1, len(secrets))
+			return err
 		}
+		// Written piece by piece: the body is not copied on this path.
 		mac := hmac.New(sha256.New, key)
 		mac.Write([]byte(msgID))
 		mac.Write([]byte{'.'})
 		mac.Write([]byte(ts))
 		mac.Write([]byte{'.'})
 		mac.Write(body)
+		sig.WriteString("v1,")
+		sig.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		return nil
+	})
+}
+
+// signStandardWith is what both Standard Webhooks versions share: the id
+// and time checks, the timestamp, and the headers, with one signature per
+// key written by entry, space-separated, in the order given. what names a
+// key in errors.
+func signStandardWith(msgID string, now time.Time, keys int, what string, entry func(i int, ts string, sig *strings.Builder) error) (http.Header, error) {
+	if err := checkStandardID(msgID); err != nil {
+		return nil, err
+	}
+	if keys == 0 {
+		return nil, fmt.Errorf("%w: no Standard Webhooks %s", ErrInvalidSigner, what)
+	}
+	if now.Unix() < 0 {
+		return nil, fmt.Errorf("hooks: sign at %v: time before 1970 has no webhook-timestamp", now)
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	var sig strings.Builder
+	for i := range keys {
 		if i > 0 {
 			sig.WriteByte(' ')
 		}
-		sig.WriteString("v1,")
-		sig.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		if err := entry(i, ts, &sig); err != nil {
+			return nil, fmt.Errorf("%w (%s %d of %d)", err, strings.TrimPrefix(what, "private "), i+1, keys)
+		}
 	}
 	h := make(http.Header, 3)
 	h.Set(HeaderStandardID, msgID)

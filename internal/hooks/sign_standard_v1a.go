@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -28,34 +27,19 @@ const (
 // whsk_ and the standard base64 of a 64-byte Ed25519 private key (seed, then
 // public key).
 func SignStandardV1a(msgID string, keys []string, body []byte, now time.Time) (http.Header, error) {
-	if err := checkStandardID(msgID); err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no Standard Webhooks private key", ErrInvalidSigner)
-	}
-	if now.Unix() < 0 {
-		return nil, fmt.Errorf("hooks: sign at %v: time before 1970 has no webhook-timestamp", now)
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
-	signed := standardContent(msgID, ts, body)
-	var sig strings.Builder
-	for i, k := range keys {
-		priv, err := decodeStandardPrivateKey(k)
+	var signed []byte // the same for every key
+	return signStandardWith(msgID, now, len(keys), "private key", func(i int, ts string, sig *strings.Builder) error {
+		priv, err := decodeStandardPrivateKey(keys[i])
 		if err != nil {
-			return nil, fmt.Errorf("%w (key %d of %d)", err, i+1, len(keys))
+			return err
 		}
-		if i > 0 {
-			sig.WriteByte(' ')
+		if signed == nil {
+			signed = standardContent(msgID, ts, body)
 		}
 		sig.WriteString("v1a,")
 		sig.WriteString(base64.StdEncoding.EncodeToString(ed25519.Sign(priv, signed)))
-	}
-	h := make(http.Header, 3)
-	h.Set(HeaderStandardID, msgID)
-	h.Set(HeaderStandardTimestamp, ts)
-	h.Set(HeaderStandardSignature, sig.String())
-	return h, nil
+		return nil
+	})
 }
 
 // standardContent is what both Standard Webhooks versions sign:
