@@ -11,7 +11,8 @@
 --         big-endian. The second is the registry tag: the partition is in
 --         KEYS[4] while it holds a row key starting with it.
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent
--- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add
+-- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add,
+--         'r' put-range
 -- then a pair per precondition, in order: row key, value ('' for 'a')
 -- then a pair per write, in order:        row key, value ('' for 'd')
 --
@@ -23,6 +24,12 @@
 -- counter per delta, and an absent row counts as the header and zeros. An
 -- added row takes no other write in the batch and is not a timer.
 --
+-- A put-range's value is: the offset, 4 bytes big-endian, then the 1 to 256
+-- bytes it writes there. It overwrites those bytes of the row as it stands,
+-- so the row's length never changes; several put-ranges of one row apply in
+-- order. Its row takes no put, delete or counter add in the batch, and is
+-- neither a timer nor a registering row, whose keys the indexes follow.
+--
 -- Returns {1}    committed;
 --         {0, i} precondition i (0-based) was the first to fail, nothing written.
 -- Error reply "relay apply: ..." when ARGV is malformed; it is raised before
@@ -30,7 +37,8 @@
 -- row has another layout raises "relay apply: counter row has another
 -- layout", and one that would take a counter below 0 (but for a '~') or
 -- to 2^53 or more (or finds one there) "relay apply: counter out of range",
--- also before any write.
+-- and a put-range whose row is absent or shorter than its end "relay
+-- apply: put-range row is absent or too short", also before any write.
 --
 -- Redis keeps a failed script's earlier writes, so every check comes first:
 -- the shape, then every precondition, and only then the writes. The kinds
@@ -53,13 +61,13 @@ if #ARGV[2] ~= 2 then
 end
 local tag, regTag = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local tagByte, regByte = string.byte(ARGV[2], 1, 2)
-local E, P, C = string.byte('e'), string.byte('p'), string.byte('c')
+local E, P, C, R = string.byte('e'), string.byte('p'), string.byte('c'), string.byte('r')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
 if string.find(pkinds, '[^ea]') then
   return redis.error_reply('relay apply: malformed precondition')
 end
-if string.find(wkinds, '[^pdc]') then
+if string.find(wkinds, '[^pdcr]') then
   return redis.error_reply('relay apply: malformed write')
 end
 local pk = {string.byte(pkinds, 1, np)}
@@ -81,13 +89,33 @@ local timers, registry = false, false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts
 -- the writes of each key, so an added key is known to have no other.
-local adds, writes = {}, {}
+-- ranges[j] = {key, offset, bytes} of the j-th put-range; whole[key] is set
+-- for a key with a write of another kind, which a ranged key may not have.
+local adds, writes, ranges, whole = {}, {}, {}, {}
 for i = 1, nw do
   local key = ARGV[w0 + 2 * (i - 1)]
   if key == '' then
     return redis.error_reply('relay apply: malformed write')
   end
   writes[key] = (writes[key] or 0) + 1
+  if wk[i] == R then
+    local v = ARGV[w0 + 2 * (i - 1) + 1]
+    local b = string.byte(key)
+    if b == tagByte or b == regByte then
+      return redis.error_reply('relay apply: put-range of a timer or registering row')
+    end
+    if #v < 5 or #v > 4 + 256 then
+      return redis.error_reply('relay apply: malformed put-range')
+    end
+    local o1, o2, o3, o4 = string.byte(v, 1, 4)
+    local offset = ((o1 * 256 + o2) * 256 + o3) * 256 + o4
+    if offset + #v - 4 > 4194304 then
+      return redis.error_reply('relay apply: malformed put-range')
+    end
+    ranges[#ranges + 1] = {key, offset, string.sub(v, 5)}
+  else
+    whole[key] = true
+  end
   if string.byte(key) == regByte then
     registry = true
   end
@@ -132,6 +160,11 @@ for j = 1, #adds do
     return redis.error_reply('relay apply: an added row takes no other write')
   end
 end
+for j = 1, #ranges do
+  if whole[ranges[j][1]] then
+    return redis.error_reply('relay apply: a put-range row takes no other write')
+  end
+end
 
 if np > 0 then
   local current = redis.call('HMGET', KEYS[1], unpack(fields))
@@ -147,6 +180,7 @@ if np > 0 then
   end
 end
 
+-- added[key] is the new value of a row an add or a put-range writes.
 -- Every add is computed before the first write: a row of another layout,
 -- or a counter leaving 0..2^53-1 (a saturating one taken below 0 is 0
 -- instead), refuses the whole batch. Counters below 2^53 are exact in
@@ -196,6 +230,25 @@ if #adds > 0 then
   end
 end
 
+-- Every put-range is spliced before the first write too, into the row as it
+-- stands, in batch order, so a concurrent writer of other bytes of the row
+-- does not fail it. A row absent or too short refuses the whole batch.
+if #ranges > 0 then
+  local rkeys = {}
+  for j = 1, #ranges do
+    rkeys[j] = ranges[j][1]
+  end
+  local current = redis.call('HMGET', KEYS[1], unpack(rkeys))
+  for j = 1, #ranges do
+    local key, offset, bytes = ranges[j][1], ranges[j][2], ranges[j][3]
+    local v = added[key] or current[j]
+    if not v or #v < offset + #bytes then
+      return redis.error_reply('relay apply: put-range row is absent or too short')
+    end
+    added[key] = string.sub(v, 1, offset) .. bytes .. string.sub(v, offset + #bytes + 1)
+  end
+end
+
 -- Only a key's last write matters, so the writes collapse into one HSET and
 -- one ZADD of the rows put, then one HDEL and one ZREM of the rows deleted:
 -- four commands at most, whatever the batch size. A ZADD of a key already in
@@ -211,7 +264,7 @@ for i = 1, nw do
   local j = w0 + 2 * (i - 1)
   local key = ARGV[j]
   if last[key] == i then
-    if wk[i] == P or wk[i] == C then
+    if wk[i] == P or wk[i] == C or wk[i] == R then
       hset[#hset + 1] = key
       hset[#hset + 1] = added[key] or ARGV[j + 1]
       zadd[#zadd + 1] = '0'

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -112,6 +113,53 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 		}
 		if v := s.Client().HGet(ctx, keys[0], "c").Val(); v != "h\x00\x00\x00\x00\x00\x00\x00\x00\x00\x1f\xff\xff\xff\xff\xff\xff" {
 			t.Fatalf("counter row %q", v)
+		}
+	})
+}
+
+// apply.lua refuses a malformed put-range itself, before any write. Every
+// row named is present and long enough, so only the shape check can refuse.
+func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		keys := s.PartitionKeys(acme)
+		ctx := t.Context()
+		timer := string(timerKey(5000, "ep"))
+		var seed store.Batch
+		seed.Put("r", store.Value("0123456789"))
+		seed.Put(store.Key(timer), store.Value("0123456789"))
+		seed.Put("ep", store.Value("0123456789"))
+		mustCommit(t, s, acme, seed)
+		before := s.Client().HGetAll(ctx, keys[0]).Val()
+		one := "\x00\x00\x00\x01x"
+		for _, tc := range []struct {
+			name string
+			argv []any
+		}{
+			{"put-range without its offset", []any{"acme", "te", "", "r", "r", "\x00\x00\x00"}},
+			{"put-range of no bytes", []any{"acme", "te", "", "r", "r", "\x00\x00\x00\x01"}},
+			{"put-range of 257 bytes", []any{"acme", "te", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
+			{"put-range past the largest row", []any{"acme", "te", "", "r", "r", "\x00\x40\x00\x00x"}},
+			{"put-range of a timer row", []any{"acme", "te", "", "r", timer, one}},
+			{"put-range of a registering row", []any{"acme", "te", "", "r", "ep", one}},
+			{"put-range beside a put of its row", []any{"acme", "te", "", "pr", "r", "0123456789", "r", one}},
+			{"put-range beside a delete of its row", []any{"acme", "te", "", "rd", "r", one, "r", ""}},
+			{"put-range beside a counter add of its row", []any{"acme", "te", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+		} {
+			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
+			if err == nil || !strings.Contains(err.Error(), "relay apply:") || strings.Contains(err.Error(), "too short") {
+				t.Fatalf("%s: script answered %v, want a relay apply shape error", tc.name, err)
+			}
+			if after := s.Client().HGetAll(ctx, keys[0]).Val(); !maps.Equal(after, before) {
+				t.Fatalf("%s: rows %q, want %q", tc.name, after, before)
+			}
+		}
+		// The same script splices a well-formed put-range at its offset.
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
+		if err != nil || fmt.Sprint(res) != "[1]" {
+			t.Fatalf("well-formed put-range: %v, %v; want [1]", res, err)
+		}
+		if v := s.Client().HGet(ctx, keys[0], "r").Val(); v != "Z1234567ab" {
+			t.Fatalf("ranged row %q", v)
 		}
 	})
 }

@@ -276,6 +276,8 @@ func decodePage(res any) (store.Page, error) {
 // computed in the script from the row as it stands, after the preconditions
 // and before any write: a row of another layout refuses the batch with
 // store.ErrCorrupt, a counter leaving its range with store.ErrCounterRange.
+// A put-range is spliced into the row the same way, and a row absent or
+// too short for it refuses the batch with store.ErrCorrupt.
 //
 // go-redis retries a command after a network error, so a batch may run
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
@@ -329,6 +331,10 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 			wkinds[i] = 'c'
 			args = append(args, string(w.Key), encodeAdd(w))
 			continue
+		case store.PutRange:
+			wkinds[i] = 'r'
+			args = append(args, string(w.Key), encodeRange(w))
+			continue
 		default:
 			wkinds[i] = 'p'
 		}
@@ -361,6 +367,13 @@ func encodeAdd(w store.Write) []byte {
 	return v
 }
 
+// encodeRange is a validated PutRange as apply.lua reads it: the offset,
+// 4 bytes big-endian (a row is at most store.MaxValueBytes), then the bytes.
+func encodeRange(w store.Write) []byte {
+	o := uint32(w.Offset)
+	return append([]byte{byte(o >> 24), byte(o >> 16), byte(o >> 8), byte(o)}, w.Value...)
+}
+
 func decodeResult(res any) (store.Result, error) {
 	arr, ok := res.([]any)
 	if !ok || len(arr) == 0 {
@@ -379,14 +392,16 @@ func decodeResult(res any) (store.Result, error) {
 	return store.Result{}, fmt.Errorf("unexpected apply reply %v", arr)
 }
 
-// applyError classifies a failed Apply; the refusals of a counter add,
-// which depend on the rows, match the store's errors.
+// applyError classifies a failed Apply; the refusals of a counter add or a
+// put-range, which depend on the rows, match the store's errors.
 func applyError(ctx context.Context, p store.Partition, err error) error {
 	switch msg := err.Error(); {
 	case strings.Contains(msg, "relay apply: counter row has another layout"):
 		return fmt.Errorf("apply %s: %w: %w", p, store.ErrCorrupt, err)
 	case strings.Contains(msg, "relay apply: counter out of range"):
 		return fmt.Errorf("apply %s: %w: %w", p, store.ErrCounterRange, err)
+	case strings.Contains(msg, "relay apply: put-range row is absent or too short"):
+		return fmt.Errorf("apply %s: %w: %w", p, store.ErrCorrupt, err)
 	}
 	return fmt.Errorf("apply %s: %w", p, classify(ctx, err))
 }

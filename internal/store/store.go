@@ -157,7 +157,14 @@ const (
 	Delete
 	// Add adds signed deltas to the counters of a row (see Batch.Add).
 	Add
+	// PutRange overwrites bytes of a present row in place (see
+	// Batch.PutRange).
+	PutRange
 )
+
+// MaxRangeBytes bounds the bytes one PutRange overwrites: it is for a
+// field of a row, not for rewriting the row.
+const MaxRangeBytes = 256
 
 // Bounds of an Add. Counters stop at 2^53-1, the largest integer a Redis
 // script computes exactly.
@@ -171,8 +178,11 @@ const (
 type Write struct {
 	Kind WriteKind
 	Key  Key
-	// Value is a Put's row, or an Add's row header.
+	// Value is a Put's row, an Add's row header, or the bytes a PutRange
+	// writes at Offset.
 	Value Value
+	// Offset is where a PutRange's bytes start in its row.
+	Offset int
 	// Deltas are an Add's, one per counter of the row.
 	Deltas []int64
 	// Saturating marks an Add's counters that stop at 0: with bit i set,
@@ -187,7 +197,8 @@ type Write struct {
 type Batch struct {
 	Preconditions []Precondition
 	Writes        []Write
-	// Drain marks a batch that acknowledges or deletes. It still runs on a
+	// Drain marks a batch that acknowledges or deletes, or rewrites rows
+	// in place (PutRange). It still runs on a
 	// Redis at maxmemory, so a full store can drain; a batch that grows the
 	// store (ingest) leaves it unset and is refused whole when memory is full.
 	Drain bool
@@ -239,6 +250,24 @@ func (b *Batch) Add(key Key, header Value, deltas ...int64) {
 	b.Writes = append(b.Writes, Write{Kind: Add, Key: key, Value: header, Deltas: deltas})
 }
 
+// PutRange adds a write that overwrites bytes [offset, offset+len(bytes))
+// of key's row with bytes; the row's length never changes. Like Add, it
+// reads the row as the batch applies, so a concurrent batch writing other
+// bytes of the row does not fail it: writers that each own a byte range of
+// a shared row need no guard on the whole value. The whole batch is
+// refused, before any write, when the row is absent or shorter than
+// offset+len(bytes) (ErrCorrupt). It writes 1 to MaxRangeBytes bytes; the
+// key is not a timer row and does not start with RegistryTag, whose rows
+// the store keeps its indexes from, and takes no Put, Delete or Add in the
+// batch. Several PutRanges of one key apply in order.
+//
+// Rewriting the same bytes again leaves the same row, so a resent PutRange
+// is harmless on its own. It never grows the store, so a Drain batch may
+// carry it.
+func (b *Batch) PutRange(key Key, offset int, bytes Value) {
+	b.Writes = append(b.Writes, Write{Kind: PutRange, Key: key, Value: bytes, Offset: offset})
+}
+
 // AddSaturating is Add, except that each counter whose bit is set in
 // saturating (bit i for counter i) stops at 0 when taken below it, rather
 // than refusing the batch. Such a counter still refuses to pass MaxCounter.
@@ -265,9 +294,9 @@ func (b *Batch) Validate() error {
 			return fmt.Errorf("%w: precondition %d: absent carries a value", ErrInvalidBatch, i)
 		}
 	}
-	var adds map[Key]int
+	var adds, ranges map[Key]int
 	for i, w := range b.Writes {
-		if w.Kind != Put && w.Kind != Delete && w.Kind != Add {
+		if w.Kind != Put && w.Kind != Delete && w.Kind != Add && w.Kind != PutRange {
 			return fmt.Errorf("%w: write %d has unknown kind %d", ErrInvalidBatch, i, w.Kind)
 		}
 		if err := checkRow(w.Key, w.Value); err != nil {
@@ -275,6 +304,24 @@ func (b *Batch) Validate() error {
 		}
 		if w.Kind == Delete && len(w.Value) > 0 {
 			return fmt.Errorf("%w: write %d: delete carries a value", ErrInvalidBatch, i)
+		}
+		if w.Kind != PutRange && w.Offset != 0 {
+			return fmt.Errorf("%w: write %d: only a put-range carries an offset", ErrInvalidBatch, i)
+		}
+		if w.Kind == PutRange {
+			if len(w.Deltas) > 0 || w.Saturating != 0 {
+				return fmt.Errorf("%w: write %d: only an add carries deltas", ErrInvalidBatch, i)
+			}
+			if err := checkRange(w); err != nil {
+				return fmt.Errorf("%w: write %d: %v", ErrInvalidBatch, i, err)
+			}
+			if ranges == nil {
+				ranges = map[Key]int{}
+			}
+			if _, ok := ranges[w.Key]; !ok {
+				ranges[w.Key] = i
+			}
+			continue
 		}
 		if w.Kind != Add {
 			if len(w.Deltas) > 0 || w.Saturating != 0 {
@@ -296,6 +343,27 @@ func (b *Batch) Validate() error {
 				return fmt.Errorf("%w: writes %d and %d: an added row takes no other write", ErrInvalidBatch, min(i, j), max(i, j))
 			}
 		}
+	}
+	if ranges != nil {
+		for i, w := range b.Writes {
+			if j, ok := ranges[w.Key]; ok && w.Kind != PutRange {
+				return fmt.Errorf("%w: writes %d and %d: a put-range row takes no put, delete or add", ErrInvalidBatch, min(i, j), max(i, j))
+			}
+		}
+	}
+	return nil
+}
+
+func checkRange(w Write) error {
+	switch {
+	case w.Key[0] == TimerTag:
+		return errors.New("put-range of a timer row")
+	case w.Key[0] == RegistryTag:
+		return errors.New("put-range of a registering row")
+	case len(w.Value) == 0 || len(w.Value) > MaxRangeBytes:
+		return fmt.Errorf("put-range of %d bytes, want 1 to %d", len(w.Value), MaxRangeBytes)
+	case w.Offset < 0 || w.Offset > MaxValueBytes-len(w.Value):
+		return fmt.Errorf("put-range at offset %d of %d bytes leaves 0..%d", w.Offset, len(w.Value), MaxValueBytes)
 	}
 	return nil
 }

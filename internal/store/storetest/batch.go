@@ -184,7 +184,7 @@ func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
 		{"oversized key", hugeKey, store.ErrInvalidBatch},
 		{"delete with a value", deleteWithValue, store.ErrInvalidBatch},
 	}
-	for _, c := range addShapeCases() {
+	for _, c := range append(addShapeCases(), putRangeShapeCases()...) {
 		cases = append(cases, struct {
 			name string
 			b    store.Batch
