@@ -28,6 +28,8 @@ func parse(args []string) (app.Config, error) {
 	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	f.IntFromEnv(&c.MaxConnections, "max-connections", "RELAY_MAX_CONNECTIONS", c.MaxConnections, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	f.DurationFromEnv(&c.BacklogEvery, "backlog-sample-every", "RELAY_BACKLOG_SAMPLE_EVERY", c.BacklogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
+	f.DurationFromEnv(&c.Retention, "retention", "RELAY_RETENTION", c.Retention,
+		"how long a delivered outcome's history (its body, state per endpoint and attempts) is kept for lookup, resend and recovery; 0 deletes it once delivered (env RELAY_RETENTION)")
 	signingFlags(f, &c.Signing)
 	deliveryFlags(f, &c.Delivery)
 	authFlags(f, &c.Auth)

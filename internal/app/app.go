@@ -45,6 +45,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.BacklogEvery < 0 {
 		return nil, fmt.Errorf("backlog sample interval %v must not be negative", cfg.BacklogEvery)
 	}
+	if cfg.Retention < 0 || cfg.Retention > outbox.MaxRetention {
+		return nil, fmt.Errorf("retention %v must be between 0 and %v", cfg.Retention, outbox.MaxRetention)
+	}
 	if cfg.MaxConnections < 1 {
 		return nil, fmt.Errorf("max connections %d must be at least 1", cfg.MaxConnections)
 	}
@@ -107,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	driver, err := newDriver(cfg.Delivery, st, channel, sign.signer, audience, metrics, clk, log)
+	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}},
-		Admin:          &outbox.Admin{Store: st, Clock: clk},
+		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention},
 		Auth:           auth,
 		Wake:           driver.WakePartition,
 		CheckURL:       channel.CheckURL,

@@ -11,6 +11,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
@@ -29,9 +30,13 @@ type Config struct {
 	MaxConnections int
 	// BacklogEvery is how often the backlog gauges are sampled; 0 never.
 	BacklogEvery time.Duration
-	Signing      Signing
-	Delivery     Delivery
-	Auth         Auth
+	// Retention keeps each delivered outcome's history (its log row and
+	// attempts) this long after its last endpoint is done with it; 0
+	// deletes it at acknowledgement.
+	Retention time.Duration
+	Signing   Signing
+	Delivery  Delivery
+	Auth      Auth
 	// Logger is relay's log; nil is slog.Default().
 	Logger *slog.Logger
 	// Clock is the one clock of the process: the outbox, the delivery
@@ -102,6 +107,7 @@ func Defaults() Config {
 		Buckets:        redisstore.DefaultBuckets,
 		MaxConnections: httpapi.DefaultMaxConnections,
 		BacklogEvery:   delivery.DefaultBacklogEvery,
+		Retention:      outbox.DefaultRetention,
 		Signing:        Signing{KeyID: "relay-1"},
 		Delivery:       Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval},
 		Auth:           Auth{Leeway: DefaultLeeway},

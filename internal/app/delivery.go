@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"fmt"
 	"log/slog"
 	"net"
@@ -96,19 +98,21 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome
-// delivery and the idempotency sweep.
-func newDriver(c Delivery, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*delivery.Driver, error) {
+// delivery, the idempotency sweep and the log sweep.
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	handler := &delivery.Handler{
-		Sink:    &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
-		Logger:  log,
-		Metrics: m,
-		Clock:   clk,
+		Sink:      &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
+		Logger:    log,
+		Metrics:   m,
+		Clock:     clk,
+		Retention: retention,
 	}
-	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log})
+	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
+		&outbox.RecoveryRunner{Clock: clk})
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 		h.Metrics.observeCall(res, ctx.Err() != nil)
 		switch {
 		case res.err == nil:
+			res.row.done = outbox.Done{AtMs: max(res.ended.UnixMilli(), 0), DurationMs: durationMs(res.took)}
 			run.acked = append(run.acked, res.row)
 		case ctx.Err() != nil:
 			// Stopped (the driver stopping, or the lease running out): the
@@ -104,6 +105,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 			continue
 		case outbox.IsSynthetic(r.rid):
 			h.Metrics.synthetic()
+			r.done = outbox.Done{AtMs: max(clk.Now().UnixMilli(), 0)}
 			run.acked = append(run.acked, r)
 			run.last = i
 			continue

@@ -69,6 +69,10 @@ type Handler struct {
 	// MaxRows is the rows examined per fire, DefaultMaxRows when zero,
 	// clamped to 1..MaxRowsCeiling.
 	MaxRows int
+	// Retention keeps a delivered row's log entry and attempts for the
+	// outcome's history; 0 deletes them at acknowledgement. The log sweep
+	// (outbox.LogSweeper) must use the same.
+	Retention time.Duration
 	// Logger is slog.Default when nil.
 	Logger *slog.Logger
 	// Metrics may be nil.
@@ -160,8 +164,10 @@ type pendingRow struct {
 	index   int // in the page
 	seq     uint64
 	rid     string
-	record  store.Value
+	rec     outbox.StreamRecord
 	outcome outbox.Outcome
+	// done is how its delivering call went, once acknowledged.
+	done outbox.Done
 	// attempts are the row's recorded attempts, empty when none or
 	// unreadable.
 	attempts outbox.Attempts
@@ -325,12 +331,13 @@ func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, af
 	return page, after, nil
 }
 
-// prepare reads the records and attempt rows of the page's rows in one
-// round trip. A row that does not parse, or whose record is missing or does
-// not decode, is logged and left out: kept, never deleted, skipped.
+// prepare reads the outcomes and attempt rows of the page's rows, in one
+// round trip for rows in the log. A row that does not parse, or whose
+// outcome is missing or does not decode, is logged and left out: kept,
+// never deleted, skipped.
 func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page store.Page) ([]*pendingRow, error) {
 	rows := make([]*pendingRow, len(page.Entries))
-	keys := make([]store.Key, 0, 2*len(page.Entries))
+	refs := make([]outbox.StreamRef, 0, len(page.Entries))
 	for i, e := range page.Entries {
 		pk, ok := outbox.Parse(e.Key)
 		if !ok || pk.Class != outbox.ClassPending || pk.Endpoint != s.endpoint {
@@ -338,41 +345,32 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 			continue
 		}
 		rows[i] = &pendingRow{index: i, seq: pk.Seq, rid: pk.RID}
-		rk, _ := outbox.RecordKey(s.endpoint, pk.RID)
-		ak, _ := outbox.AttemptKey(s.endpoint, pk.RID)
-		keys = append(keys, rk, ak)
+		refs = append(refs, outbox.StreamRef{Seq: pk.Seq, RID: pk.RID})
 	}
-	if len(keys) == 0 {
-		return rows, nil
-	}
-	got, err := fc.Store.GetMany(ctx, fc.Partition, keys)
+	got, err := outbox.ReadStreamRows(ctx, fc.Store, fc.Partition, s.endpoint, refs)
 	if err != nil {
-		return nil, fmt.Errorf("read records of %s/%s: %w", s.ns, s.endpoint, err)
+		return nil, err
 	}
 	for i, r := range rows {
 		if r == nil {
 			continue
 		}
-		record, attempt := got[0], got[1]
-		got = got[2:]
-		if !record.Found {
+		sr := got[0]
+		got = got[1:]
+		switch {
+		case !sr.Found:
 			h.log().WarnContext(ctx, "pending row without a record; keeping it",
 				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid)
 			rows[i] = nil
 			continue
-		}
-		o, err := outbox.DecodeRecord(r.rid, record.Value)
-		if err != nil {
+		case sr.Err != nil:
 			h.log().WarnContext(ctx, "undecodable record; keeping it",
-				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
+				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", sr.Err)
 			rows[i] = nil
 			continue
 		}
-		r.record, r.outcome = record.Value, o
-		if attempt.Found {
-			// An unreadable attempt row only restarts the record.
-			r.attempts, _ = outbox.DecodeAttempts(attempt.Value)
-		}
+		// An unreadable attempt row only restarts the record.
+		r.rec, r.outcome, r.attempts = sr.Record, sr.Outcome, sr.Attempts
 	}
 	return rows, nil
 }

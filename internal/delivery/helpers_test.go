@@ -121,10 +121,31 @@ func (e *env) pending() []string {
 	return rids
 }
 
+// record is the outcome the stream holds pending under rid, as its log row;
+// found is false when the stream holds none.
 func (e *env) record(rid string) (store.Value, bool) {
 	e.T.Helper()
-	key, _ := outbox.RecordKey(ep, rid)
+	key, ok := e.logKey(rid)
+	if !ok {
+		return nil, false
+	}
 	return e.Get(key)
+}
+
+// logKey is the key of the log row of the stream's pending row rid.
+func (e *env) logKey(rid string) (store.Key, bool) {
+	e.T.Helper()
+	start, end, _ := outbox.PendingRange(ep)
+	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 1000)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	for _, row := range page.Entries {
+		if pk, _ := outbox.Parse(row.Key); pk.RID == rid {
+			return outbox.LogKey(pk.Seq), true
+		}
+	}
+	return "", false
 }
 
 // lastAttempt is a row's newest recorded attempt, with the count of all.

@@ -58,7 +58,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			f.endpoint(ns, "commits", outbox.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []outbox.Kind{outbox.KindCommitted}})
 		}
 		sink := &flaky{rng: rand.New(rand.NewPCG(seed, 1)), taken: map[string]int{}}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{})
+		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,6 +164,13 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				t.Errorf("%s delivered but never accepted there", key)
 			}
 		}
+		swept := 0
+		for _, ns := range namespaces {
+			// Two streams finishing one log row at once may each leave it
+			// to the other; the log sweep takes what they left.
+			swept += sweepLog(t, f.ctx, f.st, store.Partition{Namespace: ns}, clk.Now().UnixMilli())
+		}
+		t.Logf("%d log rows left to the sweep", swept)
 		for _, ns := range namespaces {
 			p := store.Partition{Namespace: ns}
 			page, err := f.st.Scan(f.ctx, p, store.Key([]byte{0}), store.Key([]byte{0xff}), nil, 1000)
@@ -177,7 +184,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 					t.Errorf("%s: unparsable row %q", ns, e.Key)
 				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence,
 					pk.Class == outbox.ClassCounters:
-				case pk.Class == outbox.ClassTimer && pk.TimerKind == timers.KindSeenSweep:
+				case pk.Class == outbox.ClassTimer && (pk.TimerKind == timers.KindSeenSweep || pk.TimerKind == timers.KindLogSweep):
 				default:
 					t.Errorf("%s: row %+v left after every outcome was delivered", ns, pk)
 				}
@@ -185,4 +192,33 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 		}
 		t.Logf("%d deliveries wanted, %d calls made", len(want), sink.calls)
 	})
+}
+
+// sweepLog runs one whole pass of the log sweep over p at nowMs and returns
+// the log rows it deleted.
+func sweepLog(t *testing.T, ctx context.Context, st store.NamespaceStore, p store.Partition, nowMs int64) int {
+	t.Helper()
+	deleted := 0
+	var state []byte
+	for range 1000 {
+		f, err := (&outbox.LogSweeper{}).Fire(ctx, timers.FireContext{Store: st, Partition: p, NowMs: nowMs}, timers.DueTimer{Kind: timers.KindLogSweep, State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Apply(ctx, p, f.Batch)
+		if err != nil || !res.Committed {
+			t.Fatalf("log sweep batch: %+v %v", res, err)
+		}
+		for _, w := range f.Batch.Writes {
+			if pk, ok := outbox.Parse(w.Key); ok && pk.Class == outbox.ClassLog {
+				deleted++
+			}
+		}
+		if f.DueAtMs != nowMs {
+			return deleted
+		}
+		state = f.State
+	}
+	t.Fatal("the log sweep pass does not end")
+	return deleted
 }

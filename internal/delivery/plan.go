@@ -37,6 +37,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	fresh := head
 	gone := run.gone()
 	var endpoint store.Row
+	shared := sharedRows(run.acked, h.Retention)
 	if reread || len(run.acked) > 0 || gone != nil {
 		// Acknowledgements, and a 410's disable, are planned against rows
 		// read after the calls, so the slow calls sit outside the
@@ -47,6 +48,14 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 				rows, err := f.fc.Store.GetMany(ctx, f.fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
 				if err == nil {
 					fresh, endpoint = rows[0], rows[1]
+				}
+				return err
+			}
+			if len(shared.keys) > 0 {
+				rows, err := f.fc.Store.GetMany(ctx, f.fc.Partition, append([]store.Key{s.backlogKey}, shared.keys...))
+				if err == nil {
+					fresh = rows[0]
+					shared.refresh(rows[1:])
 				}
 				return err
 			}
@@ -66,8 +75,9 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	if err != nil {
 		return timers.Fired{}, err
 	}
+	acks.Retain = h.Retention > 0
 	for _, r := range run.acked {
-		if err := acks.Add(r.rid, r.seq, r.record); err != nil {
+		if err := acks.Add(r.rid, r.seq, r.rec, r.done); err != nil {
 			h.log().WarnContext(ctx, "acknowledgement not planned; keeping the row",
 				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
 		}
@@ -147,6 +157,35 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		Backoff: delivered == 0,
 		Notes:   h.attemptNotes(ctx, s, run.failed, nowMs),
 	}, nil
+}
+
+// shared are the acknowledged rows whose log rows, as read before the
+// calls, had other streams waiting: with nothing retained, whichever stream
+// finishes a row last deletes it, so they are read again with the backlog
+// after the calls, and a row another stream finished meanwhile is deleted
+// now rather than left to the log sweep.
+type shared struct {
+	rows []*pendingRow
+	keys []store.Key
+}
+
+func sharedRows(acked []*pendingRow, retention time.Duration) shared {
+	var s shared
+	if retention > 0 {
+		return s
+	}
+	for _, r := range acked {
+		if key, ok := r.rec.LogKey(); ok && r.rec.Shared() && len(s.keys) < store.MaxBatchOps-2 {
+			s.rows, s.keys = append(s.rows, r), append(s.keys, key)
+		}
+	}
+	return s
+}
+
+func (s shared) refresh(rows []store.Row) {
+	for i, r := range s.rows {
+		r.rec = r.rec.Refreshed(rows[i])
+	}
 }
 
 // disable plans the endpoint's disabling after it answered 410, against

@@ -200,7 +200,7 @@ func TestSinkErrorAndPoisonRowAreRetriedWithoutDeletion(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("poison", "behind")
-		poison, _ := outbox.RecordKey(ep, "poison")
+		poison, _ := e.logKey("poison")
 		e.put(poison, store.Value("bad"))
 		sink := &capture{}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
@@ -283,7 +283,7 @@ func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("poison")
-		poison, _ := outbox.RecordKey(ep, "poison")
+		poison, _ := e.logKey("poison")
 		e.put(poison, store.Value("bad"))
 		sink := &capture{}
 		var gaps []int64

@@ -121,8 +121,9 @@ func TestPoisonRow(t *testing.T) {
 	}
 	p := newProducer(s, 1, r)
 	p.post(ns, ids, 1)
+	// The outcome's one log row serves both streams.
+	seq := putLog(t, st, ns, poisoned, store.Value("not a record"))
 	for _, tg := range targets {
-		put(t, st, ns, tg.rc.Name, poisoned, store.Value("not a record"))
 		r.must(http.StatusOK, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+tg.rc.Name, map[string]any{
 			"url": tg.rc.URL, "scheme": "standard-webhooks", "secret": tg.rc.Secret, "enabled": true,
 		})
@@ -141,17 +142,23 @@ func TestPoisonRow(t *testing.T) {
 		}
 	}
 
-	// A fixed record is delivered.
+	// A forced delete drops the poisoned row with its endpoint.
+	r.must(http.StatusOK, http.MethodDelete, "/v1/namespaces/"+ns+"/endpoints/deleted?force=true", nil)
+
+	// A fixed log row is delivered to the endpoint left.
 	record, err := outbox.EncodeRecord(ptr(outboxtest.Committed(poisoned)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, st, ns, "fixed", poisoned, record)
+	logRow, err := outbox.EncodeLog(outbox.LogRow{RID: poisoned, AcceptedMs: time.Now().UnixMilli(), Record: record,
+		Entries: []outbox.LogEntry{{Endpoint: "fixed", State: outbox.EntryPending}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, st, ns, outbox.LogKey(seq), logRow)
 	fixed.Store(true)
 	settle(t, p, notify, targets[0])
 
-	// A forced delete drops the poisoned row with its endpoint.
-	r.must(http.StatusOK, http.MethodDelete, "/v1/namespaces/"+ns+"/endpoints/deleted?force=true", nil)
 	if code, v, _, err := r.call(http.MethodGet, "/v1/namespaces/"+ns+"/endpoints/deleted", nil); err != nil || code != http.StatusNotFound {
 		t.Fatalf("after a forced delete: %d %v %v", code, v, err)
 	}
@@ -174,14 +181,26 @@ func TestPoisonRow(t *testing.T) {
 	report(t, "poison row", p, 0, targets[0])
 }
 
-// put writes one record row of a stream by hand, unguarded, as an operator
-// (or a bug) could.
-func put(t testing.TB, st *redisstore.Store, ns, endpoint, rid string, v store.Value) {
+// putLog writes the log row of the outcome rid by hand, unguarded, as an
+// operator (or a bug) could, and returns its sequence number.
+func putLog(t testing.TB, st *redisstore.Store, ns, rid string, v store.Value) uint64 {
 	t.Helper()
-	key, err := outbox.RecordKey(endpoint, rid)
-	if err != nil {
-		t.Fatal(err)
+	key, _ := outbox.SeenKey(rid)
+	raw, found, err := st.Get(t.Context(), store.Partition{Namespace: ns}, key)
+	if err != nil || !found {
+		t.Fatalf("seen row of %s: %v %v", rid, found, err)
 	}
+	seen, err := outbox.DecodeSeen(raw)
+	if err != nil || !seen.Logged {
+		t.Fatalf("seen row of %s: %+v %v", rid, seen, err)
+	}
+	put(t, st, ns, outbox.LogKey(seen.Seq), v)
+	return seen.Seq
+}
+
+// put writes one row by hand, unguarded.
+func put(t testing.TB, st *redisstore.Store, ns string, key store.Key, v store.Value) {
+	t.Helper()
 	var b store.Batch
 	b.Put(key, v)
 	if res, err := st.Apply(t.Context(), store.Partition{Namespace: ns}, b); err != nil || !res.Committed {

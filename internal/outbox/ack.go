@@ -16,8 +16,11 @@ import (
 const MaxAcksPerBatch = 23
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
-// four per row (pending row guard, record, pending and attempt deletions),
-// for the backlog its guard and deletion when the plan acknowledges every
+// four per row (the pending row's guard, its deletion, its log entry's
+// rewrite and its attempt row's deletion; or, for the last stream of a log
+// row kept for no retention, the row's guard and the deletion of it, the
+// pending and the attempt rows; or, for a row older than the log, the guard
+// and the deletions of its record, pending and attempt rows), for the backlog its guard and deletion when the plan acknowledges every
 // row it counts, or one relative update when rows remain, and one Add to
 // the stream's counters.
 func AckOps(n int) int { return 4*n + 3 }
@@ -43,12 +46,23 @@ type Acks struct {
 	// dropped counts the rows of a forced delete (drop), which the
 	// counters tell from the delivered ones.
 	dropped uint64
+	// Retain keeps each row's log entry, and its attempt row, for the
+	// retention window; false deletes them with the pending row.
+	Retain bool
 }
 
 type ackRow struct {
-	rid    string
-	seq    uint64
-	record store.Value
+	rid  string
+	seq  uint64
+	rec  StreamRecord
+	done Done
+}
+
+// Done is how a row's delivery ended, kept in its log entry.
+type Done struct {
+	AtMs       int64
+	DurationMs uint32
+	Status     uint16
 }
 
 // NewAcks starts a plan for the stream of endpoint, given its backlog row as
@@ -65,33 +79,38 @@ func NewAcks(endpoint string, backlog store.Value, found bool) (*Acks, error) {
 	return &Acks{endpoint: endpoint, backlogKey: key, raw: backlog, found: found, backlog: b, rids: map[string]struct{}{}}, nil
 }
 
-// Add acknowledges the pending row (seq, rid) whose record was read as
-// record. The pending row is guarded rather than the record: a record is
-// never overwritten while its pending row exists, and a row acknowledged
-// elsewhere and accepted again gets a new sequence number, so the guard
-// fails even when the new record's bytes equal the old. A row the backlog does not count (more rows than it holds), a
-// repeated rid or a missing record is refused with an error and leaves the
-// plan as it was; the caller keeps that row.
-func (a *Acks) Add(rid string, seq uint64, record store.Value) error {
-	return a.add(rid, seq, record, false)
+// Add acknowledges the pending row (seq, rid) whose outcome was read as
+// rec, delivered as done says. The pending row is guarded rather than the
+// log row, which other streams' entries share: a row acknowledged elsewhere
+// and accepted again gets a new sequence number, so the guard fails even
+// when the new record's bytes equal the old. A row the backlog does not
+// count (more rows than it holds), a repeated rid or a missing record is
+// refused with an error and leaves the plan as it was; the caller keeps
+// that row.
+func (a *Acks) Add(rid string, seq uint64, rec StreamRecord, done Done) error {
+	return a.add(rid, seq, rec, done, false)
 }
 
 // drop is Add for a forced delete: a row whose record is missing, which
 // delivery keeps and skips, is dropped as well, counting no bytes.
-func (a *Acks) drop(rid string, seq uint64, record store.Value) error {
-	if err := a.add(rid, seq, record, true); err != nil {
+func (a *Acks) drop(rid string, seq uint64, rec StreamRecord, atMs int64) error {
+	if err := a.add(rid, seq, rec, Done{AtMs: atMs}, true); err != nil {
 		return err
 	}
 	a.dropped++
 	return nil
 }
 
-func (a *Acks) add(rid string, seq uint64, record store.Value, recordless bool) error {
+func (a *Acks) add(rid string, seq uint64, rec StreamRecord, done Done, recordless bool) error {
 	if err := ValidateReservationID(rid); err != nil {
 		return err
 	}
+	record := rec.Record
 	if len(record) == 0 && !recordless {
 		return fmt.Errorf("acknowledge %s/%s: no record", a.endpoint, rid)
+	}
+	if rec.logged && (rec.seq != seq || rec.row.RID != rid) {
+		return fmt.Errorf("acknowledge %s/%s: log row of another outcome", a.endpoint, rid)
 	}
 	if _, dup := a.rids[rid]; dup {
 		return fmt.Errorf("acknowledge %s/%s: acknowledged twice", a.endpoint, rid)
@@ -100,7 +119,7 @@ func (a *Acks) add(rid string, seq uint64, record store.Value, recordless bool) 
 		return fmt.Errorf("acknowledge %s/%s: %w of %d rows", a.endpoint, rid, ErrBacklogUnderflow, a.backlog.Rows)
 	}
 	a.rids[rid] = struct{}{}
-	a.rows = append(a.rows, ackRow{rid: rid, seq: seq, record: record})
+	a.rows = append(a.rows, ackRow{rid: rid, seq: seq, rec: rec, done: done})
 	a.bytes += uint64(len(record))
 	return nil
 }
@@ -129,8 +148,8 @@ func (a *Acks) Remaining() Backlog {
 //   - no row acknowledged: the backlog guard as read, and the deletion of a
 //     backlog row that counts none;
 //   - every row the backlog counts acknowledged: the backlog guard as read,
-//     per row the pending row guard and the deletion of its record, pending
-//     and attempt rows, then the backlog's deletion;
+//     per row the four operations AckOps counts, then the backlog's
+//     deletion;
 //   - else the same rows, then the backlog reduced by the rows and bytes
 //     acknowledged, relative to whatever it holds when the batch applies, with
 //     no guard on it: ingest only adds to it, and may do so meanwhile. The
@@ -157,13 +176,35 @@ func (a *Acks) Plan(b *store.Batch) {
 	if rest.Rows == 0 {
 		b.Guard(a.backlogKey, a.raw, a.found)
 	}
-	for _, r := range a.rows {
-		b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
+	state := EntryDelivered
+	if a.dropped > 0 {
+		state = EntryDropped
 	}
 	for _, r := range a.rows {
-		b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))
+		if a.last(r) {
+			// Its first run deletes the log row: a resend fails this guard.
+			b.RequireEquals(LogKey(r.seq), r.rec.log)
+		} else {
+			b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
+		}
+	}
+	for _, r := range a.rows {
 		b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
-		b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
+		switch {
+		case !r.rec.logged:
+			b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))
+		case a.last(r):
+			b.Delete(LogKey(r.seq))
+		default:
+			e := r.rec.entry
+			e.State, e.AtMs, e.DurationMs, e.Status = state, max(r.done.AtMs, 0), r.done.DurationMs, r.done.Status
+			// A dropped row's attempts go with its endpoint.
+			e.Attempts = a.Retain && state == EntryDelivered && r.rec.HasAttempts
+			putEntry(b, r.seq, e)
+		}
+		if !a.Retain || state == EntryDropped || !r.rec.logged {
+			b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
+		}
 	}
 	if rest.Rows == 0 {
 		b.Delete(a.backlogKey)
@@ -175,6 +216,12 @@ func (a *Acks) Plan(b *store.Batch) {
 	}
 	n := uint64(len(a.rows))
 	b.Writes = append(b.Writes, addCounters(a.endpoint, Counters{Delivered: n - a.dropped, Dropped: a.dropped}))
+}
+
+// last reports whether the plan deletes r's log row: nothing is retained
+// and no other stream waits on it as read.
+func (a *Acks) last(r ackRow) bool {
+	return r.rec.logged && !a.Retain && !r.rec.row.pendingElsewhere(a.endpoint)
 }
 
 // backlogBytesSaturate marks the backlog's byte count, its second counter,

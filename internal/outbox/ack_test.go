@@ -49,7 +49,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range pending[:2] {
 			rec, _ := e.record("billing", pk.RID)
-			if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+			if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -106,7 +106,7 @@ func TestAChangedBacklogFailsAPlanThatAcknowledgesEveryRow(t *testing.T) {
 		e.Append(committed("first"))
 		acks := freshAcks(t, e, "billing")
 		rec, _ := e.record("billing", "first")
-		if err := acks.Add("first", 0, rec); err != nil {
+		if err := acks.Add("first", 0, rec, outbox.Done{}); err != nil {
 			t.Fatal(err)
 		}
 		var b store.Batch
@@ -129,7 +129,7 @@ func ackFirst(t *testing.T, e *env, endpoint string, n int) (*outbox.Acks, store
 	acks := freshAcks(t, e, endpoint)
 	for _, pk := range e.pending(endpoint)[:n] {
 		rec, _ := e.record(endpoint, pk.RID)
-		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+		if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -215,7 +215,7 @@ func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 			t.Fatalf("re-accept after the window: %v", got)
 		}
 		acks := freshAcks(t, e, "billing")
-		if err := acks.Add("r", 0, stale); err != nil {
+		if err := acks.Add("r", 0, stale, outbox.Done{}); err != nil {
 			t.Fatal(err)
 		}
 		var b store.Batch
@@ -233,32 +233,32 @@ func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 }
 
 func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
-	rec := mustRecord(t, committed("r"))
+	rec := outbox.StreamRecord{Record: mustRecord(t, committed("r"))}
 	absent, err := outbox.NewAcks("billing", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := absent.Add("r", 0, rec); !errors.Is(err, outbox.ErrBacklogUnderflow) {
+	if err := absent.Add("r", 0, rec, outbox.Done{}); !errors.Is(err, outbox.ErrBacklogUnderflow) {
 		t.Errorf("absent backlog: %v", err)
 	}
 	one, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 1}), true)
-	if err := one.Add("r", 0, rec); err != nil {
+	if err := one.Add("r", 0, rec, outbox.Done{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := one.Add("s", 1, rec); !errors.Is(err, outbox.ErrBacklogUnderflow) {
+	if err := one.Add("s", 1, rec, outbox.Done{}); !errors.Is(err, outbox.ErrBacklogUnderflow) {
 		t.Errorf("second row of one: %v", err)
 	}
-	if err := one.Add("r", 0, rec); err == nil {
+	if err := one.Add("r", 0, rec, outbox.Done{}); err == nil {
 		t.Error("same row twice")
 	}
 	if one.Len() != 1 || one.Remaining() != (outbox.Backlog{}) {
 		t.Errorf("len %d, remaining %+v (bytes saturate at 0)", one.Len(), one.Remaining())
 	}
 	two, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 2, Bytes: 1000}), true)
-	if err := two.Add("r", 0, nil); err == nil {
+	if err := two.Add("r", 0, outbox.StreamRecord{}, outbox.Done{}); err == nil {
 		t.Error("row without a record")
 	}
-	if err := two.Add("bad/rid", 0, rec); !errors.Is(err, outbox.ErrInvalid) {
+	if err := two.Add("bad/rid", 0, rec, outbox.Done{}); !errors.Is(err, outbox.ErrInvalid) {
 		t.Errorf("bad rid: %v", err)
 	}
 	if _, err := outbox.NewAcks("billing", []byte{9}, true); !errors.Is(err, store.ErrCorrupt) {
@@ -304,7 +304,7 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range outbox.MaxAcksPerBatch {
-			if err := acks.Add(fmt.Sprintf("r-%02d", i), uint64(i), store.Value("record")); err != nil {
+			if err := acks.Add(fmt.Sprintf("r-%02d", i), uint64(i), outbox.StreamRecord{Record: store.Value("record")}, outbox.Done{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -332,7 +332,7 @@ func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range e.pending("billing") {
 			rec, _ := e.record("billing", pk.RID)
-			if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+			if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -374,7 +374,7 @@ func TestADriftedByteCountStopsAtZeroInsteadOfRefusingAcknowledgements(t *testin
 		plan := func(i int) store.Batch {
 			acks := freshAcks(t, e, "billing")
 			rec, _ := e.record("billing", pending[i].RID)
-			if err := acks.Add(pending[i].RID, pending[i].Seq, rec); err != nil {
+			if err := acks.Add(pending[i].RID, pending[i].Seq, rec, outbox.Done{}); err != nil {
 				t.Fatal(err)
 			}
 			var b store.Batch

@@ -55,6 +55,9 @@ type Admin struct {
 	// Window must equal the Appender's: it dates a stream's oldest row (see
 	// BacklogReader). DefaultWindow when zero.
 	Window time.Duration
+	// Retention must equal the delivery handler's: a dropped row's log
+	// entry is kept as long as a delivered one's.
+	Retention time.Duration
 }
 
 func (a *Admin) maxEndpoints() int {
@@ -468,6 +471,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		// A fire that could still add to the counters holds the timer,
 		// which this batch guards and deletes.
 		b.Delete(tagged(ClassCounters, id))
+		// A recovery's fire finds no endpoint, and ends.
+		b.Delete(recoveryKey(id))
 		if t := s.timer; t != nil {
 			// A fire holding it fails its guard and writes nothing.
 			b.RequireEquals(t.Key, t.Raw)
@@ -485,8 +490,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 }
 
 // maxLeftovers is the most leftover rows the final batch of a delete takes:
-// with its seven other operations it stays within store.MaxBatchOps.
-const maxLeftovers = store.MaxBatchOps - 7
+// with its eight other operations it stays within store.MaxBatchOps.
+const maxLeftovers = store.MaxBatchOps - 8
 
 // leftovers is up to maxLeftovers attempt and record rows of the stream of
 // id; more reports that there are others.
@@ -540,28 +545,40 @@ func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (dr
 		if err != nil {
 			return dropped, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
 		}
-		keys := []store.Key{tagged(ClassBacklog, id)}
 		parsed := make([]ParsedKey, 0, len(page.Entries))
+		refs := make([]StreamRef, 0, len(page.Entries))
 		for _, e := range page.Entries {
 			pk, ok := Parse(e.Key)
 			if !ok || pk.Class != ClassPending || pk.Endpoint != id {
 				return dropped, false, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
 			}
 			parsed = append(parsed, pk)
-			keys = append(keys, streamKey(ClassRecord, id, pk.RID))
+			refs = append(refs, StreamRef{Seq: pk.Seq, RID: pk.RID})
 		}
-		rows, err := getMany(ctx, a.Store, p, keys)
+		bl, found, err := a.Store.Get(ctx, p, tagged(ClassBacklog, id))
+		if err != nil {
+			return dropped, false, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
+		}
+		got, err := ReadStreamRows(ctx, a.Store, p, id, refs)
 		if err != nil {
 			return dropped, false, err
 		}
-		acks, err := NewAcks(id, rows[0].Value, rows[0].Found)
+		acks, err := NewAcks(id, bl, found)
 		if err != nil {
 			return dropped, false, err
 		}
+		acks.Retain = a.Retention > 0
+		nowMs := a.Clock.Now().UnixMilli()
 		for i, pk := range parsed {
 			// A row whose record is missing, which delivery keeps and
-			// skips, is dropped too: a forced delete is the way out.
-			if err := acks.drop(pk.RID, pk.Seq, rows[1+i].Value); err != nil {
+			// skips, is dropped too: a forced delete is the way out. So is
+			// one whose log row does not decode, as a row older than the
+			// log: its pending and attempt rows go, the log row stays.
+			rec := got[i].Record
+			if got[i].Err != nil {
+				rec = StreamRecord{}
+			}
+			if err := acks.drop(pk.RID, pk.Seq, rec, nowMs); err != nil {
 				return dropped, false, fmt.Errorf("drop %s/%s: %w", p, id, err)
 			}
 		}

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/zeebo/blake3"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // Appender defaults and bounds.
@@ -21,9 +23,9 @@ const (
 	// duplicate or conflict.
 	DefaultWindow = 24 * time.Hour
 	// DefaultMaxEndpoints bounds the endpoints of a namespace, so that one
-	// outcome always fits one batch: IngestOps(8) = 77.
+	// outcome always fits one batch: IngestOps(8) = 64.
 	DefaultMaxEndpoints = 8
-	// HardMaxEndpoints is the most MaxEndpoints may be: IngestOps(10) = 95.
+	// HardMaxEndpoints is the most MaxEndpoints may be: IngestOps(10) = 78.
 	HardMaxEndpoints = 10
 	// DefaultMaxRetries bounds consecutive batches of one Append that fail
 	// their guards because another writer changed the namespace. With the
@@ -40,14 +42,16 @@ const (
 //
 //	sequence guard and write                     2
 //	seen row guard and write                     2
-//	sweep timer creation                         1
+//	log row, and the guard of an earlier one
+//	  under the rid past the window              2
+//	seen and log sweep timer creation            2
 //	per endpoint: endpoint guard, backlog guard,
-//	  record absent guard, record, pending row,
-//	  backlog write, delivery timer move (3)     9
+//	  pending row, backlog write, delivery
+//	  timer move (3)                             7
 //
 // Outcomes packed into one batch share the sequence, sweep and per-endpoint
-// operations other than the record, its guard and its pending row.
-func IngestOps(e int) int { return 5 + 9*e }
+// operations other than the pending rows.
+func IngestOps(e int) int { return 8 + 7*e }
 
 // Code is what became of one outcome of an Append.
 type Code string
@@ -78,9 +82,10 @@ type Status struct {
 }
 
 // Appender accepts outcomes into a namespace's outbox, idempotently: one
-// guarded batch writes, for each endpoint whose filter matches, the record,
-// its pending row at the namespace's next sequence number, the stream's
-// backlog and its delivery timer, plus the sequence and the seen row. Every
+// guarded batch writes the outcome's log row at the namespace's next
+// sequence number, and for each endpoint whose filter matches its pending
+// row at that number, the stream's backlog and its delivery timer, plus the
+// sequence and the seen row. Every
 // row the plan depends on is guarded, so a concurrent ingest, delivery or
 // endpoint change fails the batch and the Appender re-reads and re-plans (an
 // endpoint created meanwhile is not seen: the ingest counts as earlier); a
@@ -212,7 +217,7 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}
-	k := &known{records: map[store.Key]store.Value{}, sent: map[int]store.Value{}}
+	k := &known{sent: map[int]store.Value{}}
 	var writer [8]byte
 	if _, err := rand.Read(writer[:]); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", p, err)
@@ -236,17 +241,6 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 				return nil, fmt.Errorf("apply ingest batch of %s: %w", p, err)
 			}
 			if !res.Committed {
-				if key, ok := pl.recordGuards[res.Failed]; ok {
-					v, found, err := a.Store.Get(ctx, p, key)
-					if err != nil {
-						return nil, fmt.Errorf("read record of %s: %w", p, err)
-					}
-					if found {
-						// Nothing was written: the snapshot still holds.
-						k.records[key] = v
-						continue
-					}
-				}
 				k.remember(items[next:], pl)
 				failed++
 				if failed > cfg.maxRetries {
@@ -271,9 +265,6 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 
 // known is what the failed batches of one Append taught it.
 type known struct {
-	// records found in place by a failed record guard: an earlier outcome
-	// under the rid still waits for delivery after its seen row expired.
-	records map[store.Key]store.Value
 	// sent maps an item (its index in the request) to the seen row a failed
 	// batch wrote for it. A client resends a script whose reply was lost,
 	// and the resent run fails the guard its first run falsified; finding
@@ -309,9 +300,6 @@ type decision struct {
 // plan is one batch and the answers it stands for.
 type plan struct {
 	batch store.Batch
-	// recordGuards maps the index of each record-absent precondition to its
-	// record key.
-	recordGuards map[int]store.Key
 	// decided answers items[:consumed]; accepted of them are in the batch.
 	decided  []decision
 	consumed int
@@ -330,9 +318,9 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	// join, so that the batch is built once rather than once per item: the
 	// sequence guard and write, the sweep timer, a guard per endpoint, and
 	// per endpoint used its backlog guard and write and up to three timer
-	// operations; per item its seen guard and write and three operations
-	// per endpoint taking it.
-	bound := 3 + len(s.endpoints)
+	// operations; per item its seen guard and write, its log row and the
+	// guard of an earlier one, and a pending row per endpoint taking it.
+	bound := 4 + len(s.endpoints)
 	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
 		if rids[it.rid] {
@@ -344,16 +332,16 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		}
 		if !done {
 			cand := append(pack[:len(pack):len(pack)], it)
-			grow := 2
+			grow := 4
 			for _, i := range s.matching(it.kind) {
-				grow += 3
+				grow++
 				if !used[i] {
 					grow += 5
 				}
 			}
 			if bound+grow > store.MaxBatchOps {
 				// Near the limit the bound is too coarse: count exactly.
-				if b, _, err := s.build(cand, cfg); err != nil {
+				if b, err := s.build(cand, cfg); err != nil {
 					return plan{}, err
 				} else if b.Ops() > store.MaxBatchOps {
 					if len(pack) == 0 {
@@ -375,7 +363,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	}
 	if len(pack) > 0 {
 		var err error
-		if pl.batch, pl.recordGuards, err = s.build(pack, cfg); err != nil {
+		if pl.batch, err = s.build(pack, cfg); err != nil {
 			return plan{}, err
 		}
 	}
@@ -384,9 +372,9 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 
 // decide answers an item that needs no write; done is false for an item to
 // accept. A seen row inside the window answers first; then the filters; then
-// a record of the rid still waiting on a matching stream (found by a failed
-// record guard after its seen row expired), which is never overwritten: one
-// record per stream and rid, or the stream's backlog could never drain.
+// an outcome of the rid past the window still waiting on a stream (its log
+// row has a pending entry), which is never accepted again beside it: one
+// pending row per stream and rid, or two deliveries would share one id.
 func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done bool, err error) {
 	if sent, r := k.sent[it.index], s.seen[it.rid]; sent != nil && r.found && bytes.Equal(r.raw, sent) {
 		return Status{Code: Accepted}, true, nil
@@ -407,12 +395,8 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 	if len(eps) == 0 {
 		return Status{Code: NoEndpoint, Detail: fmt.Sprintf("no endpoint of this namespace receives %s outcomes", it.kind)}, true, nil
 	}
-	for _, i := range eps {
-		v, ok := k.records[streamKey(ClassRecord, s.endpoints[i].id, it.rid)]
-		if !ok {
-			continue
-		}
-		if bytes.Equal(v, it.record) {
+	if old, ok := s.earlier(it.rid); ok && slices.ContainsFunc(old.row.Entries, func(e LogEntry) bool { return e.State == EntryPending }) {
+		if bytes.Equal(old.row.Record, it.record) {
 			return Status{Code: Duplicate}, true, nil
 		}
 		return Status{Code: Conflict, Detail: "a different outcome under this reservation_id is still waiting for delivery"}, true, nil
@@ -423,9 +407,8 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 // build is the batch accepting items, all known to be new. A backlog it
 // would take past store.MaxCounter is refused (ErrBacklogFull): the store's
 // adds refuse a counter beyond it, so no acknowledgement could reduce it.
-func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]store.Key, error) {
+func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
 	var b store.Batch
-	guards := map[int]store.Key{}
 	matching := make([][]int, len(items))
 	added := make([]Backlog, len(s.endpoints))
 	used := make([]bool, len(s.endpoints))
@@ -450,26 +433,32 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 		bl := s.backlogs[ep.id]
 		b.Guard(tagged(ClassBacklog, ep.id), bl.raw, bl.found)
 	}
-	for j, it := range items {
+	for _, it := range items {
 		r := s.seen[it.rid]
 		b.Guard(it.seenKey, r.raw, r.found)
-		for _, i := range matching[j] {
-			key := streamKey(ClassRecord, s.endpoints[i].id, it.rid)
-			guards[len(b.Preconditions)] = key
-			b.RequireAbsent(key)
+		if old, ok := s.earlier(it.rid); ok {
+			// Accepted again past the window because nothing waits on the
+			// earlier one: a resend of it meanwhile must fail this batch.
+			b.RequireEquals(LogKey(old.seq), old.raw)
 		}
 	}
 	// Writes.
 	seq := s.next
 	for j, it := range items {
-		for _, i := range matching[j] {
+		l := LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]LogEntry, len(matching[j]))}
+		for n, i := range matching[j] {
 			id := s.endpoints[i].id
-			b.Put(streamKey(ClassRecord, id, it.rid), it.record)
+			l.Entries[n] = LogEntry{Endpoint: id, State: EntryPending}
 			b.Put(pendingKey(id, seq, it.rid), store.Value{})
 		}
-		seq++
-		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer})
+		v, err := EncodeLog(l)
+		if err != nil {
+			return store.Batch{}, err
+		}
+		b.Put(LogKey(seq), v)
+		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
 		b.Put(it.seenKey, seen)
+		seq++
 	}
 	b.Put(SequenceKey(), EncodeSequence(seq))
 	for i, ep := range s.endpoints {
@@ -478,7 +467,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 		}
 		bl := s.backlogs[ep.id].backlog
 		if bl.Rows > store.MaxCounter-added[i].Rows || bl.Bytes > store.MaxCounter-added[i].Bytes {
-			return store.Batch{}, nil, fmt.Errorf("%w: endpoint %s holds %d rows of %d bytes", ErrBacklogFull, ep.id, bl.Rows, bl.Bytes)
+			return store.Batch{}, fmt.Errorf("%w: endpoint %s holds %d rows of %d bytes", ErrBacklogFull, ep.id, bl.Rows, bl.Bytes)
 		}
 		b.Put(tagged(ClassBacklog, ep.id), EncodeBacklog(Backlog{Rows: bl.Rows + added[i].Rows, Bytes: bl.Bytes + added[i].Bytes}))
 	}
@@ -487,8 +476,11 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, map[int]
 			s.planDeliveryTimer(&b, i)
 		}
 	}
-	if !s.hasSweep() {
+	if !s.hasTimer(timers.KindSeenSweep) {
 		b.Put(sweepTimerKey(s.nowMs+cfg.windowMs), sweepTimerValue())
 	}
-	return b, guards, nil
+	if !s.hasTimer(timers.KindLogSweep) {
+		b.Put(logSweepTimerKey(s.nowMs+LogSweepFirst.Milliseconds()), sweepTimerValue())
+	}
+	return b, nil
 }

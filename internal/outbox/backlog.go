@@ -23,9 +23,10 @@ type NamespaceBacklog struct {
 // BacklogReader reads how much each namespace has waiting, for gauges.
 //
 // A stream's oldest row is its first pending row: sequence numbers are
-// handed out in acceptance order and a row keeps its own. Neither the row
-// nor its record says when it was accepted; its seen row does, written in
-// the same batch and kept for the idempotency window. A seen row that is
+// handed out in acceptance order and a row keeps its own. Its log row says
+// when it was accepted. For a row older than the log, neither the row nor
+// its record says; its seen row does, written in the same batch and kept
+// for the idempotency window. A seen row that is
 // gone, or that no longer holds this record's digest (the reservation id
 // was accepted again once the window had passed), means the row was
 // accepted more than a window ago: it is then reported as accepted exactly
@@ -79,7 +80,8 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 
 // oldestAccepted is when the head of each of streams was accepted (see
 // BacklogReader), 0 for a stream found empty, in two round trips: the heads,
-// then their records and seen rows.
+// then their log rows (and, for rows older than the log, their records and
+// seen rows).
 func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partition, streams []string, nowMs int64, window time.Duration) ([]int64, error) {
 	out := make([]int64, len(streams))
 	if len(streams) == 0 {
@@ -109,7 +111,7 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 		if !ok || pk.Class != ClassPending || pk.Endpoint != streams[i] {
 			return nil, fmt.Errorf("pending row of %s/%s: %w", p, streams[i], corruptf("bad pending key"))
 		}
-		keys = append(keys, streamKey(ClassRecord, pk.Endpoint, pk.RID), tagged(ClassSeen, pk.RID))
+		keys = append(keys, LogKey(pk.Seq), streamKey(ClassRecord, pk.Endpoint, pk.RID), tagged(ClassSeen, pk.RID))
 		at = append(at, i)
 	}
 	rows, err := getMany(ctx, st, p, keys)
@@ -119,7 +121,14 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	floor := nowMs - window.Milliseconds()
 	for j, i := range at {
 		accepted := floor
-		if rec, seen := rows[2*j], rows[2*j+1]; rec.Found && seen.Found {
+		if l := rows[3*j]; l.Found {
+			if row, err := DecodeLog(l.Value); err == nil {
+				out[i] = row.AcceptedMs
+				continue
+			}
+		}
+		// A row older than the log: its seen row dates it.
+		if rec, seen := rows[3*j+1], rows[3*j+2]; rec.Found && seen.Found {
 			if s, err := DecodeSeen(seen.Value); err == nil && s.Digest == blake3.Sum256(rec.Value) {
 				accepted = s.AcceptedMs
 			}

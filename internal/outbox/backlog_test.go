@@ -70,19 +70,33 @@ func TestBacklogSumsStreamsAndDatesTheOldestHead(t *testing.T) {
 	})
 }
 
-// A row whose seen row is gone, or holds another outcome's digest, was
-// accepted more than a window ago; its age is reported as the window, a
-// lower bound, not guessed.
+// A head is dated by its log row, whatever became of its seen row. A row
+// older than the log is dated by its seen row; when that is gone, or holds
+// another outcome's digest, it was accepted more than a window ago, and its
+// age is reported as the window, a lower bound, not guessed.
 func TestAHeadOlderThanTheWindowIsDatedAWindowAgo(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.Append(committed("a"))
+		accepted := e.NowMs()
 		e.Clk.Advance(outbox.DefaultWindow + time.Hour)
 		seen, _ := outbox.SeenKey("a")
 		v, _ := e.Get(seen)
 
 		var b store.Batch
 		b.Delete(seen)
+		e.Apply(b)
+		if got := readBacklog(t, e).OldestAcceptedMs; got != accepted {
+			t.Fatalf("swept seen row: oldest accepted %d, want %d from the log row", got, accepted)
+		}
+
+		// The same row as a row older than the log: its record is the
+		// stream's own.
+		rec, _ := outbox.EncodeRecord(&outbox.Outcome{ReservationID: "a", Repository: "acme/widgets", OccurredUnixMs: t0, Committed: &outbox.Committed{BytesStored: 1}})
+		legacy, _ := outbox.RecordKey("billing", "a")
+		b = store.Batch{}
+		b.Delete(outbox.LogKey(e.pending("billing")[0].Seq))
+		b.Put(legacy, rec)
 		e.Apply(b)
 		if got, want := readBacklog(t, e).OldestAcceptedMs, e.NowMs()-outbox.DefaultWindow.Milliseconds(); got != want {
 			t.Fatalf("swept seen row: oldest accepted %d, want %d", got, want)

@@ -307,7 +307,7 @@ func TestRequestsOfOneCombinedAppendAnswerAsIfSentInTurn(t *testing.T) {
 		if got, want := appendsOf(e), [][]string{{"r-0"}, {"r-1", "r-2"}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("appends stored %v, want %v", got, want)
 		}
-		if v, _ := e.record("billing", "r-1"); !reflect.DeepEqual(v, mustRecord(t, committed("r-1"))) {
+		if v, _ := e.record("billing", "r-1"); !reflect.DeepEqual(v.Record, mustRecord(t, committed("r-1"))) {
 			t.Error("r-1 is not the outcome of the first request")
 		}
 	})

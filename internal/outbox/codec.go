@@ -207,27 +207,51 @@ type Seen struct {
 	// call recognises its own write after a lost reply, and no other call
 	// that happened to accept the same outcome in the same millisecond does.
 	Writer [8]byte
+	// Logged: Seq is the outcome's log row. A row written before the log,
+	// or whose outcome was erased, has none.
+	Logged bool
+	Seq    uint64
 }
 
-// EncodeSeen is version 1, digest (32), accepted ms u64, writer (8).
+// seenV2 adds the sequence of the outcome's log row.
+const seenV2 = 0x02
+
+// EncodeSeen is version 2, digest (32), accepted ms u64, writer (8), seq
+// u64, when Logged; else version 1, without the seq.
 func EncodeSeen(s Seen) (store.Value, error) {
 	if s.AcceptedMs < 0 {
 		return nil, invalidf("seen: accepted time must not be negative")
 	}
-	v := make([]byte, 0, 1+32+8+8)
+	v := make([]byte, 0, 1+32+8+8+8)
 	v = append(v, codecV1)
+	if s.Logged {
+		v[0] = seenV2
+	}
 	v = append(v, s.Digest[:]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(s.AcceptedMs))
-	return append(v, s.Writer[:]...), nil
+	v = append(v, s.Writer[:]...)
+	if s.Logged {
+		v = binary.BigEndian.AppendUint64(v, s.Seq)
+	}
+	return v, nil
 }
 
-// DecodeSeen decodes an idempotency row.
+// DecodeSeen decodes an idempotency row of either version.
 func DecodeSeen(v store.Value) (Seen, error) {
-	r := newReader("seen", v)
+	var r *reader
 	var s Seen
+	if len(v) > 0 && v[0] == seenV2 {
+		r = &reader{what: "seen", b: v[1:]}
+		s.Logged = true
+	} else {
+		r = newReader("seen", v)
+	}
 	copy(s.Digest[:], r.take(32))
 	s.AcceptedMs = r.ms()
 	copy(s.Writer[:], r.take(8))
+	if s.Logged {
+		s.Seq = r.u64()
+	}
 	if err := r.end(); err != nil {
 		return Seen{}, err
 	}

@@ -26,7 +26,7 @@ func planAcks(t *testing.T, e *env, endpoint string, n int) store.Batch {
 	acks := freshAcks(t, e, endpoint)
 	for _, pk := range e.pending(endpoint)[:n] {
 		rec, _ := e.record(endpoint, pk.RID)
-		if err := acks.Add(pk.RID, pk.Seq, rec); err != nil {
+		if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -106,13 +106,24 @@ func (e *env) pending(endpoint string) []outbox.ParsedKey {
 	return out
 }
 
-func (e *env) record(endpoint, rid string) (store.Value, bool) {
+// record is the outcome the stream of endpoint holds pending under rid,
+// read as delivery reads it; found is false when it holds none.
+func (e *env) record(endpoint, rid string) (outbox.StreamRecord, bool) {
 	e.T.Helper()
-	key, err := outbox.RecordKey(endpoint, rid)
-	if err != nil {
-		e.T.Fatal(err)
+	for _, pk := range e.pending(endpoint) {
+		if pk.RID != rid {
+			continue
+		}
+		rows, err := outbox.ReadStreamRows(e.Ctx, e.St, e.P, endpoint, []outbox.StreamRef{{Seq: pk.Seq, RID: rid}})
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		if rows[0].Err != nil {
+			e.T.Fatal(rows[0].Err)
+		}
+		return rows[0].Record, rows[0].Found
 	}
-	return e.Get(key)
+	return outbox.StreamRecord{}, false
 }
 
 func (e *env) timers(kind timers.Kind, reference string) []timers.Row {

@@ -140,33 +140,30 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 		return PendingPage{}, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
 	}
 	out := PendingPage{Stream: st, Rows: make([]PendingRow, 0, len(page.Entries))}
-	keys := make([]store.Key, 0, 2*len(page.Entries))
+	refs := make([]StreamRef, 0, len(page.Entries))
 	for _, e := range page.Entries {
 		pk, ok := Parse(e.Key)
 		if !ok || pk.Class != ClassPending || pk.Endpoint != id {
 			return PendingPage{}, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
 		}
 		out.Rows = append(out.Rows, PendingRow{RID: pk.RID, Seq: pk.Seq})
-		keys = append(keys, streamKey(ClassRecord, id, pk.RID), streamKey(ClassAttempt, id, pk.RID))
+		refs = append(refs, StreamRef{Seq: pk.Seq, RID: pk.RID})
 	}
-	rows, err := getMany(ctx, a.Store, p, keys)
+	rows, err := readStreamRowsChunked(ctx, a.Store, p, id, refs)
 	if err != nil {
 		return PendingPage{}, err
 	}
 	for i := range out.Rows {
-		r := &out.Rows[i]
-		rec, att := rows[2*i], rows[2*i+1]
-		if o, err := DecodeRecord(r.RID, rec.Value); rec.Found && err == nil {
-			r.Kind, r.OccurredUnixMs = o.Kind(), o.OccurredUnixMs
+		r, got := &out.Rows[i], rows[i]
+		if got.Found && got.Err == nil {
+			r.Kind, r.OccurredUnixMs = got.Outcome.Kind(), got.Outcome.OccurredUnixMs
 		} else {
 			r.Corrupt = true
 		}
-		if att.Found {
-			if h, err := DecodeAttempts(att.Value); err == nil {
-				r.Attempts = h
-			} else {
-				r.Corrupt = true
-			}
+		if got.AttemptsErr != nil {
+			r.Corrupt = true
+		} else {
+			r.Attempts = got.Attempts
 		}
 	}
 	if page.Next != nil {
@@ -254,8 +251,23 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 // head; a stuck row is usually near it. The record tells first whether the
 // row is pending at all.
 func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string) (uint64, bool, error) {
-	if _, found, err := a.Store.Get(ctx, p, streamKey(ClassRecord, id, rid)); err != nil || !found {
-		return 0, false, err
+	rows, err := a.Store.GetMany(ctx, p, []store.Key{tagged(ClassSeen, rid), streamKey(ClassRecord, id, rid)})
+	if err != nil {
+		return 0, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
+	}
+	if rows[0].Found {
+		if seen, err := DecodeSeen(rows[0].Value); err == nil && seen.Logged {
+			// The seen row names the outcome's sequence number, and so its
+			// pending row's key.
+			_, found, err := a.Store.Get(ctx, p, pendingKey(id, seen.Seq, rid))
+			if err != nil || found {
+				return seen.Seq, found, err
+			}
+		}
+	}
+	if !rows[1].Found {
+		// Not pending as an outcome older than the log either.
+		return 0, false, nil
 	}
 	start, end, err := PendingRange(id)
 	if err != nil {

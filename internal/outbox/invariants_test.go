@@ -24,19 +24,16 @@ func ackPage(ctx context.Context, st store.NamespaceStore, p store.Partition, en
 	if err != nil || len(page.Entries) == 0 {
 		return nil, err
 	}
-	keys := make([]store.Key, len(page.Entries))
 	parsed := make([]outbox.ParsedKey, len(page.Entries))
+	refs := make([]outbox.StreamRef, len(page.Entries))
 	for i, e := range page.Entries {
 		pk, ok := outbox.Parse(e.Key)
 		if !ok {
 			return nil, fmt.Errorf("bad pending key %q", e.Key)
 		}
-		parsed[i] = pk
-		if keys[i], err = outbox.RecordKey(endpoint, pk.RID); err != nil {
-			return nil, err
-		}
+		parsed[i], refs[i] = pk, outbox.StreamRef{Seq: pk.Seq, RID: pk.RID}
 	}
-	records, err := st.GetMany(ctx, p, keys)
+	records, err := outbox.ReadStreamRows(ctx, st, p, endpoint, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -50,10 +47,10 @@ func ackPage(ctx context.Context, st store.NamespaceStore, p store.Partition, en
 		return nil, err
 	}
 	for i, pk := range parsed {
-		if !records[i].Found {
-			return nil, fmt.Errorf("pending row %s/%s has no record", endpoint, pk.RID)
+		if !records[i].Found || records[i].Err != nil {
+			return nil, fmt.Errorf("pending row %s/%s has no record: %v", endpoint, pk.RID, records[i].Err)
 		}
-		if err := acks.Add(pk.RID, pk.Seq, records[i].Value); err != nil {
+		if err := acks.Add(pk.RID, pk.Seq, records[i].Record, outbox.Done{}); err != nil {
 			return nil, err
 		}
 		acked = append(acked, pk.RID)

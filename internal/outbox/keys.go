@@ -38,6 +38,12 @@ const (
 	// ClassCounters: 'c' endpoint -> the stream's delivered, failed and
 	// dropped counts.
 	ClassCounters Class = 'c'
+	// ClassLog: 'l' seq(8) -> the outcome accepted at seq, once for every
+	// stream (log.go).
+	ClassLog Class = 'l'
+	// ClassJob: 'j' endpoint -> the stream's last recovery job
+	// (recovery.go).
+	ClassJob Class = 'j'
 )
 
 // Id limits.
@@ -211,7 +217,7 @@ type ParsedKey struct {
 	Endpoint string
 	// RID: record, pending, attempt and seen rows.
 	RID string
-	// Seq: pending rows.
+	// Seq: pending and log rows.
 	Seq uint64
 	// Timer rows (see package timers). A delivery timer's reference is its
 	// endpoint id.
@@ -242,7 +248,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 			return ParsedKey{}, false
 		}
 		pk.Endpoint, pk.Seq, pk.RID = ep, binary.BigEndian.Uint64([]byte(tail[:8])), tail[8:]
-	case ClassBacklog, ClassEndpoint, ClassCounters:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob:
 		if !validEndpointID(rest) {
 			return ParsedKey{}, false
 		}
@@ -251,6 +257,11 @@ func Parse(key store.Key) (ParsedKey, bool) {
 		if rest != "" {
 			return ParsedKey{}, false
 		}
+	case ClassLog:
+		if len(rest) != 8 {
+			return ParsedKey{}, false
+		}
+		pk.Seq = binary.BigEndian.Uint64([]byte(rest))
 	case ClassSeen:
 		if !validRID(rest) {
 			return ParsedKey{}, false
@@ -276,10 +287,12 @@ func (k ParsedKey) Key() store.Key {
 		return streamKey(k.Class, k.Endpoint, k.RID)
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)
-	case ClassBacklog, ClassEndpoint, ClassCounters:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob:
 		return tagged(k.Class, k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()
+	case ClassLog:
+		return LogKey(k.Seq)
 	case ClassSeen:
 		return tagged(k.Class, k.RID)
 	case ClassTimer:

@@ -41,6 +41,68 @@ type snapshot struct {
 	backlogs  map[string]backlogRead // by endpoint id
 	timers    []timers.Row           // in key (due) order
 	seen      map[string]rowRead     // by rid
+	// logs are the log rows of the seen rows past the window, by seq.
+	logs map[uint64]rowRead
+}
+
+// earlierLog is the log row of an outcome accepted under a rid before its
+// window ended.
+type earlierLog struct {
+	seq uint64
+	raw store.Value
+	row LogRow
+}
+
+// earlier is the log row of rid's seen row, when the row is past the
+// window and its log row still holds the rid.
+func (s *snapshot) earlier(rid string) (earlierLog, bool) {
+	r := s.seen[rid]
+	if !r.found {
+		return earlierLog{}, false
+	}
+	seen, err := DecodeSeen(r.raw)
+	if err != nil || !seen.Logged {
+		return earlierLog{}, false
+	}
+	l, ok := s.logs[seen.Seq]
+	if !ok || !l.found {
+		return earlierLog{}, false
+	}
+	row, err := DecodeLog(l.raw)
+	if err != nil || row.RID != rid {
+		return earlierLog{}, false
+	}
+	return earlierLog{seq: seen.Seq, raw: l.raw, row: row}, true
+}
+
+// readEarlier reads the log rows of the seen rows past the window: an
+// outcome accepted again after its window must not join one of the same
+// rid still waiting.
+func (a *Appender) readEarlier(ctx context.Context, p store.Partition, s *snapshot, cfg appendConfig) error {
+	var keys []store.Key
+	var seqs []uint64
+	for _, r := range s.seen {
+		if !r.found {
+			continue
+		}
+		seen, err := DecodeSeen(r.raw)
+		if err != nil || !seen.Logged || s.nowMs-seen.AcceptedMs < cfg.windowMs {
+			continue
+		}
+		keys, seqs = append(keys, LogKey(seen.Seq)), append(seqs, seen.Seq)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := getMany(ctx, a.Store, p, keys)
+	if err != nil {
+		return err
+	}
+	s.logs = make(map[uint64]rowRead, len(rows))
+	for i, r := range rows {
+		s.logs[seqs[i]] = rowRead{raw: r.Value, found: r.Found}
+	}
+	return nil
 }
 
 // read reads the endpoints, the sequence, the timers, every endpoint's
@@ -105,6 +167,9 @@ func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, c
 		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
 	}
 	s.timers = timers.AppendRows(nil, res[2].Page.Entries)
+	if err := a.readEarlier(ctx, p, s, cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -135,6 +200,9 @@ func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot,
 		return nil, err
 	}
 	if s.timers, err = timers.All(ctx, a.Store, p); err != nil {
+		return nil, err
+	}
+	if err := a.readEarlier(ctx, p, s, cfg); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -273,8 +341,8 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	idle.MoveTo(b, s.nowMs)
 }
 
-func (s *snapshot) hasSweep() bool {
-	return slices.ContainsFunc(s.timers, func(r timers.Row) bool { return r.Kind == timers.KindSeenSweep })
+func (s *snapshot) hasTimer(kind timers.Kind) bool {
+	return slices.ContainsFunc(s.timers, func(r timers.Row) bool { return r.Kind == kind })
 }
 
 // observe folds a committed batch's writes into the snapshot.

@@ -92,9 +92,17 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 		return timers.Fired{}, fmt.Errorf("scan seen rows of %s: %w", fc.Partition, err)
 	}
 	b := store.Batch{Drain: true}
+	type candidate struct {
+		entry store.Entry
+		rid   string
+	}
+	var expired []candidate
+	var logKeys []store.Key
+	var logged []int
 	for _, e := range page.Entries {
 		seen, err := DecodeSeen(e.Value)
-		if _, ok := Parse(e.Key); !ok || err != nil {
+		pk, ok := Parse(e.Key)
+		if !ok || err != nil {
 			log.WarnContext(ctx, "seen row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
 			continue
 		}
@@ -102,12 +110,44 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 		if expires < seen.AcceptedMs {
 			continue // beyond any clock
 		}
-		if fc.NowMs >= expires {
-			b.RequireEquals(e.Key, e.Value)
-			b.Delete(e.Key)
-		} else if st.earliestMs == 0 || expires < st.earliestMs {
-			st.earliestMs = expires
+		if fc.NowMs < expires {
+			if st.earliestMs == 0 || expires < st.earliestMs {
+				st.earliestMs = expires
+			}
+			continue
 		}
+		if seen.Logged {
+			logKeys, logged = append(logKeys, LogKey(seen.Seq)), append(logged, len(expired))
+		}
+		expired = append(expired, candidate{entry: e, rid: pk.RID})
+	}
+	held := make([]bool, len(expired))
+	if len(logKeys) > 0 {
+		// A seen row whose outcome the log still holds stays with it, so
+		// the outcome can be looked up by its reservation id until the
+		// log sweep removes it.
+		rows, err := fc.Store.GetMany(ctx, fc.Partition, logKeys)
+		if err != nil {
+			return timers.Fired{}, fmt.Errorf("read log rows of %s: %w", fc.Partition, err)
+		}
+		for j, i := range logged {
+			if !rows[j].Found {
+				continue
+			}
+			if l, err := DecodeLog(rows[j].Value); err != nil || l.RID == expired[i].rid {
+				held[i] = true
+			}
+		}
+	}
+	for i, c := range expired {
+		if held[i] {
+			if due := fc.NowMs + everyMs; st.earliestMs == 0 || due < st.earliestMs {
+				st.earliestMs = due
+			}
+			continue
+		}
+		b.RequireEquals(c.entry.Key, c.entry.Value)
+		b.Delete(c.entry.Key)
 	}
 	if page.Next != nil {
 		st.cursor = page.Next.Bytes()

@@ -61,6 +61,8 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 		var b store.Batch
 		b.Put(corrupt, store.Value("junk"))
 		e.Apply(b)
+		// Delivered, and so out of the log: nothing holds the seen rows.
+		ackAll(t, e, "billing")
 		e.Clk.Set(t0 + time.Hour.Milliseconds() + outbox.SweepGrace.Milliseconds())
 
 		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 2}
@@ -145,6 +147,36 @@ func TestASweeperAheadOfIngestKeepsTheIdempotencyDecision(t *testing.T) {
 		}
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Duplicate {
 			t.Errorf("resent inside the window: %v, want duplicate", got)
+		}
+	})
+}
+
+// A seen row past its window stays while the log holds its outcome, so the
+// outcome can still be found by its reservation id; it goes once the log
+// row has.
+func TestSweeperKeepsTheSeenRowOfAnOutcomeTheLogHolds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.App.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("r-1"), committed("r-2"))
+		ack(t, e, "billing", 1)
+		e.Clk.Advance(2 * time.Hour)
+		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 10}
+		f, ok := fireSweep(t, e, s, nil)
+		if !ok {
+			t.Fatal("sweep batch failed its guards")
+		}
+		start, end := outbox.SeenRange()
+		var left []string
+		for _, row := range e.scan(start, end) {
+			pk, _ := outbox.Parse(row.Key)
+			left = append(left, pk.RID)
+		}
+		if want := []string{"r-2"}; !slices.Equal(left, want) {
+			t.Errorf("seen rows left %v, want %v (r-2 is still pending)", left, want)
+		}
+		if want := e.NowMs() + 10*time.Minute.Milliseconds(); f.DueAtMs != want {
+			t.Errorf("next pass due %d, want %d: the kept row is looked at again", f.DueAtMs, want)
 		}
 	})
 }

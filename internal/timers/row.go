@@ -20,6 +20,12 @@ const (
 	// KindSeenSweep deletes a namespace's idempotency rows once their window
 	// has passed; its reference is empty.
 	KindSeenSweep Kind = 9
+	// KindLogSweep deletes a namespace's log rows once every stream is done
+	// with them and their retention is over; reference "".
+	KindLogSweep Kind = 10
+	// KindRecovery runs one endpoint's recovery job; reference the
+	// endpoint id.
+	KindRecovery Kind = 11
 )
 
 // NeverMs is a due time that never comes: a parked timer waits at it until

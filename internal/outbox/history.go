@@ -1,0 +1,311 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// Errors of an outcome's history.
+var (
+	// ErrOutcomeNotFound: the namespace holds no outcome under this
+	// reservation id: never accepted, swept after its retention, erased,
+	// or accepted before the log and still waiting.
+	ErrOutcomeNotFound = errors.New("outbox: no outcome under this reservation id")
+	// ErrStillPending: the outcome still waits on that stream; a replay,
+	// not a resend, hurries it.
+	ErrStillPending = errors.New("outbox: outcome still pending on this endpoint")
+	// ErrNotDelivered: the endpoint's kinds did not take the outcome, or
+	// it was created after, so there is nothing to send again.
+	ErrNotDelivered = errors.New("outbox: outcome was never for this endpoint")
+)
+
+// Delivery states of OutcomeView, beside EntryState's: the endpoint's kinds
+// did not take the outcome.
+const StateFiltered = "filtered"
+
+// OutcomeView is one outcome as accepted and what became of it on each
+// endpoint that existed when it was.
+type OutcomeView struct {
+	Outcome    Outcome
+	Seq        uint64
+	AcceptedMs int64
+	Streams    []OutcomeStream // in endpoint id order
+}
+
+// OutcomeStream is the outcome on one endpoint.
+type OutcomeStream struct {
+	Endpoint string
+	// State is "pending", "delivered", "dropped" or "filtered".
+	State string
+	// AtMs is when it was delivered or dropped; 0 otherwise.
+	AtMs int64
+	// Attempts are its last attempts, oldest first, the delivering one
+	// last, and their total.
+	Attempts Attempts
+	// Corrupt: the attempt row does not decode.
+	Corrupt bool
+}
+
+// loggedOutcome is an outcome found by its reservation id.
+type loggedOutcome struct {
+	seen    rowRead
+	seq     uint64
+	raw     store.Value
+	row     LogRow
+	outcome Outcome
+}
+
+// findLogged finds the outcome rid through its seen row, which names its
+// log row.
+func (a *Admin) findLogged(ctx context.Context, p store.Partition, rid string) (loggedOutcome, error) {
+	if err := p.Validate(); err != nil {
+		return loggedOutcome{}, err
+	}
+	if err := ValidateReservationID(rid); err != nil {
+		return loggedOutcome{}, err
+	}
+	key := tagged(ClassSeen, rid)
+	v, found, err := a.Store.Get(ctx, p, key)
+	if err != nil {
+		return loggedOutcome{}, fmt.Errorf("read %s/%s: %w", p, rid, err)
+	}
+	if !found {
+		return loggedOutcome{}, ErrOutcomeNotFound
+	}
+	seen, err := DecodeSeen(v)
+	if err != nil {
+		return loggedOutcome{}, fmt.Errorf("seen row of %s/%s: %w", p, rid, err)
+	}
+	if !seen.Logged {
+		return loggedOutcome{}, ErrOutcomeNotFound
+	}
+	raw, found, err := a.Store.Get(ctx, p, LogKey(seen.Seq))
+	if err != nil {
+		return loggedOutcome{}, fmt.Errorf("read %s/%s: %w", p, rid, err)
+	}
+	if !found {
+		return loggedOutcome{}, ErrOutcomeNotFound
+	}
+	l, err := DecodeLog(raw)
+	if err != nil {
+		return loggedOutcome{}, fmt.Errorf("log row of %s/%s: %w", p, rid, err)
+	}
+	if l.RID != rid {
+		// A seen row names the log row its outcome had; one accepted again
+		// since has another.
+		return loggedOutcome{}, ErrOutcomeNotFound
+	}
+	o, err := DecodeRecord(rid, l.Record)
+	if err != nil {
+		return loggedOutcome{}, fmt.Errorf("log row of %s/%s: %w", p, rid, err)
+	}
+	return loggedOutcome{seen: rowRead{raw: v, found: true}, seq: seen.Seq, raw: raw, row: l, outcome: o}, nil
+}
+
+// Outcome reads the outcome rid and its story on every endpoint of the
+// namespace that existed when it was accepted.
+func (a *Admin) Outcome(ctx context.Context, p store.Partition, rid string) (OutcomeView, error) {
+	lo, err := a.findLogged(ctx, p, rid)
+	if err != nil {
+		return OutcomeView{}, err
+	}
+	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	if err != nil {
+		return OutcomeView{}, err
+	}
+	view := OutcomeView{Outcome: lo.outcome, Seq: lo.seq, AcceptedMs: lo.row.AcceptedMs}
+	keys := make([]store.Key, len(eps))
+	for i, ep := range eps {
+		keys[i] = streamKey(ClassAttempt, ep.id, rid)
+	}
+	attempts, err := getMany(ctx, a.Store, p, keys)
+	if err != nil {
+		return OutcomeView{}, err
+	}
+	for i, ep := range eps {
+		en, ok := lo.row.Entry(ep.id)
+		if ep.ep.CreatedMs > lo.row.AcceptedMs {
+			// Created after: an entry under its id is an earlier endpoint's.
+			continue
+		}
+		s := OutcomeStream{Endpoint: ep.id, State: StateFiltered}
+		if ok {
+			s.State = en.State.String()
+			if en.State != EntryPending {
+				s.AtMs = en.AtMs
+			}
+		}
+		if attempts[i].Found {
+			h, err := DecodeAttempts(attempts[i].Value)
+			if err != nil {
+				s.Corrupt = true
+			} else {
+				s.Attempts = h
+			}
+		}
+		if ok && en.State == EntryDelivered && !IsSynthetic(rid) {
+			s.Attempts = s.Attempts.With(Attempt{AtMs: en.AtMs, DurationMs: en.DurationMs, Status: int(en.Status)})
+		}
+		view.Streams = append(view.Streams, s)
+	}
+	return view, nil
+}
+
+// Resent is where a resend put the outcome.
+type Resent struct {
+	Seq     uint64
+	DueAtMs int64
+}
+
+// Resend queues the retained outcome rid on the stream of endpoint id again,
+// at its own sequence number, so it keeps its place and its webhook id: in
+// one batch guarded by the log row, the stream's entry is marked pending,
+// its pending row written, its backlog and counters moved (one outcome less
+// delivered, one more pending), and its timer woken. An outcome still
+// pending there is ErrStillPending; one the endpoint never had is
+// ErrNotDelivered.
+func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (Resent, error) {
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return Resent{}, err
+		}
+		if s.ep == nil {
+			return Resent{}, ErrNotFound
+		}
+		if s.ep.ep.DisabledReason == ReasonDeleting {
+			return Resent{}, ErrDeleting
+		}
+		lo, err := a.findLogged(ctx, p, rid)
+		if err != nil {
+			return Resent{}, err
+		}
+		en, ok := lo.row.Entry(id)
+		switch {
+		case !ok || s.ep.ep.CreatedMs > lo.row.AcceptedMs:
+			return Resent{}, ErrNotDelivered
+		case en.State == EntryPending:
+			return Resent{}, ErrStillPending
+		case en.State != EntryDelivered:
+			return Resent{}, ErrNotDelivered
+		}
+		nowMs := a.Clock.Now().UnixMilli()
+		var b store.Batch
+		b.RequireEquals(s.ep.key, s.ep.raw)
+		if err := requeue(&b, id, lo.seq, lo.raw, lo.row, en); err != nil {
+			return Resent{}, err
+		}
+		b.Writes = append(b.Writes, requeueCounts(id, 1, uint64(len(lo.row.Record)))...)
+		due := nowMs
+		if s.ep.ep.Enabled {
+			wakeForRows(&b, s, id, nowMs)
+		} else {
+			due = timers.NeverMs
+		}
+		ok, err = a.apply(ctx, p, b)
+		if err != nil {
+			return Resent{}, err
+		}
+		if ok {
+			return Resent{Seq: lo.seq, DueAtMs: due}, nil
+		}
+	}
+	return Resent{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// requeue adds to b the guard of the log row as read and the writes that
+// make its entry for id pending again at its own sequence number: three
+// operations.
+func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row LogRow, en LogEntry) error {
+	b.RequireEquals(LogKey(seq), raw)
+	b.Put(pendingKey(id, seq, row.RID), store.Value{})
+	en.State, en.AtMs, en.DurationMs, en.Status = EntryPending, 0, 0, 0
+	putEntry(b, seq, en)
+	return nil
+}
+
+// requeueCounts are the Adds of n outcomes of bytes in all queued again on
+// the stream of id: its backlog grows, and its delivered count gives them
+// back to pending.
+func requeueCounts(id string, n, bytes uint64) []store.Write {
+	return []store.Write{
+		{Kind: store.Add, Key: tagged(ClassBacklog, id), Value: backlogHeader, Deltas: []int64{int64(n), int64(bytes)}},
+		// Saturating: a stream older than its counters may count fewer.
+		{Kind: store.Add, Key: tagged(ClassCounters, id), Value: countersHeader, Deltas: []int64{-int64(n), 0, 0}, Saturating: 1 << counterDelivered},
+	}
+}
+
+// wakeForRows makes the stream's timer fire now for rows this batch adds:
+// planWake, for a backlog that the batch itself grows.
+func wakeForRows(b *store.Batch, s *streamRead, id string, nowMs int64) {
+	if s.timer == nil {
+		// Neither the backlog nor the endpoint fence out an ingest that
+		// also read no timer and would create a second one: the sequence
+		// does.
+		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		_ = s.fence(b)
+		b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(nil))
+		return
+	}
+	planWake(b, s, id, nowMs)
+}
+
+// Erased is what an erasure removed.
+type Erased struct {
+	// Dropped names the endpoints on which the outcome was still pending.
+	Dropped []string
+}
+
+// Erase removes the outcome rid from the namespace at once, whatever its
+// retention: its log row, every stream's attempt row and pending row (a
+// pending one counted dropped), in one batch guarded by the log row, and
+// its seen row keeps only its digest, so the reservation id still answers
+// duplicate or conflict for its window.
+func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erased, error) {
+	for range adminRetries {
+		lo, err := a.findLogged(ctx, p, rid)
+		if err != nil {
+			return Erased{}, err
+		}
+		seen, err := DecodeSeen(lo.seen.raw)
+		if err != nil {
+			return Erased{}, err
+		}
+		seen.Logged, seen.Seq = false, 0
+		digestOnly, err := EncodeSeen(seen)
+		if err != nil {
+			return Erased{}, err
+		}
+		var b store.Batch
+		b.Drain = true
+		b.RequireEquals(LogKey(lo.seq), lo.raw)
+		b.RequireEquals(tagged(ClassSeen, rid), lo.seen.raw)
+		b.Delete(LogKey(lo.seq))
+		b.Put(tagged(ClassSeen, rid), digestOnly)
+		var out Erased
+		for _, en := range lo.row.Entries {
+			b.Delete(streamKey(ClassAttempt, en.Endpoint, rid))
+			if en.State != EntryPending {
+				continue
+			}
+			out.Dropped = append(out.Dropped, en.Endpoint)
+			b.Delete(pendingKey(en.Endpoint, lo.seq, rid))
+			b.Writes = append(b.Writes,
+				store.Write{Kind: store.Add, Key: tagged(ClassBacklog, en.Endpoint), Value: backlogHeader,
+					Deltas: []int64{-1, -int64(len(lo.row.Record))}, Saturating: backlogBytesSaturate},
+				addCounters(en.Endpoint, Counters{Dropped: 1}))
+		}
+		ok, err := a.apply(ctx, p, b)
+		if err != nil {
+			return Erased{}, err
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	return Erased{}, fmt.Errorf("%w: %s", ErrContended, p)
+}

@@ -1,0 +1,211 @@
+package outbox
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// Bounds of Admin.Outcomes.
+const (
+	// MaxOutcomesPage is the most outcomes one page returns.
+	MaxOutcomesPage = 100
+	// outcomesScan is the most log rows one page reads, whatever its
+	// filter: a page may hold fewer outcomes than asked and still have a
+	// next one.
+	outcomesScan = 200
+	// acceptSlack widens a time range's start: processes stamp acceptance
+	// by their own clocks, so sequence order is acceptance order only to
+	// within their skew.
+	acceptSlackMs = 1000
+)
+
+// OutcomeFilter selects outcomes of a namespace. Zero fields select all.
+type OutcomeFilter struct {
+	// Endpoint keeps outcomes that endpoint had (a state of its own, or
+	// filtered when it existed then and its kinds did not take it).
+	Endpoint string
+	// State keeps outcomes in that state: on Endpoint, or on any endpoint.
+	State string
+	// SinceMs and UntilMs keep outcomes accepted in [SinceMs, UntilMs).
+	SinceMs, UntilMs int64
+}
+
+// OutcomeSummary is one outcome of a page: what it is and its state on each
+// endpoint, without its attempts.
+type OutcomeSummary struct {
+	RID        string
+	Seq        uint64
+	AcceptedMs int64
+	Kind       Kind
+	Streams    []OutcomeStream
+}
+
+// OutcomesPage is one page of outcomes in acceptance order.
+type OutcomesPage struct {
+	Outcomes []OutcomeSummary
+	// Next resumes after the last row the page read; nil when none
+	// follows in the range.
+	Next []byte
+}
+
+// Outcomes pages through the namespace's retained outcomes in acceptance
+// (sequence) order, filtered, reading at most outcomesScan log rows per
+// page, after the position next of an earlier page.
+func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter, next []byte, limit int) (OutcomesPage, error) {
+	if err := p.Validate(); err != nil {
+		return OutcomesPage{}, err
+	}
+	switch {
+	case limit < 1 || limit > MaxOutcomesPage:
+		return OutcomesPage{}, invalidf("limit must be 1 to %d", MaxOutcomesPage)
+	case f.Endpoint != "" && !validEndpointID(f.Endpoint):
+		return OutcomesPage{}, ValidateEndpointID(f.Endpoint)
+	case f.State != "" && !slices.Contains([]string{"pending", "delivered", "dropped", StateFiltered}, f.State):
+		return OutcomesPage{}, invalidf("state must be pending, delivered, dropped or filtered")
+	case f.State == StateFiltered && f.Endpoint == "":
+		return OutcomesPage{}, invalidf("state filtered needs an endpoint")
+	case f.SinceMs < 0 || f.UntilMs < 0 || (f.UntilMs > 0 && f.UntilMs <= f.SinceMs):
+		return OutcomesPage{}, invalidf("until must be after since")
+	}
+	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	if err != nil {
+		return OutcomesPage{}, err
+	}
+	if f.Endpoint != "" && !slices.ContainsFunc(eps, func(e endpointRow) bool { return e.id == f.Endpoint }) {
+		return OutcomesPage{}, ErrNotFound
+	}
+	start, end := LogRange()
+	var after *store.Cursor
+	switch {
+	case next != nil:
+		if len(next) != 8 {
+			return OutcomesPage{}, invalidf("cursor is not a position of this namespace's outcomes")
+		}
+		after = store.CursorAfter(LogKey(binary.BigEndian.Uint64(next)))
+	case f.SinceMs > 0:
+		seq, err := firstAcceptedAt(ctx, a.Store, p, f.SinceMs-acceptSlackMs)
+		if err != nil {
+			return OutcomesPage{}, err
+		}
+		start = LogKey(seq)
+	}
+	page, err := a.Store.Scan(ctx, p, start, end, after, outcomesScan)
+	if err != nil {
+		return OutcomesPage{}, fmt.Errorf("scan log of %s: %w", p, err)
+	}
+	var out OutcomesPage
+	var lastSeq uint64
+	for i, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassLog {
+			return OutcomesPage{}, fmt.Errorf("log row of %s: %w", p, corruptf("bad log key"))
+		}
+		lastSeq = pk.Seq
+		l, err := DecodeLog(e.Value)
+		if err != nil {
+			// Kept, and skipped, as delivery does.
+			continue
+		}
+		if f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs+acceptSlackMs {
+			return out, nil
+		}
+		if l.AcceptedMs < f.SinceMs || (f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs) {
+			continue
+		}
+		sum := OutcomeSummary{RID: l.RID, Seq: pk.Seq, AcceptedMs: l.AcceptedMs, Streams: streamStates(l, eps)}
+		if !f.matches(sum.Streams) {
+			continue
+		}
+		if o, err := DecodeRecord(l.RID, l.Record); err == nil {
+			sum.Kind = o.Kind()
+		}
+		out.Outcomes = append(out.Outcomes, sum)
+		if len(out.Outcomes) == limit {
+			if i < len(page.Entries)-1 || page.Next != nil {
+				out.Next = binary.BigEndian.AppendUint64(nil, pk.Seq)
+			}
+			return out, nil
+		}
+	}
+	if page.Next != nil {
+		out.Next = binary.BigEndian.AppendUint64(nil, lastSeq)
+	}
+	return out, nil
+}
+
+// streamStates is the state of a log row's outcome on each endpoint that
+// existed when it was accepted.
+func streamStates(l LogRow, eps []endpointRow) []OutcomeStream {
+	var out []OutcomeStream
+	for _, ep := range eps {
+		if ep.ep.CreatedMs > l.AcceptedMs {
+			continue
+		}
+		s := OutcomeStream{Endpoint: ep.id, State: StateFiltered}
+		if en, ok := l.Entry(ep.id); ok {
+			s.State = en.State.String()
+			if en.State != EntryPending {
+				s.AtMs = en.AtMs
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (f OutcomeFilter) matches(streams []OutcomeStream) bool {
+	if f.Endpoint == "" && f.State == "" {
+		return true
+	}
+	for _, s := range streams {
+		if (f.Endpoint == "" || s.Endpoint == f.Endpoint) && (f.State == "" || s.State == f.State) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstAcceptedAt is the sequence number of the first log row accepted at
+// or after atMs, by binary search over the sequence numbers, one one-row
+// scan per step; the namespace's next sequence number when there is none.
+// Rows gone from the log leave gaps, so each step looks at the first row at
+// or after its middle.
+func firstAcceptedAt(ctx context.Context, st store.NamespaceStore, p store.Partition, atMs int64) (uint64, error) {
+	v, found, err := st.Get(ctx, p, SequenceKey())
+	if err != nil {
+		return 0, fmt.Errorf("read sequence of %s: %w", p, err)
+	}
+	var hi uint64
+	if found {
+		if hi, err = DecodeSequence(v); err != nil {
+			return 0, err
+		}
+	}
+	_, end := LogRange()
+	lo := uint64(0)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		page, err := st.Scan(ctx, p, LogKey(mid), end, nil, 1)
+		if err != nil {
+			return 0, fmt.Errorf("scan log of %s: %w", p, err)
+		}
+		if len(page.Entries) == 0 {
+			hi = mid
+			continue
+		}
+		pk, _ := Parse(page.Entries[0].Key)
+		l, err := DecodeLog(page.Entries[0].Value)
+		if err != nil || l.AcceptedMs < atMs {
+			// A row that does not decode counts as before: a range then
+			// starts no later than it should.
+			lo = max(pk.Seq, mid) + 1
+			continue
+		}
+		hi = mid
+	}
+	return lo, nil
+}

@@ -1,0 +1,167 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// StreamRecord is the outcome of one stream row as read: from its log row,
+// or, for a row accepted before the log, from the stream's own record row.
+type StreamRecord struct {
+	// Record is the outcome's record encoding.
+	Record store.Value
+	// AcceptedMs is when the log row says it was accepted, 0 for a row
+	// older than the log.
+	AcceptedMs int64
+	// HasAttempts: the stream keeps an attempt row for it.
+	HasAttempts bool
+
+	logged bool
+	seq    uint64
+	log    store.Value
+	row    LogRow
+	entry  LogEntry
+}
+
+// StreamRef names one row of a stream: its sequence number and rid.
+type StreamRef struct {
+	Seq uint64
+	RID string
+}
+
+// StreamRow is one stream row's outcome and attempts as read. Found is false
+// when neither a log row nor a record row holds it; Err says why a row that
+// was found cannot be used (it does not decode, or is another outcome's).
+type StreamRow struct {
+	Found    bool
+	Err      error
+	Record   StreamRecord
+	Outcome  Outcome
+	Attempts Attempts
+	// AttemptsErr: the attempt row is present but does not decode.
+	AttemptsErr error
+}
+
+// ReadStreamRows reads the outcomes and attempt rows of rows of the stream
+// of endpoint, in one round trip for rows in the log and one more for rows
+// older than it. At most MaxBatchOps/2 rows.
+func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef) ([]StreamRow, error) {
+	if len(refs) > store.MaxBatchOps/2 {
+		return nil, fmt.Errorf("read %d stream rows at once", len(refs))
+	}
+	out := make([]StreamRow, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	keys := make([]store.Key, 0, 2*len(refs))
+	for _, r := range refs {
+		keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+	}
+	got, err := st.GetMany(ctx, p, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read stream rows of %s/%s: %w", p, endpoint, err)
+	}
+	var legacy []int
+	for i, r := range refs {
+		logRow, attempt := got[2*i], got[2*i+1]
+		if attempt.Found {
+			out[i].Attempts, out[i].AttemptsErr = DecodeAttempts(attempt.Value)
+			out[i].Record.HasAttempts = true
+		}
+		if !logRow.Found {
+			legacy = append(legacy, i)
+			continue
+		}
+		out[i].Found = true
+		out[i].Record, out[i].Err = fromLog(endpoint, r, logRow.Value, out[i].Record.HasAttempts)
+		if out[i].Err == nil {
+			out[i].Outcome, out[i].Err = DecodeRecord(r.RID, out[i].Record.Record)
+		}
+	}
+	if len(legacy) == 0 {
+		return out, nil
+	}
+	keys = keys[:0]
+	for _, i := range legacy {
+		keys = append(keys, streamKey(ClassRecord, endpoint, refs[i].RID))
+	}
+	if got, err = st.GetMany(ctx, p, keys); err != nil {
+		return nil, fmt.Errorf("read records of %s/%s: %w", p, endpoint, err)
+	}
+	for j, i := range legacy {
+		if !got[j].Found {
+			continue
+		}
+		out[i].Found = true
+		out[i].Record.Record = got[j].Value
+		out[i].Outcome, out[i].Err = DecodeRecord(refs[i].RID, got[j].Value)
+	}
+	return out, nil
+}
+
+// fromLog is the stream record of ref from its log row.
+func fromLog(endpoint string, ref StreamRef, v store.Value, attempts bool) (StreamRecord, error) {
+	l, err := DecodeLog(v)
+	if err != nil {
+		return StreamRecord{}, err
+	}
+	if l.RID != ref.RID {
+		return StreamRecord{}, corruptf("log row %d holds another reservation id", ref.Seq)
+	}
+	e, ok := l.Entry(endpoint)
+	if !ok {
+		return StreamRecord{}, corruptf("log row %d has no entry for endpoint %s", ref.Seq, endpoint)
+	}
+	return StreamRecord{
+		Record: l.Record, AcceptedMs: l.AcceptedMs, HasAttempts: attempts,
+		logged: true, seq: ref.Seq, log: v, row: l, entry: e,
+	}, nil
+}
+
+// readStreamRowsChunked is ReadStreamRows for any number of rows.
+func readStreamRowsChunked(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef) ([]StreamRow, error) {
+	out := make([]StreamRow, 0, len(refs))
+	for chunk := range slices.Chunk(refs, store.MaxBatchOps/2) {
+		rows, err := ReadStreamRows(ctx, st, p, endpoint, chunk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// Shared reports whether the record's log row, as read, has another stream
+// waiting on it. With nothing retained, the last stream done with a row
+// deletes it, so such a row is worth reading again just before its
+// acknowledgement: the other stream may have finished meanwhile.
+func (r StreamRecord) Shared() bool {
+	return r.logged && r.row.pendingElsewhere(r.entry.Endpoint)
+}
+
+// LogKey is the key of the record's log row; ok is false for a row older
+// than the log.
+func (r StreamRecord) LogKey() (key store.Key, ok bool) {
+	if !r.logged {
+		return "", false
+	}
+	return LogKey(r.seq), true
+}
+
+// Refreshed is r as its log row reads now. A row gone or changed beyond its
+// entries (an erasure, a corrupt write) leaves r as it was: the
+// acknowledgement's guards then decide.
+func (r StreamRecord) Refreshed(row store.Row) StreamRecord {
+	if !r.logged || !row.Found {
+		return r
+	}
+	fresh, err := fromLog(r.entry.Endpoint, StreamRef{Seq: r.seq, RID: r.row.RID}, row.Value, r.HasAttempts)
+	if err != nil || !bytes.Equal(fresh.Record, r.Record) || fresh.entry.State != EntryPending {
+		return r
+	}
+	return fresh
+}
