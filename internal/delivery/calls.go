@@ -38,6 +38,8 @@ type result struct {
 	// clock.
 	took  time.Duration
 	ended time.Time
+	// status is the 2xx a StatusSink reported.
+	status int
 }
 
 // call delivers the page's rows in sequence order, keeping up to the
@@ -64,7 +66,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 		h.Metrics.observeCall(res, ctx.Err() != nil)
 		switch {
 		case res.err == nil:
-			res.row.done = outbox.Done{AtMs: max(res.ended.UnixMilli(), 0), DurationMs: durationMs(res.took)}
+			res.row.done = outbox.Done{AtMs: max(res.ended.UnixMilli(), 0), DurationMs: durationMs(res.took), Status: uint16(min(max(res.status, 0), 999))}
 			run.acked = append(run.acked, res.row)
 		case ctx.Err() != nil:
 			// Stopped (the driver stopping, or the lease running out): the
@@ -132,14 +134,22 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	defer cancel()
 	begin := clk.Now()
 	done := make(chan error, 1)
+	var status int
 	go func() {
-		done <- h.Sink.Deliver(callCtx, Parcel{
-			Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome,
-		})
+		parcel := Parcel{Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome}
+		if ss, ok := h.Sink.(StatusSink); ok {
+			var err error
+			status, err = ss.DeliverStatus(callCtx, parcel)
+			done <- err
+			return
+		}
+		done <- h.Sink.Deliver(callCtx, parcel)
 	}()
 	res := result{row: r}
 	select {
 	case res.err = <-done:
+		// Written before the send on done, so read after it.
+		res.status = status
 		// The call's context ended but the fire's did not: its own bound
 		// cut it.
 		res.timedOut = res.err != nil && ctx.Err() == nil && callCtx.Err() != nil

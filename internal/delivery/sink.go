@@ -30,6 +30,13 @@ type Sink interface {
 	Deliver(ctx context.Context, o Parcel) error
 }
 
+// StatusSink is a Sink that also tells the 2xx status the endpoint answered,
+// kept with the delivering attempt; 0 when it cannot say.
+type StatusSink interface {
+	Sink
+	DeliverStatus(ctx context.Context, o Parcel) (int, error)
+}
+
 // SinkFunc adapts a function to Sink.
 type SinkFunc func(ctx context.Context, o Parcel) error
 

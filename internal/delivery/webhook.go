@@ -40,10 +40,16 @@ var _ Sink = (*Webhooks)(nil)
 // answered 2xx; every other outcome is an *Error whose text holds no URL,
 // secret or body.
 func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
+	_, err := w.DeliverStatus(ctx, o)
+	return err
+}
+
+// DeliverStatus is Deliver, with the 2xx status the endpoint answered.
+func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 	u, err := url.Parse(o.Endpoint.URL)
 	if err != nil {
 		// url.Error's text holds the URL, whose query may carry a token.
-		return &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}
+		return 0, &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}
 	}
 	var scheme hooks.Scheme
 	switch o.Endpoint.Scheme {
@@ -57,7 +63,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 	case outbox.SchemeStandardWebhooksV1a:
 		scheme = hooks.SchemeStandardV1a
 	default:
-		return unsignable()
+		return 0, unsignable()
 	}
 	secrets := make([]string, len(o.Endpoint.Secrets))
 	for i, s := range o.Endpoint.Secrets {
@@ -74,7 +80,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 			// ErrInvalid's text names the broken rule, never a value.
 			e.Reason += ": " + err.Error()
 		}
-		return e
+		return 0, e
 	}
 	msg := hooks.Message{
 		ID:   outbox.MessageID(o.Namespace, o.EndpointID, o.Seq, o.Outcome.ReservationID),
@@ -87,19 +93,19 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 			headers[k] = string(v)
 		}
 	}
-	err = w.Sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, PrivateKeys: keys, Headers: headers}, msg)
+	status, err := w.Sender.SendStatus(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, PrivateKeys: keys, Headers: headers}, msg)
 	if err == nil {
-		return nil
+		return status, nil
 	}
 	var he *hooks.Error
 	switch {
 	case errors.As(err, &he):
-		return &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error(), Excerpt: he.Excerpt}
+		return 0, &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error(), Excerpt: he.Excerpt}
 	case errors.Is(err, hooks.ErrUnsignable):
-		return unsignable()
+		return 0, unsignable()
 	}
 	// Send documents no other error; its text is not known to be safe.
-	return &Error{Class: ClassError, Reason: "webhook not sent"}
+	return 0, &Error{Class: ClassError, Reason: "webhook not sent"}
 }
 
 // unsignable keeps none of the signer's text: it may describe a secret.

@@ -217,8 +217,15 @@ func (c *Channel) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 // call ends after DefaultPostDeadline. A 2xx whose body is still arriving at
 // the deadline still acknowledges: the status is the answer.
 func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Header, body []byte) error {
+	_, err := c.PostStatus(ctx, endpoint, header, body)
+	return err
+}
+
+// PostStatus is Post, with the 2xx status the endpoint answered: kept with
+// the delivering attempt.
+func (c *Channel) PostStatus(ctx context.Context, endpoint *url.URL, header http.Header, body []byte) (int, error) {
 	if err := c.CheckURL(endpoint); err != nil {
-		return err
+		return 0, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -227,7 +234,7 @@ func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Heade
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
 	if err != nil {
-		return &Error{Class: ClassURL, reason: "endpoint URL does not form a request"}
+		return 0, &Error{Class: ClassURL, reason: "endpoint URL does not form a request"}
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -240,7 +247,7 @@ func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Heade
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return transportError(ctx, err)
+		return 0, transportError(ctx, err)
 	}
 	// A refusal's first bytes are kept for the attempt row: what the
 	// endpoint says is wrong. They are the only part of the body read for
@@ -262,7 +269,7 @@ func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Heade
 	_ = resp.Body.Close()
 
 	if delivered {
-		return nil
+		return resp.StatusCode, nil
 	}
 	var retryAfter time.Duration
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
@@ -270,7 +277,7 @@ func (c *Channel) Post(ctx context.Context, endpoint *url.URL, header http.Heade
 	}
 	e := statusError(resp.StatusCode, retryAfter)
 	e.Excerpt = excerpt
-	return e
+	return 0, e
 }
 
 // CheckURL applies the endpoint rules that need no DNS, for fast feedback at

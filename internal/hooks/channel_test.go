@@ -917,3 +917,18 @@ func TestARefusalKeepsTheFirstBytesOfItsAnswerOnly(t *testing.T) {
 		t.Fatalf("excerpt %q", e.Excerpt)
 	}
 }
+
+// PostStatus tells which 2xx the endpoint answered, and 0 with the error
+// otherwise.
+func TestPostStatusTellsTheTwoHundredTheEndpointAnswered(t *testing.T) {
+	for _, code := range []int{http.StatusOK, http.StatusAccepted, http.StatusNoContent} {
+		c, u := loopbackHTTP(t, ChannelOptions{}, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) })
+		if got, err := c.PostStatus(context.Background(), u, http.Header{}, []byte("{}")); err != nil || got != code {
+			t.Errorf("answered %d: PostStatus %d, %v", code, got, err)
+		}
+	}
+	c, u := loopbackHTTP(t, ChannelOptions{}, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	if got, err := c.PostStatus(context.Background(), u, http.Header{}, []byte("{}")); err == nil || got != 0 {
+		t.Errorf("answered 502: PostStatus %d, %v", got, err)
+	}
+}

@@ -57,6 +57,12 @@ var ErrUnsignable = errors.New("hooks: cannot sign webhook")
 // Send signs and posts one attempt. nil means the endpoint answered 2xx;
 // otherwise the error is a *Error from the channel or wraps ErrUnsignable.
 func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
+	_, err := s.SendStatus(ctx, t, m)
+	return err
+}
+
+// SendStatus is Send, with the 2xx status the endpoint answered.
+func (s *Sender) SendStatus(ctx context.Context, t Target, m Message) (int, error) {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
@@ -72,14 +78,14 @@ func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
 		h, err = SignStandardV1a(m.ID, t.PrivateKeys, m.Body, now())
 	case SchemeMkit, "":
 		if s.Mkit == nil {
-			return fmt.Errorf("%w: no mkit-hook signing key", ErrUnsignable)
+			return 0, fmt.Errorf("%w: no mkit-hook signing key", ErrUnsignable)
 		}
 		h, err = s.Mkit.Sign(t.URL, t.Namespace, m.Body, now())
 	default:
-		return fmt.Errorf("%w: unknown scheme %q", ErrUnsignable, t.Scheme)
+		return 0, fmt.Errorf("%w: unknown scheme %q", ErrUnsignable, t.Scheme)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnsignable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUnsignable, err)
 	}
 	for name, v := range t.Headers {
 		k := http.CanonicalHeaderKey(name)
@@ -89,5 +95,5 @@ func (s *Sender) Send(ctx context.Context, t Target, m Message) error {
 		h[k] = []string{v}
 	}
 	h.Set("Content-Type", "application/json")
-	return s.Channel.Post(ctx, t.URL, h, m.Body)
+	return s.Channel.PostStatus(ctx, t.URL, h, m.Body)
 }
