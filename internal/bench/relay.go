@@ -19,6 +19,7 @@ import (
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
@@ -83,6 +84,9 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		Signing:        app.Signing{KeyFile: keyFile, KeyID: "bench"},
 		Delivery:       app.Delivery{PublicURL: r.url, AllowCIDRs: "127.0.0.1/32", Concurrency: delivery.DefaultConcurrency},
 		Auth:           app.Auth{Secret: string(secret), Leeway: app.DefaultLeeway},
+		// What a relay keeps by default: the delivered history's writes
+		// are part of the cost measured.
+		Retention: outbox.DefaultRetention,
 		// Relay's info lines (each endpoint registered) would bury the
 		// table.
 		Logger: slog.New(warnOnly{log.Handler()}),
