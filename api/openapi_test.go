@@ -74,6 +74,12 @@ var routes = []route{
 	{http.MethodGet, "/v1/namespaces/{ns}/outbox", "getOutbox", []string{"outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces", "listNamespaces", []string{"admin"}},
 	{http.MethodPost, "/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", "replayOutcome", []string{"admin"}},
+	{http.MethodGet, "/v1/namespaces/{ns}/outcomes", "listOutcomes", []string{"outbox:read", "admin"}},
+	{http.MethodGet, "/v1/namespaces/{ns}/outcomes/{rid}", "getOutcome", []string{"outbox:read", "admin"}},
+	{http.MethodDelete, "/v1/namespaces/{ns}/outcomes/{rid}", "eraseOutcome", []string{"admin"}},
+	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/resend", "resendOutcome", []string{"admin"}},
+	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/recover", "recoverEndpoint", []string{"admin"}},
+	{http.MethodGet, "/v1/namespaces/{ns}/endpoints/{id}/recoveries/{job}", "getRecovery", []string{"outbox:read", "admin"}},
 	{http.MethodGet, "/healthz", "healthz", nil},
 	{http.MethodGet, "/readyz", "readyz", nil},
 	{http.MethodGet, "/metrics", "metrics", nil},
@@ -143,7 +149,7 @@ func checkSecurity(t *testing.T, op *openapi3.Operation, scopes []string) {
 func checkParameters(t *testing.T, item *openapi3.PathItem, op *openapi3.Operation, path string) {
 	t.Helper()
 	params := append(slices.Clone(item.Parameters), op.Parameters...)
-	for _, name := range []string{"ns", "id", "rid"} {
+	for _, name := range []string{"ns", "id", "rid", "job"} {
 		inPath := strings.Contains(path, "{"+name+"}")
 		p := params.GetByInAndName(openapi3.ParameterInPath, name)
 		switch {
@@ -501,6 +507,42 @@ func TestResponseSchemas(t *testing.T) {
 	})
 	runCases(t, doc, "ReplayResult", []schemaCase{
 		{"replayed", `{"endpoint": "billing", "reservation_id": "r-1", "sequence": 4, "next_attempt_at": "2025-11-30T00:00:00.000Z"}`, true},
+	})
+	story := `{"reservation_id": "r-1", "seq": 3, "accepted_at": "2025-11-30T00:00:00.000Z",
+		"outcome": {"reservation_id": "r-1", "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, "expired": {}},
+		"endpoints": [{"endpoint": "billing", "state": "delivered", "delivered_at": "2025-11-30T00:00:01.000Z",
+		               "attempts": [{"at": "2025-11-30T00:00:01.000Z", "duration_ms": 4, "status": 200}], "attempt_count": 1},
+		              {"endpoint": "audit", "state": "filtered", "attempts": [], "attempt_count": 0}]}`
+	runCases(t, doc, "OutcomeStory", []schemaCase{
+		{"story", story, true},
+		{"delivered without its time", strings.Replace(story, `"delivered_at": "2025-11-30T00:00:01.000Z",`, ``, 1), false},
+		{"filtered with a delivery time", strings.Replace(story, `"state": "filtered",`, `"state": "filtered", "delivered_at": "2025-11-30T00:00:01.000Z",`, 1), false},
+		{"unknown state", strings.Replace(story, `"filtered"`, `"lost"`, 1), false},
+		{"outcome not of the ingest shape", strings.Replace(story, `"expired": {}`, `"expired": {}, "aborted": {"reason": "x"}`, 1), false},
+		{"no endpoints", without(t, story, "endpoints"), false},
+	})
+	list := `{"outcomes": [{"reservation_id": "r-1", "seq": 0, "accepted_at": "2025-11-30T00:00:00.000Z", "kind": "expired",
+		"endpoints": [{"endpoint": "billing", "state": "delivered", "at": "2025-11-30T00:00:01.000Z"}, {"endpoint": "audit", "state": "pending"}]}],
+		"next_cursor": "AAAAAAAAAAA"}`
+	runCases(t, doc, "OutcomesPage", []schemaCase{
+		{"page", list, true},
+		{"last page", without(t, list, "next_cursor"), true},
+		{"pending with a time", strings.Replace(list, `"state": "pending"`, `"state": "pending", "at": "2025-11-30T00:00:01.000Z"`, 1), false},
+		{"null cursor", strings.Replace(list, `"AAAAAAAAAAA"`, `null`, 1), false},
+	})
+	job := `{"id": "0123456789abcdef0123456789abcdef", "endpoint": "billing", "state": "done", "since": "2025-11-30T00:00:00.000Z",
+		"until": "2025-11-30T01:00:00.000Z", "examined": 40, "queued": 39, "total": 60, "created_at": "2025-11-30T02:00:00.000Z",
+		"finished_at": "2025-11-30T02:00:01.000Z"}`
+	runCases(t, doc, "Recovery", []schemaCase{
+		{"done", job, true},
+		{"done without its end", without(t, job, "finished_at"), false},
+		{"running", strings.Replace(without(t, job, "finished_at"), `"done"`, `"running"`, 1), true},
+		{"running with an end", strings.Replace(job, `"done"`, `"running"`, 1), false},
+		{"bad id", strings.Replace(job, `"0123456789abcdef0123456789abcdef"`, `"x"`, 1), false},
+	})
+	runCases(t, doc, "ResendResult", []schemaCase{
+		{"due", `{"seq": 4, "due_at": "2025-11-30T00:00:00.000Z"}`, true},
+		{"parked", `{"seq": 4, "due_at": null}`, true},
 	})
 	runCases(t, doc, "KeyList", []schemaCase{
 		{"one key", `{"version": 1, "keys": [{"keyId": "relay-1", "alg": "ed25519", "publicKey": "` + hex64 + `"}]}`, true},

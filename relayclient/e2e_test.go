@@ -223,11 +223,40 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	_, err = c.Replay(ctx, "acme", "billing", "never-sent")
 	wantProblem(t, err, http.StatusNotFound, relayclient.TypeNotPending)
 
+	story, err := c.Outcome(ctx, "acme", "r-1")
+	if err != nil || story.ReservationID != "r-1" || story.Outcome.Committed == nil || story.Outcome.Committed.Refs[1].Deleted != true ||
+		len(story.Endpoints) != 2 || story.Endpoints[0].State != relayclient.OutcomeFiltered || story.Endpoints[1].State != relayclient.OutcomePending {
+		t.Fatalf("outcome %+v, %v", story, err)
+	}
+	_, err = c.Outcome(ctx, "acme", "never-sent")
+	wantProblem(t, err, http.StatusNotFound, relayclient.TypeNotFound)
+	listed2, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{Endpoint: "billing", State: relayclient.OutcomePending, Since: time.Now().Add(-time.Hour), Limit: 100})
+	if err != nil || len(listed2.Outcomes) == 0 || listed2.Outcomes[0].ReservationID != "r-1" || listed2.NextCursor == "" {
+		t.Fatalf("outcomes %+v, %v", listed2, err)
+	}
+	if next, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{Cursor: listed2.NextCursor, Limit: 100}); err != nil || len(next.Outcomes) == 0 {
+		t.Fatalf("next page %+v, %v", next, err)
+	}
+	_, err = c.Resend(ctx, "acme", "billing", "r-1")
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeStillPending)
+	job, err := c.Recover(ctx, "acme", "billing", time.Now().Add(-time.Hour), time.Now())
+	if err != nil || job.State != relayclient.RecoveryRunning || job.Endpoint != "billing" || len(job.ID) != 32 {
+		t.Fatalf("recover %+v, %v", job, err)
+	}
+	_, err = c.Recover(ctx, "acme", "billing", time.Now().Add(-time.Hour), time.Now())
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeRecoveryRunning)
+	if got, err := c.Recovery(ctx, "acme", "billing", job.ID); err != nil || got.ID != job.ID || got.CreatedAt.IsZero() {
+		t.Fatalf("recovery %+v, %v", got, err)
+	}
+	if erased, err := c.EraseOutcome(ctx, "acme", "b-0"); err != nil || len(erased.Dropped) != 1 || erased.Dropped[0] != "billing" {
+		t.Fatalf("erase %+v, %v", erased, err)
+	}
+
 	_, err = c.DeleteEndpoint(ctx, "acme", "billing", false)
-	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 251 {
+	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 250 {
 		t.Fatalf("backlog_rows %d", p.BacklogRows)
 	}
-	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 251 || del.ID != "billing" {
+	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 250 || del.ID != "billing" {
 		t.Fatalf("forced delete %+v, %v", del, err)
 	}
 	if del, err := c.DeleteEndpoint(ctx, "acme", "audit", false); err != nil || del.DroppedRows != 0 {

@@ -25,7 +25,7 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 		TypeUnauthorized, TypeForbidden, TypeNotFound, TypeMethodNotAllowed, TypeInvalidRequest,
 		TypeInvalidOutcome, TypeInvalidEndpoint, TypeUnsafeURL, TypeBodyTooLarge, TypeUnsupportedMediaType,
 		TypeConflict, TypeNoEndpoint, TypeTooManyEndpoints, TypeEndpointHasBacklog, TypeEndpointDeleting,
-		TypeEndpointDisabled, TypeNotPending, TypeStreamBusy, TypeContended, TypeUnavailable, TypeInternal,
+		TypeEndpointDisabled, TypeNotPending, TypeStillPending, TypeNotDelivered, TypeRecoveryRunning, TypeStreamBusy, TypeContended, TypeUnavailable, TypeInternal,
 	}
 	slices.Sort(relays)
 	slices.Sort(ours)

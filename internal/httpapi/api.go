@@ -118,6 +118,12 @@ func New(cfg Config) (http.Handler, error) {
 			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Put("/endpoints/{id}", a.putEndpoint)
 			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete("/endpoints/{id}", a.deleteEndpoint)
 			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outbox", a.getOutbox)
+			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outcomes", a.listOutcomes)
+			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outcomes/{rid}", a.getOutcome)
+			r.With(cfg.Auth.Require(ScopeAdmin)).Delete("/outcomes/{rid}", a.eraseOutcome)
+			r.With(cfg.Auth.Require(ScopeAdmin)).Post("/endpoints/{id}/outcomes/{rid}/resend", a.resend)
+			r.With(cfg.Auth.Require(ScopeAdmin)).Post("/endpoints/{id}/recover", a.startRecovery)
+			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/endpoints/{id}/recoveries/{job}", a.getRecovery)
 		})
 		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/namespaces", a.listNamespaces)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
@@ -183,6 +189,16 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		p = NewProblem(SlugInvalidRequest, err.Error())
 	case errors.Is(err, outbox.ErrNotFound):
 		p = NewProblem(SlugNotFound, "no endpoint is registered under this id")
+	case errors.Is(err, outbox.ErrOutcomeNotFound):
+		p = NewProblem(SlugNotFound, "no outcome is retained under this reservation id")
+	case errors.Is(err, outbox.ErrRecoveryNotFound):
+		p = NewProblem(SlugNotFound, "no such recovery of this endpoint")
+	case errors.Is(err, outbox.ErrStillPending):
+		p = NewProblem(SlugStillPending, "the outcome is still pending on this endpoint; replay it to have it tried first, now")
+	case errors.Is(err, outbox.ErrNotDelivered):
+		p = NewProblem(SlugNotDelivered, "the outcome was never delivered to this endpoint: it was dropped, the endpoint's kinds did not take it, or the endpoint was created after it")
+	case errors.Is(err, outbox.ErrRecoveryRunning):
+		p = NewProblem(SlugRecoveryRunning, "a recovery of this endpoint is running; wait for it to finish")
 	case errors.Is(err, outbox.ErrNotPending):
 		p = NewProblem(SlugNotPending, "this outcome is not pending on this endpoint: it was delivered, dropped, or never accepted for it")
 	case errors.Is(err, outbox.ErrDeleting):

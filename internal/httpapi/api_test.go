@@ -116,7 +116,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	}
 	h.h, err = httpapi.New(httpapi.Config{
 		Appender: appender,
-		Admin:    &outbox.Admin{Store: st, Clock: clk},
+		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention},
 		Auth:     auth,
 		Wake:     func(store.Partition) { h.woken.Add(1) },
 		CheckURL: ch.CheckURL,

@@ -30,6 +30,9 @@ const (
 	SlugEndpointDeleting     Slug = "endpoint-deleting"
 	SlugEndpointDisabled     Slug = "endpoint-disabled"
 	SlugNotPending           Slug = "not-pending"
+	SlugStillPending         Slug = "still-pending"
+	SlugNotDelivered         Slug = "not-delivered"
+	SlugRecoveryRunning      Slug = "recovery-running"
 	SlugStreamBusy           Slug = "stream-busy"
 	SlugContended            Slug = "contended"
 	SlugUnavailable          Slug = "unavailable"
@@ -65,6 +68,9 @@ var slugs = map[Slug]slugInfo{
 	SlugEndpointDeleting:     {http.StatusConflict, "Endpoint is being deleted"},
 	SlugEndpointDisabled:     {http.StatusConflict, "Endpoint is disabled"},
 	SlugNotPending:           {http.StatusNotFound, "Outcome not pending"},
+	SlugStillPending:         {http.StatusConflict, "Outcome still pending"},
+	SlugNotDelivered:         {http.StatusConflict, "Outcome not delivered to this endpoint"},
+	SlugRecoveryRunning:      {http.StatusConflict, "Recovery running"},
 	SlugStreamBusy:           {http.StatusConflict, "Stream busy"},
 	SlugContended:            {http.StatusServiceUnavailable, "Namespace contended"},
 	SlugUnavailable:          {http.StatusServiceUnavailable, "Service unavailable"},

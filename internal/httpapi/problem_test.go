@@ -22,7 +22,7 @@ func TestEverySlugHasItsStatusAndATitle(t *testing.T) {
 		"invalid-request": 400, "invalid-outcome": 400, "invalid-endpoint": 400, "unsafe-url": 422,
 		"body-too-large": 413, "unsupported-media-type": 415, "conflict": 409, "no-endpoint": 422,
 		"too-many-endpoints": 422, "endpoint-has-backlog": 409, "endpoint-deleting": 409,
-		"endpoint-disabled": 409, "not-pending": 404, "stream-busy": 409, "contended": 503,
+		"endpoint-disabled": 409, "not-pending": 404, "still-pending": 409, "not-delivered": 409, "recovery-running": 409, "stream-busy": 409, "contended": 503,
 		"unavailable": 503, "internal": 500,
 	}
 	if got := httpapi.Slugs(); len(got) != len(want) {
