@@ -11,19 +11,23 @@ import (
 )
 
 // quickStart is the shell block after the quickstart marker in README.md.
-func quickStart(t *testing.T) string {
+func quickStart(t *testing.T) string { return readmeBlock(t, "quickstart") }
+
+// readmeBlock is the shell block after the marker <!-- name --> in
+// README.md.
+func readmeBlock(t *testing.T, name string) string {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- quickstart -->\n```sh\n")
+	_, rest, ok := strings.Cut(string(readme), "<!-- "+name+" -->\n```sh\n")
 	if !ok {
-		t.Fatal("README.md has no quickstart block")
+		t.Fatalf("README.md has no %s block", name)
 	}
 	block, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("the quickstart block does not end")
+		t.Fatalf("the %s block does not end", name)
 	}
 	return block
 }
@@ -75,27 +79,45 @@ func TestReadmeQuickStartWorks(t *testing.T) {
 	recvAddr := strings.TrimPrefix(rp.URL, "http://")
 	lines := rp.Lines()
 
-	script := strings.NewReplacer("127.0.0.1:8080", relayAddr, "127.0.0.1:9000", recvAddr).Replace(quickStart(t))
-	sh := exec.Command("bash", "-euo", "pipefail", "-c", script)
-	sh.Env = append(os.Environ(), "RELAY_TOKEN="+token)
-	if res, err := sh.CombinedOutput(); err != nil {
-		t.Fatalf("the quick start failed: %v\n%s", err, res)
+	addrs := strings.NewReplacer("127.0.0.1:8080", relayAddr, "127.0.0.1:9000", recvAddr)
+	run := func(block string) string {
+		sh := exec.Command("bash", "-euo", "pipefail", "-c", addrs.Replace(readmeBlock(t, block)))
+		sh.Env = append(os.Environ(), "RELAY_TOKEN="+token)
+		res, err := sh.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the %s lines failed: %v\n%s", block, err, res)
+		}
+		return string(res)
 	}
+	run("quickstart")
 	want := readmeSays(t)
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the receiver stopped")
+	await := func() {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("the receiver stopped")
+				}
+				if l == want {
+					return
+				}
+				if strings.HasPrefix(l, "REJECTED") {
+					t.Fatalf("receiver: %s", l)
+				}
+			case <-time.After(settle):
+				t.Fatalf("the receiver never printed %s", want)
 			}
-			if l == want {
-				return
-			}
-			if strings.HasPrefix(l, "REJECTED") {
-				t.Fatalf("receiver: %s", l)
-			}
-		case <-time.After(settle):
-			t.Fatalf("the receiver never printed %s", want)
 		}
 	}
+	await()
+	// Once delivered, the outcome's story says so, and a resend reaches
+	// the receiver again.
+	out := run("see-what-happened")
+	for _, w := range []string{`"state":"delivered"`, `"due_at"`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the see-what-happened lines printed no %s:\n%s", w, out)
+		}
+	}
+	await()
 }
