@@ -39,6 +39,10 @@ type Arrival struct {
 	At     time.Time
 	// Status is the answer the script chose; 0 for a request held.
 	Status int
+	// MessageID is the webhook's id (webhook-id, or the body's id) and
+	// Signature its signature header: an attempt repeats the one and
+	// never the other.
+	MessageID, Signature string
 }
 
 // ReceiverConfig is how NewReceiver starts a receiver.
@@ -122,6 +126,7 @@ func (rc *Receiver) poke() {
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	var event struct {
+		ID   string `json:"id"`
 		Data struct {
 			ReservationID string `json:"reservation_id"`
 		} `json:"data"`
@@ -131,8 +136,10 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	rid := event.Data.ReservationID
 	// The request verified, so it carries one scheme's headers.
 	scheme := "standard-webhooks"
+	id, sig := r.Header.Get("webhook-id"), r.Header.Get("webhook-signature")
 	if r.Header.Get(hookverify.HeaderMkitVersion) != "" {
 		scheme = "mkit-hook-v" + hookverify.MkitVersion
+		id, sig = event.ID, r.Header.Get(hookverify.HeaderMkitSignature)
 	}
 	rc.mu.Lock()
 	n := rc.attempts[rid]
@@ -142,7 +149,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if a.Hang {
 		status = 0
 	}
-	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Scheme: scheme, At: time.Now(), Status: status})
+	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Scheme: scheme, At: time.Now(), Status: status, MessageID: id, Signature: sig})
 	rc.mu.Unlock()
 	if a.Hang {
 		<-r.Context().Done()
