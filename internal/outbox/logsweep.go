@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -77,19 +76,10 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 	if log == nil {
 		log = slog.Default()
 	}
-	st, err := decodeSweepState(t.State)
-	if err != nil {
-		log.WarnContext(ctx, "log sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
-		st = sweepState{}
-	}
-	var after *store.Cursor
-	if len(st.cursor) > 0 {
-		after = store.NewCursor(st.cursor)
-	}
 	start, end := LogRange()
-	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, rows)
+	st, page, err := passPage(ctx, fc, t, "log", start, end, rows, log)
 	if err != nil {
-		return timers.Fired{}, fmt.Errorf("scan log of %s: %w", fc.Partition, err)
+		return timers.Fired{}, err
 	}
 	b := store.Batch{Drain: true}
 	keep := func(dueMs int64) {

@@ -76,20 +76,10 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	if log == nil {
 		log = slog.Default()
 	}
-	st, err := decodeSweepState(t.State)
-	if err != nil {
-		// The state is only a position: start the pass over.
-		log.WarnContext(ctx, "seen sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
-		st = sweepState{}
-	}
-	var after *store.Cursor
-	if len(st.cursor) > 0 {
-		after = store.NewCursor(st.cursor)
-	}
 	start, end := SeenRange()
-	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, rows)
+	st, page, err := passPage(ctx, fc, t, "seen", start, end, rows, log)
 	if err != nil {
-		return timers.Fired{}, fmt.Errorf("scan seen rows of %s: %w", fc.Partition, err)
+		return timers.Fired{}, err
 	}
 	b := store.Batch{Drain: true}
 	type candidate struct {
@@ -160,6 +150,26 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 		due = max(due, st.earliestMs)
 	}
 	return timers.Fired{DueAtMs: due, Batch: b}, nil
+}
+
+// passPage reads the next page of a sweep's pass over [start, end), resuming
+// after the cursor its timer's state holds.
+func passPage(ctx context.Context, fc timers.FireContext, t timers.DueTimer, what string, start, end store.Key, rows int, log *slog.Logger) (sweepState, store.Page, error) {
+	st, err := decodeSweepState(t.State)
+	if err != nil {
+		// The state is only a position: start the pass over.
+		log.WarnContext(ctx, what+" sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
+		st = sweepState{}
+	}
+	var after *store.Cursor
+	if len(st.cursor) > 0 {
+		after = store.NewCursor(st.cursor)
+	}
+	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, rows)
+	if err != nil {
+		return sweepState{}, store.Page{}, fmt.Errorf("scan %s rows of %s: %w", what, fc.Partition, err)
+	}
+	return st, page, nil
 }
 
 // sweepState is a pass in progress: the earliest expiry of the rows kept so
