@@ -68,6 +68,9 @@ type ledger struct {
 	attempts map[[2]string]bool // attempt rows: endpoint, rid
 	next     int
 	step     int
+	// done counts what the steps did, so that a run that exercised
+	// nothing cannot pass unnoticed.
+	done map[string]int
 }
 
 func (l *ledger) fatalf(format string, args ...any) {
@@ -157,6 +160,7 @@ func (l *ledger) ingest() {
 			m.entries[id] = &lEntry{state: outbox.EntryPending, inc: l.streams[id].inc}
 			l.streams[id].accepted++
 		}
+		l.done["accepted"]++
 		l.outcomes = append(l.outcomes, m)
 		l.byRID[m.rid] = m
 	}
@@ -228,6 +232,7 @@ func (l *ledger) ack() {
 		}
 	}
 	s.delivered += uint64(n)
+	l.done[fmt.Sprintf("acked retain=%v", retain)] += n
 	if !reflect.DeepEqual(got, want) {
 		l.fatalf("acknowledged %v on %s, want the prefix %v", got, id, want)
 	}
@@ -272,12 +277,30 @@ func (l *ledger) anyRID() (*lOutcome, bool) {
 	return l.outcomes[l.rng.IntN(len(l.outcomes))], true
 }
 
+// delivered is the retained outcomes delivered on the current incarnation
+// of their streams.
+func (l *ledger) delivered() (outcomes []*lOutcome, ids []string) {
+	for _, o := range l.outcomes {
+		for _, id := range l.ids {
+			if en := o.entries[id]; o.logged && en != nil && en.inc == l.streams[id].inc && en.state == outbox.EntryDelivered {
+				outcomes, ids = append(outcomes, o), append(ids, id)
+			}
+		}
+	}
+	return outcomes, ids
+}
+
 func (l *ledger) resend() {
 	o, ok := l.anyRID()
 	if !ok {
 		return
 	}
 	id := l.ids[l.rng.IntN(len(l.ids))]
+	// Mostly one that can be resent, else any mix.
+	if os, ids := l.delivered(); len(os) > 0 && l.rng.IntN(3) > 0 {
+		i := l.rng.IntN(len(os))
+		o, id = os[i], ids[i]
+	}
 	s := l.streams[id]
 	en := o.entries[id]
 	var want error
@@ -298,8 +321,10 @@ func (l *ledger) resend() {
 		l.fatalf("resend of %s to %s: %v, want %v", o.rid, id, err, want)
 	}
 	if want != nil {
+		l.done["resend refused"]++
 		return
 	}
+	l.done["resent"]++
 	if got.Seq != o.seq {
 		l.fatalf("resent %s at %d, want its own sequence number %d", o.rid, got.Seq, o.seq)
 	}
@@ -313,7 +338,21 @@ func (l *ledger) recover() {
 	nowMs := l.e.NowMs()
 	retMs := ledgerRetention.Milliseconds()
 	since := nowMs - retMs + 1 + l.rng.Int64N(retMs)
+	// Mostly a range around delivered outcomes still in the window.
 	until := since + 1 + l.rng.Int64N(nowMs-since+1000)
+	os, ids := l.delivered()
+	for i := len(os) - 1; i >= 0; i-- {
+		if os[i].accepted < nowMs-retMs+1 {
+			os, ids = os[i+1:], ids[i+1:]
+			break
+		}
+	}
+	if len(os) > 0 && l.rng.IntN(3) > 0 {
+		i := l.rng.IntN(len(os))
+		id, s = ids[i], l.streams[ids[i]]
+		since = max(nowMs-retMs+1, os[i].accepted-l.rng.Int64N(20_000))
+		until = os[i].accepted + 1 + l.rng.Int64N(20_000)
+	}
 	job, err := l.admin.Recover(l.e.Ctx, l.e.P, id, since, until)
 	if s.deleting {
 		if !errors.Is(err, outbox.ErrDeleting) {
@@ -335,6 +374,7 @@ func (l *ledger) recover() {
 		queued++
 	}
 	s.delivered -= queued
+	l.done["recovered"] += int(queued)
 	r, err := l.admin.Recovery(l.e.Ctx, l.e.P, id, job.ID)
 	if err != nil {
 		l.fatalf("recovery %s: %v", id, err)
@@ -373,6 +413,8 @@ func (l *ledger) erase() {
 		}
 	}
 	o.logged = false
+	l.done["erased"]++
+	l.done["erased pending"] += len(want)
 	slices.Sort(got.Dropped)
 	if !slices.Equal(got.Dropped, want) {
 		l.fatalf("erasure of %s dropped %v, want %v", o.rid, got.Dropped, want)
@@ -391,6 +433,7 @@ func (l *ledger) drop(id string, n int, retain bool) {
 		}
 	}
 	l.streams[id].dropped += uint64(n)
+	l.done["dropped"] += n
 }
 
 // gone is the model of the final batch of a forced delete.
@@ -445,15 +488,16 @@ func (l *ledger) forceDelete() {
 		l.fatalf("cut delete of %s (%d batches, %d pending): %v, then %v; want it gone %v", id, allow, pending, err, err2, done)
 	}
 	if done {
+		l.done["cut delete finished"]++
 		l.gone(id)
 		l.create(id, ledgerKinds[l.rng.IntN(len(ledgerKinds))])
 	}
 }
 
-// sweep advances the clock, mostly past the retention, and runs one pass of
+// sweep advances the clock, past the retention a third of the time, and runs one pass of
 // the log sweep to its end.
 func (l *ledger) sweep() {
-	if l.rng.IntN(3) > 0 {
+	if l.rng.IntN(3) == 0 {
 		l.e.Clk.Advance(ledgerRetention + time.Duration(l.rng.Int64N(int64(ledgerRetention))))
 	} else {
 		l.e.Clk.Advance(time.Duration(l.rng.Int64N(int64(ledgerRetention))))
@@ -507,6 +551,7 @@ func (l *ledger) sweep() {
 			continue
 		}
 		o.logged = false
+		l.done["swept"]++
 		for id, en := range o.entries {
 			if en.attempts {
 				delete(l.attempts, [2]string{id, o.rid})
@@ -657,6 +702,7 @@ func runLedger(t *testing.T, e *env, seed uint64, steps int) {
 		streams:  map[string]*lStream{},
 		byRID:    map[string]*lOutcome{},
 		attempts: map[[2]string]bool{},
+		done:     map[string]int{},
 	}
 	l.create("all", nil)
 	l.create("commits", []outbox.Kind{outbox.KindCommitted})
@@ -685,6 +731,7 @@ func runLedger(t *testing.T, e *env, seed uint64, steps int) {
 		}
 		l.check()
 	}
+	t.Logf("did %v", l.done)
 }
 
 // The ledger of every stream holds at every step of a random mix of ingest,
