@@ -375,6 +375,8 @@ func (l *ledger) recover() {
 	}
 	s.delivered -= queued
 	l.done["recovered"] += int(queued)
+	// The ledger first: what the job says it queued is its own account.
+	l.check()
 	r, err := l.admin.Recovery(l.e.Ctx, l.e.P, id, job.ID)
 	if err != nil {
 		l.fatalf("recovery %s: %v", id, err)
@@ -560,8 +562,8 @@ func (l *ledger) sweep() {
 	}
 }
 
-// check compares the store with the model, then checks the ledger and the
-// log's invariants on the store alone.
+// check checks the ledger and the log's invariants on the store alone,
+// then compares the store with the model.
 func (l *ledger) check() {
 	l.t.Helper()
 	e := l.e
@@ -590,18 +592,50 @@ func (l *ledger) check() {
 
 	// The ledger, on the store alone: accepted = delivered + pending +
 	// dropped, pending counted both by the backlog and by the rows.
+	streams := map[string]outbox.Stream{}
 	for _, id := range l.ids {
-		s := l.streams[id]
 		st, err := l.admin.Endpoint(e.Ctx, e.P, id)
 		if err != nil {
 			l.fatalf("endpoint %s: %v", id, err)
 		}
+		streams[id] = st
+		accepted := l.streams[id].accepted
 		c, rows := st.Counters, uint64(len(pendingRows[id]))
-		if c.Delivered+rows+c.Dropped != s.accepted || c.Delivered+st.Backlog.Rows+c.Dropped != s.accepted {
+		if c.Delivered+rows+c.Dropped != accepted || c.Delivered+st.Backlog.Rows+c.Dropped != accepted {
 			l.fatalf("%s: %d accepted, %d delivered + %d pending (backlog %d) + %d dropped",
-				id, s.accepted, c.Delivered, rows, st.Backlog.Rows, c.Dropped)
+				id, accepted, c.Delivered, rows, st.Backlog.Rows, c.Dropped)
 		}
-		if c != (outbox.Counters{Delivered: s.delivered, FailedAttempts: s.failed, Dropped: s.dropped}) {
+	}
+
+	// The invariants, on the store alone. Every pending row's outcome is in
+	// the log, its stream's entry pending.
+	for ep, pks := range pendingRows {
+		for _, pk := range pks {
+			lr, ok := logRows[pk.Seq]
+			if !ok || lr.RID != pk.RID {
+				l.fatalf("%s/%s pending at %d without its log row", ep, pk.RID, pk.Seq)
+			}
+			if en, ok := lr.Entry(ep); !ok || en.State != outbox.EntryPending {
+				l.fatalf("%s/%s pending at %d, its entry %+v", ep, pk.RID, pk.Seq, en)
+			}
+		}
+	}
+	// No entry is pending, nor one delivered or dropped still queued, on a
+	// stream that disagrees.
+	for seq, lr := range logRows {
+		for _, en := range lr.Entries {
+			at, queued := pendingSet[[2]string{en.Endpoint, lr.RID}]
+			queued = queued && at == seq
+			if (en.State == outbox.EntryPending) != queued {
+				l.fatalf("log row %d (%s): %s entry %v, its pending row present %v", seq, lr.RID, en.Endpoint, en.State, queued)
+			}
+		}
+	}
+
+	// The streams as the model has them.
+	for _, id := range l.ids {
+		s, st := l.streams[id], streams[id]
+		if c := st.Counters; c != (outbox.Counters{Delivered: s.delivered, FailedAttempts: s.failed, Dropped: s.dropped}) {
 			l.fatalf("%s counters %+v, want %d delivered, %d failed, %d dropped", id, c, s.delivered, s.failed, s.dropped)
 		}
 		var want []outbox.ParsedKey
@@ -647,31 +681,6 @@ func (l *ledger) check() {
 	}
 	if logged != len(logRows) {
 		l.fatalf("%d log rows, want %d", len(logRows), logged)
-	}
-
-	// The invariants, on the store alone. Every pending row's outcome is in
-	// the log, its stream's entry pending.
-	for ep, pks := range pendingRows {
-		for _, pk := range pks {
-			lr, ok := logRows[pk.Seq]
-			if !ok || lr.RID != pk.RID {
-				l.fatalf("%s/%s pending at %d without its log row", ep, pk.RID, pk.Seq)
-			}
-			if en, ok := lr.Entry(ep); !ok || en.State != outbox.EntryPending {
-				l.fatalf("%s/%s pending at %d, its entry %+v", ep, pk.RID, pk.Seq, en)
-			}
-		}
-	}
-	// No entry is pending, nor one delivered or dropped still queued, on a
-	// stream that disagrees.
-	for seq, lr := range logRows {
-		for _, en := range lr.Entries {
-			at, queued := pendingSet[[2]string{en.Endpoint, lr.RID}]
-			queued = queued && at == seq
-			if (en.State == outbox.EntryPending) != queued {
-				l.fatalf("log row %d (%s): %s entry %v, its pending row present %v", seq, lr.RID, en.Endpoint, en.State, queued)
-			}
-		}
 	}
 
 	// The attempt rows as the model has them.
