@@ -139,6 +139,19 @@ type streamRead struct {
 	seq rowRead
 }
 
+// fenced is the sequence number fence moves the sequence row to: the first
+// an outcome accepted after the batch can have.
+func (s *streamRead) fenced() (uint64, error) {
+	var next uint64
+	if s.seq.found {
+		var err error
+		if next, err = DecodeSequence(s.seq.raw); err != nil {
+			return 0, err
+		}
+	}
+	return next + 1, nil
+}
+
 // fence guards the sequence row as read and moves it on by one: every
 // ingest, endpoint creation and timer creation read before fails its guard.
 // A skipped sequence number is harmless, numbers only order rows.
@@ -302,7 +315,7 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		if prior.DisabledReason == ReasonDeleting {
 			return res, b, ErrDeleting
 		}
-		e.CreatedMs = min(prior.CreatedMs, nowMs)
+		e.CreatedMs, e.CreatedSeq = min(prior.CreatedMs, nowMs), prior.CreatedSeq
 		if !e.Enabled {
 			// Still disabled: keep why (a 410, say) for the operator.
 			e.DisabledReason = prior.DisabledReason
@@ -356,6 +369,12 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		// the fence makes two creations that each read room for one
 		// refuse the later.
 		if err := s.fence(&b); err != nil {
+			return res, b, err
+		}
+		if e.CreatedSeq, err = s.fenced(); err != nil {
+			return res, b, err
+		}
+		if value, err = EncodeEndpoint(&e); err != nil {
 			return res, b, err
 		}
 		// The stream's counters start at zero, in this growing batch, so

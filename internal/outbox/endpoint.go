@@ -95,6 +95,11 @@ type Endpoint struct {
 	DisabledReason string `json:"disabled_reason,omitempty"`
 	CreatedMs      int64  `json:"created_ms"`
 	UpdatedMs      int64  `json:"updated_ms"`
+	// CreatedSeq is the namespace's first sequence number after the
+	// endpoint was created: an outcome at a lower one was accepted before
+	// it, even in the same millisecond. 0 for an endpoint created before
+	// it was kept, which CreatedMs dates instead.
+	CreatedSeq uint64 `json:"created_seq,omitempty"`
 	// TimeoutMs bounds each call to the endpoint, MinTimeoutMs to
 	// MaxTimeoutMs; 0 (rows written before it existed) is the driver's
 	// default.
@@ -256,4 +261,14 @@ func DecodeEndpoint(v store.Value) (Endpoint, error) {
 		return Endpoint{}, corruptf("endpoint: %v", err)
 	}
 	return e, nil
+}
+
+// took reports whether the outcome at seq, accepted at acceptedMs, was
+// accepted while this endpoint existed: an entry under its id in an older
+// log row is an earlier endpoint's of the same id.
+func (e *Endpoint) took(seq uint64, acceptedMs int64) bool {
+	if e.CreatedSeq > 0 {
+		return seq >= e.CreatedSeq
+	}
+	return e.CreatedMs <= acceptedMs
 }

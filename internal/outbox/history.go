@@ -128,7 +128,7 @@ func (a *Admin) Outcome(ctx context.Context, p store.Partition, rid string) (Out
 	}
 	for i, ep := range eps {
 		en, ok := lo.row.Entry(ep.id)
-		if ep.ep.CreatedMs > lo.row.AcceptedMs {
+		if !ep.ep.took(lo.seq, lo.row.AcceptedMs) {
 			// Created after: an entry under its id is an earlier endpoint's.
 			continue
 		}
@@ -186,7 +186,7 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 		}
 		en, ok := lo.row.Entry(id)
 		switch {
-		case !ok || s.ep.ep.CreatedMs > lo.row.AcceptedMs:
+		case !ok || !s.ep.ep.took(lo.seq, lo.row.AcceptedMs):
 			return Resent{}, ErrNotDelivered
 		case en.State == EntryPending:
 			return Resent{}, ErrStillPending

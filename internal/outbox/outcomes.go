@@ -116,7 +116,7 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 		if l.AcceptedMs < f.SinceMs || (f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs) {
 			continue
 		}
-		sum := OutcomeSummary{RID: l.RID, Seq: pk.Seq, AcceptedMs: l.AcceptedMs, Streams: streamStates(l, eps)}
+		sum := OutcomeSummary{RID: l.RID, Seq: pk.Seq, AcceptedMs: l.AcceptedMs, Streams: streamStates(pk.Seq, l, eps)}
 		if !f.matches(sum.Streams) {
 			continue
 		}
@@ -139,10 +139,10 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 
 // streamStates is the state of a log row's outcome on each endpoint that
 // existed when it was accepted.
-func streamStates(l LogRow, eps []endpointRow) []OutcomeStream {
+func streamStates(seq uint64, l LogRow, eps []endpointRow) []OutcomeStream {
 	var out []OutcomeStream
 	for _, ep := range eps {
-		if ep.ep.CreatedMs > l.AcceptedMs {
+		if !ep.ep.took(seq, l.AcceptedMs) {
 			continue
 		}
 		s := OutcomeStream{Endpoint: ep.id, State: StateFiltered}

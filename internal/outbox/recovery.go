@@ -304,7 +304,7 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 			break
 		}
 		job.NextSeq, job.Examined = pk.Seq+1, job.Examined+1
-		if err != nil || l.AcceptedMs < job.SinceMs || l.AcceptedMs >= job.UntilMs || s.ep.ep.CreatedMs > l.AcceptedMs {
+		if err != nil || l.AcceptedMs < job.SinceMs || l.AcceptedMs >= job.UntilMs || !s.ep.ep.took(pk.Seq, l.AcceptedMs) {
 			continue
 		}
 		en, ok := l.Entry(id)
