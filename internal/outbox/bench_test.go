@@ -21,6 +21,8 @@ import (
 // each taking every outcome, from 32 goroutines, on the real Redis. It
 // reports outcomes accepted per second; at 8 endpoints also its rate over
 // the rate at 1 endpoint measured just before in the same run (of-1-endpoint).
+// -count repeats each sub-benchmark in turn, so the ratio compares with the
+// last 1-endpoint run only: repeat the whole benchmark with -count 1 instead.
 func BenchmarkAppend(b *testing.B) {
 	var one float64
 	b.Run("endpoints=1", func(b *testing.B) {
