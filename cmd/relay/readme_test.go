@@ -10,9 +10,6 @@ import (
 	"github.com/hookrelay/relay/internal/relaytest"
 )
 
-// quickStart is the shell block after the quickstart marker in README.md.
-func quickStart(t *testing.T) string { return readmeBlock(t, "quickstart") }
-
 // readmeBlock is the shell block after the marker <!-- name --> in
 // README.md.
 func readmeBlock(t *testing.T, name string) string {
