@@ -144,6 +144,8 @@ func FuzzDecodeSequence(f *testing.F) {
 func FuzzDecodeSeen(f *testing.F) {
 	v, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, AcceptedMs: t0})
 	f.Add([]byte(v))
+	v2, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, AcceptedMs: t0, Logged: true, Seq: 7})
+	f.Add([]byte(v2))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := outbox.DecodeSeen(v)
 		checkCorrupt(t, err)
@@ -156,6 +158,33 @@ func FuzzDecodeSeen(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeLog(f *testing.F) {
+	rec, _ := outbox.EncodeRecord(ptrTo(committed("r")))
+	for _, l := range []outbox.LogRow{
+		{RID: "r", AcceptedMs: t0, Record: rec},
+		{RID: "r-1", AcceptedMs: t0, Record: rec, Entries: []outbox.LogEntry{
+			{Endpoint: "audit", State: outbox.EntryPending},
+			{Endpoint: "billing", State: outbox.EntryDelivered, Attempts: true, AtMs: t0, DurationMs: 3, Status: 204},
+		}},
+	} {
+		v, _ := outbox.EncodeLog(l)
+		f.Add([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		l, err := outbox.DecodeLog(v)
+		checkCorrupt(t, err)
+		if err != nil {
+			return
+		}
+		again, err := outbox.EncodeLog(l)
+		if err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("log row not canonical: % x, %v", v, err)
+		}
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 func FuzzDecodeAttempts(f *testing.F) {
 	v, _ := outbox.EncodeAttempts(outbox.Attempts{Total: 37, Last: []outbox.Attempt{

@@ -24,3 +24,20 @@ func FuzzDecodeSweepState(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeRecovery(f *testing.F) {
+	v, _ := encodeRecovery(Recovery{ID: "00112233445566778899aabbccddeeff", State: RecoveryRunning, SinceMs: 1, UntilMs: 2, NextSeq: 3, EndSeq: 9})
+	f.Add([]byte(v))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		r, err := decodeRecovery("billing", v)
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("error does not wrap store.ErrCorrupt: %v", err)
+		}
+		if err != nil {
+			return
+		}
+		if again, err := encodeRecovery(r); err != nil || !bytes.Equal(again, v) {
+			t.Fatalf("recovery not canonical: % x, %v", v, err)
+		}
+	})
+}
