@@ -29,9 +29,12 @@ const (
 	// ceilingMemoryMs: a ceiling older than this is forgotten, and the
 	// rate climbs at the fast step again.
 	ceilingMemoryMs = 30_000
-	// maxRaiseMs caps the time one raise counts: a stream idle for a
-	// minute is not raised a minute's worth at once.
-	maxRaiseMs = 1000
+	// paceMs is the time between a paced stream's fires (1 s /
+	// paceSlices), the most one raise counts at a rate of 10/s or more
+	// (at a lower rate, one token's time): the wait after a refusal, a
+	// backoff or a Retry-After, is not success, and a stream that waited a
+	// second is not raised a second's worth at once.
+	paceMs = 1000 / paceSlices
 )
 
 // limits is what one fire may do: how many calls at once, and how many
@@ -50,8 +53,16 @@ type limits struct {
 
 // capacity is a bucket's size at rate: one second's calls, at least one.
 // A stream idle for a second may so send a second's calls at once, and
-// over any window T it makes at most rate*T + rate calls.
-func capacity(rate int64) int64 { return max(1000, rate) }
+// over any window T it makes at most rate*T + rate calls. A throttled
+// stream's endpoint has refused calls, bursts most likely: its bucket holds
+// a pace slice's calls, so a wait (a backoff, a Retry-After) does not end
+// in a second's calls at once.
+func capacity(rate int64, throttled bool) int64 {
+	if throttled {
+		return max(1000, rate/paceSlices)
+	}
+	return max(1000, rate)
+}
 
 // startLimits refills the stream's bucket to nowMs, the fire's start, and
 // clamps its throttle to the endpoint's configuration as the fire read it.
@@ -80,12 +91,13 @@ func startLimits(st outbox.DeliveryState, ep *outbox.Endpoint, nowMs int64) limi
 	if l.rate == 0 {
 		return l
 	}
-	l.tokens, l.atMs = capacity(l.rate), nowMs
+	full := capacity(l.rate, l.throttle != nil)
+	l.tokens, l.atMs = full, nowMs
 	if b := st.Bucket; b != nil {
 		// Bounded so the product cannot overflow; an hour refills any
 		// bucket.
 		elapsed := min(max(nowMs-b.AtMs, 0), 3_600_000)
-		l.tokens = min(int64(b.MilliTokens)+elapsed*l.rate/1000, capacity(l.rate))
+		l.tokens = min(int64(b.MilliTokens)+elapsed*l.rate/1000, full)
 		// A clock behind the last writer's does not date the bucket back:
 		// its tokens count from the later time.
 		l.atMs = max(nowMs, b.AtMs)
@@ -148,7 +160,7 @@ func (l *limits) adapt(run *calls, nowMs int64) *outbox.Throttle {
 	th.MaxInFlight = uint8(min(int(th.MaxInFlight)+1, l.cfgWidth))
 	if l.cfgRate > 0 {
 		// A tenth of the configured rate per second of success, and a
-		// hundredth once within 15 % of the rate last refused, so the
+		// thousandth once within 15 % of the rate last refused, so the
 		// stream returns quickly to near the endpoint's limit and then
 		// probes it slowly; a ceiling older than ceilingMemoryMs no longer
 		// holds the rate back.
@@ -156,9 +168,9 @@ func (l *limits) adapt(run *calls, nowMs int64) *outbox.Throttle {
 		near := int64(th.CeilingMilli) > 0 && int64(th.RateMilli)*100 >= int64(th.CeilingMilli)*85 &&
 			nowMs-th.DecreasedMs < ceilingMemoryMs
 		if near {
-			step = max(l.cfgRate/100, 100)
+			step = max(l.cfgRate/1000, 100)
 		}
-		elapsed := min(max(nowMs-th.RaisedMs, 0), maxRaiseMs)
+		elapsed := min(max(nowMs-th.RaisedMs, 0), max(paceMs, 1_000_000/max(int64(th.RateMilli), 1)))
 		th.RateMilli = uint32(min(int64(th.RateMilli)+step*elapsed/1000, l.cfgRate))
 	}
 	th.RaisedMs = nowMs
@@ -177,20 +189,22 @@ func (l *limits) effectiveRate(th *outbox.Throttle) int64 {
 }
 
 // tokensAfter is the bucket once the fire's calls are paid for, under the
-// rate the fire leaves the stream (rate), and when it is due again for
+// throttle the fire leaves the stream (th), and when it is due again for
 // its tokens: waitDue once the tokens for a slice of calls are in, fullDue
 // once it is full. nil for a stream without a rate limit.
-func (l *limits) tokensAfter(run *calls, rate int64, rowsLeft bool, maxRows int) (b *outbox.TokenBucket, waitDue, fullDue int64) {
+func (l *limits) tokensAfter(run *calls, th *outbox.Throttle, rowsLeft bool, maxRows int) (b *outbox.TokenBucket, waitDue, fullDue int64) {
+	rate := l.effectiveRate(th)
 	if rate == 0 || l.rate == 0 {
 		return nil, 0, 0
 	}
-	left := min(max(l.tokens-int64(run.launched)*1000, 0), capacity(rate))
+	full := capacity(rate, th != nil)
+	left := min(max(l.tokens-int64(run.launched)*1000, 0), full)
 	want := min(max(rate/1000/paceSlices, 1), int64(maxRows)) * 1000
 	b = &outbox.TokenBucket{MilliTokens: uint32(left), AtMs: l.atMs}
 	// Out of tokens with rows left: waiting for tokens, not for ingest.
 	b.Paced = rowsLeft && (run.paced || left < 1000)
 	waitDue = l.atMs + ceilDiv(max(want-left, 0)*1000, rate)
-	fullDue = l.atMs + ceilDiv((capacity(rate)-left)*1000, rate)
+	fullDue = l.atMs + ceilDiv((full-left)*1000, rate)
 	return b, waitDue, fullDue
 }
 

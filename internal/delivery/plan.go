@@ -101,7 +101,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	lim := f.limits
 	throttle := lim.adapt(run, nowMs)
 	rowsLeft := acks.Remaining().Rows > 0
-	bucket, waitDue, fullDue := lim.tokensAfter(run, lim.effectiveRate(throttle), rowsLeft, h.maxRows())
+	bucket, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
 	if !rowsLeft {
 		if bucket != nil && !parked && fullDue > nowMs {
 			// A stream that ends with its bucket short keeps its timer until
