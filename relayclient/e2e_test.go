@@ -144,6 +144,12 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if err != nil || set.TimeoutMs != 2000 || !maps.Equal(set.Headers, wantHeaders) {
 		t.Fatalf("endpoint with settings %+v, %v", set, err)
 	}
+	limited, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
+		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled, RateLimit: 50,
+	})
+	if err != nil || limited.RateLimit != 50 || limited.Throttle != nil {
+		t.Fatalf("endpoint with a rate limit %+v, %v", limited, err)
+	}
 	_, err = c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{URL: "http://127.0.0.1:9/audit", Headers: map[string]string{"webhook-id": "x"}})
 	wantProblem(t, err, http.StatusBadRequest, relayclient.TypeInvalidEndpoint)
 	_, err = c.Endpoint(ctx, "acme", "nope")

@@ -133,6 +133,9 @@ type EndpointConfig struct {
 	// holding authorization, cookie, auth, token, secret, key, pass,
 	// session, credential or signature are never shown again.
 	Headers map[string]string `json:"headers,omitempty"`
+	// RateLimit is the most calls per second the whole relay cluster makes
+	// to the endpoint, 1 to 10000; 0 is left out (unlimited).
+	RateLimit int `json:"rate_limit,omitempty"`
 }
 
 // Backlog is what is pending delivery on a stream.
@@ -175,6 +178,28 @@ type Endpoint struct {
 	// PublicKeys); empty for other schemes. The private key never leaves
 	// relay.
 	PublicKey string `json:"public_key,omitempty"`
+	// RateLimit is the endpoint's calls per second; 0 when unlimited.
+	RateLimit int `json:"rate_limit,omitempty"`
+	// Throttle is set while relay delivers below the endpoint's configured
+	// limits because it refused calls (429, 502, 503, 504 or a timeout);
+	// nil when it delivers at them.
+	Throttle *Throttle `json:"throttle,omitempty"`
+}
+
+// Throttle is a stream's effective limits after its endpoint refused
+// calls, and why. Relay halves them at each refusal and raises them again
+// as calls succeed, back to the configuration.
+type Throttle struct {
+	// MaxInFlight is the calls kept open at once now.
+	MaxInFlight int `json:"max_in_flight"`
+	// RateLimit is the calls per second now; 0 for an endpoint without
+	// one.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+	// Reason is what last lowered them: the status answered ("429") or
+	// "timeout".
+	Reason string `json:"reason"`
+	// Since is when the throttle began.
+	Since time.Time `json:"since"`
 }
 
 // EndpointCounters count an endpoint's outcomes delivered, its failed calls

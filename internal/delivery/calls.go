@@ -15,9 +15,16 @@ type calls struct {
 	// callFailed: a call failed, so no further one was launched. cut: the
 	// budget ran out first.
 	callFailed, cut bool
+	// paced: the stream's tokens ran out first (see limits).
+	paced bool
 	// last is the page index of the last row examined, -1 for none.
 	last       int
 	retryAfter time.Duration
+	// launched counts the calls made, each paid for with a token.
+	launched int
+	// signal is why the first call that asked relay to slow down did (see
+	// signal), "" when none did.
+	signal string
 }
 
 func (c *calls) gone() *Error {
@@ -47,9 +54,12 @@ type result struct {
 // or once a call could no longer end within the fire's bound, and waits for every open call before it
 // returns. Synthetic rows are acknowledged without a call. At one call in
 // flight it is strictly sequential: nothing after a failed row is called.
-func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time) calls {
+// It keeps to the stream's effective limits: lim's width at once, and no
+// more calls than it has tokens.
+func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time, lim *limits) calls {
 	clk := h.clock()
-	width := min(max(s.ep.MaxInFlight, 1), outbox.MaxMaxInFlight)
+	width := min(max(lim.width, 1), outbox.MaxMaxInFlight)
+	allow := lim.allowance()
 	// Each call is bounded by the endpoint's own timeout, and a call is
 	// launched only while it can end within the fire's bound: the longest
 	// fire is the same whatever the endpoint's timeout.
@@ -79,6 +89,9 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 			h.log().WarnContext(ctx, "delivery failed", "namespace", s.ns, "endpoint", s.endpoint,
 				"reservation_id", res.row.rid, "class", e.Class, "status", e.Status, "reason", e.Reason)
 			run.failed = append(run.failed, failed{row: res.row, err: e, took: res.took, ended: res.ended})
+			if run.signal == "" {
+				run.signal = signal(e, res.timedOut)
+			}
 			run.retryAfter = max(run.retryAfter, e.RetryAfter)
 			run.callFailed = true
 		}
@@ -116,6 +129,12 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 			run.cut = true
 			break
 		}
+		if allow == 0 {
+			run.paced = true
+			break
+		}
+		allow--
+		run.launched++
 		open++
 		run.last = i
 		go h.deliver(ctx, s, r, timeout, results)

@@ -229,14 +229,15 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	run := h.call(ctx, &s, page, rows, started)
+	lim := startLimits(state, &s.ep, started.UnixMilli())
+	run := h.call(ctx, &s, page, rows, started, &lim)
 	if err := ctx.Err(); err != nil {
 		// Stopped (the driver stopping, or the lease running out): write
 		// nothing; the lease expires.
 		return timers.Fired{}, err
 	}
 
-	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, after: after, calls: run}
+	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, after: after, calls: run, limits: lim}
 	fired, err := h.plan(ctx, f, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err

@@ -24,6 +24,8 @@ type firing struct {
 	// after is the cursor the page was read after.
 	after *store.Cursor
 	calls calls
+	// limits are the stream's rate limit and throttle at the fire's start.
+	limits limits
 }
 
 // plan turns a fire's calls into the timer's completion: the
@@ -96,12 +98,28 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	if gone != nil {
 		parked = h.disable(ctx, &b, s, endpoint, nowMs)
 	}
-	if acks.Remaining().Rows == 0 {
+	lim := f.limits
+	throttle := lim.adapt(run, nowMs)
+	rowsLeft := acks.Remaining().Rows > 0
+	bucket, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
+	if !rowsLeft {
+		if bucket != nil && !parked && fullDue > nowMs {
+			// A stream that ends with its bucket short keeps its timer until
+			// the bucket is full again: ended, the next outcome would start
+			// a fresh timer with a full bucket, and a trickle of outcomes
+			// would go at any rate. Not paced, so an ingest pulls it to now;
+			// the fire then finds tokens, or an empty backlog and ends.
+			value, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Bucket: bucket, Throttle: throttle})
+			if err != nil {
+				return timers.Fired{}, err
+			}
+			return timers.Fired{DueAtMs: max(fullDue, f.timer.DueAtMs), State: value, Batch: b}, nil
+		}
 		return timers.Fired{Done: true, Batch: b}, nil
 	}
 
 	resume := f.page.Next
-	if run.callFailed || run.cut {
+	if run.callFailed || run.cut || run.paced {
 		// Resume after the last row examined: after a failed row rather
 		// than at it, so a row the endpoint keeps refusing does not starve
 		// the rows behind it; at the first untried row after a cut.
@@ -110,7 +128,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			resume = store.CursorAfter(f.page.Entries[run.last].Key)
 		}
 	}
-	next := outbox.DeliveryState{Attempt: f.state.Attempt, Cursor: resume}
+	next := outbox.DeliveryState{Attempt: f.state.Attempt, Cursor: resume, Bucket: bucket, Throttle: throttle}
 	// A Retry-After the endpoint gave is a floor whatever else the fire
 	// did: rows delivered before the call told to wait do not cut it
 	// short, or a rate-limited endpoint would be called again at once.
@@ -126,6 +144,10 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		if floorMs > 0 {
 			next.Attempt = 1
 		}
+		delayMs = floorMs
+	case run.paced && !run.callFailed:
+		// Out of tokens before any call: waiting for them is not a
+		// backoff, and the count of failing fires stays as it was.
 		delayMs = floorMs
 	default:
 		// The wait grows with the stream's failing fires, not with the
@@ -146,6 +168,10 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	// a stream due again now must be found by a scan in this millisecond,
 	// or a fast fire would leave it for the next full poll.
 	due := max(nowMs+delayMs, f.timer.DueAtMs)
+	if next.Paced() {
+		// Due when the next tokens are, whatever was delivered.
+		due = max(due, waitDue)
+	}
 	if parked {
 		// Disabled: parked, rows kept, until the endpoint is enabled again.
 		due = timers.NeverMs

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,9 +14,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/testlog"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // newLoggedHarness is a harness on miniredis whose API logs to the buffer.
@@ -138,5 +143,94 @@ func TestSecretHeaderValuesAreStoredButNeverShown(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprint(h.dump()), "s3cr3t") {
 		t.Fatal("replaced headers are still stored")
+	}
+}
+
+func TestRateLimitIsOptionalBoundedAndShown(t *testing.T) {
+	h, _ := newLoggedHarness(t)
+	path := "/v1/namespaces/acme/endpoints/billing"
+	created := want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": 50}`), http.StatusCreated, "")
+	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	for name, view := range map[string]map[string]any{"PUT": created, "GET": got} {
+		if view["rate_limit"] != 50.0 {
+			t.Errorf("%s shows rate_limit %v, want 50", name, view["rate_limit"])
+		}
+		if _, ok := view["throttle"]; ok {
+			t.Errorf("%s shows a throttle on a stream that never was: %v", name, view["throttle"])
+		}
+	}
+	before := h.dump()
+	for _, bad := range []string{`0`, `-1`, `10001`, `2.5`, `"50"`} {
+		rec := h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": `+bad+`}`)
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("rate_limit %s: %d", bad, rec.Code)
+			continue
+		}
+		var p map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		if detail, _ := p["detail"].(string); !strings.Contains(detail, "rate_limit") {
+			t.Errorf("rate_limit %s: detail %q does not name the field", bad, detail)
+		}
+		if !reflect.DeepEqual(before, h.dump()) {
+			t.Fatalf("a refused rate_limit %s changed Redis", bad)
+		}
+	}
+	// Left out, unlimited: the field is absent.
+	replaced := want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusOK, "")
+	if _, ok := replaced["rate_limit"]; ok {
+		t.Errorf("an unlimited endpoint shows rate_limit %v", replaced["rate_limit"])
+	}
+}
+
+// A throttled stream's endpoint shows its effective limits and why, within
+// the endpoint's configuration; an unthrottled one shows none.
+func TestTheEndpointShowsItsStreamsThrottle(t *testing.T) {
+	h, _ := newLoggedHarness(t)
+	path := "/v1/namespaces/acme/endpoints/billing"
+	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": 50, "max_in_flight": 8}`), http.StatusCreated, "")
+	since := outboxtest.T0 - 5000
+	setState := func(th *outbox.Throttle) {
+		t.Helper()
+		all, err := timers.All(context.Background(), h.st, store.Partition{Namespace: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		for _, r := range all {
+			if r.Kind == timers.KindOutcomeDelivery {
+				b.Delete(r.Key)
+			}
+		}
+		v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Throttle: th})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Put(timers.Key(outboxtest.T0+100, timers.KindOutcomeDelivery, "billing"), timers.EncodeIdle(v))
+		if res, err := h.st.Apply(context.Background(), store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+			t.Fatalf("put timer: %+v %v", res, err)
+		}
+	}
+	setState(&outbox.Throttle{MaxInFlight: 4, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: since, DecreasedMs: since, RaisedMs: since})
+	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	wantThrottle := map[string]any{"max_in_flight": 4.0, "rate_limit": 12.5, "reason": "429", "since": "2025-11-29T23:59:55.000Z"}
+	if !reflect.DeepEqual(got["throttle"], wantThrottle) {
+		t.Errorf("throttle %v, want %v", got["throttle"], wantThrottle)
+	}
+	list := want(t, h.do(http.MethodGet, "/v1/namespaces/acme/endpoints", h.admin(), ""), http.StatusOK, "")
+	if eps, _ := list["endpoints"].([]any); len(eps) != 1 || !reflect.DeepEqual(eps[0].(map[string]any)["throttle"], wantThrottle) {
+		t.Errorf("list: %v", list)
+	}
+	// Lowered below what the operator configured since: shown within it.
+	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": 10, "max_in_flight": 2}`), http.StatusOK, "")
+	setState(&outbox.Throttle{MaxInFlight: 1, RateMilli: 12_500, Reason: "timeout", SinceMs: since})
+	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if th, _ := got["throttle"].(map[string]any); th["max_in_flight"] != 1.0 || th["rate_limit"] != 10.0 || th["reason"] != "timeout" {
+		t.Errorf("throttle within the configuration: %v", got["throttle"])
+	}
+	// At the configuration, nothing to show.
+	setState(&outbox.Throttle{MaxInFlight: 2, RateMilli: 10_000, Reason: "503", SinceMs: since})
+	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if th, ok := got["throttle"]; ok {
+		t.Errorf("throttle at the configuration shown: %v", th)
 	}
 }

@@ -23,6 +23,7 @@ type endpointBody struct {
 	RotateKey   bool                          `json:"rotate_key"`
 	TimeoutMs   *int                          `json:"timeout_ms"`
 	Headers     map[string]outbox.HeaderValue `json:"headers"`
+	RateLimit   *int                          `json:"rate_limit"`
 }
 
 type backlogView struct {
@@ -56,6 +57,41 @@ type endpointView struct {
 	// Headers shows every header's name, and the value of those that are
 	// not secret (outbox.SecretHeader).
 	Headers map[string]string `json:"headers"`
+	// RateLimit is the endpoint's calls per second; absent when unlimited.
+	RateLimit int `json:"rate_limit,omitempty"`
+	// Throttle is the stream's limits lowered after the endpoint refused
+	// calls; absent when it runs at the configured ones.
+	Throttle *throttleView `json:"throttle,omitempty"`
+}
+
+// throttleView is a throttled stream's effective limits and why.
+type throttleView struct {
+	MaxInFlight int `json:"max_in_flight"`
+	// RateLimit is absent for an endpoint without a rate_limit.
+	RateLimit *float64 `json:"rate_limit,omitempty"`
+	Reason    string   `json:"reason"`
+	Since     string   `json:"since"`
+}
+
+// viewThrottle shows a stream's throttle within the endpoint's current
+// configuration, which may have changed since the last fire; nil when it
+// leaves the stream at the configuration.
+func viewThrottle(t *outbox.StreamTimer, e outbox.Endpoint) *throttleView {
+	if t == nil || t.Throttle == nil {
+		return nil
+	}
+	th := t.Throttle
+	v := &throttleView{MaxInFlight: min(max(int(th.MaxInFlight), 1), e.MaxInFlight), Reason: th.Reason, Since: rfc3339(th.SinceMs)}
+	rateLowered := false
+	if e.RateLimit > 0 && th.RateMilli > 0 {
+		r := min(float64(th.RateMilli)/1000, float64(e.RateLimit))
+		v.RateLimit = &r
+		rateLowered = r < float64(e.RateLimit)
+	}
+	if v.MaxInFlight >= e.MaxInFlight && !rateLowered {
+		return nil
+	}
+	return v
 }
 
 type countersView struct {
@@ -85,6 +121,8 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	c := s.Counters
 	v.Counters = countersView{Delivered: c.Delivered, FailedAttempts: c.FailedAttempts, Dropped: c.Dropped}
+	v.RateLimit = e.RateLimit
+	v.Throttle = viewThrottle(s.Timer, e)
 	v.TimeoutMs = e.TimeoutMs
 	if v.TimeoutMs == 0 {
 		v.TimeoutMs = outbox.DefaultTimeoutMs
@@ -138,6 +176,13 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		spec.TimeoutMs = *body.TimeoutMs
+	}
+	if body.RateLimit != nil {
+		if *body.RateLimit < outbox.MinRateLimit || *body.RateLimit > outbox.MaxRateLimit {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("rate_limit must be %d to %d calls per second", outbox.MinRateLimit, outbox.MaxRateLimit)))
+			return
+		}
+		spec.RateLimit = *body.RateLimit
 	}
 	spec.Headers = body.Headers
 	if prob := a.checkURL(body.URL); prob != nil {

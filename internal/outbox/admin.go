@@ -88,6 +88,8 @@ type EndpointSpec struct {
 	// defaults).
 	TimeoutMs int
 	Headers   map[string]HeaderValue
+	// RateLimit replaces the endpoint's own; 0 is unlimited.
+	RateLimit int
 }
 
 // Stream is an endpoint with the state of its stream.
@@ -113,6 +115,9 @@ type StreamTimer struct {
 	Attempt uint32
 	// Leased: a fire holds it now.
 	Leased bool
+	// Throttle is the stream's limits lowered after its endpoint refused
+	// calls; nil when it runs at the configured ones.
+	Throttle *Throttle
 	// Corrupt: the row does not decode; its stream is stuck until replayed.
 	Corrupt bool
 }
@@ -259,6 +264,7 @@ func viewTimer(r *timers.Row) *StreamTimer {
 		return t
 	}
 	t.Attempt = st.Attempt
+	t.Throttle = st.Throttle
 	return t
 }
 
@@ -303,7 +309,7 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	var b store.Batch
 	nowMs := a.Clock.Now().UnixMilli()
 	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight,
-		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers}.WithDefaults()
+		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers, RateLimit: spec.RateLimit}.WithDefaults()
 	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
 	res := PutResult{Created: s.ep == nil}
 	var (

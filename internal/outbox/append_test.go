@@ -213,6 +213,14 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		// left: backing off.
 		e.putEndpoint("failing", outbox.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "failing", timers.EncodeIdle(deliveryState(t, 3)))
+		// left: paced, out of its rate_limit's tokens until later.
+		e.putEndpoint("paced", outbox.Endpoint{Enabled: true, RateLimit: 5})
+		e.putTimer(later, timers.KindOutcomeDelivery, "paced", timers.EncodeIdle(encodeState(t, outbox.DeliveryState{
+			Bucket: &outbox.TokenBucket{MilliTokens: 200, AtMs: now, Paced: true}})))
+		// pulled: a drained stream's timer kept for its bucket, tokens left.
+		e.putEndpoint("refilling", outbox.Endpoint{Enabled: true, RateLimit: 5})
+		e.putTimer(later, timers.KindOutcomeDelivery, "refilling", timers.EncodeIdle(encodeState(t, outbox.DeliveryState{
+			Bucket: &outbox.TokenBucket{MilliTokens: 2000, AtMs: now}})))
 		// left: leased by a firing worker.
 		e.putEndpoint("firing", outbox.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "firing", leasedValue(now-5, nil))
@@ -234,12 +242,14 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		}
 		check("idle", now, false)
 		check("failing", later, false)
+		check("paced", later, false)
+		check("refilling", now, false)
 		check("firing", later, true)
 		if r, ok := e.deliveryTimer("off"); ok {
 			t.Errorf("disabled endpoint got a timer %+v", r)
 		}
 		// A disabled endpoint still accumulates rows.
-		for _, ep := range []string{"fresh", "idle", "failing", "firing", "off"} {
+		for _, ep := range []string{"fresh", "idle", "failing", "paced", "refilling", "firing", "off"} {
 			if b, _ := e.backlog(ep); b.Rows != 1 {
 				t.Errorf("%s: backlog %+v", ep, b)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -268,6 +269,82 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 		if s := fmt.Sprintf(format, ep); strings.Contains(s, string(secret(1))[6:]) {
 			t.Errorf("%s prints the secret: %s", format, s)
+		}
+	}
+}
+
+// A state carrying a bucket or a throttle appends them after the cursor;
+// one without them is the layout it always was, and reads as a full
+// bucket, unthrottled.
+func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
+	old := []byte{0, 0, 0, 2, 0, 1, 'c'}
+	s, err := outbox.DecodeDeliveryState(old)
+	if err != nil || s.Bucket != nil || s.Throttle != nil || s.Paced() {
+		t.Fatalf("state without the extension: %+v, %v", s, err)
+	}
+	full := outbox.DeliveryState{
+		Attempt: 2, Cursor: store.NewCursor([]byte("c")),
+		Bucket:   &outbox.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
+		Throttle: &outbox.Throttle{MaxInFlight: 2, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: t0 - 5, DecreasedMs: t0 - 1, RaisedMs: t0},
+	}
+	v, err := outbox.EncodeDeliveryState(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(v, old) || v[len(old)] != 0x01 || v[len(old)+1] != 0x07 {
+		t.Errorf("encoded % x", v)
+	}
+	got, err := outbox.DecodeDeliveryState(v)
+	if err != nil || !reflect.DeepEqual(got.Bucket, full.Bucket) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.Attempt != 2 {
+		t.Errorf("decoded %+v %+v %+v, %v", got, got.Bucket, got.Throttle, err)
+	}
+	onlyThrottle := full
+	onlyThrottle.Bucket = nil
+	{
+		v, _ := outbox.EncodeDeliveryState(onlyThrottle)
+		if got, err := outbox.DecodeDeliveryState(v); err != nil || got.Bucket != nil || got.Throttle == nil {
+			t.Errorf("throttle only: %+v, %v", got, err)
+		}
+	}
+	for _, bad := range [][]byte{
+		append(slices.Clone(old), 0x02, 0x01),             // unknown extension
+		append(slices.Clone(old), 0x01, 0x00),             // nothing in it
+		append(slices.Clone(old), 0x01, 0x02),             // paced without a bucket
+		append(slices.Clone(old), 0x01, 0x01, 0, 0),       // short bucket
+		append(slices.Clone(v), 0),                        // trailing byte
+		append(slices.Clone(old), 0x01, 0x08, 0, 0, 0, 0), // unknown flag
+	} {
+		if _, err := outbox.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("% x: %v", bad, err)
+		}
+	}
+	long := full
+	long.Throttle = &outbox.Throttle{Reason: strings.Repeat("x", outbox.MaxThrottleReason+1)}
+	if _, err := outbox.EncodeDeliveryState(long); err == nil {
+		t.Error("oversized reason encoded")
+	}
+}
+
+func TestRateLimitIsOptionalAndBounded(t *testing.T) {
+	for _, rl := range []int{0, outbox.MinRateLimit, 50, outbox.MaxRateLimit} {
+		ep := testEndpoint()
+		ep.RateLimit = rl
+		v, err := outbox.EncodeEndpoint(&ep)
+		if err != nil {
+			t.Fatalf("rate_limit %d: %v", rl, err)
+		}
+		if got, err := outbox.DecodeEndpoint(v); err != nil || got.RateLimit != rl {
+			t.Errorf("rate_limit %d read back as %d, %v", rl, got.RateLimit, err)
+		}
+		if rl == 0 && bytes.Contains(v, []byte("rate_limit")) {
+			t.Error("an endpoint without a rate_limit stores one")
+		}
+	}
+	for _, rl := range []int{-1, outbox.MaxRateLimit + 1} {
+		ep := testEndpoint()
+		ep.RateLimit = rl
+		if _, err := outbox.EncodeEndpoint(&ep); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "rate_limit") {
+			t.Errorf("rate_limit %d: %v", rl, err)
 		}
 	}
 }

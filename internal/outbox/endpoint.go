@@ -45,6 +45,10 @@ const (
 	MinMaxInFlight    = 1
 	MaxMaxInFlight    = 16
 	MaxDisabledReason = 64
+	// MinRateLimit and MaxRateLimit bound an endpoint's rate_limit, in
+	// calls per second.
+	MinRateLimit = 1
+	MaxRateLimit = 10000
 	// SecretPrefix starts every Standard Webhooks secret.
 	SecretPrefix                   = "whsec_"
 	minSecretBytes, maxSecretBytes = 24, 64
@@ -107,6 +111,10 @@ type Endpoint struct {
 	// Headers are sent with every attempt, lower-case names to values (see
 	// validateHeaders); relay's own headers always win.
 	Headers map[string]HeaderValue `json:"headers,omitempty"`
+	// RateLimit is the most calls per second the whole cluster makes to
+	// the endpoint, MinRateLimit to MaxRateLimit; 0 (rows written before it
+	// existed) is unlimited.
+	RateLimit int `json:"rate_limit,omitempty"`
 }
 
 // WithDefaults fills the fields a request may leave out: the mkit-hook-v2
@@ -191,6 +199,8 @@ func (e *Endpoint) Validate() error {
 		return invalidf("created_ms must not be negative nor after updated_ms")
 	case e.TimeoutMs != 0 && (e.TimeoutMs < MinTimeoutMs || e.TimeoutMs > MaxTimeoutMs):
 		return invalidf("timeout_ms must be %d to %d", MinTimeoutMs, MaxTimeoutMs)
+	case e.RateLimit != 0 && (e.RateLimit < MinRateLimit || e.RateLimit > MaxRateLimit):
+		return invalidf("rate_limit must be %d to %d", MinRateLimit, MaxRateLimit)
 	}
 	return validateHeaders(e.Headers)
 }

@@ -195,3 +195,12 @@ func mustRecord(t *testing.T, o outbox.Outcome) store.Value {
 	}
 	return v
 }
+
+func encodeState(t *testing.T, s outbox.DeliveryState) []byte {
+	t.Helper()
+	v, err := outbox.EncodeDeliveryState(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -288,6 +288,8 @@ func (s *snapshot) matching(kind Kind) []int {
 //   - idle, not backing off, due later: pull it to now, guarded;
 //   - backing off: leave it, a failing endpoint is not hammered at the
 //     ingest rate; the new rows go when it recovers;
+//   - paced (its last fire ran out of its rate_limit's tokens): leave it,
+//     due when the next tokens are; pulled, it would fire for nothing;
 //   - leased: leave it; the fire's backlog guard fails (this batch changes
 //     the backlog) and the runner re-plans, or it reschedules;
 //   - disabled: leave it, parked until the endpoint is enabled;
@@ -334,7 +336,7 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 		}
 		return
 	}
-	if st.Attempt > 0 || idle.DueAtMs <= s.nowMs {
+	if st.Attempt > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
 		b.RequireEquals(idle.Key, idle.Raw)
 		return
 	}
