@@ -22,7 +22,11 @@ func parse(args []string) (app.Config, error) {
 	f := envflag.New("relay serve")
 	c := app.Defaults()
 	f.HiddenFromEnv(&c.RedisURL, "redis", "RELAY_REDIS_URL",
-		"Redis URL (redis[s]://[user:pass@]host:port/db); a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
+		"Redis URL (redis[s]://[user:pass@]host:port/db); behind Redis Sentinel redis[s]+sentinel://[user:pass@]sentinel1:port,sentinel2:port/mastername[/db]; a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
+	f.StringFromEnv(&c.Durability, "durability", "RELAY_DURABILITY", c.Durability,
+		"when an ingest is answered 202: memory (once the Redis master ran it; a failover before replication loses it) or replicas=N (once N replicas also acknowledged it, by WAIT; fewer within the timeout answers 503, and the producer's retry answers duplicate) (env RELAY_DURABILITY)")
+	f.DurationFromEnv(&c.DurabilityTimeout, "durability-timeout", "RELAY_DURABILITY_TIMEOUT", c.DurabilityTimeout,
+		"how long an ingest waits for replicas with --durability replicas=N, at most 2s (env RELAY_DURABILITY_TIMEOUT)")
 	f.StringFromEnv(&c.Listen, "listen", "RELAY_LISTEN", c.Listen, "HTTP listen address (env RELAY_LISTEN)")
 	f.StringFromEnv(&c.Prefix, "prefix", "RELAY_REDIS_PREFIX", c.Prefix, "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
@@ -37,6 +41,9 @@ func parse(args []string) (app.Config, error) {
 		return c, err
 	}
 	c.Auth.SecretOnCommandLine = f.Given("jwt-secret")
+	if _, err := app.ParseDurability(c.Durability, c.DurabilityTimeout); err != nil {
+		return c, fmt.Errorf("--durability/RELAY_DURABILITY, --durability-timeout/RELAY_DURABILITY_TIMEOUT: %w", err)
+	}
 	return c, nil
 }
 
@@ -109,7 +116,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 		_ = tcp.Close()
 		return err
 	}
-	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "audience", a.Audience())
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "durability", cfg.Durability, "audience", a.Audience())
 	if tok := a.DevToken(); tok != "" {
 		// Printed, never logged: the one place this secret appears.
 		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\n", app.DevTokenTTL, tok)

@@ -262,3 +262,38 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 		}
 	}
 }
+
+func TestDurabilitySettingsAreChecked(t *testing.T) {
+	for _, args := range [][]string{
+		{"-durability", "replicas=0"},
+		{"-durability", "replicas=-1"},
+		{"-durability", "replicas=two"},
+		{"-durability", "replicas="},
+		{"-durability", "disk"},
+		{"-durability", "replicas=1", "-durability-timeout", "5s"},
+		{"-durability", "replicas=1", "-durability-timeout", "-1s"},
+	} {
+		if _, err := parse(args); err == nil || !strings.Contains(err.Error(), "durability") {
+			t.Errorf("%v: %v, want a durability error", args, err)
+		}
+	}
+	t.Setenv("RELAY_DURABILITY", "replicas=2")
+	t.Setenv("RELAY_DURABILITY_TIMEOUT", "250ms")
+	c, err := parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := app.ParseDurability(c.Durability, c.DurabilityTimeout)
+	if err != nil || d.Replicas != 2 || d.Timeout != 250*time.Millisecond {
+		t.Fatalf("RELAY_DURABILITY=replicas=2: %+v, %v", d, err)
+	}
+	// The embedded miniredis has no replica to wait for.
+	if _, err := app.New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("replicas=2 without a Redis: %v", err)
+	}
+	t.Setenv("RELAY_DURABILITY", "")
+	t.Setenv("RELAY_DURABILITY_TIMEOUT", "")
+	if c, err := parse(nil); err != nil || c.Durability != "memory" {
+		t.Fatalf("default: %q, %v", c.Durability, err)
+	}
+}

@@ -51,6 +51,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxConnections < 1 {
 		return nil, fmt.Errorf("max connections %d must be at least 1", cfg.MaxConnections)
 	}
+	durability, err := ParseDurability(cfg.Durability, cfg.DurabilityTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if durability.Replicas > 0 && cfg.RedisURL == "" {
+		return nil, errors.New("durability replicas=N needs a Redis with replicas: set RELAY_REDIS_URL (the embedded miniredis has none)")
+	}
 	log, clk := cfg.Logger, cfg.Clock
 	if log == nil {
 		log = slog.Default()
@@ -86,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}()
 	scrub := newScrubber(cfg.RedisURL).scrub
-	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.Prefix, Buckets: cfg.Buckets})
+	st, err := redisstore.New(ctx, client, redisstore.Options{Prefix: cfg.Prefix, Buckets: cfg.Buckets, Durability: durability})
 	if err != nil {
 		return nil, scrub(fmt.Errorf("open store: %w", err))
 	}

@@ -26,6 +26,11 @@ type Config struct {
 	Listen  string
 	Prefix  string
 	Buckets int
+	// Durability is when an ingest is answered 202: "memory" (the
+	// default) once the master ran it, "replicas=N" once N replicas also
+	// acknowledged it (WAIT) within DurabilityTimeout.
+	Durability        string
+	DurabilityTimeout time.Duration
 	// MaxConnections bounds the API connections open at once.
 	MaxConnections int
 	// BacklogEvery is how often the backlog gauges are sampled; 0 never.
@@ -102,14 +107,16 @@ const DevTokenTTL = 24 * time.Hour
 // its default, on an embedded miniredis.
 func Defaults() Config {
 	return Config{
-		Listen:         "127.0.0.1:8080",
-		Prefix:         redisstore.DefaultPrefix,
-		Buckets:        redisstore.DefaultBuckets,
-		MaxConnections: httpapi.DefaultMaxConnections,
-		BacklogEvery:   delivery.DefaultBacklogEvery,
-		Retention:      outbox.DefaultRetention,
-		Signing:        Signing{KeyID: "relay-1"},
-		Delivery:       Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval},
-		Auth:           Auth{Leeway: DefaultLeeway},
+		Listen:            "127.0.0.1:8080",
+		Prefix:            redisstore.DefaultPrefix,
+		Buckets:           redisstore.DefaultBuckets,
+		Durability:        DurabilityMemory,
+		DurabilityTimeout: redisstore.DefaultDurabilityTimeout,
+		MaxConnections:    httpapi.DefaultMaxConnections,
+		BacklogEvery:      delivery.DefaultBacklogEvery,
+		Retention:         outbox.DefaultRetention,
+		Signing:           Signing{KeyID: "relay-1"},
+		Delivery:          Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval},
+		Auth:              Auth{Leeway: DefaultLeeway},
 	}
 }

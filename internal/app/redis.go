@@ -41,7 +41,7 @@ func readiness(err error) string {
 	return "Redis is unreachable"
 }
 
-// Connect opens a client for a Redis URL, a list of Cluster seeds, or an
+// Connect opens a client for a Redis URL, a Sentinel URL, a list of Cluster seeds, or an
 // embedded miniredis when addr is empty. Its errors hold no piece of the
 // password in addr.
 func Connect(addr string, log *slog.Logger) (redis.UniversalClient, func(), error) {
@@ -69,6 +69,15 @@ func open(addr string) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	switch {
+	case isSentinelURL(addr):
+		// redis+sentinel://user:pass@host1:26379,host2:26379/mymaster/0
+		opts, err := parseSentinelURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		// A client of whichever server the Sentinels name master, that
+		// follows a failover by itself.
+		return redis.NewFailoverClient(opts), nil
 	case strings.Contains(addr, "://") && strings.Contains(addr, "addr="):
 		// redis://user:pass@host1:7001?addr=host2:7002&addr=host3:7003
 		opts, err := redis.ParseClusterURL(addr)

@@ -40,7 +40,7 @@ func missingSlashes(addr string) bool {
 		return false
 	}
 	switch strings.ToLower(scheme) {
-	case "redis", "rediss", "unix":
+	case "redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel":
 		return !strings.HasPrefix(rest, "//")
 	}
 	return false

@@ -29,6 +29,10 @@ type Item struct {
 // joined error match store.ErrUnavailable. If ctx ends first, the
 // call fails and any batch may have committed. As after any failed Apply,
 // the caller re-reads and re-plans.
+//
+// ApplyAll does not wait for replicas (Options.Durability): a Cluster
+// pipeline spreads batches over nodes and connections, where one WAIT
+// cannot vouch for them. Ingest goes through Apply.
 func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, error) {
 	type call struct {
 		keys []string

@@ -55,6 +55,9 @@ type Options struct {
 	// Buckets is the number of due-index buckets, 64 when zero. It is fixed
 	// when a keyspace is first used.
 	Buckets int
+	// Durability is when Apply answers a growing batch; the zero value
+	// once the master ran it.
+	Durability Durability
 }
 
 // Store is a store.NamespaceStore and store.DueIndex on Redis. It is safe for
@@ -73,6 +76,8 @@ type Store struct {
 	dues    []string // "<prefix>{<b>}:due" by bucket
 	regs    []string // "<prefix>{<b>}:namespaces" by bucket
 	scripts *scripts
+	// durability is Options.Durability with its defaults.
+	durability Durability
 }
 
 var (
@@ -96,7 +101,11 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 	if opts.Buckets < 1 || opts.Buckets > MaxBuckets {
 		return nil, fmt.Errorf("redisstore: buckets %d out of range 1..%d", opts.Buckets, MaxBuckets)
 	}
-	s := &Store{client: client, prefix: opts.Prefix, buckets: opts.Buckets, tags: make([]string, opts.Buckets), dues: make([]string, opts.Buckets), regs: make([]string, opts.Buckets)}
+	durability, err := opts.Durability.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, prefix: opts.Prefix, buckets: opts.Buckets, tags: make([]string, opts.Buckets), dues: make([]string, opts.Buckets), regs: make([]string, opts.Buckets), durability: durability}
 	for b := range s.tags {
 		s.tags[b] = opts.Prefix + "{" + strconv.Itoa(b) + "}"
 		s.dues[b] = s.tags[b] + ":due"
@@ -131,6 +140,9 @@ func (s *Store) checkBuckets(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Durability is the store's durability policy, with its defaults.
+func (s *Store) Durability() Durability { return s.durability }
 
 // Shebang reports whether the server runs scripts with a "#!lua" line
 // (Redis 7+). Without it no batch can declare allow-oom: on a full Redis a
@@ -282,10 +294,19 @@ func decodePage(res any) (store.Page, error) {
 // go-redis retries a command after a network error, so a batch may run
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
 // by a precondition its first run falsifies, which makes the retry harmless.
+//
+// With Options.Durability.Replicas N ≥ 1, a growing batch (not Drain) is
+// answered only once N replicas acknowledged it (WAIT, see applyDurable);
+// fewer within the timeout is an error matching ErrNotReplicated and
+// store.ErrUnavailable, though the batch may have committed on the master:
+// its resend then fails its guard, as after any lost reply.
 func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
 	keys, args, err := s.applyArgs(p, b)
 	if err != nil {
 		return store.Result{}, err
+	}
+	if s.durability.Replicas > 0 && !b.Drain {
+		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args)
 	}
 	res, err := s.scripts.applyFor(b).run(ctx, s.client, keys, args...)
 	if err != nil {
