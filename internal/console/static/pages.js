@@ -63,7 +63,9 @@ const badge = (s) => h('span', { class: 'badge ' + (failing(s) ? 'bad' : 'good')
 
 function lastError(a) {
   if (!a) return h('span', { class: 'muted' }, '—');
-  return [a.status ? 'HTTP ' + a.status + ' ' : '', a.error || '', ' ', when(h, a.at)];
+  // The class "status" says only that the answer's status refused it.
+  const why = [a.status ? 'HTTP ' + a.status : '', a.error && a.error !== 'status' ? a.error : ''].filter(Boolean).join(', ');
+  return [why, h('br'), when(h, a.at)];
 }
 
 const namespaces = {
@@ -131,7 +133,7 @@ const namespace = {
       h('td', { class: 'n' }, bytes(e.backlog.bytes)),
       h('td', {}, e.oldest_pending_at ? h('span', { title: e.oldest_pending_at }, age(e.oldest_pending_at)) : '—'),
       h('td', {}, when(h, e.next_attempt_at)),
-      h('td', {}, lastError(o && o.rows[0] && o.rows[0].last_attempt)),
+      h('td', { class: 'wrap' }, lastError(o && o.rows[0] && o.rows[0].last_attempt)),
       h('td', { class: 'n' }, num(e.counters.delivered)),
       h('td', { class: 'n' }, num(e.counters.failed_attempts))));
     const outcomeRows = recent ? recent.outcomes.map((c) => h('tr', {},
@@ -165,15 +167,15 @@ const stream = {
     const rows = o.rows.map((row) => h('tr', {},
       h('td', { class: 'n' }, num(row.sequence)),
       h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, row.reservation_id) }, row.reservation_id)),
-      h('td', {}, row.kind || '—'),
-      h('td', { class: 'n' }, num(row.attempt_count)),
-      h('td', {}, lastError(row.last_attempt)),
       h('td', {}, h('button', {
         type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
         onclick: () => act(where, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
           () => call('POST', '/v1/admin/namespaces/' + enc(r.ns) + '/endpoints/' + enc(r.id) + '/outcomes/' + enc(row.reservation_id) + '/replay'),
           (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx),
-      }, 'Replay'))));
+      }, 'Replay')),
+      h('td', {}, row.kind || '—'),
+      h('td', { class: 'n' }, num(row.attempt_count)),
+      h('td', { class: 'wrap' }, lastError(row.last_attempt))));
     const secretHeaders = Object.values(e.headers || {}).includes('[redacted]');
     const toggle = h('button', {
       type: 'button', 'data-key': 'toggle', disabled: secretHeaders,
@@ -199,7 +201,7 @@ const stream = {
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
       h('div', { class: 'actions' }, toggle,
         secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null),
-      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Kind', 'Attempts', 'Last attempt', 'Action'], rows,
+      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows,
         'Nothing is pending: every outcome for this endpoint was delivered.'),
       o.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
       await recoverView(r, ctx, where));
@@ -255,8 +257,8 @@ const outcome = {
       h('h3', {}, h('a', { href: streamLink(r.ns, s.endpoint) }, s.endpoint), ' ', h('span', { class: 'badge ' + (s.state === 'delivered' ? 'good' : s.state === 'pending' ? 'bad' : '') }, s.state)),
       h('ol', { class: 'story' },
         h('li', {}, 'Accepted ', when(h, v.accepted_at)),
-        s.attempts.map((a) => h('li', {}, a.error ? 'Failed ' : 'Delivered ', when(h, a.at), ' in ', num(a.duration_ms), ' ms',
-          a.status ? ', HTTP ' + a.status : '', a.error ? ', ' + a.error : '',
+        s.attempts.map((a) => h('li', {}, a.error ? 'Attempt failed ' : 'Attempt answered ', when(h, a.at), ' in ', num(a.duration_ms), ' ms',
+          a.status ? ', HTTP ' + a.status : '', a.error && a.error !== 'status' ? ', ' + a.error : '',
           a.response_excerpt ? h('pre', { class: 'excerpt' }, a.response_excerpt) : null)),
         s.attempt_count > s.attempts.length ? h('li', { class: 'muted' }, `${num(s.attempt_count - s.attempts.length)} earlier attempts not kept`) : null,
         s.delivered_at ? h('li', {}, 'Delivered ', when(h, s.delivered_at)) : null,
