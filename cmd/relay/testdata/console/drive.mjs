@@ -128,3 +128,6 @@ if (failures.length) {
   process.exit(1);
 }
 console.log('DONE');
+// stdin's reader would keep node alive waiting for more lines.
+stdin.close();
+process.exit(0);
