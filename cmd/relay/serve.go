@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/envflag"
 )
 
@@ -118,8 +119,15 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	}
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "durability", cfg.Durability, "audience", a.Audience())
 	if tok := a.DevToken(); tok != "" {
+		// The console where this process answers: the listen address may
+		// have asked for any port.
+		origin := a.Audience()
+		if cfg.Delivery.PublicURL == "" {
+			origin = "http://" + ln.Addr().String()
+		}
 		// Printed, never logged: the one place this secret appears.
-		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\n", app.DevTokenTTL, tok)
+		fmt.Fprintf(stdout, "\nDevelopment admin token (valid %s; tokens signed with a key made at this start):\n\n  export RELAY_TOKEN=%s\n\nConsole (the token rides in the fragment, which the browser keeps to itself):\n\n  %s\n\n",
+			app.DevTokenTTL, tok, console.Link(origin, tok))
 	}
 	return a.Run(ctx, srv, ln)
 }

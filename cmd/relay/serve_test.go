@@ -231,6 +231,16 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 		t.Fatalf("no token printed: %q", stdout.String())
 	}
 	tok = strings.Fields(tok)[0]
+	// The console link carries the same token, in the fragment, to where
+	// this process answers.
+	if want := "\n  " + base + "/console/#token=" + tok + "\n"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("no console link %q printed: %q", want, stdout.String())
+	}
+	if page, err := http.Get(base + "/console/"); err != nil {
+		t.Fatal(err)
+	} else if page.Body.Close(); page.StatusCode != http.StatusOK || page.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("console: %d, CSP %q", page.StatusCode, page.Header.Get("Content-Security-Policy"))
+	}
 	do := func(method, path, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))

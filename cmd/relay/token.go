@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/envflag"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
@@ -57,6 +58,7 @@ func token(args []string, stdout io.Writer) error {
 	sub := fs.String("sub", "relay-cli", "subject: who the token speaks for, as the access log shows it")
 	keyFile := fs.String("key", "", "sign EdDSA with this Ed25519 PKCS#8 PEM private key (relay keygen writes one) instead of the HS256 secret")
 	kid := fs.String("kid", "", "kid header for --key, naming the key among RELAY_JWT_PUBLIC_KEYS")
+	asLink := fs.Bool("console", false, "print a link to the console at the public URL carrying the token (in the fragment, which browsers keep to themselves) instead of the token")
 	var secret, audience, publicURL, issuer string
 	fs.HiddenFromEnv(&secret, "jwt-secret", "RELAY_JWT_SECRET", "HS256 secret relay serve verifies with (env RELAY_JWT_SECRET)")
 	fs.StringFromEnv(&audience, "jwt-audience", "RELAY_JWT_AUDIENCE", "", "aud of the token (env RELAY_JWT_AUDIENCE; default the public URL)")
@@ -78,16 +80,18 @@ func token(args []string, stdout io.Writer) error {
 	if *sub == "" {
 		return errors.New("--sub must not be empty")
 	}
+	// What relay serve defaults its audience to, spelled the same way: the
+	// public URL, which is also where the console is.
+	listen := app.Defaults().Listen
+	if v := os.Getenv("RELAY_LISTEN"); v != "" {
+		listen = v
+	}
+	origin, err := (app.Delivery{PublicURL: publicURL}).Audience(true, listen)
+	if err != nil {
+		return err
+	}
 	if audience == "" {
-		// What relay serve defaults its audience to, spelled the same way.
-		listen := app.Defaults().Listen
-		if v := os.Getenv("RELAY_LISTEN"); v != "" {
-			listen = v
-		}
-		var err error
-		if audience, err = (app.Delivery{PublicURL: publicURL}).Audience(true, listen); err != nil {
-			return err
-		}
+		audience = origin
 	}
 	p := httpapi.Principal{Subject: *sub, Scopes: scopes, Namespace: *ns}
 	now := time.Now()
@@ -110,13 +114,15 @@ func token(args []string, stdout io.Writer) error {
 		if len(secret) < httpapi.MinHS256Secret {
 			return fmt.Errorf("RELAY_JWT_SECRET (--jwt-secret) is %d bytes; it must be at least %d", len(secret), httpapi.MinHS256Secret)
 		}
-		var err error
 		if tok, err = httpapi.MintHS256([]byte(secret), audience, issuer, p, *ttl, now); err != nil {
 			return err
 		}
 	default:
 		return errors.New("no signing key: set RELAY_JWT_SECRET (or --jwt-secret) to the secret relay serve verifies with, or give --key FILE; a development server with neither prints its own admin token at start")
 	}
-	_, err := fmt.Fprintln(stdout, tok)
+	if *asLink {
+		tok = console.Link(origin, tok)
+	}
+	_, err = fmt.Fprintln(stdout, tok)
 	return err
 }

@@ -388,3 +388,21 @@ func TestAPublicKeyFileMayHoldSeveralKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenConsolePrintsALinkAtThePublicURL(t *testing.T) {
+	clearAuthEnv(t)
+	var out bytes.Buffer
+	args := []string{"--jwt-secret", testSecret, "--scope", "outbox:read", "--ns", "acme", "--public-url", "https://Relay.Example.com/", "--jwt-audience", "relay-api", "--console"}
+	if err := token(args, &out); err != nil {
+		t.Fatal(err)
+	}
+	link, ok := strings.CutSuffix(out.String(), "\n")
+	tok, found := strings.CutPrefix(link, "https://relay.example.com/console/#token=")
+	if !ok || !found || strings.ContainsAny(tok, "\n ") {
+		t.Fatalf("relay token --console printed %q, want the console at the public URL with the token in the fragment", out.String())
+	}
+	p, err := verifier(t, httpapi.AuthConfig{Audience: "relay-api", HS256Secret: []byte(testSecret)}).Verify(tok)
+	if err != nil || p.Namespace != "acme" {
+		t.Fatalf("the link's token: %+v, %v", p, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
@@ -144,6 +145,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Keys:           hooks.KeysHandler(sign.keys),
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,
+		Console:        console.Handler(),
 		Clock:          clk,
 		Logger:         log,
 	})

@@ -51,8 +51,10 @@ type Config struct {
 	Keys           http.Handler
 	MetricsHandler http.Handler
 	Metrics        *Metrics
-	Clock          clock.Clock
-	Logger         *slog.Logger
+	// Console serves the operator console at /console/; optional.
+	Console http.Handler
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
 
 type api struct {
@@ -107,6 +109,12 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.MetricsHandler != nil {
 		r.Method(http.MethodGet, "/metrics", cfg.MetricsHandler)
+	}
+
+	if cfg.Console != nil {
+		r.Method(http.MethodGet, "/console", cfg.Console)
+		r.Method(http.MethodGet, "/console/*", cfg.Console)
+		r.Method(http.MethodHead, "/console/*", cfg.Console)
 	}
 
 	r.Route("/v1", func(r chi.Router) {

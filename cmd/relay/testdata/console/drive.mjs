@@ -1,0 +1,133 @@
+// Drives relay's console in a real Chromium for cmd/relay's
+// TestConsoleInChromium. The Go test starts relay and the receiver, passes
+// the links in the environment, and answers "fix" on stdin once the
+// receiver takes the stuck outcome.
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const env = (k) => {
+  if (!process.env[k]) throw new Error(k + ' is not set');
+  return process.env[k];
+};
+const adminLink = env('CONSOLE_ADMIN_LINK');
+const boundLink = env('CONSOLE_BOUND_LINK');
+const shots = env('CONSOLE_SCREENSHOTS');
+const stuck = env('CONSOLE_STUCK_RID');
+const delivered = env('CONSOLE_DELIVERED_RID');
+
+const stdin = createInterface({ input: process.stdin });
+const answers = [];
+let waiting = null;
+stdin.on('line', (l) => (waiting ? (waiting(l), (waiting = null)) : answers.push(l)));
+const ask = (q) => {
+  console.log('ASK ' + q);
+  return answers.length ? Promise.resolve(answers.shift()) : new Promise((r) => (waiting = r));
+};
+
+const profile = mkdtempSync(join(tmpdir(), 'relay-console-chromium-'));
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--no-first-run', '--disable-quic'],
+});
+const failures = [];
+try {
+  const page = ctx.pages()[0] || (await ctx.newPage());
+  page.setDefaultTimeout(20000);
+  // Any script error or CSP violation fails the run.
+  page.on('pageerror', (e) => failures.push('page error: ' + e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 40[13]/.test(m.text())) failures.push('console error: ' + m.text());
+  });
+  // Nothing may be loaded from outside relay.
+  const origin = new URL(adminLink).origin;
+  page.on('request', (r) => {
+    if (!r.url().startsWith(origin)) failures.push('request outside relay: ' + r.url());
+  });
+
+  const shot = async (name) => {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.screenshot({ path: join(shots, `${name}-${width}.png`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  };
+  const step = (s) => console.log('STEP ' + s);
+
+  step('the link signs in and leaves no token in the address bar');
+  await page.goto(adminLink);
+  await page.getByRole('heading', { name: 'Namespaces' }).waitFor();
+  if (page.url().includes('token')) throw new Error('the token stayed in the address bar: ' + page.url());
+  if (!(await page.evaluate(() => sessionStorage.getItem('relay.token')))) throw new Error('no token in sessionStorage');
+  await page.getByRole('link', { name: 'other', exact: true }).waitFor();
+  await shot('namespaces');
+
+  step('the failing endpoint comes first, backing off');
+  await page.getByRole('link', { name: 'acme', exact: true }).click();
+  const first = page.locator('table').first().locator('tbody tr').first();
+  await first.getByText('backing off').waitFor();
+  const firstEndpoint = await first.locator('th').innerText();
+  if (firstEndpoint !== 'billing') throw new Error('first endpoint is ' + firstEndpoint + ', want the failing billing');
+  await shot('namespace');
+
+  step('the stuck row, replayed once the receiver is fixed, is delivered');
+  await page.getByRole('link', { name: 'billing', exact: true }).first().click();
+  await page.getByRole('button', { name: 'Replay ' + stuck }).waitFor();
+  await shot('stream');
+  if ((await ask('fix')) !== 'fixed') throw new Error('the receiver was not fixed');
+  await page.getByRole('button', { name: 'Replay ' + stuck }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Replay' }).click();
+  await page.getByRole('status').getByText('Replayed ' + stuck).waitFor();
+  await page.getByText('Nothing is pending').waitFor({ timeout: 30000 });
+  await shot('stream-drained');
+
+  step('search finds an outcome, and resend sends it again');
+  await page.getByLabel('Namespace', { exact: true }).fill('acme');
+  await page.getByLabel('Reservation id').fill(delivered);
+  await page.getByRole('button', { name: 'Find outcome' }).click();
+  await page.getByRole('heading', { name: 'Outcome ' + delivered }).waitFor();
+  await page.getByRole('button', { name: 'Resend to billing' }).waitFor();
+  await shot('outcome');
+  await page.getByRole('button', { name: 'Resend to billing' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Resend' }).click();
+  await page.getByRole('status').getByText('Resent ' + delivered).waitFor();
+  if ((await ask('resent')) !== 'delivered again') throw new Error('the resend did not arrive');
+
+  step('log out drops the token');
+  await page.getByRole('button', { name: 'Log out' }).click();
+  await page.getByLabel('API token').waitFor();
+  if (await page.evaluate(() => sessionStorage.getItem('relay.token'))) throw new Error('the token survived log out');
+  await shot('sign-in');
+
+  step('a namespace-bound token sees its namespace and not another');
+  await page.goto(boundLink);
+  await page.getByRole('heading', { name: 'Namespace other' }).waitFor();
+  await page.goto(new URL('/console/#/ns/acme', adminLink).href);
+  await page.getByRole('alert').getByText('Forbidden').waitFor();
+  if (await page.getByText(stuck).count()) throw new Error('the bound token saw acme');
+  await shot('forbidden');
+
+  step('a refused token asks for another');
+  await page.evaluate(() => sessionStorage.setItem('relay.token', 'not-a-token'));
+  await page.reload();
+  await page.getByText('The token was refused').waitFor();
+  if (await page.evaluate(() => sessionStorage.getItem('relay.token'))) throw new Error('a refused token was kept');
+} catch (e) {
+  failures.push(e.stack || String(e));
+} finally {
+  await ctx.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+if (failures.length) {
+  console.error(failures.join('\n'));
+  process.exit(1);
+}
+console.log('DONE');
+// stdin's reader would keep node alive waiting for more lines.
+stdin.close();
+process.exit(0);

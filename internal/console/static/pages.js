@@ -1,0 +1,301 @@
+// The console's pages. Each render fetches its figures from the API and
+// returns a fresh node; the router swaps it in and calls it again every few
+// seconds.
+import { h, confirmAction } from './dom.js';
+import { call, claims, enc, ProblemError } from './api.js';
+import { num, bytes, when, age } from './fmt.js';
+
+export function problemView(err) {
+  const p = err.problem || {};
+  return h('div', { class: 'problem', role: 'alert' },
+    h('strong', {}, p.title || 'Request failed'),
+    err.status ? ` (${err.status})` : '',
+    h('p', {}, p.detail || err.message),
+    p.request_id ? h('p', { class: 'muted' }, 'Request id ', h('code', {}, p.request_id)) : null);
+}
+
+// flash is the outcome of the last action, kept across refreshes of the
+// page it was taken on.
+let flash = null;
+function flashView(where) {
+  if (!flash || flash.where !== where) return h('div', { role: 'status', class: 'status' });
+  return h('div', { role: 'status', class: 'status' }, flash.node);
+}
+
+// act runs a confirmed action and reports what the API said.
+async function act(where, question, label, run, done, ctx) {
+  if (!(await confirmAction(question, label))) return;
+  try {
+    const res = await run();
+    flash = { where, node: h('p', { class: 'ok' }, done(res)) };
+  } catch (err) {
+    if (err instanceof ProblemError && err.status === 401) return;
+    flash = { where, node: problemView(err) };
+  }
+  ctx.refresh();
+}
+
+function table(caption, head, rows, empty) {
+  if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+  return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption },
+    h('table', {},
+      h('caption', {}, caption),
+      h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rows)));
+}
+
+const nsPath = (ns) => '/v1/namespaces/' + enc(ns);
+const nsLink = (ns) => '#/ns/' + enc(ns);
+const streamLink = (ns, id) => nsLink(ns) + '/endpoints/' + enc(id);
+const outcomeLink = (ns, rid) => nsLink(ns) + '/outcomes/' + enc(rid);
+
+function crumbs(...items) {
+  return h('nav', { 'aria-label': 'Breadcrumb', class: 'crumbs' },
+    h('ol', {}, items.map(([label, href]) => h('li', {}, href ? h('a', { href }, label) : h('span', { 'aria-current': 'page' }, label)))));
+}
+
+const stateLabels = {
+  delivering: 'delivering', backing_off: 'backing off', parked: 'parked', due: 'due',
+  idle: 'idle', none: 'idle', corrupt: 'corrupt', disabled: 'disabled',
+};
+const failing = (s) => s === 'backing_off' || s === 'parked' || s === 'disabled' || s === 'corrupt';
+const badge = (s) => h('span', { class: 'badge ' + (failing(s) ? 'bad' : 'good') }, stateLabels[s] || s);
+
+function lastError(a) {
+  if (!a) return h('span', { class: 'muted' }, '—');
+  // The class "status" says only that the answer's status refused it.
+  const why = [a.status ? 'HTTP ' + a.status : '', a.error && a.error !== 'status' ? a.error : ''].filter(Boolean).join(', ');
+  return [why, h('br'), when(h, a.at)];
+}
+
+const namespaces = {
+  title: () => 'Namespaces',
+  async render(r) {
+    const bound = claims().ns;
+    if (bound) {
+      // A namespace-bound token may not list namespaces; its own is the start.
+      location.replace(nsLink(bound));
+      return h('p', {}, 'Opening ', bound, '…');
+    }
+    const cursor = r.params.get('cursor');
+    const q = '?limit=100' + (cursor ? '&cursor=' + enc(cursor) : '');
+    const page = await call('GET', '/v1/namespaces' + q);
+    // The API pages in name order; within a page the biggest backlogs,
+    // where endpoints are failing, come first.
+    const list = [...page.namespaces].sort((a, b) => b.backlog.rows - a.backlog.rows || a.namespace.localeCompare(b.namespace));
+    const rows = list.map((n) => h('tr', {},
+      h('th', { scope: 'row' }, h('a', { href: nsLink(n.namespace) }, n.namespace)),
+      h('td', { class: 'n' }, num(n.endpoints)),
+      h('td', { class: 'n' }, num(n.backlog.rows)),
+      h('td', { class: 'n' }, bytes(n.backlog.bytes))));
+    return h('section', {},
+      h('h1', {}, 'Namespaces'),
+      table('Namespaces, largest backlog first', ['Namespace', 'Endpoints', 'Pending rows', 'Pending bytes'], rows,
+        'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
+      h('nav', { class: 'pager', 'aria-label': 'Pages' },
+        cursor ? h('a', { href: '#/' }, 'First page') : null,
+        page.next_cursor ? h('a', { href: '#/?cursor=' + enc(page.next_cursor) }, 'Next page') : null),
+      openNamespace());
+  },
+};
+
+function openNamespace() {
+  const input = h('input', { id: 'open-ns', name: 'ns', required: true, autocomplete: 'off', spellcheck: 'false', 'data-key': 'open-ns' });
+  return h('form', {
+    class: 'inline', onsubmit: (e) => {
+      e.preventDefault();
+      location.hash = nsLink(input.value.trim());
+    },
+  }, h('label', { for: 'open-ns' }, 'Open a namespace'), input, h('button', { type: 'submit', 'data-key': 'open-ns-go' }, 'Open'));
+}
+
+const namespace = {
+  title: (r) => r.ns,
+  async render(r) {
+    const base = nsPath(r.ns);
+    const [eps, recent] = await Promise.all([
+      call('GET', base + '/endpoints'),
+      call('GET', base + '/outcomes?limit=20').catch(() => null),
+    ]);
+    // The stream's state and last error come from its outbox page.
+    const streams = await Promise.all(eps.endpoints.map((e) =>
+      call('GET', base + '/outbox?limit=1&endpoint=' + enc(e.id)).catch(() => null)));
+    const list = eps.endpoints.map((e, i) => {
+      const o = streams[i];
+      const state = !e.enabled ? 'disabled' : o ? o.state : 'none';
+      return { e, o, state };
+    });
+    list.sort((a, b) => (failing(b.state) - failing(a.state)) || b.e.backlog.rows - a.e.backlog.rows || a.e.id.localeCompare(b.e.id));
+    const rows = list.map(({ e, o, state }) => h('tr', { class: failing(state) ? 'failing' : '' },
+      h('th', { scope: 'row' }, h('a', { href: streamLink(r.ns, e.id) }, e.id)),
+      h('td', {}, badge(state)),
+      h('td', { class: 'n' }, num(e.backlog.rows)),
+      h('td', { class: 'n' }, bytes(e.backlog.bytes)),
+      h('td', {}, e.oldest_pending_at ? h('span', { title: e.oldest_pending_at }, age(e.oldest_pending_at)) : '—'),
+      h('td', {}, when(h, e.next_attempt_at)),
+      h('td', { class: 'wrap' }, lastError(o && o.rows[0] && o.rows[0].last_attempt)),
+      h('td', { class: 'n' }, num(e.counters.delivered)),
+      h('td', { class: 'n' }, num(e.counters.failed_attempts))));
+    const outcomeRows = recent ? recent.outcomes.map((c) => h('tr', {},
+      h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, c.reservation_id) }, c.reservation_id)),
+      h('td', {}, c.kind || '—'),
+      h('td', {}, when(h, c.accepted_at)),
+      h('td', {}, c.endpoints.map((s) => h('span', { class: 'chip' }, s.endpoint + ': ' + s.state))))) : [];
+    return h('section', {},
+      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns]),
+      h('h1', {}, 'Namespace ', h('code', {}, r.ns)),
+      table('Endpoints, failing first',
+        ['Endpoint', 'State', 'Pending rows', 'Pending bytes', 'Oldest pending', 'Next attempt', 'Last error', 'Delivered', 'Failed attempts'],
+        rows, 'This namespace has no endpoint. Register one with PUT ' + base + '/endpoints/{id}.'),
+      h('h2', {}, 'Recent outcomes'),
+      recent ? table('Recent outcomes', ['Reservation id', 'Kind', 'Accepted', 'Endpoints'], outcomeRows,
+        'No outcome is retained in this namespace.') : h('p', { class: 'empty' }, 'This token may not list outcomes.'));
+  },
+};
+
+const stream = {
+  title: (r) => r.id + ' · ' + r.ns,
+  async render(r, ctx) {
+    const base = nsPath(r.ns);
+    const cursor = r.params.get('cursor');
+    const [e, o] = await Promise.all([
+      call('GET', base + '/endpoints/' + enc(r.id)),
+      call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '')),
+    ]);
+    const where = location.hash;
+    const state = e.enabled ? o.state : 'disabled';
+    const rows = o.rows.map((row) => h('tr', {},
+      h('td', { class: 'n' }, num(row.sequence)),
+      h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, row.reservation_id) }, row.reservation_id)),
+      h('td', {}, h('button', {
+        type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
+        onclick: () => act(where, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
+          () => call('POST', '/v1/admin/namespaces/' + enc(r.ns) + '/endpoints/' + enc(r.id) + '/outcomes/' + enc(row.reservation_id) + '/replay'),
+          (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx),
+      }, 'Replay')),
+      h('td', {}, row.kind || '—'),
+      h('td', { class: 'n' }, num(row.attempt_count)),
+      h('td', { class: 'wrap' }, lastError(row.last_attempt))));
+    const secretHeaders = Object.values(e.headers || {}).includes('[redacted]');
+    const toggle = h('button', {
+      type: 'button', 'data-key': 'toggle', disabled: secretHeaders,
+      onclick: () => act(where, e.enabled ? `Disable ${r.id}? Its rows stay and new ones queue until it is enabled.` : `Enable ${r.id}? Its pending rows are delivered at once.`,
+        e.enabled ? 'Disable' : 'Enable',
+        () => call('PUT', base + '/endpoints/' + enc(r.id), {
+          url: e.url, scheme: e.scheme, kinds: e.kinds, enabled: !e.enabled,
+          max_in_flight: e.max_in_flight, timeout_ms: e.timeout_ms, headers: e.headers,
+        }),
+        (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx),
+    }, e.enabled ? 'Disable endpoint' : 'Enable endpoint');
+    return h('section', {},
+      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.id]),
+      h('h1', {}, 'Endpoint ', h('code', {}, r.id)),
+      flashView(where),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'State'), h('dd', {}, badge(state), e.disabled_reason ? ' ' + e.disabled_reason : ''),
+        h('dt', {}, 'URL'), h('dd', {}, h('code', {}, e.url)),
+        h('dt', {}, 'Pending'), h('dd', {}, num(o.backlog.rows) + ' rows, ' + bytes(o.backlog.bytes)),
+        h('dt', {}, 'Next attempt'), h('dd', {}, when(h, o.next_attempt_at)),
+        h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires)),
+        h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
+        h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
+      h('div', { class: 'actions' }, toggle,
+        secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null),
+      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows,
+        'Nothing is pending: every outcome for this endpoint was delivered.'),
+      o.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
+      await recoverView(r, ctx, where));
+  },
+};
+
+function isoFromLocal(v) {
+  return v ? new Date(v).toISOString() : '';
+}
+
+async function recoverView(r, ctx, where) {
+  const job = r.params.get('job');
+  let progress = null;
+  if (job) {
+    try {
+      const j = await call('GET', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recoveries/' + enc(job));
+      progress = h('p', { class: 'status' }, `Recovery ${j.id}: ${j.state}, ${num(j.examined)} examined, ${num(j.queued)} queued of ${num(j.total)}`,
+        j.finished_at ? [', finished ', when(h, j.finished_at)] : '');
+    } catch (err) {
+      progress = problemView(err);
+    }
+  }
+  const since = h('input', { id: 'rec-since', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-since' });
+  const until = h('input', { id: 'rec-until', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-until' });
+  const form = h('form', {
+    class: 'card', onsubmit: async (e) => {
+      e.preventDefault();
+      const s = isoFromLocal(since.value), u = isoFromLocal(until.value);
+      if (!(await confirmAction(`Queue again every outcome ${r.id} was delivered that was accepted from ${since.value} to ${until.value}?`, 'Recover'))) return;
+      try {
+        const j = await call('POST', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover', { since: s, until: u });
+        location.hash = streamLink(r.ns, r.id) + '?job=' + enc(j.id);
+      } catch (err) {
+        flash = { where, node: problemView(err) };
+        ctx.refresh();
+      }
+    },
+  },
+  h('h2', {}, 'Recover'),
+  h('p', {}, 'Deliver again every retained outcome this endpoint was delivered, accepted in a time range (your time zone).'),
+  h('label', { for: 'rec-since' }, 'From'), since,
+  h('label', { for: 'rec-until' }, 'Until'), until,
+  h('div', { class: 'actions' }, h('button', { type: 'submit', 'data-key': 'rec-go' }, 'Start recovery')));
+  return h('div', {}, progress, form);
+}
+
+const outcome = {
+  title: (r) => r.rid + ' · ' + r.ns,
+  async render(r, ctx) {
+    const v = await call('GET', nsPath(r.ns) + '/outcomes/' + enc(r.rid));
+    const where = location.hash;
+    const stories = v.endpoints.map((s) => h('article', { class: 'card' },
+      h('h3', {}, h('a', { href: streamLink(r.ns, s.endpoint) }, s.endpoint), ' ', h('span', { class: 'badge ' + (s.state === 'delivered' ? 'good' : s.state === 'pending' ? 'bad' : '') }, s.state)),
+      h('ol', { class: 'story' },
+        h('li', {}, 'Accepted ', when(h, v.accepted_at)),
+        s.attempts.map((a) => h('li', {}, a.error ? 'Attempt failed ' : 'Attempt answered ', when(h, a.at), ' in ', num(a.duration_ms), ' ms',
+          a.status ? ', HTTP ' + a.status : '', a.error && a.error !== 'status' ? ', ' + a.error : '',
+          a.response_excerpt ? h('pre', { class: 'excerpt' }, a.response_excerpt) : null)),
+        s.attempt_count > s.attempts.length ? h('li', { class: 'muted' }, `${num(s.attempt_count - s.attempts.length)} earlier attempts not kept`) : null,
+        s.delivered_at ? h('li', {}, 'Delivered ', when(h, s.delivered_at)) : null,
+        s.dropped_at ? h('li', {}, 'Dropped ', when(h, s.dropped_at)) : null),
+      s.state === 'delivered' ? h('button', {
+        type: 'button', 'data-key': 'resend-' + s.endpoint, 'aria-label': 'Resend to ' + s.endpoint,
+        onclick: () => act(where, `Send ${r.rid} to ${s.endpoint} again? The receiver gets it a second time.`, 'Resend',
+          () => call('POST', nsPath(r.ns) + '/endpoints/' + enc(s.endpoint) + '/outcomes/' + enc(r.rid) + '/resend'),
+          () => `Resent ${r.rid} to ${s.endpoint}.`, ctx),
+      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, 'Pending: replay it from its stream') : null));
+    return h('section', {},
+      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.rid]),
+      h('h1', {}, 'Outcome ', h('code', {}, r.rid)),
+      flashView(where),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Sequence'), h('dd', {}, num(v.seq)),
+        h('dt', {}, 'Accepted'), h('dd', {}, when(h, v.accepted_at))),
+      h('h2', {}, 'Story per endpoint'),
+      stories.length ? h('div', { class: 'stories' }, stories) : h('p', { class: 'empty' }, 'No endpoint existed when this outcome was accepted.'),
+      h('h2', {}, 'Body'),
+      h('pre', { class: 'body', tabindex: 0, 'aria-label': 'Outcome body' }, JSON.stringify(v.outcome, null, 2)));
+  },
+};
+
+const missing = {
+  title: () => 'Not found',
+  live: false,
+  async render() {
+    return h('section', {}, h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/' }, 'Go to the namespaces')));
+  },
+};
+
+// failed is a page whose data did not load: the API's problem, and a way on.
+function failed(r, err) {
+  return h('section', {}, h('h1', {}, 'Could not load this page'), problemView(err),
+    h('p', {}, 'It refreshes by itself; or ', h('a', { href: '#/' }, 'go to the namespaces'), '.'), openNamespace());
+}
+for (const p of [namespaces, namespace, stream, outcome]) p.failed = failed;
+
+export const pages = { namespaces, namespace, stream, outcome, missing };
