@@ -183,6 +183,20 @@ func streamParams(r *http.Request) (store.Partition, string, *Problem) {
 	return p, id, nil
 }
 
+// streamRowParams is streamParams and the reservation id of one of the
+// stream's outcomes, which a client may name (not a synthetic one).
+func streamRowParams(r *http.Request) (store.Partition, string, string, *Problem) {
+	p, id, prob := streamParams(r)
+	if prob != nil {
+		return p, id, "", prob
+	}
+	rid := chi.URLParam(r, "rid")
+	if err := outbox.ValidateClientReservationID(rid); err != nil {
+		return p, id, rid, NewProblem(SlugInvalidRequest, err.Error())
+	}
+	return p, id, rid, nil
+}
+
 // fail answers err: a known refusal as its problem, anything else as an
 // internal error whose cause is logged, never shown.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -226,14 +226,9 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 
 // resend queues a retained, delivered outcome on an endpoint's stream again.
 func (a *api) resend(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
+	p, id, rid, prob := streamRowParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
-		return
-	}
-	rid := chi.URLParam(r, "rid")
-	if err := outbox.ValidateClientReservationID(rid); err != nil {
-		WriteProblem(w, r, NewProblem(SlugInvalidRequest, err.Error()))
 		return
 	}
 	res, err := a.Admin.Resend(r.Context(), p, id, rid)

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -146,14 +144,9 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 
 // replay makes a stuck row the first its stream tries, now.
 func (a *api) replay(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
+	p, id, rid, prob := streamRowParams(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
-		return
-	}
-	rid := chi.URLParam(r, "rid")
-	if err := outbox.ValidateClientReservationID(rid); err != nil {
-		WriteProblem(w, r, NewProblem(SlugInvalidRequest, err.Error()))
 		return
 	}
 	res, err := a.Admin.Replay(r.Context(), p, id, rid)
