@@ -592,6 +592,22 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 			}
 		})
 	}
+	// So are the operator events relay sends, of each type; one whose type
+	// and data differ is not.
+	for _, typ := range outbox.EventTypes() {
+		o := outbox.NewEvent(outbox.Event{Type: typ, Endpoint: "billing", Reason: "failing", FailingSinceMs: 1764460800000, LastStatus: 503, LastError: "status"}, 1764460900000)
+		body, err := outbox.EncodeWebhook(&o, "acme", "https://relay.example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := visit(t, doc, "Webhook", string(body)); err != nil {
+			t.Errorf("event webhook %s: %v", body, err)
+		}
+		bad := strings.Replace(string(body), `"last_status":503`, `"last_status":42`, 1)
+		if err := visit(t, doc, "Webhook", bad); err == nil {
+			t.Errorf("event webhook %s passes", bad)
+		}
+	}
 	// The example outcome, encoded by relay, is the example webhook.
 	var o outbox.Outcome
 	if err := json.Unmarshal([]byte(designOutcome), &o); err != nil {

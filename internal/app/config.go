@@ -77,6 +77,9 @@ type Delivery struct {
 	// FullPollEvery is how often the driver reads every due index; zero is
 	// the default.
 	FullPollEvery time.Duration
+	// DisableAfter disables an endpoint that has delivered nothing this
+	// long while its calls failed; 0 never does.
+	DisableAfter time.Duration
 }
 
 // Auth is how relay verifies the bearer tokens of its API.
@@ -116,7 +119,7 @@ func Defaults() Config {
 		BacklogEvery:      delivery.DefaultBacklogEvery,
 		Retention:         outbox.DefaultRetention,
 		Signing:           Signing{KeyID: "relay-1"},
-		Delivery:          Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval},
+		Delivery:          Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval, DisableAfter: delivery.DefaultDisableAfter},
 		Auth:              Auth{Leeway: DefaultLeeway},
 	}
 }

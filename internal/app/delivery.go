@@ -83,11 +83,18 @@ func (c Delivery) allowList(dev bool, log *slog.Logger) ([]netip.Prefix, error) 
 	return out, nil
 }
 
+// MaxDisableAfter bounds Delivery.DisableAfter: a year of failure is
+// enough to call an endpoint dead.
+const MaxDisableAfter = 365 * 24 * time.Hour
+
 // newChannel is the SSRF-guarded HTTP channel webhooks go out on; the API
 // checks endpoint URLs against the same rules at registration.
 func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 	if c.Concurrency < 1 {
 		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.Concurrency)
+	}
+	if c.DisableAfter != 0 && (c.DisableAfter < time.Second || c.DisableAfter > MaxDisableAfter) {
+		return nil, fmt.Errorf("disable-after %v must be 0 (never) or between 1s and %v", c.DisableAfter, MaxDisableAfter)
 	}
 	if c.SlowConcurrency < 0 {
 		return nil, fmt.Errorf("delivery slow concurrency %d must be at least 1", c.SlowConcurrency)
@@ -105,11 +112,14 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 		return nil, err
 	}
 	handler := &delivery.Handler{
-		Sink:      &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
-		Logger:    log,
-		Metrics:   m,
-		Clock:     clk,
-		Retention: retention,
+		Sink:         &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
+		Logger:       log,
+		Metrics:      m,
+		Clock:        clk,
+		Retention:    retention,
+		DisableAfter: c.DisableAfter,
+		// Operator events go through the outbox, as any outcome does.
+		Events: &outbox.Appender{Store: st, Clock: clk},
 	}
 	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
 		&outbox.RecoveryRunner{Clock: clk})

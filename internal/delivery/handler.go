@@ -73,6 +73,14 @@ type Handler struct {
 	// outcome's history; 0 deletes them at acknowledgement. The log sweep
 	// (outbox.LogSweeper) must use the same.
 	Retention time.Duration
+	// DisableAfter disables an endpoint that has delivered nothing for this
+	// long while its calls failed (reason "failing", rows kept); 0 never
+	// does. Relay's setting defaults it to DefaultDisableAfter.
+	DisableAfter time.Duration
+	// Events appends the operator events (endpoint.failing, .disabled,
+	// .recovered, .gone) to the namespace's outbox; when nil they are only
+	// logged and counted.
+	Events EventAppender
 	// Logger is slog.Default when nil.
 	Logger *slog.Logger
 	// Metrics may be nil.
@@ -200,11 +208,6 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	if acks.Backlog().Rows == 0 {
-		var b store.Batch
-		acks.Plan(&b)
-		return timers.Fired{Done: true, Batch: b}, nil
-	}
 	state, err := outbox.DecodeDeliveryState(t.State)
 	if err != nil {
 		// The state is only where to resume and how long to back off:
@@ -213,6 +216,27 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		h.log().WarnContext(ctx, "undecodable delivery timer state; starting from the head",
 			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
 		state = outbox.DeliveryState{}
+	}
+	if state.Health != nil && len(state.Health.Pending) > 0 {
+		if flushed, ended, err := h.flush(ctx, fc, t, &s, head[1], &state); ended || err != nil {
+			return flushed, err
+		}
+	}
+	if acks.Backlog().Rows == 0 {
+		var b store.Batch
+		acks.Plan(&b)
+		if hl := state.Health; hl != nil && hl.NotifiedMs != 0 && h.Events != nil {
+			// Kept until an hour after its last event, so the next
+			// failure within it is not told again (FailingEventEvery).
+			if due := hl.NotifiedMs + FailingEventEvery.Milliseconds(); due > max(fc.NowMs, h.clock().Now().UnixMilli()) {
+				value, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Throttle: state.Throttle, Health: hl})
+				if err != nil {
+					return timers.Fired{}, err
+				}
+				return timers.Fired{DueAtMs: max(due, t.DueAtMs), State: value, Batch: b}, nil
+			}
+		}
+		return timers.Fired{Done: true, Batch: b}, nil
 	}
 	if parked, ok, err := h.park(state, &s, head[1]); ok || err != nil {
 		return parked, err

@@ -176,7 +176,7 @@ func TestAGoneEndpointIsDisabledWithItsRowsKeptUntilEnabledAgain(t *testing.T) {
 			t.Fatalf("attempt %+v (found %v)", a, ok)
 		}
 		// Enabled again, the next ingest pulls the parked timer.
-		cfg.Enabled, cfg.DisabledReason = true, ""
+		cfg.Enabled, cfg.DisabledReason, cfg.DisabledMs = true, "", 0
 		e.putEndpoint(cfg)
 		e.append(committed("after"))
 		if due := e.timerDue(); due > e.NowMs() {

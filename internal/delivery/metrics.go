@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -21,6 +22,7 @@ type Metrics struct {
 	lanes       *prometheus.GaugeVec
 	slowedFires prometheus.Counter
 	heldFires   prometheus.Counter
+	events      *prometheus.CounterVec
 }
 
 // Delivery results, the values of relay_deliveries_total's result label.
@@ -74,8 +76,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_fires_held_total",
 			Help: "Fires that sent nothing because the stream's backlog row counts beyond what the store can reduce; the row needs repair.",
 		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_endpoint_events_total",
+			Help: "Operator events emitted about endpoints, by type: endpoint.disabled, endpoint.failing, endpoint.recovered, endpoint.gone.",
+		}, []string{"type"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires, m.heldFires} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires, m.heldFires, m.events} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("register delivery metrics"), err)
 		}
@@ -86,6 +92,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred", "refused"} {
 		m.fires.WithLabelValues(o)
+	}
+	for _, t := range outbox.EventTypes() {
+		m.events.WithLabelValues(string(t))
 	}
 	m.inFlight(0, 0)
 	return m, nil
@@ -152,5 +161,11 @@ func (m *Metrics) slowed() {
 func (m *Metrics) held() {
 	if m != nil {
 		m.heldFires.Inc()
+	}
+}
+
+func (m *Metrics) event(t outbox.EventType) {
+	if m != nil {
+		m.events.WithLabelValues(string(t)).Inc()
 	}
 }

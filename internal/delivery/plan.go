@@ -38,15 +38,17 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	clk := h.clock()
 	fresh := head
 	gone := run.gone()
+	judged := h.judge(f, max(f.fc.NowMs, clk.Now().UnixMilli()))
+	disabling := gone != nil || judged.disable
 	var endpoint store.Row
 	shared := sharedRows(run.acked, h.Retention)
-	if reread || len(run.acked) > 0 || gone != nil {
+	if reread || len(run.acked) > 0 || disabling {
 		// Acknowledgements, and a 410's disable, are planned against rows
 		// read after the calls, so the slow calls sit outside the
 		// read-modify-write window. The calls are made: a Redis restart now
 		// is waited out (within the fire's lease) so they are not made again.
 		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
-			if gone != nil {
+			if disabling {
 				rows, err := f.fc.Store.GetMany(ctx, f.fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
 				if err == nil {
 					fresh, endpoint = rows[0], rows[1]
@@ -85,7 +87,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		}
 	}
 	var b store.Batch
-	if gone != nil && acks.Len() == 0 && acks.Remaining().Rows > 0 {
+	if disabling && acks.Len() == 0 && acks.Remaining().Rows > 0 {
 		// Nothing to acknowledge, and the disable does not depend on the
 		// backlog: its guard alone would only let ingest fail the disable.
 		b.Drain = true
@@ -95,27 +97,45 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	delivered := acks.Len()
 	nowMs := max(f.fc.NowMs, clk.Now().UnixMilli())
 	parked := false
-	if gone != nil {
-		parked = h.disable(ctx, &b, s, endpoint, nowMs)
+	health := judged.health
+	if disabling {
+		reason, event := ReasonGone, outbox.EventGone
+		if gone == nil {
+			reason, event = ReasonFailing, outbox.EventDisabled
+		}
+		var disabled bool
+		parked, disabled = h.disable(ctx, &b, s, endpoint, nowMs, reason)
+		if disabled {
+			h.queue(&health, s, outbox.Event{Type: event, Reason: reason, FailingSinceMs: health.FailingSinceMs}, nowMs)
+		}
 	}
 	lim := f.limits
 	throttle := lim.adapt(run, nowMs)
 	rowsLeft := acks.Remaining().Rows > 0
 	bucket, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
 	if !rowsLeft {
+		ended := outbox.DeliveryState{Bucket: bucket, Throttle: throttle, Health: stateHealth(health, nowMs)}
+		due := int64(0)
 		if bucket != nil && !parked && fullDue > nowMs {
 			// A stream that ends with its bucket short keeps its timer until
 			// the bucket is full again: ended, the next outcome would start
 			// a fresh timer with a full bucket, and a trickle of outcomes
 			// would go at any rate. Not paced, so an ingest pulls it to now;
 			// the fire then finds tokens, or an empty backlog and ends.
-			value, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Bucket: bucket, Throttle: throttle})
-			if err != nil {
-				return timers.Fired{}, err
-			}
-			return timers.Fired{DueAtMs: max(fullDue, f.timer.DueAtMs), State: value, Batch: b}, nil
+			due = fullDue
 		}
-		return timers.Fired{Done: true, Batch: b}, nil
+		if hl := ended.Health; hl != nil && hl.NotifiedMs != 0 && h.Events != nil {
+			// Kept until an hour after the stream's last event, so a
+			// failure within it is not told again (FailingEventEvery).
+			due = max(due, hl.NotifiedMs+FailingEventEvery.Milliseconds())
+		}
+		switch {
+		case due > nowMs:
+			due = max(due, f.timer.DueAtMs)
+		case ended.Health == nil || len(ended.Health.Pending) == 0:
+			return timers.Fired{Done: true, Batch: b}, nil
+		}
+		return h.fired(timers.Fired{Batch: b}, ended, due, nowMs)
 	}
 
 	resume := f.page.Next
@@ -160,10 +180,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			next.Attempt++
 		}
 	}
-	value, err := outbox.EncodeDeliveryState(next)
-	if err != nil {
-		return timers.Fired{}, err
-	}
+	next.Health = stateHealth(health, nowMs)
 	// Never earlier than it was due, but not a millisecond later either:
 	// a stream due again now must be found by a scan in this millisecond,
 	// or a fast fire would leave it for the next full poll.
@@ -176,13 +193,31 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		// Disabled: parked, rows kept, until the endpoint is enabled again.
 		due = timers.NeverMs
 	}
-	return timers.Fired{
-		DueAtMs: due,
-		State:   value,
+	return h.fired(timers.Fired{
 		Batch:   b,
 		Backoff: delivered == 0,
 		Notes:   h.attemptNotes(ctx, s, run.failed, nowMs),
-	}, nil
+	}, next, due, nowMs)
+}
+
+// fired completes a plan's Fired: the timer due at due with state next;
+// or, with events to append, due now, next's health keeping due for the
+// fire that appends them (none when due has come: that fire goes on). A
+// due of 0 is one that has come.
+func (h *Handler) fired(f timers.Fired, next outbox.DeliveryState, due, nowMs int64) (timers.Fired, error) {
+	if hl := next.Health; hl != nil && len(hl.Pending) > 0 {
+		hl.ResumeMs = 0
+		if due > nowMs {
+			hl.ResumeMs = due
+		}
+		due = nowMs
+	}
+	value, err := outbox.EncodeDeliveryState(next)
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	f.DueAtMs, f.State = max(due, nowMs), value
+	return f, nil
 }
 
 // shared are the acknowledged rows whose log rows, as read before the
@@ -214,49 +249,61 @@ func (s shared) refresh(rows []store.Row) {
 	}
 }
 
-// disable plans the endpoint's disabling after it answered 410, against
-// cur, the endpoint row as read after the calls, and reports whether the
-// stream is to be parked until the endpoint is enabled. An operator's change
-// since the fire read the row wins where it bears on the 410: a new URL is
-// not known to be gone, so the endpoint stays as the operator left it; one
-// disabled meanwhile (or being deleted) stays so, with its reason. Any other
-// change (secret, filter, max_in_flight, a disable and enable again) is kept
-// and the endpoint disabled anyway. The plan is guarded by cur, so an edit
-// landing before it applies makes the completion re-plan against a new read
-// rather than fail, and lose the fire's acknowledgements with the disable.
-func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur store.Row, nowMs int64) (parked bool) {
-	log := h.log().With("namespace", s.ns, "endpoint", s.endpoint)
+// disable plans the endpoint's disabling with reason, after it answered
+// 410 (ReasonGone) or failed for Handler.DisableAfter (ReasonFailing),
+// against cur, the endpoint row as read after the calls. It reports whether
+// the stream is to be parked until the endpoint is enabled, and whether
+// this plan disables it (and so tells the operator). An operator's change
+// since the fire read the row wins where it bears on the verdict: a new URL
+// is not known to be gone or failing, so the endpoint stays as the operator
+// left it; one disabled meanwhile (or being deleted) stays so, with its
+// reason. Any other change (secret, filter, max_in_flight, a disable and
+// enable again) is kept and the endpoint disabled anyway. The plan is
+// guarded by cur, so an edit landing before it applies makes the
+// completion re-plan against a new read rather than fail, and lose the
+// fire's acknowledgements with the disable.
+func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur store.Row, nowMs int64, reason string) (parked, disabled bool) {
+	log := h.log().With("namespace", s.ns, "endpoint", s.endpoint, "reason", reason)
 	if !cur.Found {
 		// Deleted meanwhile: parked, as a fire that finds it missing does.
 		b.RequireAbsent(s.endpointKey)
-		return true
+		return true, false
 	}
 	ep, err := outbox.DecodeEndpoint(cur.Value)
 	if err != nil {
 		// The acknowledgements stand; the next fire reports the row.
-		log.ErrorContext(ctx, "endpoint answered 410 Gone but its row does not decode; not disabled", "error", err)
-		return false
+		log.ErrorContext(ctx, "endpoint to be disabled but its row does not decode; not disabled", "error", err)
+		return false, false
 	}
 	switch {
 	case ep.URL != s.ep.URL:
-		log.WarnContext(ctx, "endpoint answered 410 Gone but its URL changed meanwhile; not disabled")
-		return false
+		log.WarnContext(ctx, "endpoint to be disabled but its URL changed meanwhile; not disabled")
+		return false, false
+	case reason == ReasonFailing && ep.UpdatedMs != s.ep.UpdatedMs:
+		// Edited meanwhile: the edit starts a new disable-after period.
+		return false, false
 	case !ep.Enabled:
 		b.RequireEquals(s.endpointKey, cur.Value)
-		return true
+		return true, false
 	}
 	ep.Enabled = false
-	ep.DisabledReason = "gone"
+	ep.DisabledReason = reason
 	ep.UpdatedMs = max(ep.UpdatedMs, nowMs)
+	ep.DisabledMs = ep.UpdatedMs
 	v, err := outbox.EncodeEndpoint(&ep)
 	if err != nil {
 		log.ErrorContext(ctx, "cannot disable endpoint", "error", err)
-		return false
+		return false, false
 	}
-	log.WarnContext(ctx, "endpoint answered 410 Gone; disabled, rows kept")
+	if reason == ReasonGone {
+		log.WarnContext(ctx, "endpoint answered 410 Gone; disabled, rows kept")
+	} else {
+		log.WarnContext(ctx, "endpoint delivered nothing while its calls failed for the disable-after period; disabled, rows kept",
+			"disable_after", h.DisableAfter.String())
+	}
 	b.RequireEquals(s.endpointKey, cur.Value)
 	b.Put(s.endpointKey, v)
-	return true
+	return true, true
 }
 
 // attemptNotes records each failed call on its row's attempt row, for

@@ -200,6 +200,9 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 			want.MaxInFlight = *lax.MaxInFlight
 		}
 		want = want.WithDefaults()
+		if !want.Enabled {
+			want.DisabledMs = outboxtest.T0 // disabled since its creation
+		}
 		generated := lax.Secret == "" && want.Scheme == outbox.SchemeStandardWebhooks
 		switch {
 		case lax.Secret != "":

@@ -62,6 +62,20 @@ type endpointView struct {
 	// Throttle is the stream's limits lowered after the endpoint refused
 	// calls; absent when it runs at the configured ones.
 	Throttle *throttleView `json:"throttle,omitempty"`
+	// DisabledAt is when the endpoint was disabled, by relay or its
+	// operator; absent while enabled, and for one disabled before it was
+	// kept.
+	DisabledAt string `json:"disabled_at,omitempty"`
+	// Failing says since when the endpoint's calls fail and how the last
+	// failed; absent while it is healthy.
+	Failing *failingView `json:"failing,omitempty"`
+}
+
+// failingView is a failing stream's health.
+type failingView struct {
+	Since      string `json:"since"`
+	LastStatus int    `json:"last_status,omitempty"`
+	LastError  string `json:"last_error,omitempty"`
 }
 
 // throttleView is a throttled stream's effective limits and why.
@@ -123,6 +137,12 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	v.Counters = countersView{Delivered: c.Delivered, FailedAttempts: c.FailedAttempts, Dropped: c.Dropped}
 	v.RateLimit = e.RateLimit
 	v.Throttle = viewThrottle(s.Timer, e)
+	if !e.Enabled && e.DisabledMs > 0 {
+		v.DisabledAt = rfc3339(e.DisabledMs)
+	}
+	if t := s.Timer; t != nil && t.FailingSinceMs > 0 {
+		v.Failing = &failingView{Since: rfc3339(t.FailingSinceMs), LastStatus: t.LastStatus, LastError: t.LastError}
+	}
 	v.TimeoutMs = e.TimeoutMs
 	if v.TimeoutMs == 0 {
 		v.TimeoutMs = outbox.DefaultTimeoutMs

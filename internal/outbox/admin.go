@@ -118,6 +118,12 @@ type StreamTimer struct {
 	// Throttle is the stream's limits lowered after its endpoint refused
 	// calls; nil when it runs at the configured ones.
 	Throttle *Throttle
+	// FailingSinceMs is the first failed call since the endpoint last
+	// delivered; 0 while it is healthy.
+	FailingSinceMs int64
+	// LastStatus and LastError are the last failed call's, while failing.
+	LastStatus int
+	LastError  string
 	// Corrupt: the row does not decode; its stream is stuck until replayed.
 	Corrupt bool
 }
@@ -265,6 +271,9 @@ func viewTimer(r *timers.Row) *StreamTimer {
 	}
 	t.Attempt = st.Attempt
 	t.Throttle = st.Throttle
+	if h := st.Health; h != nil && h.FailingSinceMs != 0 {
+		t.FailingSinceMs, t.LastStatus, t.LastError = h.FailingSinceMs, h.LastStatus, h.LastError
+	}
 	return t
 }
 
@@ -311,6 +320,9 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight,
 		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers, RateLimit: spec.RateLimit}.WithDefaults()
 	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
+	if !e.Enabled {
+		e.DisabledMs = nowMs
+	}
 	res := PutResult{Created: s.ep == nil}
 	var (
 		prior *Endpoint
@@ -322,9 +334,10 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 			return res, b, ErrDeleting
 		}
 		e.CreatedMs, e.CreatedSeq = min(prior.CreatedMs, nowMs), prior.CreatedSeq
-		if !e.Enabled {
-			// Still disabled: keep why (a 410, say) for the operator.
-			e.DisabledReason = prior.DisabledReason
+		if !e.Enabled && !prior.Enabled {
+			// Still disabled: keep why (a 410, say) and since when for
+			// the operator.
+			e.DisabledReason, e.DisabledMs = prior.DisabledReason, prior.DisabledMs
 		}
 	} else if len(s.endpoints) >= a.maxEndpoints() {
 		return res, b, fmt.Errorf("%w: at most %d", ErrTooManyEndpoints, a.maxEndpoints())

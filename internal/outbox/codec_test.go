@@ -312,7 +312,7 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 		append(slices.Clone(old), 0x01, 0x02),             // paced without a bucket
 		append(slices.Clone(old), 0x01, 0x01, 0, 0),       // short bucket
 		append(slices.Clone(v), 0),                        // trailing byte
-		append(slices.Clone(old), 0x01, 0x08, 0, 0, 0, 0), // unknown flag
+		append(slices.Clone(old), 0x01, 0x10, 0, 0, 0, 0), // unknown flag
 	} {
 		if _, err := outbox.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("% x: %v", bad, err)
@@ -322,6 +322,45 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 	long.Throttle = &outbox.Throttle{Reason: strings.Repeat("x", outbox.MaxThrottleReason+1)}
 	if _, err := outbox.EncodeDeliveryState(long); err == nil {
 		t.Error("oversized reason encoded")
+	}
+}
+
+// The health rides after the throttle, its pending events encoded as
+// their records are.
+func TestDeliveryStateCarriesTheHealth(t *testing.T) {
+	ev := outbox.Event{Type: outbox.EventDisabled, Endpoint: "billing", Reason: "failing", FailingSinceMs: t0 - 9, LastStatus: 503, LastError: "status"}
+	full := outbox.DeliveryState{
+		Attempt:  4,
+		Throttle: &outbox.Throttle{MaxInFlight: 1, Reason: "503", SinceMs: t0},
+		Health: &outbox.Health{FailingSinceMs: t0 - 9, NotifiedMs: t0, ResumeMs: t0 + 60_000, LastStatus: 503, LastError: "status",
+			Pending: []outbox.PendingEvent{{Event: ev, AtMs: t0}, {Event: outbox.Event{Type: outbox.EventRecovered, Endpoint: "billing"}, AtMs: t0 + 1}}},
+	}
+	v, err := outbox.EncodeDeliveryState(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := outbox.DecodeDeliveryState(v)
+	if err != nil || !reflect.DeepEqual(got.Health, full.Health) || got.Throttle == nil || got.Attempt != 4 {
+		t.Fatalf("decoded %+v %+v, %v", got, got.Health, err)
+	}
+	for i := range len(v) - 1 {
+		if _, err := outbox.DecodeDeliveryState(v[:i+1]); !errors.Is(err, store.ErrCorrupt) && i+1 > 6 {
+			t.Fatalf("cut at %d: %v", i+1, err)
+		}
+	}
+	bad := full
+	h := *full.Health
+	h.Pending = make([]outbox.PendingEvent, outbox.MaxPendingEvents+1)
+	for i := range h.Pending {
+		h.Pending[i] = outbox.PendingEvent{Event: ev, AtMs: t0}
+	}
+	bad.Health = &h
+	if _, err := outbox.EncodeDeliveryState(bad); err == nil {
+		t.Error("too many pending events encoded")
+	}
+	h.Pending = []outbox.PendingEvent{{Event: outbox.Event{Type: "endpoint.exploded", Endpoint: "billing"}, AtMs: t0}}
+	if _, err := outbox.EncodeDeliveryState(bad); err == nil {
+		t.Error("an invalid event encoded")
 	}
 }
 

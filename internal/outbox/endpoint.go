@@ -87,7 +87,9 @@ type Endpoint struct {
 	// current; two during rotation. Other schemes have none, so rows
 	// written before the scheme existed read as they were.
 	SigningKeys []SigningKey `json:"signing_keys,omitempty"`
-	// Kinds filters outcomes by kind; empty receives every kind.
+	// Kinds filters outcomes by kind; empty receives every outcome kind.
+	// Operator events go only to an endpoint that names them (KindEvents,
+	// or an event's own kind).
 	Kinds []Kind `json:"kinds,omitempty"`
 	// Enabled endpoints are delivered to. A disabled one keeps its rows, and
 	// keeps accumulating new ones, until it is enabled again.
@@ -97,8 +99,11 @@ type Endpoint struct {
 	// DisabledReason says why a disabled endpoint is, e.g. "gone" after a
 	// 410; empty while enabled.
 	DisabledReason string `json:"disabled_reason,omitempty"`
-	CreatedMs      int64  `json:"created_ms"`
-	UpdatedMs      int64  `json:"updated_ms"`
+	// DisabledMs is when the endpoint was disabled; 0 while enabled, and
+	// for rows disabled before it was kept.
+	DisabledMs int64 `json:"disabled_ms,omitempty"`
+	CreatedMs  int64 `json:"created_ms"`
+	UpdatedMs  int64 `json:"updated_ms"`
 	// CreatedSeq is the namespace's first sequence number after the
 	// endpoint was created: an outcome at a lower one was accepted before
 	// it, even in the same millisecond. 0 for an endpoint created before
@@ -131,7 +136,17 @@ func (e Endpoint) WithDefaults() Endpoint {
 
 // Accepts reports whether the endpoint's filter takes outcomes of kind k.
 func (e *Endpoint) Accepts(k Kind) bool {
+	if k.IsEvent() {
+		return slices.Contains(e.Kinds, k) || slices.Contains(e.Kinds, KindEvents)
+	}
 	return len(e.Kinds) == 0 || slices.Contains(e.Kinds, k)
+}
+
+// TakesEvents reports whether the endpoint receives any operator event.
+// relay sends no event about such an endpoint: it would go to the
+// endpoint it is about, failing as it does.
+func (e *Endpoint) TakesEvents() bool {
+	return slices.ContainsFunc(e.Kinds, Kind.IsEvent)
 }
 
 // Validate reports the first rule the endpoint breaks, as an error matching
@@ -181,8 +196,8 @@ func (e *Endpoint) Validate() error {
 		return invalidf("signing keys are only for scheme %s", SchemeStandardWebhooksV1a)
 	}
 	for i, k := range e.Kinds {
-		if !k.Valid() {
-			return invalidf("kinds[%d] must be one of committed, aborted, expired, read_served", i)
+		if !k.Valid() && !k.validEvent() {
+			return invalidf("kinds[%d] must be one of committed, aborted, expired, read_served, relay.* or relay.<event type>", i)
 		}
 		if slices.Contains(e.Kinds[:i], k) {
 			return invalidf("kinds[%d] repeats an earlier kind", i)
@@ -193,6 +208,10 @@ func (e *Endpoint) Validate() error {
 		return invalidf("max_in_flight must be %d to %d", MinMaxInFlight, MaxMaxInFlight)
 	case e.Enabled && e.DisabledReason != "":
 		return invalidf("disabled_reason must be empty while the endpoint is enabled")
+	case e.Enabled && e.DisabledMs != 0:
+		return invalidf("disabled_ms must be 0 while the endpoint is enabled")
+	case e.DisabledMs < 0:
+		return invalidf("disabled_ms must not be negative")
 	case e.DisabledReason != "" && !validToken(e.DisabledReason, MaxDisabledReason):
 		return invalidf("disabled_reason must be a token of at most %d bytes", MaxDisabledReason)
 	case e.CreatedMs < 0 || e.UpdatedMs < e.CreatedMs:

@@ -75,6 +75,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, o := range []outbox.Outcome{committed("r"), deleted, aborted("r"),
 		{ReservationID: "r", Repository: "r", OccurredUnixMs: 1, Expired: &outbox.Expired{}},
 		{ReservationID: "r", Repository: "r", OccurredUnixMs: 1, ReadServed: &outbox.ReadServed{Object: hexA, BytesServed: 1 << 40}},
+		outbox.NewEvent(outbox.Event{Type: outbox.EventDisabled, Endpoint: "billing", Reason: "failing", FailingSinceMs: 7, LastStatus: 503, LastError: "status"}, 9),
 	} {
 		v, _ := outbox.EncodeRecord(&o)
 		f.Add([]byte(v))
@@ -269,6 +270,11 @@ func FuzzDecodeEndpoint(f *testing.F) {
 func FuzzDecodeDeliveryState(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 3, 0, 2, 'p', 'x'})
+	withHealth, _ := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 2, Health: &outbox.Health{
+		FailingSinceMs: 5, NotifiedMs: 6, ResumeMs: 7, LastStatus: 503, LastError: "status",
+		Pending: []outbox.PendingEvent{{AtMs: 8, Event: outbox.Event{Type: outbox.EventFailing, Endpoint: "e", FailingSinceMs: 5, LastStatus: 503}}},
+	}})
+	f.Add(withHealth)
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := outbox.DecodeDeliveryState(v)
 		checkCorrupt(t, err)

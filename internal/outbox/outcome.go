@@ -51,13 +51,16 @@ type Outcome struct {
 	// ReservationID is the outcome's id and idempotency key in its namespace.
 	ReservationID string `json:"reservation_id"`
 	// Repository is printable UTF-8 of 1 to 256 bytes.
-	Repository string `json:"repository"`
+	Repository string `json:"repository,omitempty"`
 	// OccurredUnixMs is when the reservation ended, positive.
 	OccurredUnixMs int64       `json:"occurred_unix_ms"`
 	Committed      *Committed  `json:"committed,omitempty"`
 	Aborted        *Aborted    `json:"aborted,omitempty"`
 	Expired        *Expired    `json:"expired,omitempty"`
 	ReadServed     *ReadServed `json:"read_served,omitempty"`
+	// Event is an operator event relay appended itself (event.go): a
+	// producer cannot send one.
+	Event *Event `json:"event,omitempty"`
 }
 
 // Committed: the reservation's writes were stored.
@@ -118,6 +121,8 @@ func (o Outcome) Kind() Kind {
 		return KindExpired
 	case o.ReadServed != nil:
 		return KindReadServed
+	case o.Event != nil:
+		return o.Event.Type.Kind()
 	}
 	return ""
 }
@@ -128,6 +133,15 @@ func (o Outcome) Kind() Kind {
 func (o Outcome) Validate() error {
 	if err := ValidateReservationID(o.ReservationID); err != nil {
 		return err
+	}
+	if o.Event != nil {
+		if o.Repository != "" || o.Committed != nil || o.Aborted != nil || o.Expired != nil || o.ReadServed != nil {
+			return invalidf("an event carries no repository and no outcome")
+		}
+		if o.OccurredUnixMs <= 0 {
+			return invalidf("occurred_unix_ms must be a positive Unix time in milliseconds")
+		}
+		return o.Event.validate()
 	}
 	switch {
 	case o.Repository == "":
@@ -189,6 +203,11 @@ func LatestOccurredUnixMs(now time.Time) int64 {
 // relay's own: Append takes them. Rows already stored keep Validate's rules
 // alone, so that they still decode and deliver.
 func (o Outcome) ValidateIngest(now time.Time) error {
+	if o.Event != nil {
+		// Operator events are relay's word about endpoints: one a producer
+		// could send would be a forged alert.
+		return invalidf("event is relay's own: an outcome cannot carry one")
+	}
 	if err := o.Validate(); err != nil {
 		return err
 	}

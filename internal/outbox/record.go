@@ -22,11 +22,13 @@ import (
 //	aborted     reason (len, bytes), detail (len, bytes)
 //	expired     nothing
 //	read_served object (32), bytes_served (uvarint)
+//	event       see appendEvent; the repository is empty
 const (
 	recordCommitted  = 1
 	recordAborted    = 2
 	recordExpired    = 3
 	recordReadServed = 4
+	recordEvent      = 5
 
 	refNew     = 0
 	refDeleted = 1
@@ -53,6 +55,8 @@ func encodeRecord(o *Outcome) store.Value {
 		v = append(v, recordAborted)
 	case o.Expired != nil:
 		v = append(v, recordExpired)
+	case o.Event != nil:
+		v = append(v, recordEvent)
 	default:
 		v = append(v, recordReadServed)
 	}
@@ -80,6 +84,8 @@ func encodeRecord(o *Outcome) store.Value {
 	case o.ReadServed != nil:
 		v, _ = hex.AppendDecode(v, []byte(o.ReadServed.Object))
 		v = binary.AppendUvarint(v, o.ReadServed.BytesServed)
+	case o.Event != nil:
+		v = appendEvent(v, o.Event)
 	}
 	return v
 }
@@ -96,6 +102,8 @@ func recordSizeHint(o *Outcome) int {
 		n += 4 + len(o.Aborted.Reason) + len(o.Aborted.Detail)
 	case o.ReadServed != nil:
 		n += 42
+	case o.Event != nil:
+		n += 32 + len(o.Event.Endpoint) + len(o.Event.Reason) + len(o.Event.LastError)
 	}
 	return n
 }
@@ -138,6 +146,8 @@ func DecodeRecord(rid string, v store.Value) (Outcome, error) {
 		o.Expired = &Expired{}
 	case recordReadServed:
 		o.ReadServed = &ReadServed{Object: hex.EncodeToString(r.take(32)), BytesServed: r.uvarint()}
+	case recordEvent:
+		o.Event = readEvent(r)
 	default:
 		r.fail("unknown kind %d", kind)
 	}

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -28,7 +29,44 @@ type DeliveryState struct {
 	// Throttle is nil when the stream runs at its endpoint's configured
 	// limits.
 	Throttle *Throttle
+	// Health is nil for a stream that has not failed, nor emitted an
+	// event, since its timer was created.
+	Health *Health
 }
+
+// Health is how a stream's endpoint has been doing, for its auto-disable
+// and operator events, and the events its fires decided on but have not
+// yet appended. An event is appended by the fire after the one that
+// decided it, whose completion records it here in the same batch as what
+// it is about (a disable, say): the event cannot be lost, and appended
+// twice it is a duplicate of itself (EventID).
+type Health struct {
+	// FailingSinceMs is the first failed call since the endpoint last
+	// delivered; 0 while healthy.
+	FailingSinceMs int64
+	// NotifiedMs is when the stream last emitted endpoint.failing,
+	// endpoint.disabled or endpoint.gone; 0 never.
+	NotifiedMs int64
+	// LastStatus and LastError are the last failed call's.
+	LastStatus int
+	LastError  string
+	// Pending are the events to append, each with its time.
+	Pending []PendingEvent
+	// ResumeMs is when the fire that appends the events reschedules the
+	// timer to, the due time the deciding fire chose; 0 (or
+	// timers.NeverMs) to go on with the fire at once.
+	ResumeMs int64
+}
+
+// PendingEvent is an event decided on and not yet appended.
+type PendingEvent struct {
+	Event Event
+	AtMs  int64
+}
+
+// MaxPendingEvents bounds a stream's pending events; a fire decides on at
+// most two (endpoint.failing and endpoint.disabled never together).
+const MaxPendingEvents = 4
 
 // TokenBucket is a stream's tokens, in thousandths of a call, as of AtMs.
 type TokenBucket struct {
@@ -66,17 +104,22 @@ const (
 	flagBucket     = 1 << 0
 	flagPaced      = 1 << 1
 	flagThrottle   = 1 << 2
+	flagHealth     = 1 << 3
 	bucketBytes    = 4 + 8
 	throttleFixed  = 1 + 4 + 4 + 8 + 8 + 8 + 1
-	stateKnownMask = flagBucket | flagPaced | flagThrottle
+	healthFixed    = 8 + 8 + 8 + 2 + 1
+	stateKnownMask = flagBucket | flagPaced | flagThrottle | flagHealth
 )
 
 // EncodeDeliveryState is attempt u32, cursor length u16, cursor bytes (at
-// most 4096), then, only when there is a bucket or a throttle, an extension:
-// 0x01, a flags byte (1 bucket, 2 paced, 4 throttle), the bucket (milli
-// tokens u32, at ms i64) and the throttle (max in flight u8, rate and
-// ceiling u32, since, decreased and raised ms i64, reason length u8 and
-// bytes). It has no version byte: an empty state is a fresh timer, and a
+// most 4096), then, only when there is a bucket, a throttle or a health, an
+// extension: 0x01, a flags byte (1 bucket, 2 paced, 4 throttle, 8 health),
+// the bucket (milli tokens u32, at ms i64), the throttle (max in flight u8,
+// rate and ceiling u32, since, decreased and raised ms i64, reason length
+// u8 and bytes) and the health (failing since, notified and resume ms i64,
+// last status u16, last error length u8 and bytes, then a count u8 of
+// pending events, each at ms i64, length u8, and 0x01 and its record
+// body as appendEvent writes it). It has no version byte: an empty state is a fresh timer, and a
 // state without the extension reads as before, a full bucket and no
 // throttle.
 func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
@@ -90,11 +133,14 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 	if s.Throttle != nil && len(s.Throttle.Reason) > MaxThrottleReason {
 		return nil, invalidf("delivery timer: throttle reason exceeds %d bytes", MaxThrottleReason)
 	}
+	if err := s.Health.validate(); err != nil {
+		return nil, err
+	}
 	v := make([]byte, 0, 6+len(cur))
 	v = binary.BigEndian.AppendUint32(v, s.Attempt)
 	v = binary.BigEndian.AppendUint16(v, uint16(len(cur)))
 	v = append(v, cur...)
-	if s.Bucket == nil && s.Throttle == nil {
+	if s.Bucket == nil && s.Throttle == nil && s.Health == nil {
 		return v, nil
 	}
 	var flags byte
@@ -106,6 +152,9 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 	}
 	if s.Throttle != nil {
 		flags |= flagThrottle
+	}
+	if s.Health != nil {
+		flags |= flagHealth
 	}
 	v = append(v, stateExtV1, flags)
 	if b := s.Bucket; b != nil {
@@ -122,7 +171,47 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 		v = append(v, byte(len(t.Reason)))
 		v = append(v, t.Reason...)
 	}
+	if h := s.Health; h != nil {
+		v = binary.BigEndian.AppendUint64(v, uint64(h.FailingSinceMs))
+		v = binary.BigEndian.AppendUint64(v, uint64(h.NotifiedMs))
+		v = binary.BigEndian.AppendUint64(v, uint64(h.ResumeMs))
+		v = binary.BigEndian.AppendUint16(v, uint16(h.LastStatus))
+		v = append(v, byte(len(h.LastError)))
+		v = append(v, h.LastError...)
+		v = append(v, byte(len(h.Pending)))
+		for _, p := range h.Pending {
+			body := appendEvent([]byte{codecV1}, &p.Event)
+			v = binary.BigEndian.AppendUint64(v, uint64(p.AtMs))
+			v = append(v, byte(len(body)))
+			v = append(v, body...)
+		}
+	}
 	return v, nil
+}
+
+func (h *Health) validate() error {
+	if h == nil {
+		return nil
+	}
+	switch {
+	case h.FailingSinceMs < 0 || h.NotifiedMs < 0 || h.ResumeMs < 0:
+		return invalidf("delivery timer: negative health time")
+	case h.LastStatus < 0 || h.LastStatus > 599:
+		return invalidf("delivery timer: bad last status")
+	case len(h.LastError) > MaxEventErrorBytes:
+		return invalidf("delivery timer: last error exceeds %d bytes", MaxEventErrorBytes)
+	case len(h.Pending) > MaxPendingEvents:
+		return invalidf("delivery timer: more than %d pending events", MaxPendingEvents)
+	}
+	for _, p := range h.Pending {
+		if p.AtMs <= 0 {
+			return invalidf("delivery timer: pending event without a time")
+		}
+		if err := p.Event.validate(); err != nil {
+			return fmt.Errorf("delivery timer: %w", err)
+		}
+	}
+	return nil
 }
 
 // DecodeDeliveryState decodes a delivery timer's state. An empty state (a
@@ -185,8 +274,55 @@ func DecodeDeliveryState(state []byte) (DeliveryState, error) {
 		ext = ext[rl:]
 		s.Throttle = t
 	}
+	if flags&flagHealth != 0 {
+		h, rest, err := decodeHealth(ext)
+		if err != nil {
+			return DeliveryState{}, err
+		}
+		s.Health, ext = h, rest
+	}
 	if len(ext) != 0 {
 		return DeliveryState{}, corruptf("delivery timer: trailing data")
 	}
 	return s, nil
+}
+
+func decodeHealth(ext []byte) (*Health, []byte, error) {
+	if len(ext) < healthFixed {
+		return nil, nil, corruptf("delivery timer: short health")
+	}
+	h := &Health{
+		FailingSinceMs: int64(binary.BigEndian.Uint64(ext[0:8])),
+		NotifiedMs:     int64(binary.BigEndian.Uint64(ext[8:16])),
+		ResumeMs:       int64(binary.BigEndian.Uint64(ext[16:24])),
+		LastStatus:     int(binary.BigEndian.Uint16(ext[24:26])),
+	}
+	el := int(ext[26])
+	ext = ext[healthFixed:]
+	if len(ext) < el+1 {
+		return nil, nil, corruptf("delivery timer: short health")
+	}
+	h.LastError = string(ext[:el])
+	n := int(ext[el])
+	ext = ext[el+1:]
+	if n > MaxPendingEvents {
+		return nil, nil, corruptf("delivery timer: %d pending events", n)
+	}
+	for range n {
+		if len(ext) < 9 || len(ext) < 9+int(ext[8]) {
+			return nil, nil, corruptf("delivery timer: short pending event")
+		}
+		at, bl := int64(binary.BigEndian.Uint64(ext[:8])), int(ext[8])
+		r := newReader("pending event", ext[9:9+bl])
+		e := readEvent(r)
+		if err := r.end(); err != nil {
+			return nil, nil, err
+		}
+		h.Pending = append(h.Pending, PendingEvent{Event: *e, AtMs: at})
+		ext = ext[9+bl:]
+	}
+	if err := h.validate(); err != nil {
+		return nil, nil, corruptf("%v", err)
+	}
+	return h, ext, nil
 }

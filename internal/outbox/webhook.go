@@ -52,6 +52,9 @@ func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
 	if audience == "" {
 		return nil, invalidf("audience must not be empty")
 	}
+	if o.Event != nil {
+		return encodeEventWebhook(o, namespace, audience)
+	}
 	body, err := json.Marshal(webhook{
 		Type: "outcome." + string(o.Kind()),
 		// Milliseconds in, so at most three fractional digits come out.
@@ -70,6 +73,36 @@ func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode webhook: %w", err)
+	}
+	return body, nil
+}
+
+// eventWebhook is an operator event's body: type is the event's own
+// ("endpoint.disabled"), data says which endpoint and why.
+type eventWebhook struct {
+	Type      string           `json:"type"`
+	Timestamp string           `json:"timestamp"`
+	Data      eventWebhookData `json:"data"`
+}
+
+type eventWebhookData struct {
+	EventID        string `json:"event_id"`
+	Namespace      string `json:"namespace"`
+	Audience       string `json:"audience"`
+	OccurredUnixMs int64  `json:"occurred_unix_ms"`
+	Event
+}
+
+func encodeEventWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
+	e := *o.Event
+	typ := e.Type
+	body, err := json.Marshal(eventWebhook{
+		Type:      string(typ),
+		Timestamp: time.UnixMilli(o.OccurredUnixMs).UTC().Format(time.RFC3339Nano),
+		Data:      eventWebhookData{EventID: o.ReservationID, Namespace: namespace, Audience: audience, OccurredUnixMs: o.OccurredUnixMs, Event: e},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode event webhook: %w", err)
 	}
 	return body, nil
 }

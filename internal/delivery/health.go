@@ -1,0 +1,195 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// DefaultDisableAfter is how long an endpoint may deliver nothing while its
+// calls fail before relay disables it, as the settings of a production
+// relay default it (Handler.DisableAfter).
+const DefaultDisableAfter = 5 * 24 * time.Hour
+
+// FailingEventEvery is the least time between two endpoint.failing events
+// of one endpoint: a flapping receiver must not page its operator at the
+// rate it flaps.
+const FailingEventEvery = time.Hour
+
+// Reasons relay gives for an endpoint it disabled.
+const (
+	ReasonGone    = "gone"
+	ReasonFailing = "failing"
+)
+
+// EventAppender appends operator events to a namespace's outbox, as an
+// *outbox.Appender on the driver's store does: idempotently, so an event
+// appended twice is one event.
+type EventAppender interface {
+	Append(ctx context.Context, p store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error)
+}
+
+// judgement is what a fire's calls say of its endpoint's health: the
+// stream's health after them, and whether the endpoint has failed long
+// enough to be disabled.
+type judgement struct {
+	health  outbox.Health
+	disable bool
+}
+
+// judge weighs the calls of f against the stream's health as the fire
+// read it. A call that delivered makes the endpoint healthy (and recovered,
+// if an event said it was not); the first failed call after health starts
+// the disable-after period and emits endpoint.failing, unless one was
+// emitted within FailingEventEvery; a failed call once the period has run
+// asks for the disable. The period counts from the endpoint's last edit
+// when that is later, so an operator who enables an endpoint again gives
+// it a whole period.
+func (h *Handler) judge(f *firing, nowMs int64) judgement {
+	run := &f.calls
+	var j judgement
+	if prev := f.state.Health; prev != nil {
+		j.health = *prev
+		j.health.Pending = slices.Clone(prev.Pending)
+	}
+	hl := &j.health
+	switch {
+	case len(run.acked) > 0:
+		if hl.FailingSinceMs != 0 && hl.NotifiedMs >= hl.FailingSinceMs {
+			h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventRecovered, FailingSinceMs: hl.FailingSinceMs}, nowMs)
+		}
+		hl.FailingSinceMs, hl.LastStatus, hl.LastError = 0, 0, ""
+	case len(run.failed) > 0:
+		last := run.failed[len(run.failed)-1].err
+		hl.LastStatus, hl.LastError = eventStatus(last.Status), eventError(last.Class)
+		if hl.FailingSinceMs == 0 {
+			hl.FailingSinceMs = nowMs
+			// A 410 is told by its own event, endpoint.gone, once the
+			// plan has disabled the endpoint.
+			if run.gone() == nil && (hl.NotifiedMs == 0 || nowMs-hl.NotifiedMs >= FailingEventEvery.Milliseconds()) {
+				h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventFailing, FailingSinceMs: nowMs}, nowMs)
+			}
+			break
+		}
+		from := max(hl.FailingSinceMs, f.stream.ep.UpdatedMs)
+		j.disable = h.DisableAfter > 0 && run.gone() == nil && nowMs-from >= h.DisableAfter.Milliseconds()
+	}
+	return j
+}
+
+// queue adds an event to append, dated nowMs, with the health's last
+// failure; a failing, disabled or gone event marks the stream notified.
+// Past MaxPendingEvents (events that could not be appended, fire after
+// fire) the oldest is dropped and logged.
+func (h *Handler) queue(hl *outbox.Health, s *stream, e outbox.Event, nowMs int64) {
+	e.Endpoint = s.endpoint
+	if e.Type != outbox.EventRecovered {
+		e.LastStatus, e.LastError = hl.LastStatus, hl.LastError
+		hl.NotifiedMs = nowMs
+	}
+	if h.Events == nil {
+		// Nowhere to append it: told at once, by log and metric.
+		h.tell(s.ns, e)
+		return
+	}
+	if len(hl.Pending) == outbox.MaxPendingEvents {
+		h.log().Error("operator event dropped: too many pending", "namespace", s.ns, "endpoint", s.endpoint, "event", hl.Pending[0].Event.Type)
+		hl.Pending = hl.Pending[1:]
+	}
+	hl.Pending = append(hl.Pending, outbox.PendingEvent{Event: e, AtMs: max(nowMs, 1)})
+}
+
+// stateHealth is the health a timer state keeps: none once there is
+// nothing to remember, so a healthy stream's state stays as small as it
+// was.
+func stateHealth(hl outbox.Health, nowMs int64) *outbox.Health {
+	recent := hl.NotifiedMs != 0 && nowMs-hl.NotifiedMs < FailingEventEvery.Milliseconds()
+	if hl.FailingSinceMs == 0 && len(hl.Pending) == 0 && !recent {
+		return nil
+	}
+	if !recent && hl.FailingSinceMs == 0 {
+		hl.NotifiedMs = 0
+	}
+	return &hl
+}
+
+// tell logs and counts an event, once it is appended (or has nowhere to
+// go).
+func (h *Handler) tell(ns string, e outbox.Event) {
+	h.Metrics.event(e.Type)
+	h.log().Warn("endpoint event", "namespace", ns, "endpoint", e.Endpoint, "event", e.Type,
+		"reason", e.Reason, "failing_since_ms", e.FailingSinceMs, "last_status", e.LastStatus, "last_error", e.LastError)
+}
+
+func eventStatus(s int) int {
+	if s < 100 || s > 599 {
+		return 0
+	}
+	return s
+}
+
+func eventError(class string) string {
+	e := outbox.Event{Type: outbox.EventFailing, Endpoint: "e", LastError: class}
+	o := outbox.NewEvent(e, 1)
+	if class == "" || o.Validate() != nil {
+		return ClassError
+	}
+	return class
+}
+
+// flush appends the events an earlier fire decided on, before this fire
+// does anything else. About an endpoint that takes events itself they are
+// only logged and counted: it is the one they are about. When the
+// deciding fire's due time is still ahead, the fire ends there, rescheduled
+// to it with the events cleared; otherwise it goes on, with state cleared,
+// and its own completion records them appended. Its error leaves the
+// events for the next fire.
+func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s *stream, endpoint store.Row, state *outbox.DeliveryState) (timers.Fired, bool, error) {
+	hl := state.Health
+	takes := false
+	if endpoint.Found {
+		if ep, err := outbox.DecodeEndpoint(endpoint.Value); err == nil {
+			takes = ep.TakesEvents()
+		}
+	}
+	if !takes && h.Events != nil {
+		outs := make([]outbox.Outcome, len(hl.Pending))
+		for i, p := range hl.Pending {
+			outs[i] = outbox.NewEvent(p.Event, p.AtMs)
+		}
+		st, err := h.Events.Append(ctx, fc.Partition, outs)
+		if err != nil {
+			return timers.Fired{}, false, fmt.Errorf("append operator events of %s/%s: %w", s.ns, s.endpoint, err)
+		}
+		for i, x := range st {
+			if x.Code == outbox.Invalid || x.Code == outbox.Conflict {
+				h.log().ErrorContext(ctx, "operator event not appended", "namespace", s.ns, "endpoint", s.endpoint,
+					"event", hl.Pending[i].Event.Type, "code", x.Code, "detail", x.Detail)
+			}
+		}
+	}
+	for _, p := range hl.Pending {
+		h.tell(s.ns, p.Event)
+	}
+	nowMs := max(fc.NowMs, h.clock().Now().UnixMilli())
+	resume := hl.ResumeMs
+	next := *hl
+	next.Pending, next.ResumeMs = nil, 0
+	state.Health = stateHealth(next, nowMs)
+	if resume <= nowMs || resume >= timers.NeverMs || (state.Attempt == 0 && !state.Paced()) {
+		// Due now, parked, or due later with nothing to wait for (no
+		// backoff, no tokens): rows ingested meanwhile go now, as the
+		// ingest would have pulled the timer to now.
+		return timers.Fired{}, false, nil
+	}
+	value, err := outbox.EncodeDeliveryState(*state)
+	if err != nil {
+		return timers.Fired{}, false, err
+	}
+	return timers.Fired{DueAtMs: max(resume, t.DueAtMs), State: value, Batch: store.Batch{Drain: true}, Backoff: true}, true, nil
+}

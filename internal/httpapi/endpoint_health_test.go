@@ -1,0 +1,80 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
+)
+
+// An endpoint shows since when its calls fail and how the last failed,
+// and, disabled, why and since when; a healthy, enabled one shows
+// neither. An operator endpoint names the events it takes.
+func TestTheEndpointShowsItsHealth(t *testing.T) {
+	h, _ := newLoggedHarness(t)
+	path := "/v1/namespaces/acme/endpoints/billing"
+	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
+	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	for _, field := range []string{"failing", "disabled_at", "disabled_reason"} {
+		if v, ok := got[field]; ok {
+			t.Errorf("a healthy endpoint shows %s: %v", field, v)
+		}
+	}
+	p := store.Partition{Namespace: "acme"}
+	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 3, Health: &outbox.Health{
+		FailingSinceMs: outboxtest.T0 - 60_000, NotifiedMs: outboxtest.T0 - 60_000, LastStatus: 503, LastError: "status"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.Put(timers.Key(outboxtest.T0+1000, timers.KindOutcomeDelivery, "billing"), timers.EncodeIdle(v))
+	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
+		t.Fatalf("put timer: %+v %v", res, err)
+	}
+	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	wantFailing := map[string]any{"since": "2025-11-29T23:59:00.000Z", "last_status": 503.0, "last_error": "status"}
+	if !reflect.DeepEqual(got["failing"], wantFailing) {
+		t.Errorf("failing %v, want %v", got["failing"], wantFailing)
+	}
+	// Disabled by relay: why, and since when.
+	key, _ := outbox.EndpointKey("billing")
+	row, _, err := h.st.Get(context.Background(), p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := outbox.DecodeEndpoint(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Enabled, ep.DisabledReason, ep.DisabledMs = false, "failing", outboxtest.T0+500
+	ep.UpdatedMs = ep.DisabledMs
+	nv, err := outbox.EncodeEndpoint(&ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = store.Batch{}
+	b.Put(key, nv)
+	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
+		t.Fatalf("put endpoint: %+v %v", res, err)
+	}
+	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if got["disabled_reason"] != "failing" || got["disabled_at"] != "2025-11-30T00:00:00.500Z" || got["enabled"] != false {
+		t.Errorf("disabled endpoint shows %v", got)
+	}
+	// Enabled again: neither reason nor time stays.
+	got = want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusOK, "")
+	if _, ok := got["disabled_at"]; ok || got["disabled_reason"] != nil {
+		t.Errorf("enabled endpoint shows %v", got)
+	}
+	// The operator's endpoint takes every event.
+	got = want(t, h.do(http.MethodPut, "/v1/namespaces/acme/endpoints/ops", h.admin(),
+		`{"url": "https://ops.example.com/relay", "kinds": ["relay.*"]}`), http.StatusCreated, "")
+	if !reflect.DeepEqual(got["kinds"], []any{"relay.*"}) {
+		t.Errorf("operator endpoint kinds %v", got["kinds"])
+	}
+}
