@@ -34,7 +34,10 @@ func OK(string, int) Answer { return Answer{Status: http.StatusNoContent} }
 
 // Arrival is one verified request a receiver took.
 type Arrival struct {
-	RID    string
+	// RID is the outcome's reservation id, or an operator event's id.
+	RID string
+	// Type is the webhook's type ("outcome.committed", "endpoint.disabled").
+	Type   string
 	Scheme string
 	At     time.Time
 	// Status is the answer the script chose; 0 for a request held.
@@ -127,13 +130,18 @@ func (rc *Receiver) poke() {
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	var event struct {
 		ID   string `json:"id"`
+		Type string `json:"type"`
 		Data struct {
 			ReservationID string `json:"reservation_id"`
+			EventID       string `json:"event_id"`
 		} `json:"data"`
 	}
 	body, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(body, &event)
 	rid := event.Data.ReservationID
+	if rid == "" {
+		rid = event.Data.EventID // an operator event
+	}
 	// The request verified, so it carries one scheme's headers.
 	scheme := "standard-webhooks"
 	id, sig := r.Header.Get("webhook-id"), r.Header.Get("webhook-signature")
@@ -149,7 +157,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if a.Hang {
 		status = 0
 	}
-	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Scheme: scheme, At: time.Now(), Status: status, MessageID: id, Signature: sig})
+	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Type: event.Type, Scheme: scheme, At: time.Now(), Status: status, MessageID: id, Signature: sig})
 	rc.mu.Unlock()
 	if a.Hang {
 		<-r.Context().Done()
