@@ -45,6 +45,13 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 	if want := []string{string(KindCommitted), string(KindAborted), string(KindExpired), string(KindReadServed)}; !slices.Equal(want, kinds) {
 		t.Errorf("kinds %v, relay's %v", want, kinds)
 	}
+	var events []Kind
+	for _, t := range outbox.EventTypes() {
+		events = append(events, Kind(t.Kind()))
+	}
+	if want := []Kind{KindEndpointDisabled, KindEndpointFailing, KindEndpointRecovered, KindEndpointGone}; !slices.Equal(want, events) || KindEvents != Kind(outbox.KindEvents) {
+		t.Errorf("event kinds %v %q, relay's %v %q", want, KindEvents, events, outbox.KindEvents)
+	}
 	if SchemeMkitHookV2 != Scheme(outbox.SchemeMkitHookV2) || SchemeStandardWebhooks != Scheme(outbox.SchemeStandardWebhooks) ||
 		SchemeStandardWebhooksV1a != Scheme(outbox.SchemeStandardWebhooksV1a) {
 		t.Error("the schemes are not relay's")

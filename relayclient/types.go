@@ -13,6 +13,34 @@ const (
 	KindReadServed Kind = "read_served"
 )
 
+// Operator event kinds: an endpoint whose Kinds name them receives relay's
+// events about the namespace's endpoints (see Event); KindEvents takes
+// them all. An endpoint without one receives none.
+const (
+	KindEvents            Kind = "relay.*"
+	KindEndpointDisabled  Kind = "relay.endpoint.disabled"
+	KindEndpointFailing   Kind = "relay.endpoint.failing"
+	KindEndpointRecovered Kind = "relay.endpoint.recovered"
+	KindEndpointGone      Kind = "relay.endpoint.gone"
+)
+
+// Event is an operator event relay appended about one endpoint, as an
+// outcome's story shows it and as the event webhook's data holds it.
+type Event struct {
+	// Type is "endpoint.disabled", "endpoint.failing",
+	// "endpoint.recovered" or "endpoint.gone".
+	Type     string `json:"type"`
+	Endpoint string `json:"endpoint"`
+	// Reason is why a disabled endpoint is: "failing" or "gone".
+	Reason string `json:"reason,omitempty"`
+	// FailingSinceUnixMs is when its calls began failing.
+	FailingSinceUnixMs int64 `json:"failing_since_unix_ms,omitempty"`
+	// LastStatus and LastError are the last failed call's HTTP status and
+	// error class.
+	LastStatus int    `json:"last_status,omitempty"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
 // Outcome is the terminal result of one reservation, as a producer posts
 // it: exactly one of Committed, Aborted, Expired and ReadServed is set.
 // ReservationID is its idempotency key in the namespace: 1 to 128 of
@@ -29,6 +57,10 @@ type Outcome struct {
 	Aborted        *Aborted    `json:"aborted,omitempty"`
 	Expired        *Expired    `json:"expired,omitempty"`
 	ReadServed     *ReadServed `json:"read_served,omitempty"`
+	// Event is set, and the rest but ReservationID and OccurredUnixMs
+	// empty, on an operator event relay appended; relay refuses an
+	// outcome posted with one.
+	Event *Event `json:"event,omitempty"`
 }
 
 // Committed: the reservation's writes were stored.
@@ -153,7 +185,8 @@ type Endpoint struct {
 	Kinds       []Kind `json:"kinds"`
 	Enabled     bool   `json:"enabled"`
 	MaxInFlight int    `json:"max_in_flight"`
-	// DisabledReason says why relay disabled it, e.g. "gone" after a 410.
+	// DisabledReason says why relay disabled it: "gone" after a 410,
+	// "failing" after its disable-after period of failed calls.
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
@@ -184,6 +217,19 @@ type Endpoint struct {
 	// limits because it refused calls (429, 502, 503, 504 or a timeout);
 	// nil when it delivers at them.
 	Throttle *Throttle `json:"throttle,omitempty"`
+	// DisabledAt is when the endpoint was disabled, by relay or an
+	// operator; nil while enabled.
+	DisabledAt *time.Time `json:"disabled_at,omitempty"`
+	// Failing is set while the endpoint's calls fail; relay disables it
+	// once that has lasted its disable-after period.
+	Failing *Failing `json:"failing,omitempty"`
+}
+
+// Failing is since when an endpoint's calls fail and how the last one did.
+type Failing struct {
+	Since      time.Time `json:"since"`
+	LastStatus int       `json:"last_status,omitempty"`
+	LastError  string    `json:"last_error,omitempty"`
 }
 
 // Throttle is a stream's effective limits after its endpoint refused
