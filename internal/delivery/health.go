@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -134,9 +135,7 @@ func eventStatus(s int) int {
 }
 
 func eventError(class string) string {
-	e := outbox.Event{Type: outbox.EventFailing, Endpoint: "e", LastError: class}
-	o := outbox.NewEvent(e, 1)
-	if class == "" || o.Validate() != nil {
+	if !outbox.ValidEventError(class) {
 		return ClassError
 	}
 	return class
@@ -163,8 +162,16 @@ func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.Due
 			outs[i] = outbox.NewEvent(p.Event, p.AtMs)
 		}
 		st, err := h.Events.Append(ctx, fc.Partition, outs)
-		if err != nil {
+		switch {
+		case err != nil && (errors.Is(err, store.ErrUnavailable) || errors.Is(err, outbox.ErrContended) || ctx.Err() != nil):
+			// For now: the next fire appends them.
 			return timers.Fired{}, false, fmt.Errorf("append operator events of %s/%s: %w", s.ns, s.endpoint, err)
+		case err != nil:
+			// One that would fail again (a namespace over its endpoint
+			// limit, a full backlog) must not hold the stream's delivery:
+			// the events are logged, not appended.
+			h.log().ErrorContext(ctx, "operator events not appended", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
+			st = nil
 		}
 		for i, x := range st {
 			if x.Code == outbox.Invalid || x.Code == outbox.Conflict {

@@ -2,12 +2,15 @@ package delivery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -350,4 +353,47 @@ func (e *env) hasPendingEvents() bool {
 		e.T.Fatal(err)
 	}
 	return s.Health != nil && len(s.Health.Pending) > 0
+}
+
+// failingAppender fails every append with err.
+type failingAppender struct{ err error }
+
+func (f failingAppender) Append(context.Context, store.Partition, []outbox.Outcome) ([]outbox.Status, error) {
+	return nil, f.err
+}
+
+// An append that would fail again does not hold the stream: the events
+// are logged and dropped, and delivery goes on; one that fails for now is
+// tried again by the next fire.
+func TestAnEventThatCannotBeAppendedDoesNotHoldTheStream(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		h, sink := opsEnv(t, e)
+		h.Events = failingAppender{err: fmt.Errorf("append: %w", outbox.ErrTooManyEndpoints)}
+		sink.setErr(unavailable)
+		e.seed("a")
+		e.fireUntil(h, 5, func() bool { return e.hasPendingEvents() })
+		e.fireUntil(h, 5, func() bool { return !e.hasPendingEvents() })
+		sink.setErr(nil)
+		e.fireUntil(h, 10, func() bool { return e.backlogRows() == 0 && !e.hasPendingEvents() })
+
+		h.Events = failingAppender{err: store.ErrUnavailable}
+		sink.setErr(unavailable)
+		e.Clk.Advance(2 * time.Hour)
+		e.seed("b")
+		e.fireUntil(h, 5, func() bool { return e.hasPendingEvents() })
+		e.Clk.Set(max(e.timerOf(ep), e.NowMs()))
+		r, _ := e.timer()
+		_, err := h.Fire(e.Ctx, timers.FireContext{Store: e.St, Partition: e.P, NowMs: e.NowMs()},
+			timers.DueTimer{DueAtMs: r.DueAtMs, Kind: r.Kind, Reference: r.Reference, State: r.State})
+		if !errors.Is(err, store.ErrUnavailable) || !e.hasPendingEvents() {
+			t.Fatalf("fire: %v; events kept: %v", err, e.hasPendingEvents())
+		}
+		h.Events = e.App
+		e.fireUntil(h, 5, func() bool { return !e.hasPendingEvents() && len(e.pendingOf(ops)) == 0 })
+		// The first episode's events were dropped, the second's kept.
+		if got := sink.types(); !slices.Equal(got, []outbox.EventType{outbox.EventFailing}) {
+			t.Fatalf("the operator received %v", got)
+		}
+	})
 }

@@ -50,6 +50,10 @@ func (k Kind) IsEvent() bool { return strings.HasPrefix(string(k), eventKindPref
 // MaxEventErrorBytes bounds an event's error class.
 const MaxEventErrorBytes = 32
 
+// ValidEventError reports whether class may be an event's LastError: a
+// token of at most MaxEventErrorBytes.
+func ValidEventError(class string) bool { return validToken(class, MaxEventErrorBytes) }
+
 // Event is an operator event about one endpoint of the namespace. The
 // outcome carrying it has no repository; its occurred time is the event's.
 type Event struct {
@@ -78,7 +82,7 @@ func (e *Event) validate() error {
 		return invalidf("event.failing_since_unix_ms must not be negative")
 	case e.LastStatus != 0 && (e.LastStatus < 100 || e.LastStatus > 599):
 		return invalidf("event.last_status must be an HTTP status")
-	case e.LastError != "" && !validToken(e.LastError, MaxEventErrorBytes):
+	case e.LastError != "" && !ValidEventError(e.LastError):
 		return invalidf("event.last_error must be a token of at most %d bytes", MaxEventErrorBytes)
 	}
 	return nil
