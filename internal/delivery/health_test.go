@@ -325,22 +325,6 @@ func (e *env) timerOf(id string) int64 {
 	return timers.NeverMs
 }
 
-// pendingOf is the reservation ids pending on the stream of id.
-func (e *env) pendingOf(id string) []string {
-	e.T.Helper()
-	start, end, _ := outbox.PendingRange(id)
-	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	var rids []string
-	for _, row := range page.Entries {
-		pk, _ := outbox.Parse(row.Key)
-		rids = append(rids, pk.RID)
-	}
-	return rids
-}
-
 // hasPendingEvents reports whether ep's timer holds events to append.
 func (e *env) hasPendingEvents() bool {
 	e.T.Helper()

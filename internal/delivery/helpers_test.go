@@ -108,7 +108,13 @@ func (e *env) backlogRows() uint64 {
 
 func (e *env) pending() []string {
 	e.T.Helper()
-	start, end, _ := outbox.PendingRange(ep)
+	return e.pendingOf(ep)
+}
+
+// pendingOf is the reservation ids pending on the stream of id.
+func (e *env) pendingOf(id string) []string {
+	e.T.Helper()
+	start, end, _ := outbox.PendingRange(id)
 	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
 	if err != nil {
 		e.T.Fatal(err)
