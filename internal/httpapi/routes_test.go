@@ -114,6 +114,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			{"bad reason", "POST", outcomesPath, "application/json", strings.Replace(outcomeJSON("r-1", "aborted"), "ref_conflict", "Ref Conflict", 1), 400, httpapi.SlugInvalidOutcome},
 			{"short hex target", "POST", outcomesPath, "application/json", strings.Replace(outcomeJSON("r-1", "read_served"), `"object": "ab`, `"object": "`, 1), 400, httpapi.SlugInvalidOutcome},
 			{"upper-case hex target", "POST", outcomesPath, "application/json", strings.Replace(committedJSON, "abab", "ABAB", 1), 400, httpapi.SlugInvalidOutcome},
+			{"an operator event's id", "POST", outcomesPath, "application/json", outcomeJSON("relay.endpoint.disabled.x.1", "committed"), 400, httpapi.SlugInvalidOutcome},
 			{"an operator event", "POST", outcomesPath, "application/json", `{"reservation_id": "relay.endpoint.disabled.x.1", "occurred_unix_ms": 1764460800000, "event": {"type": "endpoint.disabled", "endpoint": "x", "reason": "failing"}}`, 400, httpapi.SlugInvalidOutcome},
 			{"an outcome carrying an event", "POST", outcomesPath, "application/json", strings.Replace(valid, `"repository"`, `"event": {"type": "endpoint.gone", "endpoint": "x"}, "repository"`, 1), 400, httpapi.SlugInvalidOutcome},
 			{"endpoint: unknown event kind", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "kinds": ["relay.endpoint.exploded"]}`, 400, httpapi.SlugInvalidEndpoint},

@@ -73,6 +73,15 @@ func TestIngestRefusesEvents(t *testing.T) {
 	if err := c.Validate(); !errors.Is(err, outbox.ErrInvalid) {
 		t.Fatalf("Validate of an outcome with an event: %v", err)
 	}
+	// Nor take an event's id first, which would leave the event a
+	// conflict.
+	squat := committed(string(o.Event.Type.Kind()) + ".billing.1764460800000")
+	if err := squat.ValidateIngest(time.UnixMilli(t0)); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "relay.") {
+		t.Fatalf("an outcome under an event's id: %v", err)
+	}
+	if err := committed("relayed-1").ValidateIngest(time.UnixMilli(t0)); err != nil {
+		t.Fatalf("an ordinary id: %v", err)
+	}
 }
 
 func TestEventValidation(t *testing.T) {

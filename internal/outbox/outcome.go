@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -213,6 +214,11 @@ func (o Outcome) ValidateIngest(now time.Time) error {
 	}
 	if err := ValidateClientReservationID(o.ReservationID); err != nil {
 		return err
+	}
+	if strings.HasPrefix(o.ReservationID, eventKindPrefix) {
+		// Operator events' ids (EventID): an outcome taking one first
+		// would have the event answered conflict, and never sent.
+		return invalidf("reservation_id must not start with %q: relay keeps that prefix for its operator events", eventKindPrefix)
 	}
 	if o.OccurredUnixMs > LatestOccurredUnixMs(now) {
 		// No figure the producer could have sent appears here: a problem
