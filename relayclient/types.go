@@ -184,6 +184,21 @@ type Endpoint struct {
 	// limits because it refused calls (429, 502, 503, 504 or a timeout);
 	// nil when it delivers at them.
 	Throttle *Throttle `json:"throttle,omitempty"`
+	// PerMinute is the stream's last 60 minutes, oldest first, the
+	// current one last: what it delivered and which calls failed in each.
+	// Only Client.Endpoint fills it; a list and a PutEndpoint answer leave
+	// it nil.
+	PerMinute []EndpointMinute `json:"per_minute,omitempty"`
+}
+
+// EndpointMinute is one minute of a stream, counted by every relay process
+// sharing the store. A resent outcome counts again when it is delivered
+// again.
+type EndpointMinute struct {
+	// Start is when the minute began.
+	Start          time.Time `json:"start"`
+	Delivered      uint64    `json:"delivered"`
+	FailedAttempts uint64    `json:"failed_attempts"`
 }
 
 // Throttle is a stream's effective limits after its endpoint refused
