@@ -130,9 +130,9 @@ const namespaces = {
       table('Namespaces, failing first, then largest backlog', ['Namespace', 'Health', 'Endpoints', 'Pending rows', 'Pending bytes'], rows,
         'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
       pages > 1 ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
-        at > 1 ? h('a', { href: '#/?page=' + (at - 1) }, 'Previous page') : null,
+        at > 1 ? h('a', { href: '#/?page=' + (at - 1), 'data-key': 'ns-prev' }, 'Previous page') : null,
         h('span', {}, `Page ${num(at)} of ${num(pages)}`),
-        at < pages ? h('a', { href: '#/?page=' + (at + 1) }, 'Next page') : null) : null,
+        at < pages ? h('a', { href: '#/?page=' + (at + 1), 'data-key': 'ns-next' }, 'Next page') : null) : null,
       openNamespace());
   },
 };
