@@ -14,10 +14,10 @@ COUNT ?= 1
 BENCHFLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help test ci lint fuzz bench
+.PHONY: help test ci lint fuzz bench console-screenshots
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-6s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 test: ## the whole suite with the race detector (real servers from RELAY_TEST_*)
 	go test -race ./...
@@ -37,3 +37,8 @@ fuzz: ## each Fuzz target briefly, as CI does (FUZZTIME=20000x inputs each)
 bench: ## package benchmarks (BENCH, BENCHPKG, BENCHTIME, COUNT), then relay bench (BENCHFLAGS)
 	go test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(COUNT) $(BENCHPKG)
 	go run ./cmd/relay bench -redis '$(RELAY_TEST_REDIS_URL)' $(BENCHFLAGS)
+
+console-screenshots: ## the README's console screenshots (docs/images) from the Chromium test (needs chromium and npm ci in cmd/relay/testdata/console)
+	npm ci --prefix cmd/relay/testdata/console
+	mkdir -p docs/images
+	RELAY_CONSOLE_README_DIR=$(CURDIR)/docs/images RELAY_TEST_REQUIRE_REAL= go test ./cmd/relay -run '^TestConsoleInChromium$$/^embedded$$' -count=1

@@ -448,6 +448,20 @@ func TestEndpointSchemas(t *testing.T) {
 		{"generated secret", strings.TrimSuffix(view, "}") + `, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
 		{"bad secret", strings.TrimSuffix(view, "}") + `, "secret": "hunter2"}`, false},
 	})
+	minutes := make([]string, 60)
+	for i := range minutes {
+		minutes[i] = fmt.Sprintf(`{"start": "2025-11-30T00:%02d:00.000Z", "delivered": %d, "failed_attempts": 0}`, i, i)
+	}
+	detail := strings.TrimSuffix(view, "}") + `, "per_minute": [` + strings.Join(minutes, ", ") + `]}`
+	runCases(t, doc, "EndpointDetail", []schemaCase{
+		{"an hour", detail, true},
+		{"no per_minute", view, false},
+		{"59 minutes", strings.Replace(detail, minutes[0]+", ", "", 1), false},
+		{"61 minutes", strings.Replace(detail, minutes[0], minutes[0]+", "+minutes[0], 1), false},
+		{"negative count", strings.Replace(detail, `"delivered": 7,`, `"delivered": -7,`, 1), false},
+		{"unknown field", strings.Replace(detail, `"delivered": 7,`, `"delivered": 7, "dropped": 0,`, 1), false},
+		{"no start", strings.Replace(detail, `"start": "2025-11-30T00:07:00.000Z", `, ``, 1), false},
+	})
 }
 
 func TestResponseSchemas(t *testing.T) {
@@ -496,7 +510,7 @@ func TestResponseSchemas(t *testing.T) {
 		{"excerpt over 256", strings.Replace(page, `"busy"`, `"`+strings.Repeat("b", 257)+`"`, 1), false},
 		{"delivered attempt", strings.Replace(page, `"duration_ms": 5000, "error": "timeout"`, `"duration_ms": 3, "status": 204`, 1), true},
 	})
-	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
+	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "failing": 1, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
 	runCases(t, doc, "NamespacePage", []schemaCase{
 		{"page", namespaces, true},
 		{"last page", strings.Replace(namespaces, `"AWFjbWU"`, `null`, 1), true},
@@ -504,6 +518,8 @@ func TestResponseSchemas(t *testing.T) {
 		{"cursor missing", without(t, namespaces, "next_cursor"), false},
 		{"no endpoints", strings.Replace(namespaces, `"endpoints": 2`, `"endpoints": 0`, 1), false},
 		{"bad namespace", strings.Replace(namespaces, `"acme"`, `"ACME"`, 1), false},
+		{"failing missing", strings.Replace(namespaces, `"failing": 1, `, ``, 1), false},
+		{"failing negative", strings.Replace(namespaces, `"failing": 1`, `"failing": -1`, 1), false},
 	})
 	runCases(t, doc, "ReplayResult", []schemaCase{
 		{"replayed", `{"endpoint": "billing", "reservation_id": "r-1", "sequence": 4, "next_attempt_at": "2025-11-30T00:00:00.000Z"}`, true},

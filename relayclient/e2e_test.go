@@ -136,6 +136,13 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if ep, err := c.Endpoint(ctx, "acme", "billing"); err != nil || ep.TimeoutMs != 5000 || ep.Headers == nil || len(ep.Headers) != 0 {
 		t.Fatalf("endpoint without settings %+v, %v: want timeout 5000 and no headers", ep, err)
 	}
+	if ep, err := c.Endpoint(ctx, "acme", "billing"); err != nil || len(ep.PerMinute) != 60 || ep.PerMinute[0].Start.IsZero() ||
+		ep.PerMinute[59].Start.Sub(ep.PerMinute[0].Start) != 59*time.Minute {
+		t.Fatalf("endpoint's minutes %+v, %v: want the last hour", ep.PerMinute, err)
+	}
+	if list[1].PerMinute != nil {
+		t.Fatalf("the list carries minutes: %+v", list[1].PerMinute)
+	}
 	set, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
 		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled,
 		TimeoutMs: 2000, Headers: map[string]string{"x-tenant": "acme", "x-api-key": "k-123"},
@@ -218,7 +225,8 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 			listed = append(listed, ns)
 		}
 	}
-	if len(listed) != 1 || listed[0].Endpoints != 2 || listed[0].Backlog.Rows != 251 {
+	// audit is disabled: at least it fails.
+	if len(listed) != 1 || listed[0].Endpoints != 2 || listed[0].Backlog.Rows != 251 || listed[0].Failing < 1 || listed[0].Failing > 2 {
 		t.Fatalf("namespaces %+v", nss)
 	}
 

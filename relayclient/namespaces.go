@@ -27,9 +27,12 @@ type NamespacePage struct {
 // NamespaceSummary is a namespace with its endpoint count and its backlog
 // over all its streams.
 type NamespaceSummary struct {
-	Namespace string  `json:"namespace"`
-	Endpoints int     `json:"endpoints"`
-	Backlog   Backlog `json:"backlog"`
+	Namespace string `json:"namespace"`
+	Endpoints int    `json:"endpoints"`
+	// Failing counts its endpoints that need an operator: disabled,
+	// backing off, or stored in a state that does not decode.
+	Failing int     `json:"failing"`
+	Backlog Backlog `json:"backlog"`
 }
 
 // Namespaces returns a page of every namespace that has an endpoint (scope

@@ -223,6 +223,11 @@ type Endpoint struct {
 	// Failing is set while the endpoint's calls fail; relay disables it
 	// once that has lasted its disable-after period.
 	Failing *Failing `json:"failing,omitempty"`
+	// PerMinute is the stream's last 60 minutes, oldest first, the
+	// current one last: what it delivered and which calls failed in each.
+	// Only Client.Endpoint fills it; a list and a PutEndpoint answer leave
+	// it nil.
+	PerMinute []EndpointMinute `json:"per_minute,omitempty"`
 }
 
 // Failing is since when an endpoint's calls fail and how the last one did.
@@ -230,6 +235,16 @@ type Failing struct {
 	Since      time.Time `json:"since"`
 	LastStatus int       `json:"last_status,omitempty"`
 	LastError  string    `json:"last_error,omitempty"`
+}
+
+// EndpointMinute is one minute of a stream, counted by every relay process
+// sharing the store. A resent outcome counts again when it is delivered
+// again.
+type EndpointMinute struct {
+	// Start is when the minute began.
+	Start          time.Time `json:"start"`
+	Delivered      uint64    `json:"delivered"`
+	FailedAttempts uint64    `json:"failed_attempts"`
 }
 
 // Throttle is a stream's effective limits after its endpoint refused

@@ -3,15 +3,21 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"image/color"
+	"image/png"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
@@ -46,35 +52,95 @@ func browserOrSkip(t *testing.T) string {
 }
 
 // TestConsoleInChromium runs the real binary and a receiver that refuses one
-// outcome, and drives the console in Chromium: it finds the failing
-// endpoint, replays the stuck row once the receiver is fixed, finds an
-// outcome and resends it, and checks a namespace-bound token sees no other
-// namespace. Screenshots of each page at 1280 and 390 px go to
-// RELAY_CONSOLE_SCREENSHOTS, a temporary directory by default.
+// outcome, and drives the console in Chromium: namespaces ranked failing
+// first, the failing endpoint and its chart of the last hour, the stuck
+// row replayed once the receiver is fixed, an outcome found and resent, a
+// recovery run from the stream page to done, and a namespace-bound token
+// that sees no other namespace. It runs on the embedded store and, when
+// RELAY_TEST_REDIS_URL is set, on that Redis under a prefix of its own.
+// Screenshots of every page at 1280 and 390 px are its artifacts, under
+// RELAY_CONSOLE_SCREENSHOTS or $RELAY_TEST_ARTIFACTS/console-screenshots
+// (a temporary directory otherwise), one directory per store; with
+// RELAY_CONSOLE_README_DIR the embedded run also writes the README's two
+// (make console-screenshots).
 func TestConsoleInChromium(t *testing.T) {
 	chromium := browserOrSkip(t)
-	shots := os.Getenv("RELAY_CONSOLE_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+	clearAuthEnv(t)
+	t.Run("embedded", func(t *testing.T) {
+		// The embedded store, with a secret of the test's so that it can
+		// mint a namespace-bound token as an operator would, with relay
+		// token.
+		p := relaytest.Start(t, relaytest.Config{Name: "console", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
+		dir := consoleScenario(t, chromium, p, testSecret, p.URL)
+		if readme := os.Getenv("RELAY_CONSOLE_README_DIR"); readme != "" {
+			for from, to := range map[string]string{"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png"} {
+				b, err := os.ReadFile(filepath.Join(dir, from))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(readme, to), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("README screenshots written to %s", readme)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		client := redistest.RealClient(t)
+		prefix := redistest.Prefix(t, client)
+		creds := relaytest.NewCredentials(t, "console")
+		env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
+		p := relaytest.Start(t, relaytest.Config{Name: "console-redis", Env: env})
+		// Tokens name relay's public URL as their audience; the browser
+		// reaches the process on its own address.
+		consoleScenario(t, chromium, p, creds.Secret, relaytest.PublicURL)
+	})
+}
+
+// screenshotDir is where a run of the scenario on backend saves its
+// screenshots.
+func screenshotDir(t *testing.T, backend string) string {
+	t.Helper()
+	root := os.Getenv("RELAY_CONSOLE_SCREENSHOTS")
+	if root == "" && os.Getenv("RELAY_TEST_ARTIFACTS") != "" {
+		root = filepath.Join(os.Getenv("RELAY_TEST_ARTIFACTS"), "console-screenshots")
+	}
+	if root == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(root, backend)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	clearAuthEnv(t)
-	// The embedded store, with a secret of the test's so that it can mint
-	// a namespace-bound token as an operator would, with relay token.
-	p := relaytest.Start(t, relaytest.Config{Name: "console", Env: []string{"RELAY_JWT_SECRET=" + testSecret}})
+	return dir
+}
+
+// consolePages are the screenshots the scenario takes, each at both widths.
+var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing"}
+
+// consoleScenario drives the console against p, whose tokens are signed
+// with secret for audience, and returns the screenshots' directory.
+func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, audience string) string {
+	shots := screenshotDir(t, path.Base(t.Name()))
 	link := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := token(append([]string{"--jwt-secret", testSecret, "--public-url", p.URL, "--console"}, args...), &out); err != nil {
+		if err := token(append([]string{"--jwt-secret", secret, "--public-url", audience, "--console"}, args...), &out); err != nil {
 			t.Fatal(err)
 		}
-		return strings.TrimSpace(out.String())
+		_, tok, ok := strings.Cut(strings.TrimSpace(out.String()), "#token=")
+		if !ok {
+			t.Fatalf("relay token --console printed %q", out.String())
+		}
+		return p.URL + "/console/#token=" + tok
 	}
 	adminLink, boundLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other")
-	_, admin, _ := strings.Cut(adminLink, "#token=")
+	admin, err := url.QueryUnescape(strings.SplitN(adminLink, "#token=", 2)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	const stuck, done = "c-stuck", "c-ok-1"
+	const stuck, done, behind = "c-stuck", "c-ok-1", "c-behind"
 	var refusing atomic.Bool
 	refusing.Store(true)
 	notify := make(chan struct{}, 1)
@@ -98,6 +164,10 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	off := false
 	if _, err := c.PutEndpoint(ctx, "other", "ledger", relayclient.EndpointConfig{URL: rc.URL, Scheme: relayclient.SchemeStandardWebhooks, Secret: rc.Secret, Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	// Healthy, and first by name: the failing namespaces go before it.
+	if _, err := c.PutEndpoint(ctx, "alpha", "ops", relayclient.EndpointConfig{URL: rc.URL, Scheme: relayclient.SchemeStandardWebhooks, Secret: rc.Secret}); err != nil {
 		t.Fatal(err)
 	}
 	outcome := func(rid string) relayclient.Outcome {
@@ -131,7 +201,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(done+" delivered", func() bool { return arrived(done) == 1 })
-	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome("c-behind")}); err != nil {
+	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
 		t.Fatal(err)
 	}
 	wait(stuck+" refused", func() bool {
@@ -146,7 +216,8 @@ func TestConsoleInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", "drive.mjs")
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink,
-		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done)
+		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
+		"CONSOLE_NAMESPACE_ORDER=acme,other,alpha")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +245,13 @@ func TestConsoleInChromium(t *testing.T) {
 		case "ASK resent":
 			wait(done+" resent", func() bool { return arrived(done) == 2 })
 			_, err = stdin.Write([]byte("delivered again\n"))
+		case "ASK recovered":
+			// The recovery queues again every outcome billing was
+			// delivered: the three of them.
+			wait("the recovered outcomes delivered", func() bool {
+				return arrived(done) == 3 && arrived(stuck) == 2 && arrived(behind) == 2
+			})
+			_, err = stdin.Write([]byte("delivered again\n"))
 		case "DONE":
 			finished = true
 			err = stdin.Close()
@@ -185,7 +263,46 @@ func TestConsoleInChromium(t *testing.T) {
 	if err := cmd.Wait(); err != nil || !finished {
 		t.Fatalf("the browser run failed: %v\n%s", err, stderr.String())
 	}
-	// What the page showed, the receiver saw.
-	wait(stuck+" delivered after the replay", func() bool { return arrived(stuck) == 1 && arrived("c-behind") == 1 })
+	// What the pages showed, the receiver saw, and no more.
+	if got := [3]int{arrived(done), arrived(stuck), arrived(behind)}; got != [3]int{3, 2, 2} {
+		t.Errorf("arrivals of %s, %s, %s: %v, want 3, 2, 2", done, stuck, behind, got)
+	}
+	checkScreenshots(t, shots)
 	t.Logf("screenshots in %s", shots)
+	return shots
+}
+
+// checkScreenshots checks each page's screenshots are PNGs of their width
+// that show something: not one colour all over.
+func checkScreenshots(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range consolePages {
+		for _, width := range []int{1280, 390} {
+			file := filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, width))
+			f, err := os.Open(file)
+			if err != nil {
+				t.Errorf("screenshot %s: %v", file, err)
+				continue
+			}
+			img, err := png.Decode(f)
+			f.Close()
+			if err != nil {
+				t.Errorf("screenshot %s: %v", file, err)
+				continue
+			}
+			b := img.Bounds()
+			if b.Dx() != width || b.Dy() < 200 {
+				t.Errorf("screenshot %s is %dx%d, want %d wide", file, b.Dx(), b.Dy(), width)
+			}
+			colours := map[color.RGBA]bool{}
+			for y := b.Min.Y; y < b.Max.Y; y += 7 {
+				for x := b.Min.X; x < b.Max.X; x += 7 {
+					colours[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)] = true
+				}
+			}
+			if len(colours) < 8 {
+				t.Errorf("screenshot %s shows %d colours: blank", file, len(colours))
+			}
+		}
+	}
 }

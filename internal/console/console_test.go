@@ -65,6 +65,7 @@ func TestServesEmbeddedFiles(t *testing.T) {
 		"/console/pages.js":    "text/javascript; charset=utf-8",
 		"/console/dom.js":      "text/javascript; charset=utf-8",
 		"/console/fmt.js":      "text/javascript; charset=utf-8",
+		"/console/chart.js":    "text/javascript; charset=utf-8",
 	} {
 		w := get(t, h, http.MethodGet, target)
 		if w.Code != http.StatusOK {

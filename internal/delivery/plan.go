@@ -340,12 +340,12 @@ func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowM
 	}
 	if len(fs) > 0 {
 		// Every failed call counts, recorded on its row or not.
-		w, err := outbox.FailedAttemptsNote(s.endpoint, len(fs))
+		ws, err := outbox.FailedAttemptsNotes(s.endpoint, len(fs), nowMs)
 		if err != nil {
 			h.log().WarnContext(ctx, "cannot count failed attempts", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
 			return notes
 		}
-		notes = append(notes, w)
+		notes = append(notes, ws...)
 	}
 	return notes
 }

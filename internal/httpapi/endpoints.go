@@ -248,20 +248,6 @@ func (a *api) checkURL(raw string) *Problem {
 	return nil
 }
 
-func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
-	if prob != nil {
-		WriteProblem(w, r, prob)
-		return
-	}
-	s, err := a.Admin.Endpoint(r.Context(), p, id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	WriteJSON(w, http.StatusOK, viewEndpoint(s))
-}
-
 func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	p, prob := partition(r)
 	if prob != nil {

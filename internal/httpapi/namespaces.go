@@ -20,6 +20,7 @@ const (
 type namespaceView struct {
 	Namespace string      `json:"namespace"`
 	Endpoints int         `json:"endpoints"`
+	Failing   int         `json:"failing"`
 	Backlog   backlogView `json:"backlog"`
 }
 
@@ -62,7 +63,7 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	}
 	v := namespacePageView{Namespaces: make([]namespaceView, len(page.Namespaces))}
 	for i, s := range page.Namespaces {
-		v.Namespaces[i] = namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints,
+		v.Namespaces[i] = namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing,
 			Backlog: backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes}}
 	}
 	if page.Next != nil {

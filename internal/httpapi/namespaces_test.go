@@ -22,6 +22,7 @@ import (
 type namespaceEntry struct {
 	Namespace string `json:"namespace"`
 	Endpoints int    `json:"endpoints"`
+	Failing   int    `json:"failing"`
 	Backlog   struct {
 		Rows  uint64 `json:"rows"`
 		Bytes uint64 `json:"bytes"`
@@ -109,6 +110,15 @@ func TestNamespacesListsEachWithItsEndpointsAndBacklog(t *testing.T) {
 		// billing takes both outcomes, audit the aborted one.
 		if acme.Backlog.Rows != 3 || acme.Backlog.Bytes == 0 || globex.Backlog.Rows != 0 {
 			t.Fatalf("backlogs: acme %+v, globex %+v", acme.Backlog, globex.Backlog)
+		}
+		if acme.Failing != 0 || globex.Failing != 0 {
+			t.Fatalf("healthy namespaces failing: acme %d, globex %d", acme.Failing, globex.Failing)
+		}
+		h.putEndpoint("globex", "ops", `{"url": "https://ops.example.com/hooks", "enabled": false}`)
+		for _, e := range h.listAll(0, nil) {
+			if w := map[string]int{"acme": 0, "globex": 1}[e.Namespace]; e.Failing != w {
+				t.Fatalf("%s: %d failing, want %d", e.Namespace, e.Failing, w)
+			}
 		}
 
 		want(t, h.do(http.MethodDelete, "/v1/namespaces/acme/endpoints/audit?force=true", h.admin(), ""), http.StatusOK, "")

@@ -7,13 +7,16 @@ import (
 )
 
 // MaxAcksPerBatch is the most rows one acknowledgement plan may hold. A plan
-// of n rows costs at most 4n+3 operations (AckOps); at 23 rows that is 95,
+// of n rows costs at most 4n+5 operations (AckOps); at 22 rows that is 93,
 // which leaves room in the 100-operation batch for the timer runner's
 // completion (guard, delete and put of the timer row) and, for a 410, the
-// endpoint's guard and disable, with one failed call's attempt row in place
-// of one acknowledgement's four operations; the fire's count of failed calls
-// joins the plan's one Add to the stream's counters.
-const MaxAcksPerBatch = 23
+// endpoint's guard and disable. A failed call's attempt row takes one
+// acknowledgement's place (four operations), and the fire's count of failed
+// calls joins the plan's Adds, or, counted in another minute than the
+// acknowledgements, adds MinuteOps: 4(22-f)+5 + f + MinuteOps + 5 = 100-3f
+// for f failed calls, 98 for none. At 23 rows the minute's two operations
+// would not fit.
+const MaxAcksPerBatch = 22
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
 // four per row (the pending row's guard, its deletion, its log entry's
@@ -21,9 +24,9 @@ const MaxAcksPerBatch = 23
 // row kept for no retention, the row's guard and the deletion of it, the
 // pending and the attempt rows; or, for a row older than the log, the guard
 // and the deletions of its record, pending and attempt rows), for the backlog its guard and deletion when the plan acknowledges every
-// row it counts, or one relative update when rows remain, and one Add to
-// the stream's counters.
-func AckOps(n int) int { return 4*n + 3 }
+// row it counts, or one relative update when rows remain, one Add to
+// the stream's counters, and MinuteOps for its minute (minutes.go).
+func AckOps(n int) int { return 4*n + 3 + MinuteOps }
 
 // Acks plans the acknowledgement of delivered rows of one stream, against a
 // backlog read after the deliveries. A plan that leaves rows subtracts from
@@ -155,10 +158,12 @@ func (a *Acks) Remaining() Backlog {
 //     no guard on it: ingest only adds to it, and may do so meanwhile. The
 //     bytes stop at 0; the rows refuse the batch below it.
 //
-// A plan that acknowledges rows ends with one Add to the stream's counters:
-// the rows delivered, or dropped by a forced delete. It is the batch's last
-// write, so a fire's count of failed calls can join it (timers merges its
-// notes' Adds into the batch's).
+// A plan that acknowledges rows ends with one Add to the stream's counters
+// (the rows delivered, or dropped by a forced delete) and, for delivered
+// rows, one to the minute the last of them was delivered in, with the
+// deletion of that stream's minute an hour back (minuteWrites). A fire's
+// count of failed calls joins those Adds (timers merges its notes' Adds into
+// the batch's).
 //
 // A batch resent after a lost reply finds the pending rows its first run
 // deleted and fails their guards, so the reduction and the counts apply
@@ -216,6 +221,20 @@ func (a *Acks) Plan(b *store.Batch) {
 	}
 	n := uint64(len(a.rows))
 	b.Writes = append(b.Writes, addCounters(a.endpoint, Counters{Delivered: n - a.dropped, Dropped: a.dropped}))
+	if delivered := n - a.dropped; delivered > 0 {
+		b.Writes = append(b.Writes, minuteWrites(a.endpoint, a.lastDoneMs(), delivered, 0)...)
+	}
+}
+
+// lastDoneMs is when the plan's last row was delivered: the minute its
+// rows count in. A plan's rows end within one fire, so they are at most a
+// fire's bound apart.
+func (a *Acks) lastDoneMs() int64 {
+	at := int64(-1)
+	for _, r := range a.rows {
+		at = max(at, r.done.AtMs)
+	}
+	return at
 }
 
 // last reports whether the plan deletes r's log row: nothing is retained

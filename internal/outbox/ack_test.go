@@ -55,10 +55,11 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		}
 		var b store.Batch
 		acks.Plan(&b)
-		// Rows remain: four per row, the backlog's relative update and the
-		// counters' Add.
-		if !b.Drain || b.Ops() != 4*2+2 || b.Ops() > outbox.AckOps(2) {
-			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), 4*2+2)
+		// Rows remain: four per row, the backlog's relative update, the
+		// counters' Add and the Add to the minute (minute 0, with no
+		// minute an hour back to delete).
+		if !b.Drain || b.Ops() != 4*2+3 || b.Ops() > outbox.AckOps(2) {
+			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), 4*2+3)
 		}
 		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d", res.Failed)
@@ -287,12 +288,17 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 // The fullest completion of a fire fits one batch, for every split of a
 // page of MaxAcksPerBatch rows into acknowledged and failed ones: the
 // acknowledgements, an attempt row per failed call, the timer's guard,
-// deletion and put, and a 410's endpoint guard and disable.
+// deletion and put, a 410's endpoint guard and disable, and the failed
+// calls' minute when it is another than the acknowledgements'.
 func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 	const timer, disable = 3, 2
 	for n := 0; n <= outbox.MaxAcksPerBatch; n++ {
 		failed := outbox.MaxAcksPerBatch - n
-		if ops := outbox.AckOps(n) + failed + timer + disable; ops > store.MaxBatchOps {
+		ops := outbox.AckOps(n) + failed + timer + disable
+		if failed > 0 {
+			ops += outbox.MinuteOps
+		}
+		if ops > store.MaxBatchOps {
 			t.Errorf("%d acknowledged, %d failed: %d operations", n, failed, ops)
 		}
 	}
@@ -319,9 +325,9 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 	}
 }
 
-// 23 rows and the timer's completion fit one batch, with five operations to
-// spare for the completion.
-func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
+// 22 rows and the timer's completion fit one batch, with five operations to
+// spare for the completion and two for a failed call's minute.
+func TestTwentyTwoAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		var in []outbox.Outcome
@@ -332,13 +338,13 @@ func TestTwentyThreeAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range e.pending("billing") {
 			rec, _ := e.record("billing", pk.RID)
-			if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
+			if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{AtMs: 1_700_000_000_000}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var b store.Batch
 		acks.Plan(&b)
-		if b.Ops() != 95 || b.Ops()+5 > store.MaxBatchOps {
+		if b.Ops() != outbox.AckOps(outbox.MaxAcksPerBatch) || b.Ops()+5+outbox.MinuteOps > store.MaxBatchOps {
 			t.Fatalf("%d ops", b.Ops())
 		}
 		timer, _ := e.deliveryTimer("billing")

@@ -42,7 +42,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		key := tagged(ClassEndpoint, id)
 		// Rows of the stream that no pending row holds: attempt rows a
 		// fire's release wrote after the drain dropped their rows (its
-		// notes are guarded by its lease only), and stray records.
+		// notes are guarded by its lease only), stray records, and the
+		// minute rows of the last hour.
 		leftover, more, err := a.leftovers(ctx, p, id)
 		if err != nil {
 			return dropped, err
@@ -95,8 +96,9 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 // with its eight other operations it stays within store.MaxBatchOps.
 const maxLeftovers = store.MaxBatchOps - 8
 
-// leftovers is up to maxLeftovers attempt and record rows of the stream of
-// id; more reports that there are others.
+// leftovers is up to maxLeftovers attempt, record and minute rows of the
+// stream of id; more reports that there are others. The minute rows go in
+// the final batch, which guards the timer, so no fire adds to them after.
 func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (keys []store.Key, more bool, err error) {
 	for _, r := range []func(string) (store.Key, store.Key, error){AttemptRange, RecordRange} {
 		start, end, err := r(id)
@@ -113,6 +115,13 @@ func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (ke
 		if len(keys) > maxLeftovers {
 			return keys[:maxLeftovers], true, nil
 		}
+	}
+	minutes, err := minuteLeftovers(ctx, a.Store, p, id, a.Clock.Now().UnixMilli())
+	if err != nil {
+		return nil, false, err
+	}
+	if keys = append(keys, minutes...); len(keys) > maxLeftovers {
+		return keys[:maxLeftovers], true, nil
 	}
 	return keys, false, nil
 }

@@ -26,6 +26,7 @@ func FuzzParseKey(f *testing.F) {
 		f.Add([]byte(k))
 	}
 	f.Add([]byte(timers.Key(42, timers.KindOutcomeDelivery, "billing")))
+	f.Add([]byte("m\x01\xc0\x1b\x00billing"))
 	f.Fuzz(func(t *testing.T, key []byte) {
 		pk, ok := outbox.Parse(store.Key(key))
 		if !ok {
@@ -52,6 +53,7 @@ func FuzzBuildThenParse(f *testing.F) {
 			{func() (store.Key, error) { return outbox.BacklogKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: endpoint}},
 			{func() (store.Key, error) { return outbox.EndpointKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassEndpoint, Endpoint: endpoint}},
 			{func() (store.Key, error) { return outbox.SeenKey(rid) }, outbox.ParsedKey{Class: outbox.ClassSeen, RID: rid}},
+			{func() (store.Key, error) { return outbox.MinuteKey(endpoint, int64(seq>>24)*60_000) }, outbox.ParsedKey{Class: outbox.ClassMinute, Endpoint: endpoint, Minute: uint32(seq >> 24)}},
 		}
 		for _, b := range builds {
 			key, err := b.build()
@@ -127,6 +129,17 @@ func FuzzDecodeBacklog(f *testing.F) {
 		checkCorrupt(t, err)
 		if err == nil && !bytes.Equal(outbox.EncodeBacklog(b), v) {
 			t.Fatalf("backlog not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeMinute(f *testing.F) {
+	f.Add([]byte(outbox.EncodeMinute(outbox.Minute{Delivered: 3, Failed: 1})))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		m, err := outbox.DecodeMinute(v)
+		checkCorrupt(t, err)
+		if err == nil && !bytes.Equal(outbox.EncodeMinute(m), v) {
+			t.Fatalf("minute not canonical: % x", v)
 		}
 	})
 }

@@ -44,6 +44,9 @@ const (
 	// ClassJob: 'j' endpoint -> the stream's last recovery job
 	// (recovery.go).
 	ClassJob Class = 'j'
+	// ClassMinute: 'm' minute(4) endpoint -> the stream's delivered and
+	// failed counts in that minute since 1970 (minutes.go).
+	ClassMinute Class = 'm'
 )
 
 // Id limits.
@@ -213,12 +216,15 @@ func streamRange(c Class, endpoint string) (start, end store.Key, err error) {
 // fields are set.
 type ParsedKey struct {
 	Class Class
-	// Endpoint: record, pending, backlog, endpoint, attempt and counters rows.
+	// Endpoint: record, pending, backlog, endpoint, attempt, counters and
+	// minute rows.
 	Endpoint string
 	// RID: record, pending, attempt and seen rows.
 	RID string
 	// Seq: pending and log rows.
 	Seq uint64
+	// Minute: minute rows, in minutes since 1970.
+	Minute uint32
 	// Timer rows (see package timers). A delivery timer's reference is its
 	// endpoint id.
 	DueAtMs   int64
@@ -257,6 +263,11 @@ func Parse(key store.Key) (ParsedKey, bool) {
 		if rest != "" {
 			return ParsedKey{}, false
 		}
+	case ClassMinute:
+		if len(rest) < 4 || !validEndpointID(rest[4:]) {
+			return ParsedKey{}, false
+		}
+		pk.Minute, pk.Endpoint = binary.BigEndian.Uint32([]byte(rest[:4])), rest[4:]
 	case ClassLog:
 		if len(rest) != 8 {
 			return ParsedKey{}, false
@@ -291,6 +302,8 @@ func (k ParsedKey) Key() store.Key {
 		return tagged(k.Class, k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()
+	case ClassMinute:
+		return minuteKey(k.Minute, k.Endpoint)
 	case ClassLog:
 		return LogKey(k.Seq)
 	case ClassSeen:

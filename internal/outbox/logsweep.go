@@ -141,6 +141,16 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 		st.cursor = []byte(last)
 		return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
 	}
+	// The pass is over: the minute rows more than an hour old, of streams
+	// that went quiet (an active one deletes its own), go with its last
+	// page. No read looks at them, so they need no guard.
+	stale, err := staleMinutes(ctx, fc.Store, fc.Partition, fc.NowMs, logSweepOps-b.Ops())
+	if err != nil {
+		return timers.Fired{}, err
+	}
+	for _, k := range stale {
+		b.Delete(k)
+	}
 	due := fc.NowMs + everyMs
 	if st.earliestMs != 0 {
 		due = max(due, st.earliestMs)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // ErrNoRegistry: the Admin's store keeps no registry of namespaces.
@@ -20,6 +21,11 @@ type NamespaceSummary struct {
 	Endpoints int
 	// Backlog sums its streams' backlogs.
 	Backlog Backlog
+	// Failing counts the endpoints that need an operator: disabled (by
+	// one, by a 410, or being deleted), or whose stream's last fire
+	// delivered nothing and failed (backing off), or whose row or timer
+	// does not decode.
+	Failing int
 }
 
 // NamespacePage is one page of Admin.Namespaces. Next is the cursor of the
@@ -91,13 +97,16 @@ func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (Names
 	return out, nil
 }
 
-// summary reads p's endpoint and backlog rows, in one round trip on a
-// store.MultiReader.
+// summary reads p's endpoint, backlog and timer rows, in one round trip on
+// a store.MultiReader.
 func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummary, error) {
 	s := NamespaceSummary{Partition: p}
 	es, ee := EndpointRange()
 	bs, be := ClassRange(ClassBacklog)
-	reads := []store.Read{{Start: es, End: ee, Limit: summaryPage}, {Start: bs, End: be, Limit: summaryPage}}
+	ts, te := ClassRange(ClassTimer)
+	reads := []store.Read{{Start: es, End: ee, Limit: summaryPage}, {Start: bs, End: be, Limit: summaryPage}, {Start: ts, End: te, Limit: summaryPage}}
+	// The endpoints, and which of them (or of the timers' references) fail.
+	ids, failing := map[string]bool{}, map[string]bool{}
 	for len(reads) > 0 {
 		res, err := store.ReadMany(ctx, a.Store, p, reads)
 		if err != nil {
@@ -105,9 +114,22 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 		}
 		var again []store.Read
 		for i, r := range res {
-			if reads[i].Start == es {
+			switch reads[i].Start {
+			case es:
 				s.Endpoints += len(r.Page.Entries)
-			} else {
+				for _, e := range r.Page.Entries {
+					ids[string(e.Key[1:])] = true
+					if ep, err := DecodeEndpoint(e.Value); err != nil || !ep.Enabled {
+						failing[string(e.Key[1:])] = true
+					}
+				}
+			case ts:
+				for _, e := range r.Page.Entries {
+					if id, bad := failingStream(e); bad {
+						failing[id] = true
+					}
+				}
+			default:
 				var b NamespaceBacklog
 				if _, err := sumBacklogs(p, r.Page.Entries, &b, nil); err != nil {
 					return s, err
@@ -123,5 +145,25 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 		}
 		reads = again
 	}
+	for id := range failing {
+		if ids[id] {
+			s.Failing++
+		}
+	}
 	return s, nil
+}
+
+// failingStream reports the endpoint of a delivery timer whose state
+// counts fires in a row that delivered nothing, or does not decode; other
+// timers name none.
+func failingStream(e store.Entry) (string, bool) {
+	row, err := timers.DecodeRow(e.Key, e.Value)
+	if err != nil {
+		return "", false // not a stream's: the timers' own reads report it
+	}
+	if row.Kind != timers.KindOutcomeDelivery {
+		return "", false
+	}
+	st, err := DecodeDeliveryState(row.State)
+	return row.Reference, err != nil || st.Attempt > 0
 }

@@ -189,3 +189,54 @@ func compare(a, b string) int {
 	}
 	return 0
 }
+
+// A namespace counts as failing the endpoints that need an operator: one
+// disabled, one whose stream backs off after failed fires, one whose timer
+// state does not decode; a healthy stream and other timers count nothing.
+func TestNamespacesCountTheFailingEndpoints(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		for _, id := range []string{"audit", "billing", "ledger", "ops"} {
+			e.put(id, outbox.EndpointSpec{Enabled: true})
+		}
+		e.Append(committed("a"))
+		failing := func() int {
+			t.Helper()
+			s, ok := summaryOf(t, e, e.P)
+			if !ok {
+				t.Fatal("not listed")
+			}
+			return s.Failing
+		}
+		if n := failing(); n != 0 {
+			t.Fatalf("%d failing among healthy streams", n)
+		}
+		e.put("ledger", outbox.EndpointSpec{Enabled: false})
+		if n := failing(); n != 1 {
+			t.Fatalf("%d failing with one disabled, want 1", n)
+		}
+		replace := func(id string, state []byte) {
+			t.Helper()
+			row, ok := e.deliveryTimer(id)
+			if !ok {
+				t.Fatalf("no timer of %s", id)
+			}
+			var b store.Batch
+			row.Replace(&b, row.DueAtMs+60_000, state)
+			if res := e.Apply(b); !res.Committed {
+				t.Fatalf("replace the timer of %s: %+v", id, res)
+			}
+		}
+		replace("billing", deliveryState(t, 3))
+		if n := failing(); n != 2 {
+			t.Fatalf("%d failing with one backing off, want 2", n)
+		}
+		replace("audit", []byte{0xff})
+		if n := failing(); n != 3 {
+			t.Fatalf("%d failing with a corrupt timer, want 3", n)
+		}
+		replace("billing", deliveryState(t, 0))
+		if n := failing(); n != 2 {
+			t.Fatalf("%d failing once billing delivered again, want 2", n)
+		}
+	})
+}

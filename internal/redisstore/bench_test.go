@@ -317,7 +317,7 @@ func BenchmarkMemoryPerPendingOutcome(b *testing.B) {
 // outcome keeps while it is retained: memoryOutcomes outcomes as in
 // BenchmarkMemoryPerPendingOutcome, then every stream's rows acknowledged
 // as the delivery handler does with a retention (outbox.Acks, Retain
-// true), 23 rows a batch. What stays per outcome is its log row, each
+// true), outbox.MaxAcksPerBatch rows a batch. What stays per outcome is its log row, each
 // entry marked delivered, and its seen row. Run it with -benchtime=1x.
 func BenchmarkMemoryPerRetainedOutcome(b *testing.B) {
 	for _, endpoints := range []int{1, 8} {

@@ -66,7 +66,7 @@ async function show() {
   const refresh = async (first) => {
     // A refresh waits while the operator is answering a confirmation.
     if (!first && document.getElementById('confirm').open) {
-      timer = setTimeout(refresh, REFRESH_MS);
+      timer = setTimeout(refresh, page.refreshMs || REFRESH_MS);
       return;
     }
     let node;
@@ -81,7 +81,7 @@ async function show() {
     swap(node);
     if (first) main.focus({ preventScroll: true });
     clearTimeout(timer);
-    if (page.live !== false) timer = setTimeout(refresh, REFRESH_MS);
+    if (page.live !== false) timer = setTimeout(refresh, page.refreshMs || REFRESH_MS);
   };
   await refresh(true);
 }

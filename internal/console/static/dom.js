@@ -32,3 +32,16 @@ export function confirmAction(text, okLabel) {
     dlg.showModal();
   });
 }
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// s builds an SVG element as h builds an HTML one: attributes as
+// attributes (never style, which the CSP refuses inline), text as text.
+export function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null && v !== false) el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}

@@ -4,6 +4,7 @@
 import { h, confirmAction } from './dom.js';
 import { call, claims, enc, ProblemError } from './api.js';
 import { num, bytes, when, age } from './fmt.js';
+import { minuteChart } from './chart.js';
 
 export function problemView(err) {
   const p = err.problem || {};
@@ -68,8 +69,37 @@ function lastError(a) {
   return [why, h('br'), when(h, a.at)];
 }
 
+// The namespaces page reads every page of the list, the API's largest, so
+// that it can rank them all; past NS_MAX it ranks the first NS_MAX.
+const NS_PAGE = 1000;
+const NS_MAX = 20000;
+const NS_VIEW = 100;
+
+async function allNamespaces() {
+  const list = [];
+  let cursor = null;
+  do {
+    const page = await call('GET', '/v1/namespaces?limit=' + NS_PAGE + (cursor ? '&cursor=' + enc(cursor) : ''));
+    list.push(...page.namespaces);
+    cursor = page.next_cursor;
+  } while (cursor && list.length < NS_MAX);
+  return { list, more: Boolean(cursor) };
+}
+
+// rankNamespaces puts those with a failing endpoint (disabled, backing off)
+// first, then the biggest backlogs, then by name.
+export function rankNamespaces(list) {
+  return [...list].sort((a, b) => ((b.failing > 0) - (a.failing > 0)) || b.backlog.rows - a.backlog.rows ||
+    a.namespace.localeCompare(b.namespace));
+}
+
+const health = (n) => n.failing > 0
+  ? h('span', { class: 'badge bad' }, num(n.failing) + ' failing')
+  : h('span', { class: 'badge good' }, 'healthy');
+
 const namespaces = {
   title: () => 'Namespaces',
+  refreshMs: 0,
   async render(r) {
     const bound = claims().ns;
     if (bound) {
@@ -77,24 +107,32 @@ const namespaces = {
       location.replace(nsLink(bound));
       return h('p', {}, 'Opening ', bound, '…');
     }
-    const cursor = r.params.get('cursor');
-    const q = '?limit=100' + (cursor ? '&cursor=' + enc(cursor) : '');
-    const page = await call('GET', '/v1/namespaces' + q);
-    // The API pages in name order; within a page the biggest backlogs,
-    // where endpoints are failing, come first.
-    const list = [...page.namespaces].sort((a, b) => b.backlog.rows - a.backlog.rows || a.namespace.localeCompare(b.namespace));
-    const rows = list.map((n) => h('tr', {},
+    const { list, more } = await allNamespaces();
+    // Each page of a thousand costs relay a read per namespace: a large
+    // deployment is refreshed less often.
+    namespaces.refreshMs = 5000 * Math.max(1, Math.ceil(list.length / NS_PAGE));
+    const ranked = rankNamespaces(list);
+    const pages = Math.max(1, Math.ceil(ranked.length / NS_VIEW));
+    const at = Math.min(Math.max(1, parseInt(r.params.get('page') || '1', 10) || 1), pages);
+    const shown = ranked.slice((at - 1) * NS_VIEW, at * NS_VIEW);
+    const failingCount = ranked.filter((n) => n.failing > 0).length;
+    const rows = shown.map((n) => h('tr', { class: n.failing > 0 ? 'failing' : '' },
       h('th', { scope: 'row' }, h('a', { href: nsLink(n.namespace) }, n.namespace)),
+      h('td', {}, health(n)),
       h('td', { class: 'n' }, num(n.endpoints)),
       h('td', { class: 'n' }, num(n.backlog.rows)),
       h('td', { class: 'n' }, bytes(n.backlog.bytes))));
     return h('section', {},
       h('h1', {}, 'Namespaces'),
-      table('Namespaces, largest backlog first', ['Namespace', 'Endpoints', 'Pending rows', 'Pending bytes'], rows,
+      list.length ? h('p', { class: 'muted' },
+        `${num(ranked.length)} namespaces${more ? ' (the first ' + num(NS_MAX) + ' ranked)' : ''}, ${num(failingCount)} with a failing endpoint. `,
+        `Refreshed every ${num(namespaces.refreshMs / 1000)} s.`) : null,
+      table('Namespaces, failing first, then largest backlog', ['Namespace', 'Health', 'Endpoints', 'Pending rows', 'Pending bytes'], rows,
         'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
-      h('nav', { class: 'pager', 'aria-label': 'Pages' },
-        cursor ? h('a', { href: '#/' }, 'First page') : null,
-        page.next_cursor ? h('a', { href: '#/?cursor=' + enc(page.next_cursor) }, 'Next page') : null),
+      pages > 1 ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
+        at > 1 ? h('a', { href: '#/?page=' + (at - 1), 'data-key': 'ns-prev' }, 'Previous page') : null,
+        h('span', {}, `Page ${num(at)} of ${num(pages)}`),
+        at < pages ? h('a', { href: '#/?page=' + (at + 1), 'data-key': 'ns-next' }, 'Next page') : null) : null,
       openNamespace());
   },
 };
@@ -117,13 +155,16 @@ const namespace = {
       call('GET', base + '/endpoints'),
       call('GET', base + '/outcomes?limit=20').catch(() => null),
     ]);
-    // The stream's state and last error come from its outbox page.
-    const streams = await Promise.all(eps.endpoints.map((e) =>
-      call('GET', base + '/outbox?limit=1&endpoint=' + enc(e.id)).catch(() => null)));
+    // The stream's state and last error come from its outbox page, its
+    // last hour from the endpoint's own view.
+    const [streams, details] = await Promise.all([
+      Promise.all(eps.endpoints.map((e) => call('GET', base + '/outbox?limit=1&endpoint=' + enc(e.id)).catch(() => null))),
+      Promise.all(eps.endpoints.map((e) => call('GET', base + '/endpoints/' + enc(e.id)).catch((err) => err))),
+    ]);
     const list = eps.endpoints.map((e, i) => {
       const o = streams[i];
       const state = !e.enabled ? 'disabled' : o ? o.state : 'none';
-      return { e, o, state };
+      return { e, o, state, detail: details[i] };
     });
     list.sort((a, b) => (failing(b.state) - failing(a.state)) || b.e.backlog.rows - a.e.backlog.rows || a.e.id.localeCompare(b.e.id));
     const rows = list.map(({ e, o, state }) => h('tr', { class: failing(state) ? 'failing' : '' },
@@ -147,6 +188,11 @@ const namespace = {
       table('Endpoints, failing first',
         ['Endpoint', 'State', 'Pending rows', 'Pending bytes', 'Oldest pending', 'Next attempt', 'Last error', 'Delivered', 'Failed attempts'],
         rows, 'This namespace has no endpoint. Register one with PUT ' + base + '/endpoints/{id}.'),
+      list.length ? [h('h2', {}, 'Last hour, per minute'),
+        h('div', { class: 'charts' }, list.map(({ e, detail }) => detail && detail.per_minute
+          ? minuteChart(e.id, detail.per_minute)
+          : h('div', { class: 'card' }, h('strong', {}, e.id), ': the chart could not be loaded. It retries with the next refresh.',
+            detail instanceof Error ? problemView(detail) : null)))] : null,
       h('h2', {}, 'Recent outcomes'),
       recent ? table('Recent outcomes', ['Reservation id', 'Kind', 'Accepted', 'Endpoints'], outcomeRows,
         'No outcome is retained in this namespace.') : h('p', { class: 'empty' }, 'This token may not list outcomes.'));
@@ -199,6 +245,7 @@ const stream = {
         h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires)),
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
+      e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
       h('div', { class: 'actions' }, toggle,
         secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null),
       table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows,

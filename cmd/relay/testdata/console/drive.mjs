@@ -1,7 +1,8 @@
 // Drives relay's console in a real Chromium for cmd/relay's
 // TestConsoleInChromium. The Go test starts relay and the receiver, passes
-// the links in the environment, and answers "fix" on stdin once the
-// receiver takes the stuck outcome.
+// the links in the environment, and answers on stdin: "fix" once the
+// receiver takes the stuck outcome, "resent" and "recovered" once it saw
+// the outcomes again.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ const boundLink = env('CONSOLE_BOUND_LINK');
 const shots = env('CONSOLE_SCREENSHOTS');
 const stuck = env('CONSOLE_STUCK_RID');
 const delivered = env('CONSOLE_DELIVERED_RID');
+const order = env('CONSOLE_NAMESPACE_ORDER').split(',');
 
 const stdin = createInterface({ input: process.stdin });
 const answers = [];
@@ -65,6 +67,11 @@ try {
   if (page.url().includes('token')) throw new Error('the token stayed in the address bar: ' + page.url());
   if (!(await page.evaluate(() => sessionStorage.getItem('relay.token')))) throw new Error('no token in sessionStorage');
   await page.getByRole('link', { name: 'other', exact: true }).waitFor();
+
+  step('namespaces with a failing endpoint come first, the biggest backlog first among them');
+  const names = await page.locator('table tbody th').allInnerTexts();
+  if (names.join(',') !== order.join(',')) throw new Error('namespaces in the order ' + names + ', want ' + order);
+  await page.locator('table tbody tr').first().getByText('1 failing').waitFor();
   await shot('namespaces');
 
   step('the failing endpoint comes first, backing off');
@@ -73,11 +80,30 @@ try {
   await first.getByText('backing off').waitFor();
   const firstEndpoint = await first.locator('th').innerText();
   if (firstEndpoint !== 'billing') throw new Error('first endpoint is ' + firstEndpoint + ', want the failing billing');
+
+  step('each endpoint has its chart of the last hour, a point a minute');
+  const charts = page.locator('figure.chart-card');
+  await charts.first().waitFor();
+  if ((await charts.count()) !== 2) throw new Error((await charts.count()) + ' charts, want one per endpoint');
+  const chart = page.locator('figure[data-endpoint="billing"]');
+  for (const series of ['delivered', 'failed']) {
+    const pts = (await chart.locator('polyline.' + series).getAttribute('points')).trim().split(/\s+/);
+    if (pts.length !== 60) throw new Error(`billing's ${series} line has ${pts.length} points, want 60`);
+    // The last minutes hold the delivery and the refusal: a point above
+    // the baseline, which is y 116 of 120.
+    if (!pts.some((p) => Number(p.split(',')[1]) < 116)) throw new Error(`billing's ${series} line is flat: ${pts.join(' ')}`);
+  }
+  await chart.getByText(/^[1-9][0-9,]* delivered$/).waitFor();
+  await chart.getByText(/^[1-9][0-9,]* failed attempts?$/).waitFor();
+  const label = await chart.locator('svg').getAttribute('aria-labelledby');
+  if (!/delivered/.test(await page.locator('#' + label).textContent())) throw new Error('the chart has no text alternative');
   await shot('namespace');
 
   step('the stuck row, replayed once the receiver is fixed, is delivered');
   await page.getByRole('link', { name: 'billing', exact: true }).first().click();
   await page.getByRole('button', { name: 'Replay ' + stuck }).waitFor();
+  const streamPts = (await page.locator('figure[data-endpoint="billing"] polyline.delivered').getAttribute('points')).trim().split(/\s+/);
+  if (streamPts.length !== 60) throw new Error(`the stream page's chart has ${streamPts.length} points, want 60`);
   await shot('stream');
   if ((await ask('fix')) !== 'fixed') throw new Error('the receiver was not fixed');
   await page.getByRole('button', { name: 'Replay ' + stuck }).click();
@@ -97,6 +123,30 @@ try {
   await page.getByRole('dialog').getByRole('button', { name: 'Resend' }).click();
   await page.getByRole('status').getByText('Resent ' + delivered).waitFor();
   if ((await ask('resent')) !== 'delivered again') throw new Error('the resend did not arrive');
+
+  step('a recovery from the stream page queues the delivered outcomes again and is done');
+  await page.getByRole('link', { name: 'billing', exact: true }).first().click();
+  await page.getByRole('heading', { name: 'Recover' }).waitFor();
+  // datetime-local takes the viewer's local time: from an hour ago to a
+  // minute ahead.
+  const [since, until] = await page.evaluate(() => {
+    const local = (ms) => { const d = new Date(ms); return new Date(ms - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); };
+    return [local(Date.now() - 3600e3), local(Date.now() + 60e3)];
+  });
+  await page.getByLabel('From', { exact: true }).fill(since);
+  await page.getByLabel('Until', { exact: true }).fill(until);
+  await page.getByRole('button', { name: 'Start recovery' }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Recover' }).click();
+  await page.waitForURL(/[?&]job=[0-9a-f]{32}$/);
+  await page.getByText(/^Recovery [0-9a-f]{32}: done, [0-9,]+ examined, 3 queued of [0-9,]+/).waitFor({ timeout: 30000 });
+  if ((await ask('recovered')) !== 'delivered again') throw new Error('the recovered outcomes did not arrive');
+  await page.getByText('Nothing is pending').waitFor({ timeout: 30000 });
+  await shot('stream-recovered');
+
+  step('an unknown page says where to go');
+  await page.goto(new URL('/console/#/nope', adminLink).href);
+  await page.getByRole('heading', { name: 'No such page' }).waitFor();
+  await shot('missing');
 
   step('log out drops the token');
   await page.getByRole('button', { name: 'Log out' }).click();
