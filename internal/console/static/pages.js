@@ -62,12 +62,18 @@ const stateLabels = {
 const failing = (s) => s === 'backing_off' || s === 'parked' || s === 'disabled' || s === 'corrupt';
 const badge = (s) => h('span', { class: 'badge ' + (failing(s) ? 'bad' : 'good') }, stateLabels[s] || s);
 
-function lastError(a) {
+function lastError(a, dated = true) {
   if (!a) return h('span', { class: 'muted' }, '—');
   // The class "status" says only that the answer's status refused it.
   const why = [a.status ? 'HTTP ' + a.status : '', a.error && a.error !== 'status' ? a.error : ''].filter(Boolean).join(', ');
-  return [why, h('br'), when(h, a.at)];
+  return dated ? [why, h('br'), when(h, a.at)] : why;
 }
+
+// disabledWhy says in words why relay disabled an endpoint.
+const disabledWhy = (reason) => ({
+  gone: '(it answered 410 Gone)',
+  failing: '(it delivered nothing for the disable-after period while its calls failed)',
+}[reason] || '(' + reason + ')');
 
 // The namespaces page reads every page of the list, the API's largest, so
 // that it can rank them all; past NS_MAX it ranks the first NS_MAX.
@@ -169,7 +175,8 @@ const namespace = {
     list.sort((a, b) => (failing(b.state) - failing(a.state)) || b.e.backlog.rows - a.e.backlog.rows || a.e.id.localeCompare(b.e.id));
     const rows = list.map(({ e, o, state }) => h('tr', { class: failing(state) ? 'failing' : '' },
       h('th', { scope: 'row' }, h('a', { href: streamLink(r.ns, e.id) }, e.id)),
-      h('td', {}, badge(state)),
+      h('td', {}, badge(state), e.disabled_reason ? ' ' + e.disabled_reason : '',
+        e.disabled_at ? [h('br'), h('span', { class: 'muted' }, 'since '), when(h, e.disabled_at)] : null),
       h('td', { class: 'n' }, num(e.backlog.rows)),
       h('td', { class: 'n' }, bytes(e.backlog.bytes)),
       h('td', {}, e.oldest_pending_at ? h('span', { title: e.oldest_pending_at }, age(e.oldest_pending_at)) : '—'),
@@ -230,6 +237,7 @@ const stream = {
         () => call('PUT', base + '/endpoints/' + enc(r.id), {
           url: e.url, scheme: e.scheme, kinds: e.kinds, enabled: !e.enabled,
           max_in_flight: e.max_in_flight, timeout_ms: e.timeout_ms, headers: e.headers,
+          ...(e.rate_limit ? { rate_limit: e.rate_limit } : {}),
         }),
         (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx),
     }, e.enabled ? 'Disable endpoint' : 'Enable endpoint');
@@ -238,7 +246,9 @@ const stream = {
       h('h1', {}, 'Endpoint ', h('code', {}, r.id)),
       flashView(where),
       h('dl', { class: 'facts' },
-        h('dt', {}, 'State'), h('dd', {}, badge(state), e.disabled_reason ? ' ' + e.disabled_reason : ''),
+        h('dt', {}, 'State'), h('dd', {}, badge(state), e.disabled_reason ? ' ' + disabledWhy(e.disabled_reason) : ''),
+        e.disabled_at ? [h('dt', {}, 'Disabled since'), h('dd', {}, when(h, e.disabled_at))] : null,
+        e.failing ? [h('dt', {}, 'Failing since'), h('dd', {}, when(h, e.failing.since), ', last ', lastError({ status: e.failing.last_status, error: e.failing.last_error }, false))] : null,
         h('dt', {}, 'URL'), h('dd', {}, h('code', {}, e.url)),
         h('dt', {}, 'Pending'), h('dd', {}, num(o.backlog.rows) + ' rows, ' + bytes(o.backlog.bytes)),
         h('dt', {}, 'Next attempt'), h('dd', {}, when(h, o.next_attempt_at)),

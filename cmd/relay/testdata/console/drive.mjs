@@ -102,6 +102,8 @@ try {
   step('the stuck row, replayed once the receiver is fixed, is delivered');
   await page.getByRole('link', { name: 'billing', exact: true }).first().click();
   await page.getByRole('button', { name: 'Replay ' + stuck }).waitFor();
+  // Its health: since when its calls fail, and how the last one did.
+  await page.locator('dt', { hasText: 'Failing since' }).waitFor();
   const streamPts = (await page.locator('figure[data-endpoint="billing"] polyline.delivered').getAttribute('points')).trim().split(/\s+/);
   if (streamPts.length !== 60) throw new Error(`the stream page's chart has ${streamPts.length} points, want 60`);
   await shot('stream');
@@ -110,6 +112,8 @@ try {
   await page.getByRole('dialog').getByRole('button', { name: 'Replay' }).click();
   await page.getByRole('status').getByText('Replayed ' + stuck).waitFor();
   await page.getByText('Nothing is pending').waitFor({ timeout: 30000 });
+  // Delivered again, it is failing no more.
+  await page.locator('dt', { hasText: 'Failing since' }).waitFor({ state: 'detached', timeout: 30000 });
   await shot('stream-drained');
 
   step('search finds an outcome, and resend sends it again');
@@ -141,6 +145,8 @@ try {
   await page.getByText(/^Recovery [0-9a-f]{32}: done, [0-9,]+ examined, 3 queued of [0-9,]+/).waitFor({ timeout: 30000 });
   if ((await ask('recovered')) !== 'delivered again') throw new Error('the recovered outcomes did not arrive');
   await page.getByText('Nothing is pending').waitFor({ timeout: 30000 });
+  // Delivered again, it is failing no more.
+  await page.locator('dt', { hasText: 'Failing since' }).waitFor({ state: 'detached', timeout: 30000 });
   await shot('stream-recovered');
 
   step('an unknown page says where to go');
