@@ -25,6 +25,12 @@ const DefaultCoalesceTimeout = 10 * time.Second
 // of them as fit MaxOutcomes, whole and in arrival order. Nothing waits to
 // gather a batch, so a lone request goes at once.
 //
+// While the queue stays busy, each combined Append plans from the rows the
+// previous one read and wrote (see Appender.run) instead of reading them
+// again: one round trip per combined Append rather than two. Its guards
+// fail it, and it reads afresh, when another writer changed what it
+// depends on.
+//
 // A caller gets the answers Appender.Append would give its outcomes had the
 // requests of a combined Append been sent one after another in arrival
 // order: an outcome under the reservation id of an earlier request of the
@@ -158,6 +164,8 @@ func (c *Coalescer) Stats() CoalescerStats {
 // batch and takes the next, or leaves c.queues, in one critical section, so
 // the flusher is gone by the time its last request has its answer.
 func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.Duration) {
+	// snap is what the last combined Append left, for the next.
+	var snap *snapshot
 	c.mu.Lock()
 	for {
 		batch := q.take(limit)
@@ -167,7 +175,9 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 			return
 		}
 		c.mu.Unlock()
-		statuses, err := c.appendBatch(p, batch, timeout)
+		var statuses []Status
+		var err error
+		statuses, snap, err = c.appendBatch(p, batch, snap, timeout)
 		c.mu.Lock()
 		off := 0
 		for _, r := range batch {
@@ -180,6 +190,18 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 			close(r.done)
 		}
 	}
+}
+
+// outcomesOf is the outcomes of batch's requests, in order.
+func outcomesOf(batch []*request) []Outcome {
+	if len(batch) == 1 {
+		return batch[0].outcomes
+	}
+	var outcomes []Outcome
+	for _, r := range batch {
+		outcomes = append(outcomes, r.outcomes...)
+	}
+	return outcomes
 }
 
 // take removes the requests of the next combined Append from the front of
@@ -200,23 +222,27 @@ func (q *queue) take(limit int) []*request {
 }
 
 // appendBatch appends the outcomes of batch in one call, under the first
-// request's context values but none of the requests' cancellation.
-// A panic is returned as every request's error, as net/http would have
-// contained it had each request appended on its own goroutine.
-func (c *Coalescer) appendBatch(p store.Partition, batch []*request, timeout time.Duration) (statuses []Status, err error) {
+// request's context values but none of the requests' cancellation, planned
+// from snap when it is not nil, and returns the snapshot it left (nil
+// after an error). A panic is returned as every request's error, as
+// net/http would have contained it had each request appended on its own
+// goroutine.
+func (c *Coalescer) appendBatch(p store.Partition, batch []*request, snap *snapshot, timeout time.Duration) (statuses []Status, left *snapshot, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			statuses, err = nil, fmt.Errorf("outbox: combined append panicked: %v\n%s", v, debug.Stack())
+			statuses, left, err = nil, nil, fmt.Errorf("outbox: combined append panicked: %v\n%s", v, debug.Stack())
 		}
 	}()
-	outcomes := batch[0].outcomes
-	if len(batch) > 1 {
-		outcomes = nil
-		for _, r := range batch {
-			outcomes = append(outcomes, r.outcomes...)
-		}
+	a := c.Appender
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, err
 	}
+	pr := prepare(outcomesOf(batch))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), timeout)
 	defer cancel()
-	return c.Appender.Append(ctx, p, outcomes)
+	if left, err = a.run(ctx, p, cfg, pr, snap); err != nil {
+		return nil, nil, err
+	}
+	return pr.statuses, left, nil
 }
