@@ -56,6 +56,10 @@ type Coalescer struct {
 	// queues holds the queue of each partition whose flusher runs, and no
 	// other.
 	queues map[store.Partition]*queue
+	// left holds the snapshot the last flusher of a partition left, for
+	// the next one; kept holds how many entries it had at its last prune.
+	left map[store.Partition]*snapshot
+	kept int
 }
 
 // CoalescerStats is a moment's view of a Coalescer.
@@ -164,13 +168,15 @@ func (c *Coalescer) Stats() CoalescerStats {
 // batch and takes the next, or leaves c.queues, in one critical section, so
 // the flusher is gone by the time its last request has its answer.
 func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.Duration) {
-	// snap is what the last combined Append left, for the next.
-	var snap *snapshot
 	c.mu.Lock()
+	// snap is what the last combined Append left, for the next.
+	snap := c.left[p]
+	delete(c.left, p)
 	for {
 		batch := q.take(limit)
 		if len(batch) == 0 {
 			delete(c.queues, p)
+			c.keep(p, snap)
 			c.mu.Unlock()
 			return
 		}
@@ -190,6 +196,30 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 			close(r.done)
 		}
 	}
+}
+
+// keep holds s, the snapshot p's flusher left, for p's next flusher, so
+// that a partition whose queue empties between requests does not read
+// before each. The entries that are too old to be reused are pruned now
+// and then, so the map holds about the partitions of the last
+// MaxSnapshotReuse. c.mu is held.
+func (c *Coalescer) keep(p store.Partition, s *snapshot) {
+	if s == nil {
+		return
+	}
+	if c.left == nil {
+		c.left = map[store.Partition]*snapshot{}
+	}
+	c.left[p] = s
+	if len(c.left) <= 2*c.kept+64 {
+		return
+	}
+	for q, o := range c.left {
+		if s.readMs-o.readMs >= MaxSnapshotReuse.Milliseconds() {
+			delete(c.left, q)
+		}
+	}
+	c.kept = len(c.left)
 }
 
 // outcomesOf is the outcomes of batch's requests, in order.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -174,4 +176,55 @@ func TestAPlanIsNotReusedPastMaxSnapshotReuse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A partition whose queue emptied plans its next request from the rows
+// its last combined Append left, within MaxSnapshotReuse.
+func TestTheNextFlusherOfAPartitionPlansFromWhatTheLastLeft(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		st := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
+		co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
+		for i := range 3 {
+			st, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(fmt.Sprintf("r-%d", i))})
+			expectCodes(t, fmt.Sprintf("r-%d", i), answer{st, err}, outbox.Accepted)
+			idle(t, co)
+		}
+		if n := st.reads.Load(); n != 1 {
+			t.Errorf("3 requests in turn read %d times, want 1", n)
+		}
+		e.Clk.Advance(outbox.MaxSnapshotReuse)
+		_, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-later")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.reads.Load(); n != 2 {
+			t.Errorf("a request %v later read %d times in all, want 2", outbox.MaxSnapshotReuse, n)
+		}
+		if e.sequence() != 4 {
+			t.Errorf("sequence %d, want 4", e.sequence())
+		}
+	})
+}
+
+// The snapshots kept for partitions gone quiet are pruned once too old to
+// be reused, so many namespaces do not grow the Coalescer without bound.
+func TestKeptSnapshotsOfQuietPartitionsArePruned(t *testing.T) {
+	e := newEnv(t, redistest.Miniredis(t))
+	co := &outbox.Coalescer{Appender: &outbox.Appender{Store: e.St, Clock: e.Clk}}
+	const namespaces = 1000
+	most := 0
+	for i := range namespaces {
+		p := store.Partition{Namespace: fmt.Sprintf("ns-%d", i)}
+		outboxtest.PutEndpoint(t, e.St, p, "billing", outbox.Endpoint{Enabled: true})
+		if _, err := co.Append(e.Ctx, p, []outbox.Outcome{committed("r-0")}); err != nil {
+			t.Fatal(err)
+		}
+		// Ten namespaces a reuse period.
+		e.Clk.Advance(outbox.MaxSnapshotReuse / 10)
+		most = max(most, outbox.KeptSnapshots(co))
+	}
+	if most > 200 {
+		t.Errorf("%d snapshots kept at once for %d namespaces, ten of them recent at any time", most, namespaces)
+	}
 }
