@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,4 +230,43 @@ func TestKeptSnapshotsOfQuietPartitionsArePruned(t *testing.T) {
 	if most > 200 {
 		t.Errorf("%d snapshots kept at once for %d namespaces, ten of them recent at any time", most, namespaces)
 	}
+}
+
+// Requests this process is already handling when a flusher starts join
+// its first combined Append: the flusher yields before it takes. On one
+// processor the goroutine a request starts runs before the requests
+// started beside it, so without the yield it always takes its own alone;
+// with it, the others queue first (but when the scheduler happens to look
+// at its global queue first, so the test asks it of one round in five).
+func TestAFlusherTakesTheRequestsAlreadyRunningBesideIt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		const n, rounds = 8, 5
+		var applies []int64
+		for round := range rounds {
+			st := &countingStore{NamespaceStore: e.St}
+			co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
+			answers := make([]answer, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					statuses, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(fmt.Sprintf("r-%d-%d", round, i))})
+					answers[i] = answer{statuses, err}
+				})
+			}
+			wg.Wait()
+			for i, a := range answers {
+				expectCodes(t, fmt.Sprintf("r-%d-%d", round, i), a, outbox.Accepted)
+			}
+			idle(t, co)
+			applies = append(applies, st.applies.Load())
+		}
+		if !slices.Contains(applies, 1) {
+			t.Errorf("%d requests running at once took %v applies in %d rounds, want 1 in some", n, applies, rounds)
+		}
+		if e.sequence() != n*rounds {
+			t.Errorf("sequence %d, want %d", e.sequence(), n*rounds)
+		}
+	})
 }
