@@ -199,16 +199,30 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 	if len(outcomes) > MaxAppendOutcomes {
 		return nil, invalidf("at most %d outcomes may be sent at once", MaxAppendOutcomes)
 	}
-	statuses := make([]Status, len(outcomes))
-	items := make([]*item, 0, len(outcomes))
+	pr := prepare(outcomes)
+	if _, err := a.run(ctx, p, cfg, pr, nil); err != nil {
+		return nil, err
+	}
+	return pr.statuses, nil
+}
+
+// prepared is the outcomes of one Append, validated and encoded: statuses
+// holds the answers of the invalid ones, and run fills in the others.
+type prepared struct {
+	statuses []Status
+	items    []*item
+}
+
+func prepare(outcomes []Outcome) *prepared {
+	pr := &prepared{statuses: make([]Status, len(outcomes)), items: make([]*item, 0, len(outcomes))}
 	for i := range outcomes {
 		o := &outcomes[i]
 		if err := o.Validate(); err != nil {
-			statuses[i] = Status{Code: Invalid, Detail: err.Error()}
+			pr.statuses[i] = Status{Code: Invalid, Detail: err.Error()}
 			continue
 		}
 		rec := encodeRecord(o)
-		items = append(items, &item{
+		pr.items = append(pr.items, &item{
 			index:   i,
 			rid:     o.ReservationID,
 			kind:    o.Kind(),
@@ -217,21 +231,56 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}
+	return pr
+}
+
+// MaxSnapshotReuse bounds how long after its read a snapshot plans the
+// batches of later Appends (run with a snapshot).
+const MaxSnapshotReuse = time.Second
+
+// run stores pr's items and sets their statuses, and returns the snapshot
+// as its last batch left it: what the next run on p may plan from without
+// reading.
+//
+// snap, when not nil, is such a snapshot of an earlier run. Every row a
+// plan depends on is guarded, so planning from it is as safe as from a
+// fresh read: what changed since (an endpoint created, which fences the
+// sequence; an endpoint changed; a backlog or timer a fire changed) fails
+// the batch, and run reads again. The items' seen rows were never read and
+// plan as absent, guarded absent: a reservation id seen before fails the
+// batch, and the read that follows answers it duplicate or conflict. A
+// batch that fails on a reused snapshot is read again at once, neither
+// waited for nor counted as contention. A snapshot read MaxSnapshotReuse
+// ago or more is not reused, so what no guard covers (a sweep timer) is
+// never older than that.
+func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig, pr *prepared, snap *snapshot) (*snapshot, error) {
+	items := pr.items
 	k := &known{sent: map[int]store.Value{}}
 	var writer [8]byte
 	if _, err := rand.Read(writer[:]); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", p, err)
 	}
-	var snap *snapshot
+	reused := false
+	if snap != nil {
+		nowMs := a.Clock.Now().UnixMilli()
+		if nowMs-snap.readMs < MaxSnapshotReuse.Milliseconds() && nowMs >= snap.readMs {
+			snap.reuse(nowMs, writer)
+			reused = true
+		} else {
+			snap = nil
+		}
+	}
 	failed := 0
-	for next := 0; next < len(items); {
+	for at := 0; at < len(items); {
 		if snap == nil {
-			if snap, err = a.read(ctx, p, items[next:], cfg); err != nil {
+			var err error
+			if snap, err = a.read(ctx, p, items[at:], cfg); err != nil {
 				return nil, err
 			}
 			snap.writer = writer
+			reused = false
 		}
-		pl, err := snap.plan(items[next:], k, cfg)
+		pl, err := snap.plan(items[at:], k, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("plan ingest of %s: %w", p, err)
 		}
@@ -241,7 +290,11 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 				return nil, fmt.Errorf("apply ingest batch of %s: %w", p, err)
 			}
 			if !res.Committed {
-				k.remember(items[next:], pl)
+				k.remember(items[at:], pl)
+				snap = nil
+				if reused {
+					continue
+				}
 				failed++
 				if failed > cfg.maxRetries {
 					return nil, fmt.Errorf("%w %s: %d batches in a row failed their guards", ErrContended, p, failed)
@@ -249,18 +302,17 @@ func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Out
 				if err := a.wait(ctx, retryDelay(failed)); err != nil {
 					return nil, fmt.Errorf("append to %s: %w", p, err)
 				}
-				snap = nil
 				continue
 			}
 			failed = 0
 			snap.observe(pl.batch.Writes)
 		}
 		for _, d := range pl.decided {
-			statuses[d.index] = d.status
+			pr.statuses[d.index] = d.status
 		}
-		next += pl.consumed
+		at += pl.consumed
 	}
-	return statuses, nil
+	return snap, nil
 }
 
 // known is what the failed batches of one Append taught it.

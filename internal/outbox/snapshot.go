@@ -33,6 +33,8 @@ type backlogRead struct {
 // the same Append is planned without reading again.
 type snapshot struct {
 	nowMs int64
+	// readMs is when the rows were read: nowMs of the read.
+	readMs int64
 	// writer tags the seen rows this Append writes (Seen.Writer).
 	writer    [8]byte
 	endpoints []endpointRow // in id order
@@ -111,34 +113,56 @@ func (a *Appender) readEarlier(ctx context.Context, p store.Partition, s *snapsh
 // are both scanned, since the backlog keys depend on the endpoints; the
 // plan guards every row it uses, so reads from different instants are safe.
 func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, cfg appendConfig) (*snapshot, error) {
-	s := &snapshot{
-		nowMs:    a.Clock.Now().UnixMilli(),
-		backlogs: map[string]backlogRead{},
-		seen:     map[string]rowRead{},
+	nowMs := a.Clock.Now().UnixMilli()
+	rp := readsFor(items, cfg)
+	res, err := store.ReadMany(ctx, a.Store, p, rp.reads)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	keys := []store.Key{SequenceKey()}
-	seenAt := map[string]int{}
+	return a.snapshotFrom(ctx, p, nowMs, rp, res, cfg)
+}
+
+// readPlan is the reads of a snapshot: the endpoints, the backlogs and the
+// timers scanned, then the sequence and the items' seen rows (keys, each
+// rid's at seenAt).
+type readPlan struct {
+	reads  []store.Read
+	keys   []store.Key
+	seenAt map[string]int
+}
+
+func readsFor(items []*item, cfg appendConfig) readPlan {
+	rp := readPlan{keys: []store.Key{SequenceKey()}, seenAt: map[string]int{}}
 	for _, it := range items {
-		if _, dup := seenAt[it.rid]; !dup {
-			seenAt[it.rid] = len(keys)
-			keys = append(keys, it.seenKey)
+		if _, dup := rp.seenAt[it.rid]; !dup {
+			rp.seenAt[it.rid] = len(rp.keys)
+			rp.keys = append(rp.keys, it.seenKey)
 		}
 	}
 	epStart, epEnd := EndpointRange()
 	blStart, blEnd := ClassRange(ClassBacklog)
 	tStart, tEnd := timers.Range()
-	reads := []store.Read{
+	rp.reads = []store.Read{
 		{Start: epStart, End: epEnd, Limit: cfg.maxEndpoints + 1},
 		{Start: blStart, End: blEnd, Limit: cfg.maxEndpoints + 1},
 		{Start: tStart, End: tEnd, Limit: timers.MaxRows + 1},
 	}
-	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
-		reads = append(reads, store.Read{Keys: chunk})
+	for chunk := range slices.Chunk(rp.keys, store.MaxBatchOps) {
+		rp.reads = append(rp.reads, store.Read{Keys: chunk})
 	}
-	res, err := store.ReadMany(ctx, a.Store, p, reads)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+	return rp
+}
+
+// snapshotFrom is the snapshot of what rp read (res), at nowMs, taken
+// before the reads.
+func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs int64, rp readPlan, res []store.ReadResult, cfg appendConfig) (*snapshot, error) {
+	s := &snapshot{
+		nowMs:    nowMs,
+		readMs:   nowMs,
+		backlogs: map[string]backlogRead{},
+		seen:     map[string]rowRead{},
 	}
+	keys, seenAt := rp.keys, rp.seenAt
 	rows := make([]store.Row, 0, len(keys))
 	for _, r := range res[3:] {
 		rows = append(rows, r.Rows...)
@@ -345,6 +369,16 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 
 func (s *snapshot) hasTimer(kind timers.Kind) bool {
 	return slices.ContainsFunc(s.timers, func(r timers.Row) bool { return r.Kind == kind })
+}
+
+// reuse readies the snapshot a run left for the next run, at nowMs and
+// under its writer tag. The seen rows it holds are dropped, so it does not
+// grow with every outcome a busy partition takes: the next items' rows
+// plan as absent, guarded.
+func (s *snapshot) reuse(nowMs int64, writer [8]byte) {
+	s.nowMs, s.writer = nowMs, writer
+	clear(s.seen)
+	s.logs = nil
 }
 
 // observe folds a committed batch's writes into the snapshot.

@@ -1,0 +1,9 @@
+package outbox
+
+// KeptSnapshots counts the snapshots c holds for partitions whose flusher
+// exited.
+func KeptSnapshots(c *Coalescer) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.left)
+}
