@@ -78,3 +78,27 @@ func TestTheEndpointShowsItsHealth(t *testing.T) {
 		t.Errorf("operator endpoint kinds %v", got["kinds"])
 	}
 }
+
+// A stream due now only to append its events shows as next tried when the
+// fire that decided them chose, not now.
+func TestTheNextAttemptOfAStreamWithEventsToAppendIsItsOwn(t *testing.T) {
+	h, _ := newLoggedHarness(t)
+	path := "/v1/namespaces/acme/endpoints/billing"
+	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
+	resume := outboxtest.T0 + 10*60_000
+	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 1, Health: &outbox.Health{
+		FailingSinceMs: outboxtest.T0, NotifiedMs: outboxtest.T0, LastStatus: 503, LastError: "status", ResumeMs: resume,
+		Pending: []outbox.PendingEvent{{AtMs: outboxtest.T0, Event: outbox.Event{Type: outbox.EventFailing, Endpoint: "billing", FailingSinceMs: outboxtest.T0}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.Put(timers.Key(outboxtest.T0, timers.KindOutcomeDelivery, "billing"), timers.EncodeIdle(v))
+	if res, err := h.st.Apply(context.Background(), store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
+		t.Fatalf("put timer: %+v %v", res, err)
+	}
+	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if got["next_attempt_at"] != "2025-11-30T00:10:00.000Z" {
+		t.Errorf("next attempt %v, want the resume time", got["next_attempt_at"])
+	}
+}

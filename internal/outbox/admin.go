@@ -274,6 +274,11 @@ func viewTimer(r *timers.Row) *StreamTimer {
 	if h := st.Health; h != nil && h.FailingSinceMs != 0 {
 		t.FailingSinceMs, t.LastStatus, t.LastError = h.FailingSinceMs, h.LastStatus, h.LastError
 	}
+	if h := st.Health; h != nil && len(h.Pending) > 0 && r.Lease == nil && h.ResumeMs > t.DueAtMs {
+		// Due now only to append its events: the stream itself is next
+		// tried when the fire that decided them chose.
+		t.DueAtMs = h.ResumeMs
+	}
 	return t
 }
 
