@@ -12,8 +12,11 @@ type NamespaceQuery struct {
 	// Cursor is the previous page's NextCursor; empty for the first page.
 	Cursor string
 	// Limit is the namespaces per page, 1 to 1000; 0 is relay's default
-	// (100).
+	// (100). With Failing, it is the namespaces examined.
 	Limit int
+	// Failing keeps, of the namespaces a page examines, only those with a
+	// failing endpoint: a page may hold none and still have a NextCursor.
+	Failing bool
 }
 
 // NamespacePage is one page of the namespace list.
@@ -46,6 +49,9 @@ func (c *Client) Namespaces(ctx context.Context, q NamespaceQuery) (NamespacePag
 	}
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Failing {
+		v.Set("failing", "true")
 	}
 	a, err := c.do(ctx, call{op: "namespaces", method: http.MethodGet, path: "/v1/namespaces", query: v, auth: true, retry: true})
 	if err != nil {

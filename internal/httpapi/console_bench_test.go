@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,37 +43,44 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-// consoleNamespaces is how many namespaces the console's namespaces page is
-// measured with.
-const consoleNamespaces = 10_000
+// consoleNamespaces is how many namespaces the console's pages are
+// measured with, and consolePending the pending rows of each (300,000 in
+// all).
+const (
+	consoleNamespaces = 10_000
+	consolePending    = 30
+)
 
-// BenchmarkConsoleNamespacesPage is one view of the console's namespaces
-// page with 10,000 namespaces: every page of GET /v1/namespaces at the
-// console's limit of 1000, through the API's handler, as the page reads
-// them to rank them. It reports the commands relay sends Redis per view (a
-// script call as one) and, on miniredis, the commands the server runs (a
-// script's own calls included); with RELAY_TEST_REDIS_URL it runs on that
-// Redis too.
-func BenchmarkConsoleNamespacesPage(b *testing.B) {
+// BenchmarkConsolePages is the API calls behind each console page, as the
+// page makes them, with 10,000 namespaces of one endpoint and 30 pending
+// outcomes each: the namespaces page (one page of 100 and the failing ones
+// among 1000), a namespace's page, a stream's and an outcome's. It reports
+// the API calls and the commands relay sends Redis per view (a script
+// call as one) and, on miniredis, the commands the server runs (a
+// script's own calls included). The redis case runs with
+// RELAY_TEST_REDIS_URL.
+func BenchmarkConsolePages(b *testing.B) {
 	b.Run("miniredis", func(b *testing.B) {
 		m := miniredis.RunT(b)
 		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		b.Cleanup(func() { _ = c.Close() })
-		benchNamespacesPage(b, c, redisstore.DefaultPrefix, m)
+		benchConsolePages(b, c, redisstore.DefaultPrefix, m)
 	})
 	b.Run("redis", func(b *testing.B) {
 		c := redistest.RealClient(b)
-		benchNamespacesPage(b, c, redistest.Prefix(b, c), nil)
+		benchConsolePages(b, c, redistest.Prefix(b, c), nil)
 	})
 }
 
-func benchNamespacesPage(b *testing.B, c *redis.Client, prefix string, m *miniredis.Miniredis) {
+func benchConsolePages(b *testing.B, c *redis.Client, prefix string, m *miniredis.Miniredis) {
 	sent := &countingHook{}
 	c.AddHook(sent)
 	st := redistest.NewStore(b, c, redisstore.Options{Prefix: prefix})
 	clk := clock.NewManual(outboxtest.T0)
 	admin := &outbox.Admin{Store: st, Clock: clk}
-	// Registered 64 at once: setting up is not what is measured.
+	app := &outbox.Appender{Store: st, Clock: clk}
+	// Set up 64 at once: setting up is not what is measured. One in ten
+	// endpoints is disabled, so the failing list has some to find.
 	var wg sync.WaitGroup
 	work := make(chan int)
 	errs := make(chan error, 64)
@@ -86,6 +92,14 @@ func benchNamespacesPage(b *testing.B, c *redis.Client, prefix string, m *minire
 				p := store.Partition{Namespace: fmt.Sprintf("ns-%05d", i)}
 				spec := outbox.EndpointSpec{URL: "https://hooks.example.com/" + p.Namespace, Enabled: i%10 != 0}
 				if _, err := admin.PutEndpoint(b.Context(), p, "billing", spec); err != nil {
+					errs <- err
+					return
+				}
+				os := make([]outbox.Outcome, consolePending)
+				for j := range os {
+					os[j] = outboxtest.Committed(fmt.Sprintf("r-%05d-%02d", i, j))
+				}
+				if _, err := app.Append(b.Context(), p, os); err != nil {
 					errs <- err
 					return
 				}
@@ -105,7 +119,7 @@ func benchNamespacesPage(b *testing.B, c *redis.Client, prefix string, m *minire
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Config{Appender: &outbox.Appender{Store: st, Clock: clk}, Admin: admin, Auth: auth, Clock: clk})
+	h, err := httpapi.New(httpapi.Config{Appender: app, Admin: admin, Auth: auth, Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,52 +127,56 @@ func benchNamespacesPage(b *testing.B, c *redis.Client, prefix string, m *minire
 	if err != nil {
 		b.Fatal(err)
 	}
-	view := func() (namespaces, calls int) {
-		cursor := ""
-		for {
-			target := "/v1/namespaces?limit=1000"
-			if cursor != "" {
-				target += "&cursor=" + url.QueryEscape(cursor)
-			}
-			req := httptest.NewRequest(http.MethodGet, target, nil)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			calls++
-			if rec.Code != http.StatusOK {
-				b.Fatalf("list: %d %s", rec.Code, rec.Body)
-			}
-			var page struct {
-				Namespaces []json.RawMessage `json:"namespaces"`
-				NextCursor *string           `json:"next_cursor"`
-			}
-			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
-				b.Fatal(err)
-			}
-			namespaces += len(page.Namespaces)
-			if page.NextCursor == nil {
-				return namespaces, calls
-			}
-			cursor = *page.NextCursor
+	get := func(target string) map[string]any {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("GET %s: %d %s", target, rec.Code, rec.Body)
 		}
+		var v map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+			b.Fatal(err)
+		}
+		return v
 	}
-	if n, _ := view(); n != consoleNamespaces {
-		b.Fatalf("a view lists %d namespaces, want %d", n, consoleNamespaces)
+	ns := "/v1/namespaces/ns-00042"
+	// Each page's calls, as pages.js makes them; the namespace's page
+	// makes the outbox and endpoint calls once per endpoint.
+	pages := []struct {
+		name  string
+		calls []string
+	}{
+		{"namespaces", []string{"/v1/namespaces?limit=100", "/v1/namespaces?failing=true&limit=1000"}},
+		{"namespace", []string{ns + "/endpoints", ns + "/outcomes?limit=20", ns + "/outbox?limit=1&endpoint=billing", ns + "/endpoints/billing"}},
+		{"stream", []string{ns + "/endpoints/billing", ns + "/outbox?limit=50&endpoint=billing"}},
+		{"outcome", []string{ns + "/outcomes/r-00042-07"}},
 	}
-	var commands int
-	if m != nil {
-		commands = m.CommandCount()
+	// About one in ten of the first 1000 examined is disabled.
+	if n := len(get(pages[0].calls[1])["namespaces"].([]any)); n < 50 || n > 150 {
+		b.Fatalf("the failing list found %d of the first 1000, want about 100", n)
 	}
-	before := sent.n.Load()
-	calls := 0
-	b.ResetTimer()
-	for b.Loop() {
-		_, calls = view()
+	if v := get(ns + "/outbox?limit=50&endpoint=billing"); len(v["rows"].([]any)) != consolePending {
+		b.Fatalf("the stream shows %d pending rows, want %d", len(v["rows"].([]any)), consolePending)
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(calls), "api-calls/view")
-	b.ReportMetric(float64(sent.n.Load()-before)/float64(b.N), "sent-commands/view")
-	if m != nil {
-		b.ReportMetric(float64(m.CommandCount()-commands)/float64(b.N), "server-commands/view")
+	for _, pg := range pages {
+		b.Run(pg.name, func(b *testing.B) {
+			var commands int
+			if m != nil {
+				commands = m.CommandCount()
+			}
+			before := sent.n.Load()
+			for b.Loop() {
+				for _, c := range pg.calls {
+					get(c)
+				}
+			}
+			b.ReportMetric(float64(len(pg.calls)), "api-calls/view")
+			b.ReportMetric(float64(sent.n.Load()-before)/float64(b.N), "sent-commands/view")
+			if m != nil {
+				b.ReportMetric(float64(m.CommandCount()-commands)/float64(b.N), "server-commands/view")
+			}
+		})
 	}
 }

@@ -46,6 +46,13 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	// failing=true filters what the page examines, so a page costs the
+	// same whatever it keeps.
+	failingOnly := q.Get("failing") == "true"
+	if f := q.Get("failing"); q.Has("failing") && f != "true" && f != "false" {
+		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "failing must be true or false"))
+		return
+	}
 	var cursor []byte
 	if q.Has("cursor") {
 		c := q.Get("cursor")
@@ -61,10 +68,13 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	v := namespacePageView{Namespaces: make([]namespaceView, len(page.Namespaces))}
-	for i, s := range page.Namespaces {
-		v.Namespaces[i] = namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing,
-			Backlog: backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes}}
+	v := namespacePageView{Namespaces: make([]namespaceView, 0, len(page.Namespaces))}
+	for _, s := range page.Namespaces {
+		if failingOnly && s.Failing == 0 {
+			continue
+		}
+		v.Namespaces = append(v.Namespaces, namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing,
+			Backlog: backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes}})
 	}
 	if page.Next != nil {
 		c := base64.RawURLEncoding.EncodeToString(page.Next)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,6 +121,30 @@ func TestNamespacesListsEachWithItsEndpointsAndBacklog(t *testing.T) {
 				t.Fatalf("%s: %d failing, want %d", e.Namespace, e.Failing, w)
 			}
 		}
+		// failing=true keeps, of what each page examines, the failing ones:
+		// walked one namespace a page, it finds globex alone.
+		var failing []string
+		for cursor := ""; ; {
+			q := "/v1/namespaces?failing=true&limit=1"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			var page namespacePage
+			body := h.do(http.MethodGet, q, h.admin(), "")
+			if body.Code != http.StatusOK || json.Unmarshal(body.Body.Bytes(), &page) != nil {
+				t.Fatalf("failing=true: %d %s", body.Code, body.Body)
+			}
+			for _, e := range page.Namespaces {
+				failing = append(failing, e.Namespace)
+			}
+			if page.NextCursor == nil {
+				break
+			}
+			cursor = *page.NextCursor
+		}
+		if !slices.Equal(failing, []string{"globex"}) {
+			t.Fatalf("failing=true walks to %v, want globex alone", failing)
+		}
 
 		want(t, h.do(http.MethodDelete, "/v1/namespaces/acme/endpoints/audit?force=true", h.admin(), ""), http.StatusOK, "")
 		if got := h.listAll(0, nil); len(got) != 2 || got[0].Namespace == got[1].Namespace {
@@ -165,6 +190,9 @@ func TestNamespacesRefusesBadLimitsAndCursors(t *testing.T) {
 			{"cursor naming another bucket's namespace", "cursor=" + enc(store.RegistryCursor{Bucket: bucketOfAcme, After: other}.Bytes()), "cursor"},
 			{"cursor naming no namespace", "cursor=" + enc(append(store.RegistryCursor{Bucket: bucketOfAcme}.Bytes(), "AC/ME"...)), "cursor"},
 			{"cursor with a NUL", "cursor=" + enc([]byte{0, 0}), "cursor"},
+			{"failing yes", "failing=yes", "failing"},
+			{"failing 1", "failing=1", "failing"},
+			{"failing empty", "failing=", "failing"},
 		} {
 			rec := h.do(http.MethodGet, "/v1/namespaces?"+tc.query, h.admin(), "")
 			body := want(t, rec, http.StatusBadRequest, httpapi.SlugInvalidRequest)

@@ -75,22 +75,11 @@ const disabledWhy = (reason) => ({
   failing: '(it delivered nothing for the disable-after period while its calls failed)',
 }[reason] || '(' + reason + ')');
 
-// The namespaces page reads every page of the list, the API's largest, so
-// that it can rank them all; past NS_MAX it ranks the first NS_MAX.
-const NS_PAGE = 1000;
-const NS_MAX = 20000;
+// The namespaces page reads one page of the list, NS_VIEW namespaces, and
+// beside it the namespaces with a failing endpoint among NS_EXAMINE: each
+// view costs relay the same whatever the number of namespaces.
 const NS_VIEW = 100;
-
-async function allNamespaces() {
-  const list = [];
-  let cursor = null;
-  do {
-    const page = await call('GET', '/v1/namespaces?limit=' + NS_PAGE + (cursor ? '&cursor=' + enc(cursor) : ''));
-    list.push(...page.namespaces);
-    cursor = page.next_cursor;
-  } while (cursor && list.length < NS_MAX);
-  return { list, more: Boolean(cursor) };
-}
+const NS_EXAMINE = 1000;
 
 // rankNamespaces puts those with a failing endpoint (disabled, backing off)
 // first, then the biggest backlogs, then by name.
@@ -105,7 +94,8 @@ const health = (n) => n.failing > 0
 
 const namespaces = {
   title: () => 'Namespaces',
-  refreshMs: 0,
+  // Each view reads NS_VIEW + NS_EXAMINE namespaces' rows.
+  refreshMs: 15000,
   async render(r) {
     const bound = claims().ns;
     if (bound) {
@@ -113,32 +103,39 @@ const namespaces = {
       location.replace(nsLink(bound));
       return h('p', {}, 'Opening ', bound, '…');
     }
-    const { list, more } = await allNamespaces();
-    // Each page of a thousand costs relay a read per namespace: a large
-    // deployment is refreshed less often.
-    namespaces.refreshMs = 5000 * Math.max(1, Math.ceil(list.length / NS_PAGE));
-    const ranked = rankNamespaces(list);
-    const pages = Math.max(1, Math.ceil(ranked.length / NS_VIEW));
-    const at = Math.min(Math.max(1, parseInt(r.params.get('page') || '1', 10) || 1), pages);
-    const shown = ranked.slice((at - 1) * NS_VIEW, at * NS_VIEW);
-    const failingCount = ranked.filter((n) => n.failing > 0).length;
-    const rows = shown.map((n) => h('tr', { class: n.failing > 0 ? 'failing' : '' },
+    const cursor = r.params.get('cursor');
+    const from = r.params.get('failing_from');
+    const [page, failingPage] = await Promise.all([
+      call('GET', '/v1/namespaces?limit=' + NS_VIEW + (cursor ? '&cursor=' + enc(cursor) : '')),
+      call('GET', '/v1/namespaces?failing=true&limit=' + NS_EXAMINE + (from ? '&cursor=' + enc(from) : '')),
+    ]);
+    const row = (n) => h('tr', { class: n.failing > 0 ? 'failing' : '' },
       h('th', { scope: 'row' }, h('a', { href: nsLink(n.namespace) }, n.namespace)),
       h('td', {}, health(n)),
       h('td', { class: 'n' }, num(n.endpoints)),
       h('td', { class: 'n' }, num(n.backlog.rows)),
-      h('td', { class: 'n' }, bytes(n.backlog.bytes))));
+      h('td', { class: 'n' }, bytes(n.backlog.bytes)));
+    const head = ['Namespace', 'Health', 'Endpoints', 'Pending rows', 'Pending bytes'];
+    const failingRows = rankNamespaces(failingPage.namespaces).map(row);
+    const where = (from ? 'Of the next ' : 'Of the first ') + num(NS_EXAMINE) + ' namespaces';
     return h('section', {},
       h('h1', {}, 'Namespaces'),
-      list.length ? h('p', { class: 'muted' },
-        `${num(ranked.length)} namespaces${more ? ' (the first ' + num(NS_MAX) + ' ranked)' : ''}, ${num(failingCount)} with a failing endpoint. `,
-        `Refreshed every ${num(namespaces.refreshMs / 1000)} s.`) : null,
-      table('Namespaces, failing first, then largest backlog', ['Namespace', 'Health', 'Endpoints', 'Pending rows', 'Pending bytes'], rows,
-        'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
-      pages > 1 ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
-        at > 1 ? h('a', { href: '#/?page=' + (at - 1), 'data-key': 'ns-prev' }, 'Previous page') : null,
-        h('span', {}, `Page ${num(at)} of ${num(pages)}`),
-        at < pages ? h('a', { href: '#/?page=' + (at + 1), 'data-key': 'ns-next' }, 'Next page') : null) : null,
+      h('h2', {}, 'Failing'),
+      table('Namespaces with a failing endpoint, largest backlog first', head, failingRows,
+        where + ', none has a failing endpoint.'),
+      h('p', { class: 'muted' }, failingRows.length ? where + ', these have a failing endpoint. ' : '',
+        failingPage.next_cursor
+          ? h('a', { href: '#/?failing_from=' + enc(failingPage.next_cursor) + (cursor ? '&cursor=' + enc(cursor) : ''), 'data-key': 'ns-failing-next' }, 'Look at the next ' + num(NS_EXAMINE))
+          : 'Every namespace was looked at.',
+        from ? [' ', h('a', { href: '#/' + (cursor ? '?cursor=' + enc(cursor) : ''), 'data-key': 'ns-failing-first' }, 'Back to the first')] : null),
+      h('h2', {}, 'All, a page at a time'),
+      table('Namespaces, failing first, then largest backlog', head, rankNamespaces(page.namespaces).map(row),
+        cursor ? 'No namespace on this page: the list changed. Go back to the first page.'
+          : 'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
+      h('nav', { class: 'pager', 'aria-label': 'Pages' },
+        cursor ? h('a', { href: '#/', 'data-key': 'ns-first' }, 'First page') : null,
+        page.next_cursor ? h('a', { href: '#/?cursor=' + enc(page.next_cursor), 'data-key': 'ns-next' }, 'Next page') : null,
+        h('span', { class: 'muted' }, `${num(NS_VIEW)} a page, the failing first on each.`)),
       openNamespace());
   },
 };
