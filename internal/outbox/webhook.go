@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -230,6 +231,18 @@ func MessageID(namespace, endpoint string, seq uint64, rid string) string {
 	field(endpoint)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	field(rid)
-	sum := blake3.Sum256(b)
+	var sum [32]byte
+	h := messageIDHashers.Get().(*blake3.Hasher)
+	h.Reset()
+	_, _ = h.Write(b)
+	h.Sum(sum[:0])
+	messageIDHashers.Put(h)
 	return "msg_" + hex.EncodeToString(sum[:16])
 }
+
+// messageIDHashers are reused rather than calling blake3.Sum256, whose
+// frame holds a whole hasher (over 8 KiB): each delivery call derives its
+// id on a goroutine whose stack, small or shrunk by the collector, that
+// frame made grow, which cost more than the hash. The digest is the same
+// (TestMessageIDIsStableAndPinned).
+var messageIDHashers = sync.Pool{New: func() any { return blake3.New() }}

@@ -1,11 +1,15 @@
 package outbox
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/zeebo/blake3"
 )
 
 // marshalWebhook is the reference appendWebhook must match byte for byte:
@@ -163,4 +167,23 @@ func FuzzEncodeWebhookMatchesJSONMarshal(f *testing.F) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestMessageIDIsBLAKE3OfItsFields: the pooled hasher gives blake3.Sum256
+// of the fields, hasher after hasher, whatever the lengths.
+func TestMessageIDIsBLAKE3OfItsFields(t *testing.T) {
+	t.Parallel()
+	for n := range 300 {
+		rid := strings.Repeat("r", n)
+		b := binary.AppendUvarint(nil, uint64(len(messageIDDomain)))
+		b = append(b, messageIDDomain...)
+		b = append(binary.AppendUvarint(b, 4), "acme"...)
+		b = append(binary.AppendUvarint(b, 7), "billing"...)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+		b = append(binary.AppendUvarint(b, uint64(n)), rid...)
+		sum := blake3.Sum256(b)
+		if got, want := MessageID("acme", "billing", uint64(n), rid), "msg_"+hex.EncodeToString(sum[:16]); got != want {
+			t.Fatalf("rid of %d bytes: %s, want %s", n, got, want)
+		}
+	}
 }
