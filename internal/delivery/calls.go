@@ -154,7 +154,8 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	begin := clk.Now()
 	done := make(chan error, 1)
 	var status int
-	go func() {
+	// On a worker, whose stack has grown already (see workers).
+	callWorkers.run(func() {
 		parcel := Parcel{Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome}
 		if ss, ok := h.Sink.(StatusSink); ok {
 			var err error
@@ -163,7 +164,7 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 			return
 		}
 		done <- h.Sink.Deliver(callCtx, parcel)
-	}()
+	})
 	res := result{row: r}
 	select {
 	case res.err = <-done:

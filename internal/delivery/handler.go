@@ -91,6 +91,8 @@ type Handler struct {
 	// collected, when a test sets it, sees each call's result as the fire
 	// takes it in.
 	collected func(rid string, err error)
+	// endpoints are the streams' endpoints as last decoded.
+	endpoints endpointCache
 }
 
 var _ timers.Handler = (*Handler)(nil)
@@ -322,7 +324,7 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 		b.RequireAbsent(s.endpointKey)
 		return timers.Fired{DueAtMs: timers.NeverMs, State: value, Batch: b}, true, nil
 	}
-	ep, err := outbox.DecodeEndpoint(row.Value)
+	ep, err := h.endpoints.decode(s.ns, s.endpoint, row.Value)
 	if err != nil {
 		return timers.Fired{}, false, fmt.Errorf("endpoint %s/%s: %w", s.ns, s.endpoint, err)
 	}

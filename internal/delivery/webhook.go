@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"sync"
+	"sync/atomic"
 
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -32,6 +34,38 @@ type Webhooks struct {
 	// Audience is relay's own public origin, written into every body as
 	// data.audience; the signature's audience is the endpoint's origin.
 	Audience string
+
+	urls urlCache
+}
+
+// maxCachedURLs bounds urlCache: past it the cache starts afresh.
+const maxCachedURLs = 4096
+
+// urlCache holds endpoint URLs as parsed, by their text, so that the calls
+// of an endpoint parse its URL once rather than each. A parsed URL is
+// shared by concurrent calls: the sender and the channel only read it (the
+// request takes a copy).
+type urlCache struct {
+	m sync.Map // string to *url.URL
+	n atomic.Int64
+}
+
+func (c *urlCache) parse(raw string) (*url.URL, error) {
+	if u, ok := c.m.Load(raw); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	// Endpoints edited again and again, or more of them than the bound,
+	// only cost a parse each again.
+	if c.n.Add(1) > maxCachedURLs {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(raw, u)
+	return u, nil
 }
 
 var _ Sink = (*Webhooks)(nil)
@@ -46,7 +80,7 @@ func (w *Webhooks) Deliver(ctx context.Context, o Parcel) error {
 
 // DeliverStatus is Deliver, with the 2xx status the endpoint answered.
 func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
-	u, err := url.Parse(o.Endpoint.URL)
+	u, err := w.urls.parse(o.Endpoint.URL)
 	if err != nil {
 		// url.Error's text holds the URL, whose query may carry a token.
 		return 0, &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}

@@ -232,18 +232,9 @@ func (c *Channel) PostStatus(ctx context.Context, endpoint *url.URL, header http
 		ctx, cancel = context.WithTimeout(ctx, c.postDeadline)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
+	req, err := c.newRequest(ctx, endpoint, header, body)
 	if err != nil {
-		return 0, &Error{Class: ClassURL, reason: "endpoint URL does not form a request"}
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", c.userAgent)
-	}
-	if req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
+		return 0, err
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -278,6 +269,34 @@ func (c *Channel) PostStatus(ctx context.Context, endpoint *url.URL, header http
 	e := statusError(resp.StatusCode, retryAfter)
 	e.Excerpt = excerpt
 	return 0, e
+}
+
+// newRequest is the POST of body to endpoint, as http.NewRequestWithContext
+// makes it from the endpoint's text, with the caller's header and relay's
+// User-Agent and Content-Type where the header sets none.
+func (c *Channel) newRequest(ctx context.Context, endpoint *url.URL, header http.Header, body []byte) (*http.Request, error) {
+	// The request takes the endpoint as parsed, not printed and parsed
+	// again: copied into the request's own URL, so neither the transport
+	// nor the caller sees the other's, without an empty port ("host:"), as
+	// NewRequest has it.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Class: ClassURL, reason: "endpoint URL does not form a request"}
+	}
+	*req.URL = *endpoint
+	req.URL.Host = strings.TrimSuffix(req.URL.Host, ":")
+	req.Host = req.URL.Host
+	// The caller's header is copied, never changed.
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header["User-Agent"] = []string{c.userAgent}
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	return req, nil
 }
 
 // CheckURL applies the endpoint rules that need no DNS, for fast feedback at
@@ -372,8 +391,8 @@ func literalAddrs(host string) (addrs []netip.Addr, literal bool, err error) {
 	if name == "localhost" {
 		return loopbacks, true, nil
 	}
-	labels := strings.Split(name, ".")
-	if last := labels[len(labels)-1]; numericLabel(last) {
+	// The last label, without splitting the name: this runs on every call.
+	if last := name[strings.LastIndexByte(name, '.')+1:]; numericLabel(last) {
 		return nil, false, &Error{Class: ClassURL, reason: "host is neither a name nor a plain IP address"}
 	}
 	return nil, false, nil

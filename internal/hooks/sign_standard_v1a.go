@@ -36,8 +36,10 @@ func SignStandardV1a(msgID string, keys []string, body []byte, now time.Time) (h
 		if signed == nil {
 			signed = standardContent(msgID, ts, body)
 		}
+		var enc [88]byte // base64 of ed25519.SignatureSize bytes
+		base64.StdEncoding.Encode(enc[:], ed25519.Sign(priv, signed))
 		sig.WriteString("v1a,")
-		sig.WriteString(base64.StdEncoding.EncodeToString(ed25519.Sign(priv, signed)))
+		sig.Write(enc[:])
 		return nil
 	})
 }
@@ -81,7 +83,7 @@ func decodeStandardPrivateKey(s string) (ed25519.PrivateKey, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: Standard Webhooks private key must start with %s", ErrInvalidSigner, StandardPrivateKeyPrefix)
 	}
-	raw, err := base64.StdEncoding.Strict().DecodeString(enc)
+	raw, err := strictBase64.DecodeString(enc)
 	if err != nil || len(raw) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("%w: Standard Webhooks private key must be the base64 of %d bytes after %s", ErrInvalidSigner, ed25519.PrivateKeySize, StandardPrivateKeyPrefix)
 	}

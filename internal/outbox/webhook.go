@@ -5,35 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/zeebo/blake3"
 )
-
-// webhook is the delivered body. Struct fields, not a map, so that the keys
-// come out in the documented order and the bytes are the same on every
-// attempt.
-type webhook struct {
-	Type      string      `json:"type"`
-	Timestamp string      `json:"timestamp"`
-	Data      webhookData `json:"data"`
-}
-
-// webhookData is the outcome's own JSON with its namespace and relay's
-// audience after the reservation id. A valid outcome has exactly one kind
-// set, so omitempty leaves exactly that one.
-type webhookData struct {
-	ReservationID  string      `json:"reservation_id"`
-	Namespace      string      `json:"namespace"`
-	Audience       string      `json:"audience"`
-	Repository     string      `json:"repository"`
-	OccurredUnixMs int64       `json:"occurred_unix_ms"`
-	Committed      *Committed  `json:"committed,omitempty"`
-	Aborted        *Aborted    `json:"aborted,omitempty"`
-	Expired        *Expired    `json:"expired,omitempty"`
-	ReadServed     *ReadServed `json:"read_served,omitempty"`
-}
 
 // EncodeWebhook is the webhook body for o, accepted in namespace.
 // data.namespace names the tenant, since one relay delivers for many and
@@ -55,26 +34,148 @@ func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
 	if o.Event != nil {
 		return encodeEventWebhook(o, namespace, audience)
 	}
-	body, err := json.Marshal(webhook{
-		Type: "outcome." + string(o.Kind()),
-		// Milliseconds in, so at most three fractional digits come out.
-		Timestamp: time.UnixMilli(o.OccurredUnixMs).UTC().Format(time.RFC3339Nano),
-		Data: webhookData{
-			ReservationID:  o.ReservationID,
-			Namespace:      namespace,
-			Audience:       audience,
-			Repository:     o.Repository,
-			OccurredUnixMs: o.OccurredUnixMs,
-			Committed:      o.Committed,
-			Aborted:        o.Aborted,
-			Expired:        o.Expired,
-			ReadServed:     o.ReadServed,
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode webhook: %w", err)
+	return appendWebhook(make([]byte, 0, webhookSize(o, namespace, audience)), o, namespace, audience), nil
+}
+
+// appendWebhook writes an outcome's body by hand rather than through
+// json.Marshal, whose reflection was most of a call's encoding cost: the
+// bytes are exactly what json.Marshal gives for the documented shape (keys
+// in this order, strings escaped as encoding/json escapes them, exactly the
+// kinds set, Committed's nil refs as []), which the tests check against it.
+// data is the outcome's own JSON with its namespace and relay's audience
+// after the reservation id.
+func appendWebhook(b []byte, o *Outcome, namespace, audience string) []byte {
+	b = append(b, `{"type":"outcome.`...)
+	b = append(b, o.Kind()...)
+	b = append(b, `","timestamp":"`...)
+	// Milliseconds in, so at most three fractional digits come out; only
+	// digits, '-', ':', '.', 'T' and 'Z', none escaped.
+	b = time.UnixMilli(o.OccurredUnixMs).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","data":{"reservation_id":`...)
+	b = appendJSONString(b, o.ReservationID)
+	b = append(b, `,"namespace":`...)
+	b = appendJSONString(b, namespace)
+	b = append(b, `,"audience":`...)
+	b = appendJSONString(b, audience)
+	b = append(b, `,"repository":`...)
+	b = appendJSONString(b, o.Repository)
+	b = append(b, `,"occurred_unix_ms":`...)
+	b = strconv.AppendInt(b, o.OccurredUnixMs, 10)
+	if c := o.Committed; c != nil {
+		b = append(b, `,"committed":{"bytes_stored":`...)
+		b = strconv.AppendUint(b, c.BytesStored, 10)
+		b = append(b, `,"new_to_repo":`...)
+		b = strconv.AppendUint(b, c.NewToRepo, 10)
+		b = append(b, `,"new_to_store":`...)
+		b = strconv.AppendUint(b, c.NewToStore, 10)
+		b = append(b, `,"refs":[`...)
+		for i, r := range c.Refs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = appendJSONString(b, r.Name)
+			b = append(b, `,"new":`...)
+			b = appendJSONString(b, r.New)
+			b = append(b, `,"deleted":`...)
+			b = strconv.AppendBool(b, r.Deleted)
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
 	}
-	return body, nil
+	if a := o.Aborted; a != nil {
+		b = append(b, `,"aborted":{"reason":`...)
+		b = appendJSONString(b, a.Reason)
+		b = append(b, `,"detail":`...)
+		b = appendJSONString(b, a.Detail)
+		b = append(b, '}')
+	}
+	if o.Expired != nil {
+		b = append(b, `,"expired":{}`...)
+	}
+	if r := o.ReadServed; r != nil {
+		b = append(b, `,"read_served":{"object":`...)
+		b = appendJSONString(b, r.Object)
+		b = append(b, `,"bytes_served":`...)
+		b = strconv.AppendUint(b, r.BytesServed, 10)
+		b = append(b, '}')
+	}
+	return append(b, "}}"...)
+}
+
+// webhookSize is about the size of appendWebhook's output, so that its
+// buffer is allocated once: the fixed text and the strings unescaped.
+func webhookSize(o *Outcome, namespace, audience string) int {
+	n := 256 + len(o.ReservationID) + len(namespace) + len(audience) + len(o.Repository)
+	if c := o.Committed; c != nil {
+		for _, r := range c.Refs {
+			n += 40 + len(r.Name) + len(r.New)
+		}
+	}
+	if a := o.Aborted; a != nil {
+		n += len(a.Reason) + len(a.Detail)
+	}
+	if r := o.ReadServed; r != nil {
+		n += len(r.Object)
+	}
+	return n
+}
+
+// appendJSONString appends s as encoding/json writes a string (json.Marshal
+// escapes HTML): '"', '\\' and control characters escaped (\b, \f, \n, \r
+// and \t short, others as \u00xx), '<', '>' and '&' as \u003c, \u003e and
+// \u0026, U+2028 and U+2029 as \u2028 and \u2029, and each byte of invalid
+// UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const digits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', digits[c>>4], digits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', digits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // eventWebhook is an operator event's body: type is the event's own
@@ -130,6 +231,18 @@ func MessageID(namespace, endpoint string, seq uint64, rid string) string {
 	field(endpoint)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	field(rid)
-	sum := blake3.Sum256(b)
+	var sum [32]byte
+	h := messageIDHashers.Get().(*blake3.Hasher)
+	h.Reset()
+	_, _ = h.Write(b)
+	h.Sum(sum[:0])
+	messageIDHashers.Put(h)
 	return "msg_" + hex.EncodeToString(sum[:16])
 }
+
+// messageIDHashers are reused rather than calling blake3.Sum256, whose
+// frame holds a whole hasher (over 8 KiB): each delivery call derives its
+// id on a goroutine whose stack, small or shrunk by the collector, that
+// frame made grow, which cost more than the hash. The digest is the same
+// (TestMessageIDIsStableAndPinned).
+var messageIDHashers = sync.Pool{New: func() any { return blake3.New() }}
