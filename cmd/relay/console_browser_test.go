@@ -71,7 +71,7 @@ func TestConsoleInChromium(t *testing.T) {
 		// mint a namespace-bound token as an operator would, with relay
 		// token.
 		p := relaytest.Start(t, relaytest.Config{Name: "console", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
-		dir := consoleScenario(t, chromium, p, testSecret, p.URL)
+		dir := consoleScenario(t, chromium, p, testSecret, p.URL, 1280)
 		if readme := os.Getenv("RELAY_CONSOLE_README_DIR"); readme != "" {
 			for from, to := range map[string]string{"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png"} {
 				b, err := os.ReadFile(filepath.Join(dir, from))
@@ -93,7 +93,8 @@ func TestConsoleInChromium(t *testing.T) {
 		p := relaytest.Start(t, relaytest.Config{Name: "console-redis", Env: env})
 		// Tokens name relay's public URL as their audience; the browser
 		// reaches the process on its own address.
-		consoleScenario(t, chromium, p, creds.Secret, relaytest.PublicURL)
+		// Driven at a phone's width, as the embedded run is at a desktop's.
+		consoleScenario(t, chromium, p, creds.Secret, relaytest.PublicURL, 390)
 	})
 }
 
@@ -120,7 +121,7 @@ var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained
 
 // consoleScenario drives the console against p, whose tokens are signed
 // with secret for audience, and returns the screenshots' directory.
-func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, audience string) string {
+func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, audience string, width int) string {
 	shots := screenshotDir(t, path.Base(t.Name()))
 	link := func(args ...string) string {
 		t.Helper()
@@ -217,7 +218,7 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
-		"CONSOLE_NAMESPACE_ORDER=acme,other,alpha")
+		"CONSOLE_NAMESPACE_ORDER=acme,other,alpha", fmt.Sprintf("CONSOLE_WIDTH=%d", width))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
