@@ -272,7 +272,7 @@ async function recoverView(r, ctx, where) {
   if (job) {
     try {
       const j = await call('GET', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recoveries/' + enc(job));
-      progress = h('p', { class: 'status' }, `Recovery ${j.id}: ${j.state}, ${num(j.examined)} examined, ${num(j.queued)} queued of ${num(j.total)}`,
+      progress = h('p', { class: 'status' }, `Recovery ${j.id}: ${j.state}, ${num(j.examined)} of at most ${num(j.total)} examined, ${num(j.queued)} queued`,
         j.finished_at ? [', finished ', when(h, j.finished_at)] : '');
     } catch (err) {
       progress = problemView(err);
