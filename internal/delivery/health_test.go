@@ -69,12 +69,14 @@ var unavailable = &Error{Class: "status", Status: 503, Reason: "unavailable"}
 func opsEnv(t *testing.T, e *env) (*Handler, *opsSink) {
 	t.Helper()
 	e.putEndpoint(outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
-	outboxTestPut(t, e, ops, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents}})
+	putByAdmin(t, e, ops, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents}})
 	sink := &opsSink{}
 	return &Handler{Sink: sink, Clock: e.Clk, DisableAfter: time.Hour, Events: e.App}, sink
 }
 
-func outboxTestPut(t *testing.T, e *env, id string, cfg outbox.Endpoint) {
+// putByAdmin puts the endpoint of id as an operator does, through
+// outbox.Admin, so that enabling it wakes its stream.
+func putByAdmin(t *testing.T, e *env, id string, cfg outbox.Endpoint) {
 	t.Helper()
 	admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
 	if _, err := admin.PutEndpoint(e.Ctx, e.P, id, outbox.EndpointSpec{Enabled: cfg.Enabled, Kinds: cfg.Kinds,
@@ -150,10 +152,7 @@ func TestAnEndpointFailingForTheDisableAfterPeriodIsDisabledAndRecovers(t *testi
 		// Enabled again by its operator: the backlog goes out, and the
 		// operator hears it recovered.
 		sink.setErr(nil)
-		admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
-		if _, err := admin.PutEndpoint(e.Ctx, e.P, ep, outbox.EndpointSpec{Enabled: true, URL: cfg.URL, Kinds: cfg.Kinds}); err != nil {
-			t.Fatal(err)
-		}
+		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: cfg.Kinds})
 		e.fireUntil(h, 20, func() bool { return len(sink.types()) == 3 && e.backlogRows() == 0 })
 		r := sink.events[2]
 		if r.Type != outbox.EventRecovered || r.FailingSinceMs != start {
@@ -172,10 +171,7 @@ func TestEnablingAFailingEndpointGivesItAWholePeriod(t *testing.T) {
 		e.seed("a")
 		e.fireUntil(h, 200, func() bool { return !e.endpoint().Enabled })
 		cfg := e.endpoint()
-		admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
-		if _, err := admin.PutEndpoint(e.Ctx, e.P, ep, outbox.EndpointSpec{Enabled: true, URL: cfg.URL, Kinds: cfg.Kinds}); err != nil {
-			t.Fatal(err)
-		}
+		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: cfg.Kinds})
 		enabled := e.NowMs()
 		e.fireUntil(h, 200, func() bool { return !e.endpoint().Enabled })
 		if got := e.endpoint().DisabledMs; got < enabled+time.Hour.Milliseconds() {
@@ -269,7 +265,7 @@ func TestEventsAppendedTwiceAreOneEvent(t *testing.T) {
 func TestNoEventIsSentAboutTheOperatorEndpoint(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		outboxTestPut(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents, outbox.KindCommitted}})
+		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents, outbox.KindCommitted}})
 		failing := &capture{fail: unavailable}
 		h := &Handler{Sink: failing, Clock: e.Clk, DisableAfter: time.Hour, Events: e.App}
 		e.seed("a")
