@@ -10,7 +10,8 @@
 --         starting with it is a timer whose next 8 bytes are its due ms,
 --         big-endian. The second is the registry tag: the partition is in
 --         KEYS[4] while it holds a row key starting with it.
--- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent
+-- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent,
+--         'r' range equals
 -- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add,
 --         'r' put-range
 -- then a pair per precondition, in order: row key, value ('' for 'a')
@@ -23,6 +24,10 @@
 -- the row's counters: the row is the header and one 8-byte big-endian
 -- counter per delta, and an absent row counts as the header and zeros. An
 -- added row takes no other write in the batch and is not a timer.
+--
+-- A range-equals precondition's value is laid out as a put-range's: it
+-- holds when the row exists and has those bytes at that offset, whatever
+-- the rest of the row holds.
 --
 -- A put-range's value is: the offset, 4 bytes big-endian, then the 1 to 256
 -- bytes it writes there. It overwrites those bytes of the row as it stands,
@@ -64,7 +69,7 @@ local tagByte, regByte = string.byte(ARGV[2], 1, 2)
 local E, P, C, R = string.byte('e'), string.byte('p'), string.byte('c'), string.byte('r')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
-if string.find(pkinds, '[^ea]') then
+if string.find(pkinds, '[^ear]') then
   return redis.error_reply('relay apply: malformed precondition')
 end
 if string.find(wkinds, '[^pdcr]') then
@@ -78,12 +83,27 @@ local pc0 = 5
 local w0 = 5 + 2 * np
 
 local fields = {}
+-- pranges[i] = {offset, bytes} of a range-equals precondition i.
+local pranges = {}
 for i = 1, np do
   local key = ARGV[pc0 + 2 * (i - 1)]
   if key == '' then
     return redis.error_reply('relay apply: malformed precondition')
   end
   fields[i] = key
+  if pk[i] == R then
+    local v = ARGV[pc0 + 2 * (i - 1) + 1]
+    local b = string.byte(key)
+    if b == tagByte or b == regByte or #v < 5 or #v > 4 + 256 then
+      return redis.error_reply('relay apply: malformed precondition')
+    end
+    local o1, o2, o3, o4 = string.byte(v, 1, 4)
+    local offset = ((o1 * 256 + o2) * 256 + o3) * 256 + o4
+    if offset + #v - 4 > 4194304 then
+      return redis.error_reply('relay apply: malformed precondition')
+    end
+    pranges[i] = {offset, string.sub(v, 5)}
+  end
 end
 local timers, registry = false, false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
@@ -172,6 +192,11 @@ if np > 0 then
     local v = current[i]
     if pk[i] == E then
       if v ~= ARGV[pc0 + 2 * (i - 1) + 1] then
+        return {0, i - 1}
+      end
+    elseif pk[i] == R then
+      local offset, want = pranges[i][1], pranges[i][2]
+      if not v or string.sub(v, offset + 1, offset + #want) ~= want then
         return {0, i - 1}
       end
     elseif v then

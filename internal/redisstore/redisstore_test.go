@@ -144,6 +144,10 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			{"put-range beside a put of its row", []any{"acme", "te", "", "pr", "r", "0123456789", "r", one}},
 			{"put-range beside a delete of its row", []any{"acme", "te", "", "rd", "r", one, "r", ""}},
 			{"put-range beside a counter add of its row", []any{"acme", "te", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"range guard without its offset", []any{"acme", "te", "r", "", "r", "\x00\x00\x00"}},
+			{"range guard of no bytes", []any{"acme", "te", "r", "", "r", "\x00\x00\x00\x01"}},
+			{"range guard past the largest row", []any{"acme", "te", "r", "", "r", "\x00\x40\x00\x00x"}},
+			{"range guard of a timer row", []any{"acme", "te", "r", "", timer, one}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") || strings.Contains(err.Error(), "too short") {

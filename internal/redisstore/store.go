@@ -338,9 +338,15 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	wkinds := make([]byte, len(b.Writes))
 	args := make([]any, 4, 4+2*b.Ops())
 	for i, pc := range b.Preconditions {
-		pkinds[i] = 'e'
-		if pc.Kind == store.Absent {
+		switch pc.Kind {
+		case store.Absent:
 			pkinds[i] = 'a'
+		case store.RangeEquals:
+			pkinds[i] = 'r'
+			args = append(args, string(pc.Key), encodeRange(store.Write{Value: pc.Value, Offset: pc.Offset}))
+			continue
+		default:
+			pkinds[i] = 'e'
 		}
 		args = append(args, string(pc.Key), []byte(pc.Value))
 	}
@@ -388,7 +394,7 @@ func encodeAdd(w store.Write) []byte {
 	return v
 }
 
-// encodeRange is a validated PutRange as apply.lua reads it: the offset,
+// encodeRange is a validated PutRange, or RangeEquals, as apply.lua reads it: the offset,
 // 4 bytes big-endian (a row is at most store.MaxValueBytes), then the bytes.
 func encodeRange(w store.Write) []byte {
 	o := uint32(w.Offset)

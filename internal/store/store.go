@@ -138,6 +138,10 @@ const (
 	Equals PreconditionKind = iota + 1
 	// Absent requires the row not to exist.
 	Absent
+	// RangeEquals requires the row to exist and to hold the given bytes at
+	// Offset: a guard on the part of a shared row one writer owns (see
+	// Batch.PutRange), which other writers' bytes do not fail.
+	RangeEquals
 )
 
 // Precondition is checked before any write of its batch.
@@ -145,6 +149,8 @@ type Precondition struct {
 	Kind  PreconditionKind
 	Key   Key
 	Value Value
+	// Offset is where a RangeEquals's bytes start in its row.
+	Offset int
 }
 
 // WriteKind says what a write does to its key.
@@ -212,6 +218,13 @@ func (b *Batch) RequireEquals(key Key, value Value) {
 // RequireAbsent adds a precondition that key does not exist.
 func (b *Batch) RequireAbsent(key Key) {
 	b.Preconditions = append(b.Preconditions, Precondition{Kind: Absent, Key: key})
+}
+
+// RequireRange adds a precondition that key exists and holds bytes at
+// offset. Like PutRange it writes 1 to MaxRangeBytes bytes' worth of
+// comparison, and its row is not a timer row.
+func (b *Batch) RequireRange(key Key, offset int, bytes Value) {
+	b.Preconditions = append(b.Preconditions, Precondition{Kind: RangeEquals, Key: key, Value: bytes, Offset: offset})
 }
 
 // Guard requires key to be as last read: absent when found is false, else
@@ -284,11 +297,18 @@ func (b *Batch) Validate() error {
 		return fmt.Errorf("%w: %d operations", ErrBatchTooLarge, n)
 	}
 	for i, pc := range b.Preconditions {
-		if pc.Kind != Equals && pc.Kind != Absent {
+		if pc.Kind != Equals && pc.Kind != Absent && pc.Kind != RangeEquals {
 			return fmt.Errorf("%w: precondition %d has unknown kind %d", ErrInvalidBatch, i, pc.Kind)
 		}
 		if err := checkRow(pc.Key, pc.Value); err != nil {
 			return fmt.Errorf("%w: precondition %d: %v", ErrInvalidBatch, i, err)
+		}
+		if pc.Kind == RangeEquals {
+			if err := checkRange(Write{Kind: PutRange, Key: pc.Key, Value: pc.Value, Offset: pc.Offset}); err != nil {
+				return fmt.Errorf("%w: precondition %d: %v", ErrInvalidBatch, i, err)
+			}
+		} else if pc.Offset != 0 {
+			return fmt.Errorf("%w: precondition %d: only a range carries an offset", ErrInvalidBatch, i)
 		}
 		if pc.Kind == Absent && len(pc.Value) > 0 {
 			return fmt.Errorf("%w: precondition %d: absent carries a value", ErrInvalidBatch, i)
@@ -357,13 +377,13 @@ func (b *Batch) Validate() error {
 func checkRange(w Write) error {
 	switch {
 	case w.Key[0] == TimerTag:
-		return errors.New("put-range of a timer row")
+		return errors.New("range of a timer row")
 	case w.Key[0] == RegistryTag:
-		return errors.New("put-range of a registering row")
+		return errors.New("range of a registering row")
 	case len(w.Value) == 0 || len(w.Value) > MaxRangeBytes:
-		return fmt.Errorf("put-range of %d bytes, want 1 to %d", len(w.Value), MaxRangeBytes)
+		return fmt.Errorf("range of %d bytes, want 1 to %d", len(w.Value), MaxRangeBytes)
 	case w.Offset < 0 || w.Offset > MaxValueBytes-len(w.Value):
-		return fmt.Errorf("put-range at offset %d of %d bytes leaves 0..%d", w.Offset, len(w.Value), MaxValueBytes)
+		return fmt.Errorf("range at offset %d of %d bytes leaves 0..%d", w.Offset, len(w.Value), MaxValueBytes)
 	}
 	return nil
 }

@@ -184,6 +184,52 @@ func testAResentPutRangeActsOnce(t *testing.T, s Store) {
 	wantRow(t, s, acme, "other", "v")
 }
 
+// A range-equals guard holds while its bytes of the row are as given,
+// whatever the row's other bytes: a writer of other bytes does not fail
+// it, a writer of its bytes does, and so does the row's absence or a row
+// too short to hold them.
+func testARangeGuardComparesItsBytesOnly(t *testing.T, s Store) {
+	put(t, s, acme, "shared", "0123456789")
+	for _, tc := range []struct {
+		name   string
+		key    store.Key
+		offset int
+		bytes  string
+		holds  bool
+	}{
+		{"its bytes", "shared", 4, "456", true},
+		{"the whole row", "shared", 0, "0123456789", true},
+		{"the last byte", "shared", 9, "9", true},
+		{"other bytes", "shared", 4, "457", false},
+		{"past the end", "shared", 9, "9x", false},
+		{"beyond the row", "shared", 12, "x", false},
+		{"an absent row", "missing", 0, "0", false},
+	} {
+		var b store.Batch
+		b.RequireAbsent("before")
+		b.RequireRange(tc.key, tc.offset, store.Value(tc.bytes))
+		b.Put("written/"+store.Key(tc.name), store.Value("v"))
+		if tc.holds {
+			mustCommit(t, s, acme, b)
+			wantRow(t, s, acme, "written/"+store.Key(tc.name), "v")
+			continue
+		}
+		mustFailAt(t, s, acme, b, 1)
+		wantAbsent(t, s, acme, "written/"+store.Key(tc.name))
+	}
+	// Another writer's bytes leave the guard holding; its own bytes
+	// rewritten fail it.
+	var other store.Batch
+	other.PutRange("shared", 0, store.Value("AB"))
+	mustCommit(t, s, acme, other)
+	var b store.Batch
+	b.RequireRange("shared", 4, store.Value("456"))
+	b.PutRange("shared", 4, store.Value("XYZ"))
+	mustCommit(t, s, acme, b)
+	mustFailAt(t, s, acme, b, 0)
+	wantRow(t, s, acme, "shared", "AB23XYZ789")
+}
+
 // PutRange's shape is checked before anything is sent.
 func putRangeShapeCases() []struct {
 	name string
@@ -197,6 +243,12 @@ func putRangeShapeCases() []struct {
 	}
 	rng := func(key store.Key, offset int, bytes store.Value) store.Write {
 		return store.Write{Kind: store.PutRange, Key: key, Offset: offset, Value: bytes}
+	}
+	guard := func(pc store.Precondition) store.Batch {
+		var b store.Batch
+		b.Preconditions = append(b.Preconditions, pc)
+		b.Put("first", store.Value("1"))
+		return b
 	}
 	x := store.Value("x")
 	return []struct {
@@ -219,5 +271,12 @@ func putRangeShapeCases() []struct {
 		{"put-range row also deleted", one(rng("r", 0, x), rng("r", 1, x), store.Write{Kind: store.Delete, Key: "r"})},
 		{"put-range row also added", one(rng("r", 0, x), store.Write{Kind: store.Add, Key: "r", Deltas: []int64{1}})},
 		{"put-range of an added row", one(store.Write{Kind: store.Add, Key: "r", Deltas: []int64{1}}, rng("r", 0, x))},
+		{"range guard of no bytes", guard(store.Precondition{Kind: store.RangeEquals, Key: "r"})},
+		{"range guard of too many bytes", guard(store.Precondition{Kind: store.RangeEquals, Key: "r", Value: make(store.Value, store.MaxRangeBytes+1)})},
+		{"range guard at a negative offset", guard(store.Precondition{Kind: store.RangeEquals, Key: "r", Value: x, Offset: -1})},
+		{"range guard past the largest row", guard(store.Precondition{Kind: store.RangeEquals, Key: "r", Value: x, Offset: store.MaxValueBytes})},
+		{"range guard of an empty key", guard(store.Precondition{Kind: store.RangeEquals, Value: x})},
+		{"range guard of a timer row", guard(store.Precondition{Kind: store.RangeEquals, Key: TimerKey(5000, "ep"), Value: x})},
+		{"equals guard carrying an offset", guard(store.Precondition{Kind: store.Equals, Key: "r", Value: x, Offset: 1})},
 	}
 }

@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PutRangesOfDisjointBytesDoNotLoseToEachOther", testPutRangesOfDisjointBytesDoNotLoseToEachOther},
 		{"AFailingPreconditionStopsAPutRange", testAFailingPreconditionStopsAPutRange},
 		{"AResentPutRangeActsOnce", testAResentPutRangeActsOnce},
+		{"ARangeGuardComparesItsBytesOnly", testARangeGuardComparesItsBytesOnly},
 		{"FirstRegisteringRowRegistersAndLastUnregisters", testFirstRegisteringRowRegistersAndLastUnregisters},
 		{"OnlyTheRegistryTagRegisters", testOnlyTheRegistryTagRegisters},
 		{"FailedBatchLeavesRegistryUnchanged", testFailedBatchLeavesRegistryUnchanged},
