@@ -78,6 +78,20 @@ end
 local pk = {string.byte(pkinds, 1, np)}
 local wk = {string.byte(wkinds, 1, nw)}
 
+-- range is the offset and bytes of a put-range's or range guard's value,
+-- nil when malformed: 1 to 256 bytes ending within a row's 4 MiB.
+local function range(v)
+  if #v < 5 or #v > 4 + 256 then
+    return nil
+  end
+  local o1, o2, o3, o4 = string.byte(v, 1, 4)
+  local offset = ((o1 * 256 + o2) * 256 + o3) * 256 + o4
+  if offset + #v - 4 > 4194304 then
+    return nil
+  end
+  return offset, string.sub(v, 5)
+end
+
 -- ARGV index of the first pair of each section.
 local pc0 = 5
 local w0 = 5 + 2 * np
@@ -92,17 +106,12 @@ for i = 1, np do
   end
   fields[i] = key
   if pk[i] == R then
-    local v = ARGV[pc0 + 2 * (i - 1) + 1]
     local b = string.byte(key)
-    if b == tagByte or b == regByte or #v < 5 or #v > 4 + 256 then
+    local offset, bytes = range(ARGV[pc0 + 2 * (i - 1) + 1])
+    if b == tagByte or b == regByte or not offset then
       return redis.error_reply('relay apply: malformed precondition')
     end
-    local o1, o2, o3, o4 = string.byte(v, 1, 4)
-    local offset = ((o1 * 256 + o2) * 256 + o3) * 256 + o4
-    if offset + #v - 4 > 4194304 then
-      return redis.error_reply('relay apply: malformed precondition')
-    end
-    pranges[i] = {offset, string.sub(v, 5)}
+    pranges[i] = {offset, bytes}
   end
 end
 local timers, registry = false, false
@@ -124,15 +133,11 @@ for i = 1, nw do
     if b == tagByte or b == regByte then
       return redis.error_reply('relay apply: put-range of a timer or registering row')
     end
-    if #v < 5 or #v > 4 + 256 then
+    local offset, bytes = range(v)
+    if not offset then
       return redis.error_reply('relay apply: malformed put-range')
     end
-    local o1, o2, o3, o4 = string.byte(v, 1, 4)
-    local offset = ((o1 * 256 + o2) * 256 + o3) * 256 + o4
-    if offset + #v - 4 > 4194304 then
-      return redis.error_reply('relay apply: malformed put-range')
-    end
-    ranges[#ranges + 1] = {key, offset, string.sub(v, 5)}
+    ranges[#ranges + 1] = {key, offset, bytes}
   else
     whole[key] = true
   end
