@@ -343,7 +343,7 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 			pkinds[i] = 'a'
 		case store.RangeEquals:
 			pkinds[i] = 'r'
-			args = append(args, string(pc.Key), encodeRange(store.Write{Value: pc.Value, Offset: pc.Offset}))
+			args = append(args, string(pc.Key), encodeRange(pc.Offset, pc.Value))
 			continue
 		default:
 			pkinds[i] = 'e'
@@ -360,7 +360,7 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 			continue
 		case store.PutRange:
 			wkinds[i] = 'r'
-			args = append(args, string(w.Key), encodeRange(w))
+			args = append(args, string(w.Key), encodeRange(w.Offset, w.Value))
 			continue
 		default:
 			wkinds[i] = 'p'
@@ -394,11 +394,12 @@ func encodeAdd(w store.Write) []byte {
 	return v
 }
 
-// encodeRange is a validated PutRange, or RangeEquals, as apply.lua reads it: the offset,
-// 4 bytes big-endian (a row is at most store.MaxValueBytes), then the bytes.
-func encodeRange(w store.Write) []byte {
-	o := uint32(w.Offset)
-	return append([]byte{byte(o >> 24), byte(o >> 16), byte(o >> 8), byte(o)}, w.Value...)
+// encodeRange is a validated PutRange's or RangeEquals's offset and bytes
+// as apply.lua reads them: the offset, 4 bytes big-endian (a row is at most
+// store.MaxValueBytes), then the bytes.
+func encodeRange(offset int, bytes store.Value) []byte {
+	o := uint32(offset)
+	return append([]byte{byte(o >> 24), byte(o >> 16), byte(o >> 8), byte(o)}, bytes...)
 }
 
 func decodeResult(res any) (store.Result, error) {

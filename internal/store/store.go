@@ -221,8 +221,8 @@ func (b *Batch) RequireAbsent(key Key) {
 }
 
 // RequireRange adds a precondition that key exists and holds bytes at
-// offset. Like PutRange it writes 1 to MaxRangeBytes bytes' worth of
-// comparison, and its row is not a timer row.
+// offset. It compares 1 to MaxRangeBytes bytes, of a row that is neither a
+// timer row nor a registering row, as a PutRange writes them.
 func (b *Batch) RequireRange(key Key, offset int, bytes Value) {
 	b.Preconditions = append(b.Preconditions, Precondition{Kind: RangeEquals, Key: key, Value: bytes, Offset: offset})
 }
@@ -304,7 +304,7 @@ func (b *Batch) Validate() error {
 			return fmt.Errorf("%w: precondition %d: %v", ErrInvalidBatch, i, err)
 		}
 		if pc.Kind == RangeEquals {
-			if err := checkRange(Write{Kind: PutRange, Key: pc.Key, Value: pc.Value, Offset: pc.Offset}); err != nil {
+			if err := checkRange(pc.Key, pc.Offset, pc.Value); err != nil {
 				return fmt.Errorf("%w: precondition %d: %v", ErrInvalidBatch, i, err)
 			}
 		} else if pc.Offset != 0 {
@@ -332,7 +332,7 @@ func (b *Batch) Validate() error {
 			if len(w.Deltas) > 0 || w.Saturating != 0 {
 				return fmt.Errorf("%w: write %d: only an add carries deltas", ErrInvalidBatch, i)
 			}
-			if err := checkRange(w); err != nil {
+			if err := checkRange(w.Key, w.Offset, w.Value); err != nil {
 				return fmt.Errorf("%w: write %d: %v", ErrInvalidBatch, i, err)
 			}
 			if ranges == nil {
@@ -374,16 +374,17 @@ func (b *Batch) Validate() error {
 	return nil
 }
 
-func checkRange(w Write) error {
+// checkRange checks the bytes a PutRange writes or a RangeEquals compares.
+func checkRange(key Key, offset int, bytes Value) error {
 	switch {
-	case w.Key[0] == TimerTag:
+	case key[0] == TimerTag:
 		return errors.New("range of a timer row")
-	case w.Key[0] == RegistryTag:
+	case key[0] == RegistryTag:
 		return errors.New("range of a registering row")
-	case len(w.Value) == 0 || len(w.Value) > MaxRangeBytes:
-		return fmt.Errorf("range of %d bytes, want 1 to %d", len(w.Value), MaxRangeBytes)
-	case w.Offset < 0 || w.Offset > MaxValueBytes-len(w.Value):
-		return fmt.Errorf("range at offset %d of %d bytes leaves 0..%d", w.Offset, len(w.Value), MaxValueBytes)
+	case len(bytes) == 0 || len(bytes) > MaxRangeBytes:
+		return fmt.Errorf("range of %d bytes, want 1 to %d", len(bytes), MaxRangeBytes)
+	case offset < 0 || offset > MaxValueBytes-len(bytes):
+		return fmt.Errorf("range at offset %d of %d bytes leaves 0..%d", offset, len(bytes), MaxValueBytes)
 	}
 	return nil
 }
