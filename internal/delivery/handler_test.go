@@ -23,11 +23,12 @@ import (
 type gated struct {
 	capture
 	hold    map[string]bool
-	fail    map[string]error
 	release chan struct{}
 	entered chan string
 
+	// mu guards fail once calls run; a test sets it before the fire.
 	mu        sync.Mutex
+	fail      map[string]error
 	open, max int
 }
 
@@ -54,8 +55,12 @@ func (g *gated) Deliver(ctx context.Context, o Parcel) error {
 			return ctx.Err()
 		}
 	}
-	if err := g.fail[rid]; err != nil {
-		delete(g.fail, rid) // fails once
+	// Calls run at once, so the failures are taken under the lock.
+	g.mu.Lock()
+	err := g.fail[rid]
+	delete(g.fail, rid) // fails once
+	g.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	return g.capture.Deliver(ctx, o)
