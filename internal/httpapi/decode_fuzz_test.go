@@ -278,6 +278,10 @@ func (*blankStore) Scan(context.Context, store.Partition, store.Key, store.Key, 
 	return store.Page{}, nil
 }
 
+func (*blankStore) ScanUnordered(context.Context, store.Partition, *store.Cursor, int) (store.Page, error) {
+	return store.Page{}, nil
+}
+
 func (s *blankStore) Apply(_ context.Context, _ store.Partition, b store.Batch) (store.Result, error) {
 	if err := b.Validate(); err != nil {
 		return store.Result{}, err

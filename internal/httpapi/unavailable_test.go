@@ -40,6 +40,10 @@ func (d downStore) Scan(context.Context, store.Partition, store.Key, store.Key, 
 	return store.Page{}, d.err
 }
 
+func (d downStore) ScanUnordered(context.Context, store.Partition, *store.Cursor, int) (store.Page, error) {
+	return store.Page{}, d.err
+}
+
 func (d downStore) Apply(context.Context, store.Partition, store.Batch) (store.Result, error) {
 	return store.Result{}, d.err
 }

@@ -37,10 +37,12 @@ func sweepTimerKey(dueAtMs int64) store.Key { return timers.Key(dueAtMs, timers.
 // sweepTimerValue is a fresh sweep timer: a new pass from the first row.
 func sweepTimerValue() store.Value { return timers.EncodeIdle(nil) }
 
-// SeenSweeper is the timers.Handler of timers.KindSeenSweep. A pass pages through
-// the seen rows, a page per fire, deleting those older than the window, each
-// guarded by its value as read (a row re-accepted meanwhile is kept). Rows
-// that do not decode are kept and logged, never dropped.
+// SeenSweeper is the timers.Handler of timers.KindSeenSweep. A pass pages
+// through the seen rows, a page per fire, deleting those older than the
+// window, each guarded by its value as read (a row re-accepted meanwhile is
+// kept). Seen rows are unordered in the store (store.UnorderedTag), so a
+// pass walks them with ScanUnordered in no order; a pass ends when the walk
+// does. Rows that do not decode are kept and logged, never dropped.
 type SeenSweeper struct {
 	// Window must equal the Appender's; DefaultWindow when zero.
 	Window time.Duration
@@ -61,6 +63,9 @@ func (*SeenSweeper) Kind() timers.Kind { return timers.KindSeenSweep }
 // Fire sweeps one page. Within a pass it reschedules now with the page's
 // cursor; at the end of a pass it reschedules for when the earliest row it
 // kept expires, but not sooner than Every (a window ahead when none remain).
+// A page may hold more expired rows than one batch deletes (the store's
+// pages are a hint): the fire deletes Rows of them and keeps the page's
+// cursor, so the next fire reads the same page again without them.
 func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.DueTimer) (timers.Fired, error) {
 	windowMs, everyMs, rows := DefaultWindow.Milliseconds(), DefaultSweepEvery.Milliseconds(), DefaultSweepRows
 	if s.Window > 0 {
@@ -76,23 +81,37 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	if log == nil {
 		log = slog.Default()
 	}
-	start, end := SeenRange()
-	st, page, err := passPage(ctx, fc, t, "seen", start, end, rows, log)
-	if err != nil {
-		return timers.Fired{}, err
+	st, err := decodeSweepState(t.State)
+	if err != nil || !st.unordered {
+		// The state is only a position, and one of an ordered pass (an
+		// earlier version's) is no position in this walk: start over.
+		if err != nil {
+			log.WarnContext(ctx, "seen sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
+		}
+		st = sweepState{earliestMs: st.earliestMs, unordered: true}
 	}
-	b := store.Batch{Drain: true}
+	at := st.cursor
+	var after *store.Cursor
+	if len(at) > 0 {
+		after = store.NewCursor(at)
+	}
+	page, err := fc.Store.ScanUnordered(ctx, fc.Partition, after, rows)
+	if err != nil {
+		return timers.Fired{}, fmt.Errorf("scan seen rows of %s: %w", fc.Partition, err)
+	}
 	type candidate struct {
 		entry store.Entry
 		rid   string
+		seq   uint64
+		// logged: the seen row names its log row, which may hold it.
+		logged bool
 	}
 	var expired []candidate
 	var logKeys []store.Key
-	var logged []int
 	for _, e := range page.Entries {
 		seen, err := DecodeSeen(e.Value)
 		pk, ok := Parse(e.Key)
-		if !ok || err != nil {
+		if !ok || pk.Class != ClassSeen || err != nil {
 			log.WarnContext(ctx, "seen row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
 			continue
 		}
@@ -107,49 +126,64 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 			continue
 		}
 		if seen.Logged {
-			logKeys, logged = append(logKeys, LogKey(seen.Seq)), append(logged, len(expired))
+			logKeys = append(logKeys, LogKey(seen.Seq))
 		}
-		expired = append(expired, candidate{entry: e, rid: pk.RID})
+		expired = append(expired, candidate{entry: e, rid: pk.RID, seq: seen.Seq, logged: seen.Logged})
 	}
-	held := make([]bool, len(expired))
-	if len(logKeys) > 0 {
-		// A seen row whose outcome the log still holds stays with it, so
-		// the outcome can be looked up by its reservation id until the
-		// log sweep removes it.
-		rows, err := fc.Store.GetMany(ctx, fc.Partition, logKeys)
+	// A seen row whose outcome the log still holds stays with it, so the
+	// outcome can be looked up by its reservation id until the log sweep
+	// removes it.
+	held := make(map[uint64]string, len(logKeys))
+	for len(logKeys) > 0 {
+		n := min(len(logKeys), store.MaxBatchOps)
+		found, err := fc.Store.GetMany(ctx, fc.Partition, logKeys[:n])
 		if err != nil {
 			return timers.Fired{}, fmt.Errorf("read log rows of %s: %w", fc.Partition, err)
 		}
-		for j, i := range logged {
-			if !rows[j].Found {
+		for i, r := range found {
+			if !r.Found {
 				continue
 			}
-			if l, err := DecodeLog(rows[j].Value); err != nil || l.RID == expired[i].rid {
-				held[i] = true
+			pk, _ := Parse(logKeys[i])
+			if l, err := DecodeLog(r.Value); err != nil {
+				held[pk.Seq] = "" // unreadable: keep whatever names it
+			} else {
+				held[pk.Seq] = l.RID
 			}
 		}
+		logKeys = logKeys[n:]
 	}
-	for i, c := range expired {
-		if held[i] {
+	b := store.Batch{Drain: true}
+	more := false
+	for _, c := range expired {
+		if rid, ok := held[c.seq]; c.logged && ok && (rid == "" || rid == c.rid) {
 			if due := fc.NowMs + everyMs; st.earliestMs == 0 || due < st.earliestMs {
 				st.earliestMs = due
 			}
 			continue
 		}
+		if len(b.Writes) == rows {
+			more = true
+			break
+		}
 		b.RequireEquals(c.entry.Key, c.entry.Value)
 		b.Delete(c.entry.Key)
 	}
-	if page.Next != nil {
+	switch {
+	case more:
+		st.cursor = at
+	case page.Next != nil:
 		st.cursor = page.Next.Bytes()
-		return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
+	default:
+		due := fc.NowMs + everyMs
+		if st.earliestMs == 0 {
+			due = max(due, fc.NowMs+windowMs)
+		} else {
+			due = max(due, st.earliestMs)
+		}
+		return timers.Fired{DueAtMs: due, Batch: b}, nil
 	}
-	due := fc.NowMs + everyMs
-	if st.earliestMs == 0 {
-		due = max(due, fc.NowMs+windowMs)
-	} else {
-		due = max(due, st.earliestMs)
-	}
-	return timers.Fired{DueAtMs: due, Batch: b}, nil
+	return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
 }
 
 // passPage reads the next page of a sweep's pass over [start, end), resuming
@@ -173,17 +207,27 @@ func passPage(ctx context.Context, fc timers.FireContext, t timers.DueTimer, wha
 }
 
 // sweepState is a pass in progress: the earliest expiry of the rows kept so
-// far (0 for none) and the cursor after the last row examined. An empty
-// state starts a pass.
+// far (0 for none) and the cursor after the last page examined, of an
+// ordered Scan or, when unordered, of a ScanUnordered. An empty state
+// starts a pass.
 type sweepState struct {
 	earliestMs int64
 	cursor     []byte
+	unordered  bool
 }
 
-// encodeSweepState is version 1, earliest ms u64, cursor length u16, cursor.
+// sweepUnordered is the version of a state whose cursor is a
+// ScanUnordered's; it has version 1's layout.
+const sweepUnordered = 0x02
+
+// encodeSweepState is version 1 (2 when unordered), earliest ms u64, cursor
+// length u16, cursor.
 func encodeSweepState(s sweepState) []byte {
 	v := make([]byte, 0, 1+8+2+len(s.cursor))
 	v = append(v, codecV1)
+	if s.unordered {
+		v[0] = sweepUnordered
+	}
 	v = binary.BigEndian.AppendUint64(v, uint64(s.earliestMs))
 	v = binary.BigEndian.AppendUint16(v, uint16(len(s.cursor)))
 	return append(v, s.cursor...)
@@ -193,8 +237,12 @@ func decodeSweepState(state []byte) (sweepState, error) {
 	if len(state) == 0 {
 		return sweepState{}, nil
 	}
-	r := newReader("seen sweep state", state)
-	s := sweepState{earliestMs: r.ms()}
+	unordered := state[0] == sweepUnordered
+	if unordered {
+		state = append([]byte{codecV1}, state[1:]...)
+	}
+	r := newReader("sweep state", state)
+	s := sweepState{earliestMs: r.ms(), unordered: unordered}
 	n := r.u16()
 	if n > MaxCursorBytes {
 		r.fail("cursor of %d bytes", n)

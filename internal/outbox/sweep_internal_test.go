@@ -11,6 +11,7 @@ import (
 func FuzzDecodeSweepState(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(encodeSweepState(sweepState{earliestMs: 5, cursor: []byte("sr-1")}))
+	f.Add(encodeSweepState(sweepState{earliestMs: 5, cursor: []byte("1024"), unordered: true}))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := decodeSweepState(v)
 		if err != nil && !errors.Is(err, store.ErrCorrupt) {

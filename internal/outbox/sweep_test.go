@@ -48,6 +48,28 @@ func fireSweep(t *testing.T, e *env, s *outbox.SeenSweeper, state []byte) (timer
 	return f, e.Apply(f.Batch).Committed
 }
 
+// sweepPass fires s from a fresh state until its pass ends, each fire
+// committed and each within the pass due at once, and returns the last.
+func sweepPass(t *testing.T, e *env, s *outbox.SeenSweeper) timers.Fired {
+	t.Helper()
+	var state []byte
+	for fires := 0; fires < 100; fires++ {
+		f, ok := fireSweep(t, e, s, state)
+		if !ok {
+			t.Fatal("sweep batch failed its guards")
+		}
+		if len(f.State) == 0 {
+			return f
+		}
+		if f.DueAtMs != e.NowMs() {
+			t.Fatalf("a pass in progress is due %d, not now", f.DueAtMs)
+		}
+		state = f.State
+	}
+	t.Fatal("the pass does not end")
+	return timers.Fired{}
+}
+
 func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
@@ -65,27 +87,12 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 		ackAll(t, e, "billing")
 		e.Clk.Set(t0 + time.Hour.Milliseconds() + outbox.SweepGrace.Milliseconds())
 
-		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 2}
-		var state []byte
-		for fires := 0; ; fires++ {
-			if fires > 5 {
-				t.Fatal("the pass does not end")
-			}
-			f, ok := fireSweep(t, e, s, state)
-			if !ok {
-				t.Fatal("sweep batch failed its guards")
-			}
-			if len(f.State) == 0 {
-				// End of the pass: due when r-3 expires, 30 min on.
-				if want := t0 + 90*time.Minute.Milliseconds() + outbox.SweepGrace.Milliseconds(); f.DueAtMs != want {
-					t.Errorf("next pass due %d, want %d", f.DueAtMs, want)
-				}
-				break
-			}
-			if f.DueAtMs != e.NowMs() {
-				t.Errorf("a pass in progress is due %d, not now", f.DueAtMs)
-			}
-			state = f.State
+		// One row a fire, fewer than a page holds: the pass reads a page
+		// again until its expired rows are gone.
+		f := sweepPass(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 1})
+		// End of the pass: due when r-3 expires, 30 min on.
+		if want := t0 + 90*time.Minute.Milliseconds() + outbox.SweepGrace.Milliseconds(); f.DueAtMs != want {
+			t.Errorf("next pass due %d, want %d", f.DueAtMs, want)
 		}
 		start, end := outbox.SeenRange()
 		var left []string
@@ -98,7 +105,7 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 		}
 		// An empty namespace sweeps again a window later.
 		e.Clk.Set(t0 + 3*time.Hour.Milliseconds())
-		f, _ := fireSweep(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: time.Minute, Rows: 10}, nil)
+		f = sweepPass(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: time.Minute, Rows: 10})
 		if f.DueAtMs != e.NowMs()+time.Hour.Milliseconds() {
 			t.Errorf("due %d after sweeping all", f.DueAtMs)
 		}
@@ -161,11 +168,7 @@ func TestSweeperKeepsTheSeenRowOfAnOutcomeTheLogHolds(t *testing.T) {
 		e.Append(committed("r-1"), committed("r-2"))
 		ack(t, e, "billing", 1)
 		e.Clk.Advance(2 * time.Hour)
-		s := &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 10}
-		f, ok := fireSweep(t, e, s, nil)
-		if !ok {
-			t.Fatal("sweep batch failed its guards")
-		}
+		f := sweepPass(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 10})
 		start, end := outbox.SeenRange()
 		var left []string
 		for _, row := range e.scan(start, end) {
@@ -177,6 +180,39 @@ func TestSweeperKeepsTheSeenRowOfAnOutcomeTheLogHolds(t *testing.T) {
 		}
 		if want := e.NowMs() + 10*time.Minute.Milliseconds(); f.DueAtMs != want {
 			t.Errorf("next pass due %d, want %d: the kept row is looked at again", f.DueAtMs, want)
+		}
+	})
+}
+
+// A pass an earlier version left holds an ordered scan's cursor, which is
+// no position in the unordered walk: the sweep starts the walk over rather
+// than fail each fire.
+func TestASweepStateOfAnOrderedPassStartsTheWalkOver(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.App.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("r-1"), committed("r-2"))
+		ackAll(t, e, "billing")
+		e.Clk.Advance(2 * time.Hour)
+		cursor, _ := outbox.SeenKey("r-1")
+		// Version 1: earliest ms 0, then the cursor's length and bytes.
+		state := append([]byte{0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(len(cursor))}, cursor...)
+		s := &outbox.SeenSweeper{Window: time.Hour, Rows: 10}
+		for fires := 0; ; fires++ {
+			if fires == 100 {
+				t.Fatal("the pass does not end")
+			}
+			f, ok := fireSweep(t, e, s, state)
+			if !ok {
+				t.Fatal("sweep batch failed its guards")
+			}
+			if state = f.State; len(state) == 0 {
+				break
+			}
+		}
+		start, end := outbox.SeenRange()
+		if left := e.scan(start, end); len(left) != 0 {
+			t.Fatalf("%d seen rows left past their window", len(left))
 		}
 	})
 }

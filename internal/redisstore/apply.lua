@@ -6,10 +6,12 @@
 -- KEYS[4] bucket registry  (ZSET: registered namespace -> 0)
 --
 -- ARGV[1] namespace, the partition's member in KEYS[3] and KEYS[4]
--- ARGV[2] row tags, two bytes. The first is the timer tag: a row key
+-- ARGV[2] row tags, three bytes. The first is the timer tag: a row key
 --         starting with it is a timer whose next 8 bytes are its due ms,
 --         big-endian. The second is the registry tag: the partition is in
---         KEYS[4] while it holds a row key starting with it.
+--         KEYS[4] while it holds a row key starting with it. The third is
+--         the unordered tag: a row key starting with it is kept in KEYS[1]
+--         alone, never added to KEYS[2].
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent,
 --         'r' range equals
 -- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add,
@@ -61,11 +63,11 @@ end
 if #ARGV ~= 4 + 2 * (np + nw) then
   return redis.error_reply('relay apply: argument count does not match operation counts')
 end
-if #ARGV[2] ~= 2 then
-  return redis.error_reply('relay apply: row tags must be two bytes')
+if #ARGV[2] ~= 3 then
+  return redis.error_reply('relay apply: row tags must be three bytes')
 end
 local tag, regTag = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
-local tagByte, regByte = string.byte(ARGV[2], 1, 2)
+local tagByte, regByte, unorderedByte = string.byte(ARGV[2], 1, 3)
 local E, P, C, R = string.byte('e'), string.byte('p'), string.byte('c'), string.byte('r')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
@@ -282,7 +284,9 @@ end
 -- Only a key's last write matters, so the writes collapse into one HSET and
 -- one ZADD of the rows put, then one HDEL and one ZREM of the rows deleted:
 -- four commands at most, whatever the batch size. A ZADD of a key already in
--- the order set and a ZREM of one never in it change nothing. Puts go first:
+-- the order set and a ZREM of one never in it change nothing: an unordered
+-- row is never added, and its delete also removes the order entry a row put
+-- before the store kept the class unordered may have. Puts go first:
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
 local last = {}
@@ -297,8 +301,10 @@ for i = 1, nw do
     if wk[i] == P or wk[i] == C or wk[i] == R then
       hset[#hset + 1] = key
       hset[#hset + 1] = added[key] or ARGV[j + 1]
-      zadd[#zadd + 1] = '0'
-      zadd[#zadd + 1] = key
+      if string.byte(key) ~= unorderedByte then
+        zadd[#zadd + 1] = '0'
+        zadd[#zadd + 1] = key
+      end
     else
       dels[#dels + 1] = key
     end
@@ -306,6 +312,8 @@ for i = 1, nw do
 end
 if #hset > 0 then
   redis.call('HSET', KEYS[1], unpack(hset))
+end
+if #zadd > 0 then
   redis.call('ZADD', KEYS[2], unpack(zadd))
 end
 if #dels > 0 then

@@ -240,6 +240,13 @@ type rowCensus map[outbox.Class]struct{ rows, keyBytes, valueBytes int }
 func census(b *testing.B, s *redisstore.Store, p store.Partition) rowCensus {
 	b.Helper()
 	c := rowCensus{}
+	count := func(e store.Entry) {
+		k := c[outbox.Class(e.Key[0])]
+		k.rows++
+		k.keyBytes += len(e.Key)
+		k.valueBytes += len(e.Value)
+		c[outbox.Class(e.Key[0])] = k
+	}
 	var after *store.Cursor
 	for {
 		page, err := s.Scan(context.Background(), p, "", store.Key([]byte{0x80}), after, redisstore.MaxScanLimit)
@@ -247,17 +254,17 @@ func census(b *testing.B, s *redisstore.Store, p store.Partition) rowCensus {
 			b.Fatal(err)
 		}
 		for _, e := range page.Entries {
-			k := c[outbox.Class(e.Key[0])]
-			k.rows++
-			k.keyBytes += len(e.Key)
-			k.valueBytes += len(e.Value)
-			c[outbox.Class(e.Key[0])] = k
+			count(e)
 		}
 		if page.Next == nil {
-			return c
+			break
 		}
 		after = page.Next
 	}
+	for _, e := range outboxtest.Unordered(b, s, p, "", store.Key([]byte{0x80})) {
+		count(e)
+	}
+	return c
 }
 
 // report reports the memory per outcome beyond the partition's endpoints,

@@ -74,27 +74,27 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"101 operations", append([]any{"acme", "te", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
-			{"argument count short", []any{"acme", "te", "", "pp", "k1", "v"}},
-			{"argument count long", []any{"acme", "te", "", "p", "k1", "v", "extra"}},
-			{"unknown kind in the last write", []any{"acme", "te", "", "px", "k1", "v", "k2", "v"}},
-			{"unknown precondition kind", []any{"acme", "te", "p", "p", "k0", "", "k1", "v"}},
-			{"empty precondition key", []any{"acme", "te", "a", "p", "", "", "k1", "v"}},
-			{"empty key in the last write", []any{"acme", "te", "", "pd", "k1", "v", "", ""}},
+			{"101 operations", append([]any{"acme", "tes", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
+			{"argument count short", []any{"acme", "tes", "", "pp", "k1", "v"}},
+			{"argument count long", []any{"acme", "tes", "", "p", "k1", "v", "extra"}},
+			{"unknown kind in the last write", []any{"acme", "tes", "", "px", "k1", "v", "k2", "v"}},
+			{"unknown precondition kind", []any{"acme", "tes", "p", "p", "k0", "", "k1", "v"}},
+			{"empty precondition key", []any{"acme", "tes", "a", "p", "", "", "k1", "v"}},
+			{"empty key in the last write", []any{"acme", "tes", "", "pd", "k1", "v", "", ""}},
 			{"row tags of one byte", []any{"acme", "t", "", "p", "k1", "v"}},
-			{"row tags of three bytes", []any{"acme", "tee", "", "p", "k1", "v"}},
-			{"counter add without counters", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00"}},
-			{"counter add of a partial counter", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of a counter and a half", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
-			{"counter add of an unsigned delta", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of another sign", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
-			{"saturating counter add of 2^53", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add of 2^53", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add header longer than the value", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of nine counters", []any{"acme", "te", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
-			{"counter add to a timer row", []any{"acme", "te", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add beside a put of its row", []any{"acme", "te", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"two counter adds of one row", []any{"acme", "te", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"row tags of four bytes", []any{"acme", "tees", "", "p", "k1", "v"}},
+			{"counter add without counters", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00"}},
+			{"counter add of a partial counter", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of a counter and a half", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
+			{"counter add of an unsigned delta", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of another sign", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
+			{"saturating counter add of 2^53", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add of 2^53", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add header longer than the value", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of nine counters", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
+			{"counter add to a timer row", []any{"acme", "tes", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add beside a put of its row", []any{"acme", "tes", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"two counter adds of one row", []any{"acme", "tes", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
@@ -103,11 +103,11 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			wantEmpty(t, s, acme)
 		}
 		// The same script commits a well-formed batch.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "a", "p", "k0", "", "k1", "v").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "a", "p", "k0", "", "k1", "v").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
 		}
-		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
+		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed counter add: %v, %v; want [1]", res, err)
 		}
@@ -135,19 +135,19 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"put-range without its offset", []any{"acme", "te", "", "r", "r", "\x00\x00\x00"}},
-			{"put-range of no bytes", []any{"acme", "te", "", "r", "r", "\x00\x00\x00\x01"}},
-			{"put-range of 257 bytes", []any{"acme", "te", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
-			{"put-range past the largest row", []any{"acme", "te", "", "r", "r", "\x00\x40\x00\x00x"}},
-			{"put-range of a timer row", []any{"acme", "te", "", "r", timer, one}},
-			{"put-range of a registering row", []any{"acme", "te", "", "r", "ep", one}},
-			{"put-range beside a put of its row", []any{"acme", "te", "", "pr", "r", "0123456789", "r", one}},
-			{"put-range beside a delete of its row", []any{"acme", "te", "", "rd", "r", one, "r", ""}},
-			{"put-range beside a counter add of its row", []any{"acme", "te", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"range guard without its offset", []any{"acme", "te", "r", "", "r", "\x00\x00\x00"}},
-			{"range guard of no bytes", []any{"acme", "te", "r", "", "r", "\x00\x00\x00\x01"}},
-			{"range guard past the largest row", []any{"acme", "te", "r", "", "r", "\x00\x40\x00\x00x"}},
-			{"range guard of a timer row", []any{"acme", "te", "r", "", timer, one}},
+			{"put-range without its offset", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00"}},
+			{"put-range of no bytes", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00\x01"}},
+			{"put-range of 257 bytes", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
+			{"put-range past the largest row", []any{"acme", "tes", "", "r", "r", "\x00\x40\x00\x00x"}},
+			{"put-range of a timer row", []any{"acme", "tes", "", "r", timer, one}},
+			{"put-range of a registering row", []any{"acme", "tes", "", "r", "ep", one}},
+			{"put-range beside a put of its row", []any{"acme", "tes", "", "pr", "r", "0123456789", "r", one}},
+			{"put-range beside a delete of its row", []any{"acme", "tes", "", "rd", "r", one, "r", ""}},
+			{"put-range beside a counter add of its row", []any{"acme", "tes", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"range guard without its offset", []any{"acme", "tes", "r", "", "r", "\x00\x00\x00"}},
+			{"range guard of no bytes", []any{"acme", "tes", "r", "", "r", "\x00\x00\x00\x01"}},
+			{"range guard past the largest row", []any{"acme", "tes", "r", "", "r", "\x00\x40\x00\x00x"}},
+			{"range guard of a timer row", []any{"acme", "tes", "r", "", timer, one}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") || strings.Contains(err.Error(), "too short") {
@@ -158,7 +158,7 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			}
 		}
 		// The same script splices a well-formed put-range at its offset.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "te", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed put-range: %v, %v; want [1]", res, err)
 		}
@@ -199,7 +199,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 		wantEmpty(t, s, acme)
 		// The script itself refuses it too.
 		keys := s.PartitionKeys(acme)
-		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "te", "", "p", string(short), "x").Err(); err == nil ||
+		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "tes", "", "p", string(short), "x").Err(); err == nil ||
 			!strings.Contains(err.Error(), "relay apply:") {
 			t.Fatalf("script answered %v for %q, want a relay apply error", err, short)
 		}
@@ -207,7 +207,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 	}
 	var b store.Batch
 	// The script refuses a call with the wrong number of keys before writing.
-	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "te", "", "p", "k", "v").Err(); err == nil {
+	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "tes", "", "p", "k", "v").Err(); err == nil {
 		t.Fatal("apply.lua ran with two keys")
 	}
 	wantEmpty(t, s, acme)
@@ -283,6 +283,37 @@ func TestKeyLayout(t *testing.T) {
 	if got := m.Keys(); !slices.Equal(got, want) {
 		t.Fatalf("redis keys %q, want %q", got, want)
 	}
+}
+
+// An unordered row is in the values hash alone, which is the memory it
+// saves; its delete also removes the order entry a row put by an earlier
+// version has, so such entries do not outlive their rows.
+func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		ctx := t.Context()
+		keys := s.PartitionKeys(acme)
+		fresh, legacy := "s"+"fresh", "s"+"legacy"
+		var b store.Batch
+		b.Put(store.Key(fresh), store.Value("v"))
+		b.Put("ordered", store.Value("v"))
+		mustCommit(t, s, acme, b)
+		// As an earlier version wrote it: a value and an order entry.
+		if err := s.Client().HSet(ctx, keys[0], legacy, "old").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Client().ZRange(ctx, keys[1], 0, -1).Val(); !slices.Equal(got, []string{"ordered", legacy}) {
+			t.Fatalf("order index %q, want the ordered row and the legacy entry", got)
+		}
+		b = store.Batch{}
+		b.Delete(store.Key(fresh))
+		b.Delete(store.Key(legacy))
+		b.Delete("ordered")
+		mustCommit(t, s, acme, b)
+		wantEmpty(t, s, acme)
+	})
 }
 
 func TestShebangIsUsedWhereTheServerSupportsIt(t *testing.T) {

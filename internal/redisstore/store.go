@@ -246,6 +246,58 @@ func (s *Store) Scan(ctx context.Context, p store.Partition, start, end store.Ke
 	return page, nil
 }
 
+// ScanUnordered pages through the rows that start with store.UnorderedTag
+// with one HSCAN of the partition's values, matching their first byte:
+// HSCAN's guarantee is the contract's (every row present for the whole walk
+// at least once, maybe twice), and its COUNT the limit's hint. The cursor
+// is HSCAN's, in decimal.
+func (s *Store) ScanUnordered(ctx context.Context, p store.Partition, after *store.Cursor, limit int) (store.Page, error) {
+	if err := p.Validate(); err != nil {
+		return store.Page{}, err
+	}
+	if limit < 1 {
+		return store.Page{}, fmt.Errorf("scan unordered rows of %s: limit %d must be at least 1", p, limit)
+	}
+	var from uint64
+	if after != nil {
+		n, err := strconv.ParseUint(string(after.After()), 10, 64)
+		if err != nil || n == 0 {
+			return store.Page{}, fmt.Errorf("scan unordered rows of %s: the cursor is not one of this scan's", p)
+		}
+		from = n
+	}
+	b := s.BucketOf(p)
+	kv, next, err := s.client.HScan(ctx, s.tags[b]+":ns:"+p.Namespace+":rows", from, unorderedMatch, int64(min(limit, MaxScanLimit))).Result()
+	if err != nil {
+		return store.Page{}, fmt.Errorf("scan unordered rows of %s: %w", p, classify(ctx, err))
+	}
+	if len(kv)%2 != 0 {
+		return store.Page{}, fmt.Errorf("scan unordered rows of %s: a reply of %d fields and values", p, len(kv))
+	}
+	var page store.Page
+	if len(kv) > 0 {
+		page.Entries = make([]store.Entry, 0, len(kv)/2)
+	}
+	for i := 0; i < len(kv); i += 2 {
+		page.Entries = append(page.Entries, store.Entry{Key: store.Key(kv[i]), Value: store.Value(kv[i+1])})
+	}
+	if next != 0 {
+		page.Next = store.CursorAfter(store.Key(strconv.FormatUint(next, 10)))
+	}
+	return page, nil
+}
+
+// unorderedMatch is the HSCAN pattern of the unordered rows: their first
+// byte, escaped when glob would read it otherwise, then anything.
+var unorderedMatch = globLiteral(store.UnorderedTag) + "*"
+
+func globLiteral(b byte) string {
+	if strings.IndexByte(`*?[]\^`, b) >= 0 {
+		return `\` + string([]byte{b})
+	}
+	return string([]byte{b})
+}
+
 func decodePage(res any) (store.Page, error) {
 	arr, ok := res.([]any)
 	if !ok || len(arr) == 0 || len(arr)%2 != 1 {
@@ -371,8 +423,9 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	return s.partitionKeys(p), args, nil
 }
 
-// rowTags are the timer tag and the registry tag, as apply.lua takes them.
-var rowTags = string([]byte{store.TimerTag, store.RegistryTag})
+// rowTags are the timer, registry and unordered tags, as apply.lua takes
+// them.
+var rowTags = string([]byte{store.TimerTag, store.RegistryTag, store.UnorderedTag})
 
 // encodeAdd is a validated Add as apply.lua reads it: the header's length
 // and bytes, then per delta a sign and a 7-byte big-endian magnitude. A

@@ -44,6 +44,16 @@ const (
 // registered while it has an endpoint; the store knows nothing else of them.
 const RegistryTag byte = 'e'
 
+// UnorderedTag is the first byte of every row key the store keeps in no
+// order: such a row is read and guarded by its key like any other, but Scan
+// does not list it, and ScanUnordered pages through these rows instead. An
+// ordered row pays for its key a second time in the order index, which on
+// Redis is about a hundred bytes a row; the outbox's seen rows, one per
+// accepted outcome and only ever read by reservation id or swept, carry it.
+// A row of this class put before the store kept it unordered stays listed
+// by Scan until it is deleted.
+const UnorderedTag byte = 's'
+
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Errors callers branch on.
@@ -443,6 +453,15 @@ type NamespaceStore interface {
 	// Scan returns up to limit rows with keys in [start, end) in byte order,
 	// strictly after the cursor when one is given.
 	Scan(ctx context.Context, p Partition, start, end Key, after *Cursor, limit int) (Page, error)
+	// ScanUnordered returns a page of the rows whose keys start with
+	// UnorderedTag, in no order, resuming after the cursor of an earlier
+	// page when one is given (a Scan's cursor is refused). A walk from no
+	// cursor until Next is nil returns every such row present for the
+	// whole walk at least once; a row written or deleted during it may or
+	// may not come, and a row may come twice. limit is a hint: a page may
+	// hold more rows (a small partition answers whole) or none, with a
+	// Next all the same.
+	ScanUnordered(ctx context.Context, p Partition, after *Cursor, limit int) (Page, error)
 	// Apply applies the batch atomically, or reports the first failing
 	// precondition and writes nothing.
 	Apply(ctx context.Context, p Partition, b Batch) (Result, error)

@@ -4,6 +4,8 @@ package outboxtest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,4 +112,36 @@ func (e *Env) Get(key store.Key) (store.Value, bool) {
 		e.T.Fatalf("get: %v", err)
 	}
 	return v, found
+}
+
+// Unordered is every row of the partition the store keeps unordered
+// (store.UnorderedTag: the seen rows) with a key in [start, end), sorted
+// by key, each once.
+func Unordered(t testing.TB, st store.NamespaceStore, p store.Partition, start, end store.Key) []store.Entry {
+	t.Helper()
+	rows := map[store.Key]store.Value{}
+	var after *store.Cursor
+	for pages := 0; ; pages++ {
+		if pages > 100000 {
+			t.Fatal("unordered scan does not end")
+		}
+		page, err := st.ScanUnordered(context.Background(), p, after, 100)
+		if err != nil {
+			t.Fatalf("unordered scan of %s: %v", p, err)
+		}
+		for _, e := range page.Entries {
+			if e.Key >= start && e.Key < end {
+				rows[e.Key] = e.Value
+			}
+		}
+		if page.Next == nil {
+			break
+		}
+		after = page.Next
+	}
+	out := make([]store.Entry, 0, len(rows))
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		out = append(out, store.Entry{Key: k, Value: rows[k]})
+	}
+	return out
 }

@@ -201,18 +201,18 @@ func increment(ctx context.Context, s Store, key store.Key, worker int) error {
 }
 
 func testPartitionsAreIsolated(t *testing.T, s Store) {
-	put(t, s, acme, "shared", "acme's", "only-acme", "")
-	put(t, s, globex, "shared", "globex's")
-	wantRow(t, s, acme, "shared", "acme's")
-	wantRow(t, s, globex, "shared", "globex's")
+	put(t, s, acme, "common", "acme's", "only-acme", "")
+	put(t, s, globex, "common", "globex's")
+	wantRow(t, s, acme, "common", "acme's")
+	wantRow(t, s, globex, "common", "globex's")
 	wantAbsent(t, s, globex, "only-acme")
-	wantKeys(t, scanAll(t, s, globex, "", "\xff", 10), "shared")
+	wantKeys(t, scanAll(t, s, globex, "", "\xff", 10), "common")
 
 	var b store.Batch
-	b.RequireEquals("shared", store.Value("acme's")) // true in acme, not in globex
-	b.Delete("shared")
+	b.RequireEquals("common", store.Value("acme's")) // true in acme, not in globex
+	b.Delete("common")
 	mustFailAt(t, s, globex, b, 0)
 	mustCommit(t, s, acme, b)
-	wantAbsent(t, s, acme, "shared")
-	wantRow(t, s, globex, "shared", "globex's")
+	wantAbsent(t, s, acme, "common")
+	wantRow(t, s, globex, "common", "globex's")
 }
