@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
-	"github.com/hookrelay/relay/internal/store"
 )
 
 // calls is what the calls of one fire did.
@@ -56,7 +55,7 @@ type result struct {
 // flight it is strictly sequential: nothing after a failed row is called.
 // It keeps to the stream's effective limits: lim's width at once, and no
 // more calls than it has tokens.
-func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*pendingRow, started time.Time, lim *limits) calls {
+func (h *Handler) call(ctx context.Context, s *stream, page outbox.QueuePage, rows []*pendingRow, started time.Time, lim *limits) calls {
 	clk := h.clock()
 	width := min(max(lim.width, 1), outbox.MaxMaxInFlight)
 	allow := lim.allowance()
@@ -96,7 +95,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page store.Page, rows []*
 			run.callFailed = true
 		}
 	}
-	for i := range page.Entries {
+	for i := range page.Rows {
 		// A full window waits for a call to end; at width 1 that makes the
 		// loop sequential, so nothing past a failed row is examined.
 		for open >= width {

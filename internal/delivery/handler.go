@@ -165,6 +165,9 @@ type stream struct {
 	ns, endpoint string
 	backlogKey   store.Key
 	endpointKey  store.Key
+	headKey      store.Key
+	// head is the stream's head as read at the start of the fire.
+	head outbox.Head
 	// ep is the endpoint as read at the start of the fire.
 	ep outbox.Endpoint
 }
@@ -202,9 +205,17 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return timers.Fired{}, fmt.Errorf("delivery timer: %w", err)
 	}
 	s.endpointKey, _ = outbox.EndpointKey(s.endpoint)
-	head, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
+	s.headKey, _ = outbox.HeadKey(s.endpoint)
+	head, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey, s.headKey})
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("read stream %s/%s: %w", s.ns, s.endpoint, err)
+	}
+	if s.head, err = outbox.HeadOf(head[2]); err != nil {
+		// A head that does not decode is read as none: the stream's
+		// pending rows still go, and the log's wait for a repair.
+		h.log().ErrorContext(ctx, "delivery stream's head does not decode; reading its pending rows only",
+			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
+		s.head = outbox.Head{}
 	}
 	acks, err := outbox.NewAcks(s.endpoint, head[0].Value, head[0].Found)
 	if err != nil {
@@ -263,7 +274,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return timers.Fired{}, err
 	}
 
-	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, after: after, calls: run, limits: lim}
+	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, rows: rows, after: after, calls: run, limits: lim}
 	fired, err := h.plan(ctx, f, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err
@@ -336,24 +347,20 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 	return timers.Fired{DueAtMs: timers.NeverMs, State: value, Batch: b}, true, nil
 }
 
-// scan reads the page of pending rows after the cursor, wrapping to the head
-// of the stream once the cursor is past its last row. It returns the cursor
+// scan reads the page of the stream's queue after the cursor, wrapping to
+// its start once the cursor is past its last row. It returns the cursor
 // the page was read after.
-func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, after *store.Cursor) (store.Page, *store.Cursor, error) {
-	start, end, err := outbox.PendingRange(s.endpoint)
-	if err != nil {
-		return store.Page{}, nil, err
-	}
+func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, after *store.Cursor) (outbox.QueuePage, *store.Cursor, error) {
 	// The page is the fire's row budget: scanning further would strand the
 	// unexamined rest until a whole rotation.
 	limit := h.maxRows()
-	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, limit)
-	if err == nil && len(page.Entries) == 0 && after != nil && page.Next == nil {
+	page, err := outbox.ReadQueue(ctx, fc.Store, fc.Partition, s.endpoint, s.head, after, limit)
+	if err == nil && len(page.Rows) == 0 && after != nil && page.Next == nil {
 		after = nil
-		page, err = fc.Store.Scan(ctx, fc.Partition, start, end, nil, limit)
+		page, err = outbox.ReadQueue(ctx, fc.Store, fc.Partition, s.endpoint, s.head, nil, limit)
 	}
 	if err != nil {
-		return store.Page{}, nil, fmt.Errorf("scan stream %s/%s: %w", s.ns, s.endpoint, err)
+		return outbox.QueuePage{}, nil, err
 	}
 	return page, after, nil
 }
@@ -362,17 +369,20 @@ func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, af
 // round trip for rows in the log. A row that does not parse, or whose
 // outcome is missing or does not decode, is logged and left out: kept,
 // never deleted, skipped.
-func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page store.Page) ([]*pendingRow, error) {
-	rows := make([]*pendingRow, len(page.Entries))
-	refs := make([]outbox.StreamRef, 0, len(page.Entries))
-	for i, e := range page.Entries {
-		pk, ok := outbox.Parse(e.Key)
-		if !ok || pk.Class != outbox.ClassPending || pk.Endpoint != s.endpoint {
-			h.log().WarnContext(ctx, "invalid pending row; keeping it", "namespace", s.ns, "endpoint", s.endpoint)
+func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page outbox.QueuePage) ([]*pendingRow, error) {
+	rows := make([]*pendingRow, len(page.Rows))
+	refs := make([]outbox.StreamRef, 0, len(page.Rows))
+	for i, q := range page.Rows {
+		if q.Corrupt {
+			if q.Logged {
+				h.log().WarnContext(ctx, "undecodable log row; keeping it", "namespace", s.ns, "endpoint", s.endpoint, "seq", q.Seq)
+			} else {
+				h.log().WarnContext(ctx, "invalid pending row; keeping it", "namespace", s.ns, "endpoint", s.endpoint)
+			}
 			continue
 		}
-		rows[i] = &pendingRow{index: i, seq: pk.Seq, rid: pk.RID}
-		refs = append(refs, outbox.StreamRef{Seq: pk.Seq, RID: pk.RID})
+		rows[i] = &pendingRow{index: i, seq: q.Seq, rid: q.RID}
+		refs = append(refs, outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged})
 	}
 	got, err := outbox.ReadStreamRows(ctx, fc.Store, fc.Partition, s.endpoint, refs)
 	if err != nil {

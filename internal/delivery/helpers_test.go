@@ -111,18 +111,12 @@ func (e *env) pending() []string {
 	return e.pendingOf(ep)
 }
 
-// pendingOf is the reservation ids pending on the stream of id.
+// pendingOf is the reservation ids in the queue of the stream of id.
 func (e *env) pendingOf(id string) []string {
 	e.T.Helper()
-	start, end, _ := outbox.PendingRange(id)
-	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
-	if err != nil {
-		e.T.Fatal(err)
-	}
 	var rids []string
-	for _, row := range page.Entries {
-		pk, _ := outbox.Parse(row.Key)
-		rids = append(rids, pk.RID)
+	for _, q := range outboxtest.Queue(e.T, e.St, e.P, id) {
+		rids = append(rids, q.RID)
 	}
 	return rids
 }
@@ -141,14 +135,9 @@ func (e *env) record(rid string) (store.Value, bool) {
 // logKey is the key of the log row of the stream's pending row rid.
 func (e *env) logKey(rid string) (store.Key, bool) {
 	e.T.Helper()
-	start, end, _ := outbox.PendingRange(ep)
-	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 1000)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	for _, row := range page.Entries {
-		if pk, _ := outbox.Parse(row.Key); pk.RID == rid {
-			return outbox.LogKey(pk.Seq), true
+	for _, q := range outboxtest.Queue(e.T, e.St, e.P, ep) {
+		if q.RID == rid {
+			return outbox.LogKey(q.Seq), true
 		}
 	}
 	return "", false

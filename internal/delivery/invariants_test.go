@@ -183,7 +183,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				case !ok:
 					t.Errorf("%s: unparsable row %q", ns, e.Key)
 				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence,
-					pk.Class == outbox.ClassCounters, pk.Class == outbox.ClassMinute:
+					pk.Class == outbox.ClassCounters, pk.Class == outbox.ClassMinute, pk.Class == outbox.ClassHead:
 				case pk.Class == outbox.ClassTimer && (pk.TimerKind == timers.KindSeenSweep || pk.TimerKind == timers.KindLogSweep):
 				default:
 					t.Errorf("%s: row %+v left after every outcome was delivered", ns, pk)

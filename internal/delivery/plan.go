@@ -20,7 +20,9 @@ type firing struct {
 	timer  timers.DueTimer
 	stream stream
 	state  outbox.DeliveryState
-	page   store.Page
+	page   outbox.QueuePage
+	// rows are the page's rows as prepared, nil where one was left out.
+	rows []*pendingRow
 	// after is the cursor the page was read after.
 	after *store.Cursor
 	calls calls
@@ -80,12 +82,16 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		return timers.Fired{}, err
 	}
 	acks.Retain = h.Retention > 0
+	acked := make(map[int]bool, len(run.acked))
 	for _, r := range run.acked {
 		if err := acks.Add(r.rid, r.seq, r.rec, r.done); err != nil {
 			h.log().WarnContext(ctx, "acknowledgement not planned; keeping the row",
 				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
+			continue
 		}
+		acked[r.index] = true
 	}
+	h.moveHead(f, acks, acked)
 	var b store.Batch
 	if disabling && acks.Len() == 0 && acks.Remaining().Rows > 0 {
 		// Nothing to acknowledge, and the disable does not depend on the
@@ -145,7 +151,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		// the rows behind it; at the first untried row after a cut.
 		resume = f.after
 		if run.last >= 0 {
-			resume = store.CursorAfter(f.page.Entries[run.last].Key)
+			resume = f.page.Cursor(run.last)
 		}
 	}
 	next := outbox.DeliveryState{Attempt: f.state.Attempt, Cursor: resume, Bucket: bucket, Throttle: throttle}
@@ -168,6 +174,10 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	case run.paced && !run.callFailed:
 		// Out of tokens before any call: waiting for them is not a
 		// backoff, and the count of failing fires stays as it was.
+		delayMs = floorMs
+	case len(f.page.Rows) == 0 && f.page.Next != nil:
+		// The log rows the page examined held none of the stream's: its
+		// rows are further on, and due now.
 		delayMs = floorMs
 	default:
 		// The wait grows with the stream's failing fires, not with the
@@ -198,6 +208,39 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		Backoff: delivered == 0,
 		Notes:   h.attemptNotes(ctx, s, run.failed, nowMs),
 	}, next, due, nowMs)
+}
+
+// moveHead plans the stream's head past the rows of the page read from the
+// log that the fire finished: each acknowledged, not the stream's, or,
+// when the fire delivered rows, refused and kept (outbox.Acks.Keep), so a
+// row the endpoint keeps refusing does not hold the head while the rows
+// behind it go. It stops at the first row left: untried, unreadable, or
+// refused by an endpoint that took nothing, whose rows all stay in the
+// log rather than each get a pending row. Only a page that read the log
+// from the head knows every row up to where it stopped.
+func (h *Handler) moveHead(f *firing, acks *outbox.Acks, acked map[int]bool) {
+	head := f.stream.head
+	if !head.Found || !f.page.FromHead {
+		return
+	}
+	refused := make(map[int]bool, len(f.calls.failed))
+	for _, fl := range f.calls.failed {
+		refused[fl.row.index] = true
+	}
+	to := f.page.LogEnd
+	for i, q := range f.page.Rows {
+		if !q.Logged || acked[i] {
+			continue
+		}
+		if r := f.rows[i]; r != nil && refused[i] && acks.Len() > 0 && acks.Keep(r.rid, r.seq, r.rec) == nil {
+			continue
+		}
+		to = q.Seq
+		break
+	}
+	if to > head.Seq {
+		acks.MoveHead(to)
+	}
 }
 
 // fired completes a plan's Fired: the timer due at due with state next;

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -468,12 +469,8 @@ func TestMaxRowsBoundsOneFireAndTheCursorRotates(t *testing.T) {
 		// A cursor past the last row, as a fire that failed at the stream's
 		// last row leaves it: the next fire wraps to the head.
 		e.seed("v", "w", "x", "y", "z")
-		start, end, _ := outbox.PendingRange(ep)
-		page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		state, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.CursorAfter(page.Entries[len(page.Entries)-1].Key)})
+		queue := outboxtest.Queue(t, e.St, e.P, ep)
+		state, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.CursorAfter(queue[len(queue)-1].Key)})
 		if err != nil {
 			t.Fatal(err)
 		}

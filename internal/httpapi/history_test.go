@@ -22,42 +22,9 @@ import (
 func (h *harness) deliver(ns, endpoint string, n int, done outbox.Done) {
 	h.t.Helper()
 	ctx, p := h.t.Context(), store.Partition{Namespace: ns}
-	start, end, err := outbox.PendingRange(endpoint)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	page, err := h.st.Scan(ctx, p, start, end, nil, n)
-	if err != nil || len(page.Entries) != n {
-		h.t.Fatalf("%d pending rows of %s, want %d: %v", len(page.Entries), endpoint, n, err)
-	}
-	var refs []outbox.StreamRef
-	for _, e := range page.Entries {
-		pk, _ := outbox.Parse(e.Key)
-		refs = append(refs, outbox.StreamRef{Seq: pk.Seq, RID: pk.RID})
-	}
-	rows, err := outbox.ReadStreamRows(ctx, h.st, p, endpoint, refs)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	key, _ := outbox.BacklogKey(endpoint)
-	v, found, err := h.st.Get(ctx, p, key)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	acks, err := outbox.NewAcks(endpoint, v, found)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	acks.Retain = true
-	for i, ref := range refs {
-		if err := acks.Add(ref.RID, ref.Seq, rows[i].Record, done); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	var b store.Batch
-	acks.Plan(&b)
-	if res, err := h.st.Apply(ctx, p, b); err != nil || !res.Committed {
-		h.t.Fatalf("ack: %+v %v", res, err)
+	rids, err := outboxtest.AckPage(ctx, h.st, p, endpoint, n, true, done)
+	if err != nil || len(rids) != n {
+		h.t.Fatalf("acknowledged %v of %s, want %d rows: %v", rids, endpoint, n, err)
 	}
 }
 

@@ -29,7 +29,7 @@ type attemptEntryView struct {
 }
 
 type pendingRowView struct {
-	ReservationID  string             `json:"reservation_id"`
+	ReservationID  string             `json:"reservation_id,omitempty"`
 	Sequence       uint64             `json:"sequence"`
 	Kind           outbox.Kind        `json:"kind,omitempty"`
 	OccurredUnixMs int64              `json:"occurred_unix_ms,omitempty"`

@@ -15,12 +15,15 @@ import (
 // calls joins the plan's Adds, or, counted in another minute than the
 // acknowledgements, adds MinuteOps: 4(22-f)+5 + f + MinuteOps + 5 = 100-3f
 // for f failed calls, 98 for none. At 23 rows the minute's two operations
-// would not fit.
+// would not fit. A fire's head move (MoveHead, one Put) and its kept rows
+// (Keep, two operations each, refused rows only and only beside
+// acknowledgements) add at most 1+2f: 99 for none, 101-f otherwise.
 const MaxAcksPerBatch = 22
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
 // four per row (the pending row's guard, its deletion, its log entry's
-// rewrite and its attempt row's deletion; or, for the last stream of a log
+// rewrite and its attempt row's deletion; three for a row the log alone
+// queues, whose entry's guard stands for the pending row's; or, for the last stream of a log
 // row kept for no retention, the row's guard and the deletion of it, the
 // pending and the attempt rows; or, for a row older than the log, the guard
 // and the deletions of its record, pending and attempt rows), for the backlog its guard and deletion when the plan acknowledges every
@@ -52,6 +55,10 @@ type Acks struct {
 	// Retain keeps each row's log entry, and its attempt row, for the
 	// retention window; false deletes them with the pending row.
 	Retain bool
+	// kept are rows read from the log that get a pending row (Keep), and
+	// head the head the plan moves the stream to (MoveHead).
+	kept []ackRow
+	head *uint64
 }
 
 type ackRow struct {
@@ -59,6 +66,10 @@ type ackRow struct {
 	seq  uint64
 	rec  StreamRecord
 	done Done
+	// unreadable: a row of the log's queue whose log row does not decode,
+	// dropped by a forced delete. It has no row to guard or write; the
+	// head the drop moves past it, guarded, makes the batch apply once.
+	unreadable bool
 }
 
 // Done is how a row's delivery ended, kept in its log entry.
@@ -104,6 +115,17 @@ func (a *Acks) drop(rid string, seq uint64, rec StreamRecord, atMs int64) error 
 	return nil
 }
 
+// dropUnreadable drops the row of the log's queue at seq whose log row does
+// not decode: it counts as dropped, and the caller moves the head past it.
+func (a *Acks) dropUnreadable(seq uint64) error {
+	if uint64(len(a.rows)) >= a.backlog.Rows {
+		return fmt.Errorf("drop %s at %d: %w of %d rows", a.endpoint, seq, ErrBacklogUnderflow, a.backlog.Rows)
+	}
+	a.rows = append(a.rows, ackRow{seq: seq, unreadable: true})
+	a.dropped++
+	return nil
+}
+
 func (a *Acks) add(rid string, seq uint64, rec StreamRecord, done Done, recordless bool) error {
 	if err := ValidateReservationID(rid); err != nil {
 		return err
@@ -125,6 +147,37 @@ func (a *Acks) add(rid string, seq uint64, rec StreamRecord, done Done, recordle
 	a.rows = append(a.rows, ackRow{rid: rid, seq: seq, rec: rec, done: done})
 	a.bytes += uint64(len(record))
 	return nil
+}
+
+// Keep gives a row that its log entry alone queues (QueueRow.Logged) a
+// pending row, so that the stream's head can move past it while it stays
+// queued: a row refused while the rows behind it were delivered. It is
+// guarded by the entry as read and costs two operations.
+func (a *Acks) Keep(rid string, seq uint64, rec StreamRecord) error {
+	if !rec.queued || rec.seq != seq || rec.row.RID != rid {
+		return fmt.Errorf("keep %s/%s: not a row of the log's queue", a.endpoint, rid)
+	}
+	a.kept = append(a.kept, ackRow{rid: rid, seq: seq, rec: rec})
+	return nil
+}
+
+// MoveHead moves the stream's head to seq: one operation. The caller owns
+// the stream (its lease) and has read, from the head, every row before seq:
+// each is done, kept, or not the stream's.
+func (a *Acks) MoveHead(seq uint64) { a.head = &seq }
+
+// Kept is the number of rows Keep planned.
+func (a *Acks) Kept() int { return len(a.kept) }
+
+// planQueue adds the kept rows and the head move to b.
+func (a *Acks) planQueue(b *store.Batch) {
+	for _, r := range a.kept {
+		requireEntry(b, r.seq, r.rec.entry)
+		b.Put(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
+	}
+	if a.head != nil {
+		b.Put(tagged(ClassHead, a.endpoint), EncodeHead(*a.head))
+	}
 }
 
 // Len is the number of rows acknowledged.
@@ -170,6 +223,7 @@ func (a *Acks) Remaining() Backlog {
 // once.
 func (a *Acks) Plan(b *store.Batch) {
 	b.Drain = true
+	a.planQueue(b)
 	if len(a.rows) == 0 {
 		b.Guard(a.backlogKey, a.raw, a.found)
 		if a.found && a.backlog.Rows == 0 {
@@ -186,15 +240,25 @@ func (a *Acks) Plan(b *store.Batch) {
 		state = EntryDropped
 	}
 	for _, r := range a.rows {
-		if a.last(r) {
+		switch {
+		case r.unreadable:
+		case a.last(r):
 			// Its first run deletes the log row: a resend fails this guard.
 			b.RequireEquals(LogKey(r.seq), r.rec.log)
-		} else {
+		case r.rec.queued:
+			// Its first run rewrites the entry.
+			requireEntry(b, r.seq, r.rec.entry)
+		default:
 			b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
 		}
 	}
 	for _, r := range a.rows {
-		b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
+		if r.unreadable {
+			continue
+		}
+		if !r.rec.queued {
+			b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
+		}
 		switch {
 		case !r.rec.logged:
 			b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))

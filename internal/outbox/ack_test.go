@@ -45,6 +45,9 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		e.Append(committed("a"), aborted("b"), committed("c"))
 		attemptA := putAttempt(t, e, "billing", "a")
 		attemptC := putAttempt(t, e, "billing", "c")
+		// Rows with pending rows, as a stream older than heads has them:
+		// each costs the most (queue_test.go has the rows the log queues).
+		e.unheaded("billing")
 		pending := e.pending("billing")
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range pending[:2] {
@@ -288,15 +291,19 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 // The fullest completion of a fire fits one batch, for every split of a
 // page of MaxAcksPerBatch rows into acknowledged and failed ones: the
 // acknowledgements, an attempt row per failed call, the timer's guard,
-// deletion and put, a 410's endpoint guard and disable, and the failed
-// calls' minute when it is another than the acknowledgements'.
+// deletion and put, a 410's endpoint guard and disable, the failed
+// calls' minute when it is another than the acknowledgements', the head's
+// move and, beside acknowledgements, each failed row kept.
 func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
-	const timer, disable = 3, 2
+	const timer, disable, head, keep = 3, 2, 1, 2
 	for n := 0; n <= outbox.MaxAcksPerBatch; n++ {
 		failed := outbox.MaxAcksPerBatch - n
-		ops := outbox.AckOps(n) + failed + timer + disable
+		ops := outbox.AckOps(n) + failed + timer + disable + head
 		if failed > 0 {
 			ops += outbox.MinuteOps
+		}
+		if n > 0 {
+			ops += keep * failed
 		}
 		if ops > store.MaxBatchOps {
 			t.Errorf("%d acknowledged, %d failed: %d operations", n, failed, ops)
@@ -335,6 +342,8 @@ func TestTwentyTwoAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T)
 			in = append(in, committed(fmt.Sprintf("r-%02d", i)))
 		}
 		e.Append(in...)
+		// Rows with pending rows, which cost the most.
+		e.unheaded("billing")
 		acks := freshAcks(t, e, "billing")
 		for _, pk := range e.pending("billing") {
 			rec, _ := e.record("billing", pk.RID)

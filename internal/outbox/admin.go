@@ -144,6 +144,10 @@ type streamRead struct {
 	backlog   backlogRead
 	counters  Counters
 	timer     *timers.Row // the stream's delivery timer, nil when none
+	// head is the stream's head row (queue.go) as read, and headAt what it
+	// holds; a head that does not decode reads as none.
+	head   rowRead
+	headAt Head
 	// seq is the namespace's sequence row: every ingest guards it, so a
 	// change that creates what ingest plans on (an endpoint, a delivery
 	// timer) bumps it to fence out plans read before.
@@ -199,10 +203,12 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 		}
 	}
 	bk := tagged(ClassBacklog, id)
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey(), tagged(ClassCounters, id)})
+	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey(), tagged(ClassCounters, id), tagged(ClassHead, id)})
 	if err != nil {
 		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
 	}
+	s.head = rowRead{raw: rows[3].Value, found: rows[3].Found}
+	s.headAt, _ = HeadOf(rows[3])
 	if s.counters, err = countersOf(rows[2].Value, rows[2].Found); err != nil {
 		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
 	}

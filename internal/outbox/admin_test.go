@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -267,13 +268,12 @@ func TestReplayPutsTheRowFirstDueNowWithTheBackoffReset(t *testing.T) {
 		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.Attempt != 0 || st.Cursor == nil {
 			t.Fatalf("timer after replay: due %d, state %+v, %v", tm.DueAtMs, st, err)
 		}
-		start, end, _ := outbox.PendingRange("billing")
-		page, err := e.St.Scan(e.Ctx, e.P, start, end, st.Cursor, 1)
-		if err != nil || len(page.Entries) != 1 {
-			t.Fatalf("scan after cursor: %v", err)
+		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
+		if err != nil || len(page.Rows) != 1 {
+			t.Fatalf("queue after cursor: %+v %v", page, err)
 		}
-		if pk, _ := outbox.Parse(page.Entries[0].Key); pk.RID != "r-002" || pk.Seq != got.Seq {
-			t.Fatalf("the next fire starts at %s (seq %d), want r-002 (seq %d)", pk.RID, pk.Seq, got.Seq)
+		if q := page.Rows[0]; q.RID != "r-002" || q.Seq != got.Seq {
+			t.Fatalf("the next fire starts at %s (seq %d), want r-002 (seq %d)", q.RID, q.Seq, got.Seq)
 		}
 	})
 }

@@ -46,12 +46,14 @@ const (
 //	  under the rid past the window              2
 //	seen and log sweep timer creation            2
 //	per endpoint: endpoint guard, backlog guard,
-//	  pending row, backlog write, delivery
-//	  timer move (3)                             7
+//	  its head's creation (guard and write) or
+//	  a pending row, backlog write, delivery
+//	  timer move (3)                             8
 //
 // Outcomes packed into one batch share the sequence, sweep and per-endpoint
-// operations other than the pending rows.
-func IngestOps(e int) int { return 8 + 7*e }
+// operations other than the pending rows; a stream with a head (queue.go)
+// has none.
+func IngestOps(e int) int { return 8 + 8*e }
 
 // Code is what became of one outcome of an Append.
 type Code string
@@ -369,9 +371,10 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	// bound is at least the operations of the pack's batch, kept as items
 	// join, so that the batch is built once rather than once per item: the
 	// sequence guard and write, the sweep timer, a guard per endpoint, and
-	// per endpoint used its backlog guard and write and up to three timer
-	// operations; per item its seen guard and write, its log row and the
-	// guard of an earlier one, and a pending row per endpoint taking it.
+	// per endpoint used its backlog guard and write, up to three timer
+	// operations and its head's creation; per item its seen guard and
+	// write, its log row and the guard of an earlier one, and a pending
+	// row per endpoint taking it.
 	bound := 4 + len(s.endpoints)
 	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
@@ -388,7 +391,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 			for _, i := range s.matching(it.kind) {
 				grow++
 				if !used[i] {
-					grow += 5
+					grow += 7
 				}
 			}
 			if bound+grow > store.MaxBatchOps {
@@ -494,14 +497,28 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
 			b.RequireEquals(LogKey(old.seq), old.raw)
 		}
 	}
-	// Writes.
+	// Writes. A stream with a head reads these rows from the log; one
+	// with nothing pending starts its head at its first; one whose backlog
+	// predates heads gets pending rows until it empties.
 	seq := s.next
+	headed := make([]bool, len(s.endpoints))
+	for i, ep := range s.endpoints {
+		headed[i] = s.heads[ep.id]
+	}
 	for j, it := range items {
 		l := LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]LogEntry, len(matching[j]))}
 		for n, i := range matching[j] {
 			id := s.endpoints[i].id
 			l.Entries[n] = LogEntry{Endpoint: id, State: EntryPending}
-			b.Put(pendingKey(id, seq, it.rid), store.Value{})
+			switch {
+			case headed[i]:
+			case s.backlogs[id].backlog.Rows == 0:
+				b.RequireAbsent(tagged(ClassHead, id))
+				b.Put(tagged(ClassHead, id), EncodeHead(seq))
+				headed[i] = true
+			default:
+				b.Put(pendingKey(id, seq, it.rid), store.Value{})
+			}
 		}
 		v, err := EncodeLog(l)
 		if err != nil {

@@ -366,13 +366,18 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		if outbox.IngestOps(outbox.HardMaxEndpoints) > store.MaxBatchOps {
 			t.Error("HardMaxEndpoints does not fit a batch")
 		}
-		// With the timers due (each guarded) and the sweep timers in place,
-		// six outcomes share a batch (34 shared + 11 each: the seen guard
-		// and row, the log row, eight pending rows), seven do not.
+		// With the timers due (each guarded), the sweep timers and the
+		// streams' heads in place, 22 outcomes share a batch (34 shared + 3
+		// each: the seen guard and row, the log row; no pending rows), 23
+		// do not.
 		spy.applied = nil
-		e.Append(committed("r-2"), committed("r-3"), committed("r-4"), committed("r-5"), committed("r-6"), committed("r-7"), committed("r-8"))
+		var more []outbox.Outcome
+		for i := range 23 {
+			more = append(more, committed(fmt.Sprintf("r-%d", 2+i)))
+		}
+		e.Append(more...)
 		if len(spy.applied) != 2 || spy.applied[0].Ops() != 100 {
-			t.Errorf("%d batches for seven outcomes to 8 endpoints, the first of %d ops", len(spy.applied), spy.applied[0].Ops())
+			t.Errorf("%d batches for 23 outcomes to 8 endpoints, the first of %d ops", len(spy.applied), spy.applied[0].Ops())
 		}
 		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})
 		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-9")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -78,33 +79,46 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 	return out, nil
 }
 
-// oldestAccepted is when the head of each of streams was accepted (see
-// BacklogReader), 0 for a stream found empty, in two round trips: the heads,
-// then their log rows (and, for rows older than the log, their records and
-// seen rows).
+// oldestAccepted is when the oldest row of each of streams' queues was
+// accepted (see BacklogReader), 0 for a stream found empty, in two round
+// trips: each stream's first pending row and its head, then the first
+// row's log row (and, for a row older than the log, its record and seen
+// row), or, for a stream with no pending row, up to queueDateRows log rows
+// from its head. A stream with none of its own among those is dated by the
+// last, which is no later than its oldest.
 func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partition, streams []string, nowMs int64, window time.Duration) ([]int64, error) {
 	out := make([]int64, len(streams))
 	if len(streams) == 0 {
 		return out, nil
 	}
-	reads := make([]store.Read, len(streams))
+	reads := make([]store.Read, len(streams), len(streams)+1)
+	headKeys := make([]store.Key, len(streams))
 	for i, id := range streams {
 		s, e, err := PendingRange(id)
 		if err != nil {
 			return nil, err
 		}
 		reads[i] = store.Read{Start: s, End: e, Limit: 1}
+		headKeys[i] = tagged(ClassHead, id)
 	}
-	heads, err := store.ReadMany(ctx, st, p, reads)
+	reads = append(reads, store.Read{Keys: headKeys})
+	firsts, err := store.ReadMany(ctx, st, p, reads)
 	if err != nil {
 		return nil, fmt.Errorf("read stream heads of %s: %w", p, err)
 	}
+	heads := firsts[len(streams)].Rows
 	var keys []store.Key
-	var at []int
-	for i, h := range heads {
+	var at, logAt []int
+	var logReads []store.Read
+	_, logEnd := LogRange()
+	for i, h := range firsts[:len(streams)] {
 		if len(h.Page.Entries) == 0 {
-			// The backlog row was read before an acknowledgement that
-			// emptied the stream.
+			if head, err := HeadOf(heads[i]); err == nil && head.Found {
+				logReads = append(logReads, store.Read{Start: LogKey(head.Seq), End: logEnd, Limit: queueDateRows})
+				logAt = append(logAt, i)
+			}
+			// Else the backlog row was read before an acknowledgement
+			// that emptied the stream.
 			continue
 		}
 		pk, ok := Parse(h.Page.Entries[0].Key)
@@ -114,9 +128,31 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 		keys = append(keys, LogKey(pk.Seq), streamKey(ClassRecord, pk.Endpoint, pk.RID), tagged(ClassSeen, pk.RID))
 		at = append(at, i)
 	}
-	rows, err := getMany(ctx, st, p, keys)
+	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
+		logReads = append(logReads, store.Read{Keys: chunk})
+	}
+	if len(logReads) == 0 {
+		return out, nil
+	}
+	res, err := store.ReadMany(ctx, st, p, logReads)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read stream heads of %s: %w", p, err)
+	}
+	for j, i := range logAt {
+		for _, e := range res[j].Page.Entries {
+			l, err := DecodeLog(e.Value)
+			if err != nil {
+				continue
+			}
+			out[i] = l.AcceptedMs
+			if en, ok := l.Entry(streams[i]); ok && en.State == EntryPending {
+				break
+			}
+		}
+	}
+	var rows []store.Row
+	for _, r := range res[len(logAt):] {
+		rows = append(rows, r.Rows...)
 	}
 	floor := nowMs - window.Milliseconds()
 	for j, i := range at {
@@ -137,6 +173,10 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	}
 	return out, nil
 }
+
+// queueDateRows is how many log rows from its head date a stream with no
+// pending row.
+const queueDateRows = 8
 
 // sumBacklogs adds the backlog rows of p in entries to out, and appends to
 // streams the endpoint of each that counts rows.

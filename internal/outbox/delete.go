@@ -76,6 +76,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		b.Delete(tagged(ClassCounters, id))
 		// A recovery's fire finds no endpoint, and ends.
 		b.Delete(recoveryKey(id))
+		b.Delete(tagged(ClassHead, id))
 		if t := s.timer; t != nil {
 			// A fire holding it fails its guard and writes nothing.
 			b.RequireEquals(t.Key, t.Raw)
@@ -93,8 +94,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 }
 
 // maxLeftovers is the most leftover rows the final batch of a delete takes:
-// with its eight other operations it stays within store.MaxBatchOps.
-const maxLeftovers = store.MaxBatchOps - 8
+// with its nine other operations it stays within store.MaxBatchOps.
+const maxLeftovers = store.MaxBatchOps - 9
 
 // leftovers is up to maxLeftovers attempt, record and minute rows of the
 // stream of id; more reports that there are others. The minute rows go in
@@ -147,24 +148,24 @@ func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (dr
 		}
 		epRaw = value
 	}
-	start, end, err := PendingRange(id)
-	if err != nil {
-		return 0, false, err
-	}
+	head := s.head
 	for {
-		page, err := a.Store.Scan(ctx, p, start, end, nil, MaxAcksPerBatch)
+		at, err := HeadOf(store.Row{Value: head.raw, Found: head.found})
 		if err != nil {
-			return dropped, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+			return dropped, false, fmt.Errorf("head of %s/%s: %w", p, id, err)
 		}
-		parsed := make([]ParsedKey, 0, len(page.Entries))
-		refs := make([]StreamRef, 0, len(page.Entries))
-		for _, e := range page.Entries {
-			pk, ok := Parse(e.Key)
-			if !ok || pk.Class != ClassPending || pk.Endpoint != id {
+		page, err := ReadQueuePrefix(ctx, a.Store, p, id, at, MaxAcksPerBatch)
+		if err != nil {
+			return dropped, false, err
+		}
+		refs := make([]StreamRef, 0, len(page.Rows))
+		for _, q := range page.Rows {
+			if q.Corrupt && !q.Logged {
 				return dropped, false, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
 			}
-			parsed = append(parsed, pk)
-			refs = append(refs, StreamRef{Seq: pk.Seq, RID: pk.RID})
+			if !q.Corrupt {
+				refs = append(refs, StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged})
+			}
 		}
 		bl, found, err := a.Store.Get(ctx, p, tagged(ClassBacklog, id))
 		if err != nil {
@@ -180,32 +181,52 @@ func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (dr
 		}
 		acks.Retain = a.Retention > 0
 		nowMs := a.Clock.Now().UnixMilli()
-		for i, pk := range parsed {
+		for _, q := range page.Rows {
+			if q.Corrupt {
+				// A log row that does not decode: it stays, and its
+				// entry counts dropped as the head moves past it.
+				if err := acks.dropUnreadable(q.Seq); err != nil {
+					return dropped, false, fmt.Errorf("drop %s/%s: %w", p, id, err)
+				}
+				continue
+			}
+			sr := got[0]
+			got = got[1:]
 			// A row whose record is missing, which delivery keeps and
 			// skips, is dropped too: a forced delete is the way out. So is
 			// one whose log row does not decode, as a row older than the
 			// log: its pending and attempt rows go, the log row stays.
-			rec := got[i].Record
-			if got[i].Err != nil {
+			rec := sr.Record
+			if sr.Err != nil {
 				rec = StreamRecord{}
 			}
-			if err := acks.drop(pk.RID, pk.Seq, rec, nowMs); err != nil {
+			if err := acks.drop(q.RID, q.Seq, rec, nowMs); err != nil {
 				return dropped, false, fmt.Errorf("drop %s/%s: %w", p, id, err)
 			}
 		}
-		if acks.Len() == 0 {
+		moved := page.FromHead && page.End > at.Seq
+		if acks.Len() == 0 && !moved {
 			// The backlog counts rows that are not there: the final batch
 			// deletes it with the endpoint.
-			return dropped, len(page.Entries) == 0, nil
+			return dropped, len(page.Rows) == 0, nil
 		}
 		var b store.Batch
 		b.RequireEquals(epKey, epRaw)
+		if moved {
+			// Every row the page read from the head is dropped: the head
+			// goes past them, and its guard makes a resent batch fail.
+			b.RequireEquals(tagged(ClassHead, id), head.raw)
+			acks.MoveHead(page.End)
+		}
 		acks.Plan(&b)
 		ok, err := a.apply(ctx, p, b)
 		if err != nil || !ok {
 			return dropped, false, err
 		}
 		dropped += uint64(acks.Len())
+		if moved {
+			head = rowRead{raw: EncodeHead(page.End), found: true}
+		}
 		if acks.Remaining().Rows == 0 {
 			return dropped, false, nil
 		}

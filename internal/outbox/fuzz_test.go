@@ -53,6 +53,7 @@ func FuzzBuildThenParse(f *testing.F) {
 			{func() (store.Key, error) { return outbox.BacklogKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: endpoint}},
 			{func() (store.Key, error) { return outbox.EndpointKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassEndpoint, Endpoint: endpoint}},
 			{func() (store.Key, error) { return outbox.SeenKey(rid) }, outbox.ParsedKey{Class: outbox.ClassSeen, RID: rid}},
+			{func() (store.Key, error) { return outbox.HeadKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassHead, Endpoint: endpoint}},
 			{func() (store.Key, error) { return outbox.MinuteKey(endpoint, int64(seq>>24)*60_000) }, outbox.ParsedKey{Class: outbox.ClassMinute, Endpoint: endpoint, Minute: uint32(seq >> 24)}},
 		}
 		for _, b := range builds {
@@ -151,6 +152,17 @@ func FuzzDecodeSequence(f *testing.F) {
 		checkCorrupt(t, err)
 		if err == nil && !bytes.Equal(outbox.EncodeSequence(n), v) {
 			t.Fatalf("sequence not canonical: % x", v)
+		}
+	})
+}
+
+func FuzzDecodeHead(f *testing.F) {
+	f.Add([]byte(outbox.EncodeHead(7)))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		seq, err := outbox.DecodeHead(v)
+		checkCorrupt(t, err)
+		if err == nil && !bytes.Equal(outbox.EncodeHead(seq), v) {
+			t.Fatalf("head not canonical: % x", v)
 		}
 	})
 }

@@ -95,32 +95,46 @@ func (e *env) sequence() uint64 {
 	return n
 }
 
+// pending is the stream's queue, each row as the key of its pending row,
+// whether that row exists or its log entry alone queues it.
 func (e *env) pending(endpoint string) []outbox.ParsedKey {
 	e.T.Helper()
-	start, end, err := outbox.PendingRange(endpoint)
-	if err != nil {
-		e.T.Fatal(err)
-	}
 	var out []outbox.ParsedKey
-	for _, row := range e.scan(start, end) {
-		pk, ok := outbox.Parse(row.Key)
-		if !ok || pk.Class != outbox.ClassPending || len(row.Value) != 0 {
-			e.T.Fatalf("bad pending row %q", row.Key)
+	for _, q := range outboxtest.Queue(e.T, e.St, e.P, endpoint) {
+		if q.Corrupt {
+			e.T.Fatalf("bad queue row %q", q.Key)
 		}
-		out = append(out, pk)
+		out = append(out, outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: endpoint, Seq: q.Seq, RID: q.RID})
 	}
 	return out
+}
+
+// unheaded gives the stream the layout of one that had a backlog before
+// heads were kept: a pending row for every row of its queue, and no head.
+func (e *env) unheaded(endpoint string) {
+	e.T.Helper()
+	var b store.Batch
+	for _, q := range outboxtest.Queue(e.T, e.St, e.P, endpoint) {
+		if q.Logged {
+			b.Put(q.Key, store.Value{})
+		}
+	}
+	key, _ := outbox.HeadKey(endpoint)
+	b.Delete(key)
+	if res := e.Apply(b); !res.Committed {
+		e.T.Fatalf("unhead %s: precondition %d failed", endpoint, res.Failed)
+	}
 }
 
 // record is the outcome the stream of endpoint holds pending under rid,
 // read as delivery reads it; found is false when it holds none.
 func (e *env) record(endpoint, rid string) (outbox.StreamRecord, bool) {
 	e.T.Helper()
-	for _, pk := range e.pending(endpoint) {
-		if pk.RID != rid {
+	for _, q := range outboxtest.Queue(e.T, e.St, e.P, endpoint) {
+		if q.RID != rid {
 			continue
 		}
-		rows, err := outbox.ReadStreamRows(e.Ctx, e.St, e.P, endpoint, []outbox.StreamRef{{Seq: pk.Seq, RID: rid}})
+		rows, err := outbox.ReadStreamRows(e.Ctx, e.St, e.P, endpoint, []outbox.StreamRef{{Seq: q.Seq, RID: rid, Logged: q.Logged}})
 		if err != nil {
 			e.T.Fatal(err)
 		}

@@ -135,26 +135,37 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 		}
 		cur = store.NewCursor(after)
 	}
-	page, err := a.Store.Scan(ctx, p, start, end, cur, limit)
+	head, err := a.head(ctx, p, id)
 	if err != nil {
-		return PendingPage{}, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+		return PendingPage{}, err
 	}
-	out := PendingPage{Stream: st, Rows: make([]PendingRow, 0, len(page.Entries))}
-	refs := make([]StreamRef, 0, len(page.Entries))
-	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassPending || pk.Endpoint != id {
+	page, err := ReadQueue(ctx, a.Store, p, id, head, cur, limit)
+	if err != nil {
+		return PendingPage{}, err
+	}
+	out := PendingPage{Stream: st, Rows: make([]PendingRow, 0, len(page.Rows))}
+	refs := make([]StreamRef, 0, len(page.Rows))
+	for _, q := range page.Rows {
+		if q.Corrupt && !q.Logged {
 			return PendingPage{}, fmt.Errorf("pending row of %s/%s: %w", p, id, corruptf("bad pending key"))
 		}
-		out.Rows = append(out.Rows, PendingRow{RID: pk.RID, Seq: pk.Seq})
-		refs = append(refs, StreamRef{Seq: pk.Seq, RID: pk.RID})
+		out.Rows = append(out.Rows, PendingRow{RID: q.RID, Seq: q.Seq, Corrupt: q.Corrupt})
+		if !q.Corrupt {
+			refs = append(refs, StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged})
+		}
 	}
 	rows, err := readStreamRowsChunked(ctx, a.Store, p, id, refs)
 	if err != nil {
 		return PendingPage{}, err
 	}
 	for i := range out.Rows {
-		r, got := &out.Rows[i], rows[i]
+		r := &out.Rows[i]
+		if r.Corrupt {
+			// Its log row does not decode: shown by its place alone.
+			continue
+		}
+		got := rows[0]
+		rows = rows[1:]
 		if got.Found && got.Err == nil {
 			r.Kind, r.OccurredUnixMs = got.Outcome.Kind(), got.Outcome.OccurredUnixMs
 		} else {
@@ -204,13 +215,14 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 			}
 			return Replayed{}, ErrDisabled
 		}
-		seq, found, err := a.findPending(ctx, p, id, rid)
+		q, found, err := a.findPending(ctx, p, id, rid, s.headAt)
 		if err != nil {
 			return Replayed{}, err
 		}
 		if !found {
 			return Replayed{}, ErrNotPending
 		}
+		seq := q.seq
 		nowMs := a.Clock.Now().UnixMilli()
 		state, err := EncodeDeliveryState(DeliveryState{Cursor: pendingCursorBefore(id, seq)})
 		if err != nil {
@@ -218,7 +230,7 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		}
 		var b store.Batch
 		b.RequireEquals(s.ep.key, s.ep.raw)
-		b.RequireEquals(pendingKey(id, seq, rid), store.Value{})
+		q.guard(&b, id, rid)
 		switch t := s.timer; {
 		case t == nil:
 			// Neither the backlog nor the endpoint changes here, so they do
@@ -246,47 +258,87 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 	return Replayed{}, fmt.Errorf("%w: %s", ErrContended, p)
 }
 
-// findPending finds the sequence number of the pending row rid. A pending
-// key leads with its sequence number, so the stream is scanned from its
-// head; a stuck row is usually near it. The record tells first whether the
-// row is pending at all.
-func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string) (uint64, bool, error) {
+// queued is where findPending found a row of a stream's queue: its
+// sequence number, and, when its log entry alone queues it, the entry as
+// read.
+type queued struct {
+	seq    uint64
+	logged bool
+	entry  LogEntry
+}
+
+// guard guards the row as found: its pending row, or its log entry.
+func (q queued) guard(b *store.Batch, id, rid string) {
+	if q.logged {
+		requireEntry(b, q.seq, q.entry)
+		return
+	}
+	b.RequireEquals(pendingKey(id, q.seq, rid), store.Value{})
+}
+
+// findPending finds the row rid of the stream's queue. The seen row names
+// its sequence number: the row is queued when its pending row is there,
+// or, at or after the head, when its log entry is pending. A row older
+// than the log has a pending key that leads with its sequence number, so
+// the stream is scanned from its start; a stuck row is usually near it.
+// The record tells first whether the row is pending at all.
+func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string, head Head) (queued, bool, error) {
 	rows, err := a.Store.GetMany(ctx, p, []store.Key{tagged(ClassSeen, rid), streamKey(ClassRecord, id, rid)})
 	if err != nil {
-		return 0, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
+		return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
 	}
 	if rows[0].Found {
 		if seen, err := DecodeSeen(rows[0].Value); err == nil && seen.Logged {
-			// The seen row names the outcome's sequence number, and so its
-			// pending row's key.
-			_, found, err := a.Store.Get(ctx, p, pendingKey(id, seen.Seq, rid))
-			if err != nil || found {
-				return seen.Seq, found, err
+			got, err := a.Store.GetMany(ctx, p, []store.Key{pendingKey(id, seen.Seq, rid), LogKey(seen.Seq)})
+			if err != nil {
+				return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
 			}
+			if got[0].Found {
+				return queued{seq: seen.Seq}, true, nil
+			}
+			if head.Found && seen.Seq >= head.Seq && got[1].Found {
+				if l, err := DecodeLog(got[1].Value); err == nil && l.RID == rid {
+					if en, ok := l.Entry(id); ok && en.State == EntryPending {
+						return queued{seq: seen.Seq, logged: true, entry: en}, true, nil
+					}
+				}
+			}
+			return queued{}, false, nil
 		}
 	}
 	if !rows[1].Found {
 		// Not pending as an outcome older than the log either.
-		return 0, false, nil
+		return queued{}, false, nil
 	}
 	start, end, err := PendingRange(id)
 	if err != nil {
-		return 0, false, err
+		return queued{}, false, err
 	}
 	var after *store.Cursor
 	for {
 		page, err := a.Store.Scan(ctx, p, start, end, after, 256)
 		if err != nil {
-			return 0, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+			return queued{}, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
 		}
 		for _, e := range page.Entries {
 			if pk, ok := Parse(e.Key); ok && pk.RID == rid {
-				return pk.Seq, true, nil
+				return queued{seq: pk.Seq}, true, nil
 			}
 		}
 		if page.Next == nil {
-			return 0, false, nil
+			return queued{}, false, nil
 		}
 		after = page.Next
 	}
+}
+
+// head reads the stream's head; one that does not decode reads as none,
+// as delivery reads it.
+func (a *Admin) head(ctx context.Context, p store.Partition, id string) (Head, error) {
+	v, found, err := a.Store.Get(ctx, p, tagged(ClassHead, id))
+	if err != nil {
+		return Head{}, fmt.Errorf("read head of %s/%s: %w", p, id, err)
+	}
+	h, _ := HeadOf(store.Row{Value: v, Found: found})
+	return h, nil
 }

@@ -8,60 +8,15 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
-// ackPage acknowledges up to n of a stream's pending rows the way a delivery
-// fire will: scan a page, read its records in one GetMany, read the backlog
-// afresh, plan, apply. It reports how many rows it acknowledged; 0 when its
-// guard lost to a concurrent writer.
+// ackPage acknowledges up to n rows of a stream's queue the way a delivery
+// fire will (outboxtest.AckPage). It reports the rows it acknowledged; none
+// when its guard lost to a concurrent writer.
 func ackPage(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, n int) (acked []string, err error) {
-	start, end, err := outbox.PendingRange(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	page, err := st.Scan(ctx, p, start, end, nil, n)
-	if err != nil || len(page.Entries) == 0 {
-		return nil, err
-	}
-	parsed := make([]outbox.ParsedKey, len(page.Entries))
-	refs := make([]outbox.StreamRef, len(page.Entries))
-	for i, e := range page.Entries {
-		pk, ok := outbox.Parse(e.Key)
-		if !ok {
-			return nil, fmt.Errorf("bad pending key %q", e.Key)
-		}
-		parsed[i], refs[i] = pk, outbox.StreamRef{Seq: pk.Seq, RID: pk.RID}
-	}
-	records, err := outbox.ReadStreamRows(ctx, st, p, endpoint, refs)
-	if err != nil {
-		return nil, err
-	}
-	bkey, _ := outbox.BacklogKey(endpoint)
-	bv, found, err := st.Get(ctx, p, bkey)
-	if err != nil {
-		return nil, err
-	}
-	acks, err := outbox.NewAcks(endpoint, bv, found)
-	if err != nil {
-		return nil, err
-	}
-	for i, pk := range parsed {
-		if !records[i].Found || records[i].Err != nil {
-			return nil, fmt.Errorf("pending row %s/%s has no record: %v", endpoint, pk.RID, records[i].Err)
-		}
-		if err := acks.Add(pk.RID, pk.Seq, records[i].Record, outbox.Done{}); err != nil {
-			return nil, err
-		}
-		acked = append(acked, pk.RID)
-	}
-	var b store.Batch
-	acks.Plan(&b)
-	res, err := st.Apply(ctx, p, b)
-	if err != nil || !res.Committed {
-		return nil, err
-	}
-	return acked, nil
+	return outboxtest.AckPage(ctx, st, p, endpoint, n, false, outbox.Done{})
 }
 
 // Appenders and acknowledgers race on one namespace with two endpoints whose

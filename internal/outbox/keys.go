@@ -47,6 +47,9 @@ const (
 	// ClassMinute: 'm' minute(4) endpoint -> the stream's delivered and
 	// failed counts in that minute since 1970 (minutes.go).
 	ClassMinute Class = 'm'
+	// ClassHead: 'h' endpoint -> the sequence number from which the
+	// stream's queue is read from the log (queue.go).
+	ClassHead Class = 'h'
 )
 
 // Id limits.
@@ -216,8 +219,8 @@ func streamRange(c Class, endpoint string) (start, end store.Key, err error) {
 // fields are set.
 type ParsedKey struct {
 	Class Class
-	// Endpoint: record, pending, backlog, endpoint, attempt, counters and
-	// minute rows.
+	// Endpoint: record, pending, backlog, endpoint, attempt, counters,
+	// job, head and minute rows.
 	Endpoint string
 	// RID: record, pending, attempt and seen rows.
 	RID string
@@ -254,7 +257,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 			return ParsedKey{}, false
 		}
 		pk.Endpoint, pk.Seq, pk.RID = ep, binary.BigEndian.Uint64([]byte(tail[:8])), tail[8:]
-	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead:
 		if !validEndpointID(rest) {
 			return ParsedKey{}, false
 		}
@@ -298,7 +301,7 @@ func (k ParsedKey) Key() store.Key {
 		return streamKey(k.Class, k.Endpoint, k.RID)
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)
-	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead:
 		return tagged(k.Class, k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -171,39 +172,9 @@ func (l *ledger) ingest() {
 // rids.
 func (l *ledger) ackPrefix(id string, n int, retain bool, done outbox.Done) []string {
 	e := l.e
-	start, end, _ := outbox.PendingRange(id)
-	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, n)
-	if err != nil {
-		l.fatalf("scan: %v", err)
-	}
-	refs := make([]outbox.StreamRef, len(page.Entries))
-	for i, row := range page.Entries {
-		pk, ok := outbox.Parse(row.Key)
-		if !ok {
-			l.fatalf("bad pending key %q", row.Key)
-		}
-		refs[i] = outbox.StreamRef{Seq: pk.Seq, RID: pk.RID}
-	}
-	rows, err := outbox.ReadStreamRows(e.Ctx, e.St, e.P, id, refs)
-	if err != nil {
-		l.fatalf("read stream rows: %v", err)
-	}
-	acks := freshAcks(l.t, e, id)
-	acks.Retain = retain
-	var rids []string
-	for i, ref := range refs {
-		if !rows[i].Found || rows[i].Err != nil {
-			l.fatalf("pending row %s/%s has no record: %v", id, ref.RID, rows[i].Err)
-		}
-		if err := acks.Add(ref.RID, ref.Seq, rows[i].Record, done); err != nil {
-			l.fatalf("acknowledge %s/%s: %v", id, ref.RID, err)
-		}
-		rids = append(rids, ref.RID)
-	}
-	var b store.Batch
-	acks.Plan(&b)
-	if res := e.Apply(b); !res.Committed {
-		l.fatalf("acknowledgement of %s failed precondition %d", id, res.Failed)
+	rids, err := outboxtest.AckPage(e.Ctx, e.St, e.P, id, n, retain, done)
+	if err != nil || len(rids) != n {
+		l.fatalf("acknowledge %d rows of %s: %v acknowledged, %v", n, id, rids, err)
 	}
 	return rids
 }
@@ -567,17 +538,31 @@ func (l *ledger) sweep() {
 func (l *ledger) check() {
 	l.t.Helper()
 	e := l.e
-	// Every pending row of the namespace, by stream.
+	// Every stream's queue, each row as its pending key; and every
+	// pending row of the namespace, which below a stream's head each
+	// pending entry must have.
 	pendingRows := map[string][]outbox.ParsedKey{}
 	pendingSet := map[[2]string]uint64{}
+	heads := map[string]outbox.Head{}
+	for _, id := range l.ids {
+		heads[id] = outboxtest.Head(l.t, e.St, e.P, id)
+		for _, q := range outboxtest.Queue(l.t, e.St, e.P, id) {
+			if q.Corrupt {
+				l.fatalf("bad queue row %q", q.Key)
+			}
+			pk := outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: id, Seq: q.Seq, RID: q.RID}
+			pendingRows[id] = append(pendingRows[id], pk)
+			pendingSet[[2]string{id, q.RID}] = q.Seq
+		}
+	}
+	rowSet := map[[2]string]uint64{}
 	start, end := outbox.ClassRange(outbox.ClassPending)
 	for _, row := range e.scan(start, end) {
 		pk, ok := outbox.Parse(row.Key)
 		if !ok || pk.Class != outbox.ClassPending {
 			l.fatalf("bad pending row %q", row.Key)
 		}
-		pendingRows[pk.Endpoint] = append(pendingRows[pk.Endpoint], pk)
-		pendingSet[[2]string{pk.Endpoint, pk.RID}] = pk.Seq
+		rowSet[[2]string{pk.Endpoint, pk.RID}] = pk.Seq
 	}
 	logRows := map[uint64]outbox.LogRow{}
 	start, end = outbox.LogRange()
@@ -621,13 +606,23 @@ func (l *ledger) check() {
 		}
 	}
 	// No entry is pending, nor one delivered or dropped still queued, on a
-	// stream that disagrees.
+	// stream that disagrees; below a stream's head, each pending entry has
+	// its pending row, and no other entry has one.
 	for seq, lr := range logRows {
 		for _, en := range lr.Entries {
-			at, queued := pendingSet[[2]string{en.Endpoint, lr.RID}]
+			key := [2]string{en.Endpoint, lr.RID}
+			at, queued := pendingSet[key]
 			queued = queued && at == seq
 			if (en.State == outbox.EntryPending) != queued {
-				l.fatalf("log row %d (%s): %s entry %v, its pending row present %v", seq, lr.RID, en.Endpoint, en.State, queued)
+				l.fatalf("log row %d (%s): %s entry %v, queued %v", seq, lr.RID, en.Endpoint, en.State, queued)
+			}
+			at, row := rowSet[key]
+			row = row && at == seq
+			if h := heads[en.Endpoint]; (!h.Found || seq < h.Seq) && en.State == outbox.EntryPending && !row {
+				l.fatalf("log row %d (%s): %s entry pending below the head %+v without its pending row", seq, lr.RID, en.Endpoint, h)
+			}
+			if row && en.State != outbox.EntryPending {
+				l.fatalf("log row %d (%s): %s entry %v keeps its pending row", seq, lr.RID, en.Endpoint, en.State)
 			}
 		}
 	}

@@ -218,3 +218,10 @@ func (l *LogRow) pendingElsewhere(endpoint string) bool {
 func putEntry(b *store.Batch, seq uint64, e LogEntry) {
 	b.PutRange(LogKey(seq), e.offset, appendEntryTail(make([]byte, 0, logEntryTail), e))
 }
+
+// requireEntry guards e's tail as read, whatever the row's other entries
+// hold now: it stands for the pending row a stream reading its queue from
+// the log does not have.
+func requireEntry(b *store.Batch, seq uint64, e LogEntry) {
+	b.RequireRange(LogKey(seq), e.offset, appendEntryTail(make([]byte, 0, logEntryTail), e))
+}

@@ -41,8 +41,10 @@ type snapshot struct {
 	seq       rowRead
 	next      uint64
 	backlogs  map[string]backlogRead // by endpoint id
-	timers    []timers.Row           // in key (due) order
-	seen      map[string]rowRead     // by rid
+	// heads says which streams have a head row (queue.go), by endpoint id.
+	heads  map[string]bool
+	timers []timers.Row       // in key (due) order
+	seen   map[string]rowRead // by rid
 	// logs are the log rows of the seen rows past the window, by seq.
 	logs map[uint64]rowRead
 }
@@ -142,10 +144,12 @@ func readsFor(items []*item, cfg appendConfig) readPlan {
 	epStart, epEnd := EndpointRange()
 	blStart, blEnd := ClassRange(ClassBacklog)
 	tStart, tEnd := timers.Range()
+	hStart, hEnd := ClassRange(ClassHead)
 	rp.reads = []store.Read{
 		{Start: epStart, End: epEnd, Limit: cfg.maxEndpoints + 1},
 		{Start: blStart, End: blEnd, Limit: cfg.maxEndpoints + 1},
 		{Start: tStart, End: tEnd, Limit: timers.MaxRows + 1},
+		{Start: hStart, End: hEnd, Limit: cfg.maxEndpoints + 1},
 	}
 	for chunk := range slices.Chunk(rp.keys, store.MaxBatchOps) {
 		rp.reads = append(rp.reads, store.Read{Keys: chunk})
@@ -160,20 +164,26 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 		nowMs:    nowMs,
 		readMs:   nowMs,
 		backlogs: map[string]backlogRead{},
+		heads:    map[string]bool{},
 		seen:     map[string]rowRead{},
 	}
 	keys, seenAt := rp.keys, rp.seenAt
 	rows := make([]store.Row, 0, len(keys))
-	for _, r := range res[3:] {
+	for _, r := range res[4:] {
 		rows = append(rows, r.Rows...)
 	}
 	if err := s.endpointsFrom(p, res[0].Page, cfg); err != nil {
 		return nil, err
 	}
-	if res[1].Page.Next != nil {
-		// More backlog rows than endpoints: orphans, never written by
-		// relay. Read the endpoints' own.
+	if res[1].Page.Next != nil || res[3].Page.Next != nil {
+		// More backlog or head rows than endpoints: orphans, never
+		// written by relay. Read the endpoints' own.
 		return a.readSlow(ctx, p, s, keys, seenAt, cfg)
+	}
+	for _, e := range res[3].Page.Entries {
+		if pk, ok := Parse(e.Key); ok && pk.Class == ClassHead {
+			s.heads[pk.Endpoint] = true
+		}
 	}
 	backlogs := map[string]rowRead{}
 	for _, e := range res[1].Page.Entries {
@@ -208,15 +218,24 @@ func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot,
 	if err := s.endpointsFrom(p, page, cfg); err != nil {
 		return nil, err
 	}
-	blKeys := make([]store.Key, len(s.endpoints))
-	for i, ep := range s.endpoints {
-		blKeys[i] = tagged(ClassBacklog, ep.id)
+	blKeys := make([]store.Key, 0, 2*len(s.endpoints))
+	for _, ep := range s.endpoints {
+		blKeys = append(blKeys, tagged(ClassBacklog, ep.id))
+	}
+	for _, ep := range s.endpoints {
+		blKeys = append(blKeys, tagged(ClassHead, ep.id))
 	}
 	rows, err := getMany(ctx, a.Store, p, append(keys, blKeys...))
 	if err != nil {
 		return nil, err
 	}
 	bl := rows[len(keys):]
+	clear(s.heads)
+	for i, ep := range s.endpoints {
+		if bl[len(s.endpoints)+i].Found {
+			s.heads[ep.id] = true
+		}
+	}
 	if err := s.backlogsFrom(p, func(i int) rowRead { return rowRead{raw: bl[i].Value, found: bl[i].Found} }); err != nil {
 		return nil, err
 	}
@@ -397,6 +416,8 @@ func (s *snapshot) observe(writes []store.Write) {
 			s.backlogs[pk.Endpoint] = backlogRead{rowRead: rowRead{raw: w.Value, found: true}, backlog: b}
 		case ClassSeen:
 			s.seen[pk.RID] = rowRead{raw: w.Value, found: true}
+		case ClassHead:
+			s.heads[pk.Endpoint] = w.Kind == store.Put
 		case ClassTimer:
 			s.timers = slices.DeleteFunc(s.timers, func(r timers.Row) bool { return r.Key == w.Key })
 			if w.Kind != store.Put {

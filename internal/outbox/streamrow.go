@@ -21,16 +21,22 @@ type StreamRecord struct {
 	HasAttempts bool
 
 	logged bool
+	// queued: the row has no pending row; its log entry alone queues it
+	// (queue.go), so its entry, not a pending row, guards its
+	// acknowledgement.
+	queued bool
 	seq    uint64
 	log    store.Value
 	row    LogRow
 	entry  LogEntry
 }
 
-// StreamRef names one row of a stream: its sequence number and rid.
+// StreamRef names one row of a stream: its sequence number and rid, and
+// whether its log entry alone queues it (QueueRow.Logged).
 type StreamRef struct {
-	Seq uint64
-	RID string
+	Seq    uint64
+	RID    string
+	Logged bool
 }
 
 // StreamRow is one stream row's outcome and attempts as read. Found is false
@@ -73,7 +79,9 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 			out[i].Record.HasAttempts = true
 		}
 		if !logRow.Found {
-			legacy = append(legacy, i)
+			if !r.Logged {
+				legacy = append(legacy, i)
+			}
 			continue
 		}
 		out[i].Found = true
@@ -118,7 +126,7 @@ func fromLog(endpoint string, ref StreamRef, v store.Value, attempts bool) (Stre
 	}
 	return StreamRecord{
 		Record: l.Record, AcceptedMs: l.AcceptedMs, HasAttempts: attempts,
-		logged: true, seq: ref.Seq, log: v, row: l, entry: e,
+		logged: true, queued: ref.Logged, seq: ref.Seq, log: v, row: l, entry: e,
 	}, nil
 }
 
@@ -159,7 +167,7 @@ func (r StreamRecord) Refreshed(row store.Row) StreamRecord {
 	if !r.logged || !row.Found {
 		return r
 	}
-	fresh, err := fromLog(r.entry.Endpoint, StreamRef{Seq: r.seq, RID: r.row.RID}, row.Value, r.HasAttempts)
+	fresh, err := fromLog(r.entry.Endpoint, StreamRef{Seq: r.seq, RID: r.row.RID, Logged: r.queued}, row.Value, r.HasAttempts)
 	if err != nil || !bytes.Equal(fresh.Record, r.Record) || fresh.entry.State != EntryPending {
 		return r
 	}

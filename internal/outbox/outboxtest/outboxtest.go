@@ -4,6 +4,7 @@ package outboxtest
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -144,4 +145,115 @@ func Unordered(t testing.TB, st store.NamespaceStore, p store.Partition, start, 
 		out = append(out, store.Entry{Key: k, Value: rows[k]})
 	}
 	return out
+}
+
+// Head is the stream's head as stored (outbox.Head).
+func Head(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint string) outbox.Head {
+	t.Helper()
+	key, err := outbox.HeadKey(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, found, err := st.Get(context.Background(), p, key)
+	if err != nil {
+		t.Fatalf("read head of %s/%s: %v", p, endpoint, err)
+	}
+	h, err := outbox.HeadOf(store.Row{Value: v, Found: found})
+	if err != nil {
+		t.Fatalf("head of %s/%s: %v", p, endpoint, err)
+	}
+	return h
+}
+
+// Queue is the whole queue of the stream of endpoint, in sequence order, as
+// delivery reads it: its pending rows and the log's pending entries from
+// its head.
+func Queue(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint string) []outbox.QueueRow {
+	t.Helper()
+	head := Head(t, st, p, endpoint)
+	var out []outbox.QueueRow
+	var after *store.Cursor
+	for pages := 0; ; pages++ {
+		if pages > 100000 {
+			t.Fatal("queue does not end")
+		}
+		page, err := outbox.ReadQueue(context.Background(), st, p, endpoint, head, after, 100)
+		if err != nil {
+			t.Fatalf("read queue of %s/%s: %v", p, endpoint, err)
+		}
+		out = append(out, page.Rows...)
+		if page.Next == nil {
+			return out
+		}
+		after = page.Next
+	}
+}
+
+// AckPage acknowledges the first n rows of the stream's queue as a
+// delivery fire does: it reads the queue from its start, the rows' records,
+// then the backlog afresh, plans the acknowledgements (keeping the rows'
+// history when retain) and the head's move past the leading rows it
+// finished, and applies them. It returns the rids acknowledged, none when
+// a guard lost to a concurrent writer or the queue is empty.
+func AckPage(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, n int, retain bool, done outbox.Done) ([]string, error) {
+	hkey, err := outbox.HeadKey(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	hv, found, err := st.Get(ctx, p, hkey)
+	if err != nil {
+		return nil, err
+	}
+	head, err := outbox.HeadOf(store.Row{Value: hv, Found: found})
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := outbox.ReadQueuePrefix(ctx, st, p, endpoint, head, n)
+	if err != nil || len(prefix.Rows) == 0 {
+		return nil, err
+	}
+	moves, to := prefix.FromHead, prefix.End
+	queue := prefix.Rows
+	page := outbox.QueuePage{Rows: queue}
+	refs := make([]outbox.StreamRef, len(page.Rows))
+	for i, q := range page.Rows {
+		if q.Corrupt {
+			return nil, fmt.Errorf("corrupt queue row %q", q.Key)
+		}
+		refs[i] = outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged}
+	}
+	rows, err := outbox.ReadStreamRows(ctx, st, p, endpoint, refs)
+	if err != nil {
+		return nil, err
+	}
+	bkey, _ := outbox.BacklogKey(endpoint)
+	bv, bfound, err := st.Get(ctx, p, bkey)
+	if err != nil {
+		return nil, err
+	}
+	acks, err := outbox.NewAcks(endpoint, bv, bfound)
+	if err != nil {
+		return nil, err
+	}
+	acks.Retain = retain
+	var acked []string
+	for i, q := range page.Rows {
+		if !rows[i].Found || rows[i].Err != nil {
+			return nil, fmt.Errorf("queue row %s/%s has no record: %v", endpoint, q.RID, rows[i].Err)
+		}
+		if err := acks.Add(q.RID, q.Seq, rows[i].Record, done); err != nil {
+			return nil, err
+		}
+		acked = append(acked, q.RID)
+	}
+	if moves && to > head.Seq {
+		acks.MoveHead(to)
+	}
+	var b store.Batch
+	acks.Plan(&b)
+	res, err := st.Apply(ctx, p, b)
+	if err != nil || !res.Committed {
+		return nil, err
+	}
+	return acked, nil
 }

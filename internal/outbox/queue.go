@@ -1,0 +1,252 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// A stream's queue is its log entries in state pending, in sequence order.
+// A stream with a head row (ClassHead) reads the part of its queue at and
+// after the head from the log itself: ingest writes such a stream no
+// pending row, so an outcome to 8 endpoints is one log row rather than one
+// row per stream beside it. Below the head every pending entry has a
+// pending row: the head moves only past rows that are done, or that a
+// fire kept by writing their pending row (a row refused while the rows
+// behind it were delivered). A pending row may also exist at or above the
+// head (a resend writes one wherever its row is); the queue lists such a
+// row once. A stream without a head row, one that had a backlog before
+// heads were kept, has a pending row for every pending entry; ingest
+// starts its head once its backlog is empty.
+
+// HeadKey is the key of a stream's head row.
+func HeadKey(endpoint string) (store.Key, error) {
+	if err := ValidateEndpointID(endpoint); err != nil {
+		return "", err
+	}
+	return tagged(ClassHead, endpoint), nil
+}
+
+// Head is a stream's head row as read: the sequence number from which its
+// queue is read from the log, when Found.
+type Head struct {
+	Seq   uint64
+	Found bool
+}
+
+// EncodeHead is version 1, then the head's sequence number (8).
+func EncodeHead(seq uint64) store.Value {
+	return binary.BigEndian.AppendUint64([]byte{codecV1}, seq)
+}
+
+// DecodeHead decodes a head row.
+func DecodeHead(v store.Value) (uint64, error) {
+	r := newReader("head", v)
+	seq := r.u64()
+	if err := r.end(); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// HeadOf is the head a read row holds.
+func HeadOf(row store.Row) (Head, error) {
+	if !row.Found {
+		return Head{}, nil
+	}
+	seq, err := DecodeHead(row.Value)
+	if err != nil {
+		return Head{}, err
+	}
+	return Head{Seq: seq, Found: true}, nil
+}
+
+// QueueRow is one row of a stream's queue.
+type QueueRow struct {
+	// Key is the row's pending key, whether or not that row exists: a
+	// cursor after it resumes after the row.
+	Key store.Key
+	Seq uint64
+	// RID is empty when Corrupt.
+	RID string
+	// Logged: the row has no pending row; its log entry alone queues it.
+	Logged bool
+	// Corrupt: its pending key does not parse, or its log row does not
+	// decode. It is listed so that it is seen, and holds the head.
+	Corrupt bool
+}
+
+// QueuePage is a page of a stream's queue in sequence order.
+type QueuePage struct {
+	Rows []QueueRow
+	// Next resumes after the page, nil at the end of the queue. A page may
+	// be empty and still have a Next: the log rows it examined held
+	// nothing of this stream.
+	Next *store.Cursor
+	// FromHead: the page read the log from the stream's head, so what it
+	// examined there, up to LogEnd, is all of the queue in that range.
+	FromHead bool
+	// LogEnd is the sequence number after the last log row the page
+	// examined: up to it, a fire that read FromHead and finished every
+	// row may move the head.
+	LogEnd uint64
+}
+
+// Cursor is the cursor after row i of the page.
+func (q QueuePage) Cursor(i int) *store.Cursor { return store.CursorAfter(q.Rows[i].Key) }
+
+// QueueLogRows is how many log rows a page examines at most per row it
+// lists: log rows of a stream's filter, or of other streams, cost a read
+// but are not the stream's.
+const QueueLogRows = 2
+
+// ReadQueue reads up to limit rows of the stream's queue after the cursor
+// (from its start when nil): its pending rows, and, once they end, its log
+// entries from max(head, cursor), at most QueueLogRows*limit (at least 8)
+// log rows of them. It is one round trip, two when the log is read.
+func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
+	start, end, err := PendingRange(endpoint)
+	if err != nil {
+		return QueuePage{}, err
+	}
+	page, err := st.Scan(ctx, p, start, end, after, limit)
+	if err != nil {
+		return QueuePage{}, fmt.Errorf("scan stream %s/%s: %w", p, endpoint, err)
+	}
+	var out QueuePage
+	pending := make(map[uint64]bool, len(page.Entries))
+	for _, e := range page.Entries {
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassPending || pk.Endpoint != endpoint {
+			out.Rows = append(out.Rows, QueueRow{Key: e.Key, Corrupt: true})
+			continue
+		}
+		out.Rows = append(out.Rows, QueueRow{Key: e.Key, Seq: pk.Seq, RID: pk.RID})
+		pending[pk.Seq] = true
+	}
+	if page.Next != nil || !head.Found {
+		out.Next = page.Next
+		return out, nil
+	}
+	from := head.Seq
+	if pos, ok := queuePos(endpoint, after); ok && pos > from {
+		from = pos
+	}
+	out.FromHead, out.LogEnd = from == head.Seq, from
+	_, logEnd := LogRange()
+	logPage, err := st.Scan(ctx, p, LogKey(from), logEnd, nil, max(QueueLogRows*limit, 8))
+	if err != nil {
+		return QueuePage{}, fmt.Errorf("scan log of %s for %s: %w", p, endpoint, err)
+	}
+	more := logPage.Next != nil
+	logged := 0
+	for _, e := range logPage.Entries {
+		if logged == limit {
+			more = true
+			break
+		}
+		pk, ok := Parse(e.Key)
+		if !ok || pk.Class != ClassLog {
+			continue
+		}
+		out.LogEnd = pk.Seq + 1
+		l, err := DecodeLog(e.Value)
+		if err != nil {
+			out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, ""), Seq: pk.Seq, Logged: true, Corrupt: true})
+			logged++
+			continue
+		}
+		en, ok := l.Entry(endpoint)
+		if !ok || en.State != EntryPending || pending[pk.Seq] {
+			continue
+		}
+		out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, l.RID), Seq: pk.Seq, RID: l.RID, Logged: true})
+		logged++
+	}
+	// Pending rows at or above the head (resends) and log rows interleave
+	// by sequence number; those past what the log part examined wait for
+	// a later page, whose cursor must not pass the log rows between.
+	slices.SortStableFunc(out.Rows, func(a, b QueueRow) int { return cmp.Compare(a.Seq, b.Seq) })
+	if more {
+		out.Rows = slices.DeleteFunc(out.Rows, func(r QueueRow) bool { return r.Seq >= out.LogEnd })
+	}
+	if len(out.Rows) > limit {
+		out.Rows, more = out.Rows[:limit], true
+		out.LogEnd = min(out.LogEnd, out.Rows[limit-1].Seq+1)
+	}
+	if more {
+		out.Next = store.CursorAfter(queueMark(endpoint, out.LogEnd-1))
+	}
+	return out, nil
+}
+
+// QueuePrefix is the first rows of a stream's queue, read over as many
+// pages as it took.
+type QueuePrefix struct {
+	Rows []QueueRow
+	// FromHead and End are QueuePage's FromHead and LogEnd for the whole
+	// prefix: once every row is done, the head may move to End.
+	FromHead bool
+	End      uint64
+}
+
+// queuePrefixPages bounds the pages ReadQueuePrefix reads: a stream whose
+// filter takes few of the log's rows may find fewer than it asks for.
+const queuePrefixPages = 64
+
+// ReadQueuePrefix reads the first n rows of the stream's queue from its
+// start, page after page, at most queuePrefixPages of them.
+func ReadQueuePrefix(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, n int) (QueuePrefix, error) {
+	var out QueuePrefix
+	var after *store.Cursor
+	for pages := 0; len(out.Rows) < n && pages < queuePrefixPages; pages++ {
+		page, err := ReadQueue(ctx, st, p, endpoint, head, after, n)
+		if err != nil {
+			return QueuePrefix{}, err
+		}
+		if pages == 0 {
+			out.FromHead = head.Found && page.FromHead
+		}
+		out.Rows = append(out.Rows, page.Rows...)
+		out.End = page.LogEnd
+		if page.Next == nil {
+			break
+		}
+		after = page.Next
+	}
+	if len(out.Rows) > n {
+		out.End = min(out.End, out.Rows[n].Seq)
+		out.Rows = out.Rows[:n]
+	}
+	return out, nil
+}
+
+// queueMark is a key in the stream's pending range after every pending
+// key of seq and before those of seq+1: rids are printable ASCII.
+func queueMark(endpoint string, seq uint64) store.Key {
+	return pendingKey(endpoint, seq, "\xff")
+}
+
+// queuePos is the first sequence number a cursor in the stream's pending
+// range resumes at; false for no cursor, or one outside the range.
+func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	prefix := string(ClassPending) + endpoint + "/"
+	k := string(c.After())
+	if !strings.HasPrefix(k, prefix) || len(k) < len(prefix)+8 {
+		return 0, false
+	}
+	seq := binary.BigEndian.Uint64([]byte(k[len(prefix) : len(prefix)+8]))
+	if len(k) == len(prefix)+8 {
+		// Before any pending key of seq, so at seq.
+		return seq, true
+	}
+	return seq + 1, true
+}

@@ -1,0 +1,250 @@
+package outbox_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/store"
+)
+
+func (e *env) head(endpoint string) outbox.Head {
+	e.T.Helper()
+	return outboxtest.Head(e.T, e.St, e.P, endpoint)
+}
+
+func (e *env) pendingRows(endpoint string) []string {
+	e.T.Helper()
+	start, end, _ := outbox.PendingRange(endpoint)
+	var rids []string
+	for _, row := range e.scan(start, end) {
+		pk, _ := outbox.Parse(row.Key)
+		rids = append(rids, pk.RID)
+	}
+	return rids
+}
+
+func queueRIDs(rows []outbox.QueueRow) []string {
+	var rids []string
+	for _, q := range rows {
+		rids = append(rids, q.RID)
+	}
+	return rids
+}
+
+// Ingest into a stream with nothing pending starts its head at the first
+// new row and writes no pending row: the stream reads its queue from the
+// log. A stream whose backlog is older than heads keeps getting pending
+// rows until it has emptied.
+func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("old", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"))
+		first := e.pending("billing")[0].Seq
+		if h := e.head("billing"); !h.Found || h.Seq != first {
+			t.Fatalf("head %+v, want the first row's sequence number %d", h, first)
+		}
+		// As a stream with a backlog before heads were kept.
+		e.unheaded("old")
+		e.Append(committed("b"), aborted("c"))
+		if got := e.pendingRows("billing"); len(got) != 0 {
+			t.Fatalf("pending rows %v of a stream with a head", got)
+		}
+		if h := e.head("billing"); h.Seq != first {
+			t.Fatalf("ingest moved the head to %d", h.Seq)
+		}
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "billing")); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("queue %v, want a, b, c", got)
+		}
+		if got := e.pendingRows("old"); !slices.Equal(got, []string{"a", "b", "c"}) || e.head("old").Found {
+			t.Fatalf("an unheaded stream: pending rows %v, head %+v", got, e.head("old"))
+		}
+		// Emptied, it starts a head with its next row.
+		if acked, err := outboxtest.AckPage(e.Ctx, e.St, e.P, "old", 3, false, outbox.Done{}); err != nil || len(acked) != 3 {
+			t.Fatalf("ack: %v %v", acked, err)
+		}
+		e.Append(committed("d"))
+		d := e.pending("old")[0]
+		if h := e.head("old"); d.RID != "d" || !h.Found || h.Seq != d.Seq || len(e.pendingRows("old")) != 0 {
+			t.Fatalf("after emptying: head %+v, queue %+v, pending rows %v", h, e.pending("old"), e.pendingRows("old"))
+		}
+	})
+}
+
+// A page reads the log from the head and lists each row of the queue once
+// in sequence order: a pending row above the head (a resend writes one
+// wherever its row is) is not listed again from its entry, and a cursor
+// resumes after the last row a page listed.
+func TestTheQueueListsEachRowOnceInSequenceOrder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		for i := range 6 {
+			e.Append(committed(fmt.Sprintf("r-%d", i)))
+		}
+		q := outboxtest.Queue(t, e.St, e.P, "billing")
+		// r-4's pending row, as a resend leaves it above the head.
+		var b store.Batch
+		b.Put(q[4].Key, store.Value{})
+		e.Apply(b)
+		head := e.head("billing")
+		var got []string
+		var after *store.Cursor
+		for pages := 0; pages < 20; pages++ {
+			page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", head, after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Rows) > 2 {
+				t.Fatalf("a page of %d rows, limit 2", len(page.Rows))
+			}
+			for _, r := range page.Rows {
+				if r.Logged == (r.RID == "r-4") {
+					t.Fatalf("row %s listed with Logged %v", r.RID, r.Logged)
+				}
+			}
+			got = append(got, queueRIDs(page.Rows)...)
+			if page.Next == nil {
+				break
+			}
+			after = page.Next
+		}
+		if want := []string{"r-0", "r-1", "r-2", "r-3", "r-4", "r-5"}; !slices.Equal(got, want) {
+			t.Fatalf("paged %v, want %v", got, want)
+		}
+	})
+}
+
+// Log rows the stream's filter does not take cost a page its reads but
+// are not listed: a page may come back empty with a Next, and the walk
+// still ends at the stream's rows.
+func TestAPageOfOtherStreamsRowsIsEmptyAndGoesOn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.Append(aborted("first"))
+		for i := range 30 {
+			e.Append(committed(fmt.Sprintf("c-%02d", i)))
+		}
+		e.Append(aborted("last"))
+		head := e.head("aborts")
+		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "aborts", head, nil, 1)
+		if err != nil || !slices.Equal(queueRIDs(page.Rows), []string{"first"}) || !page.FromHead {
+			t.Fatalf("first page %+v, %v", page, err)
+		}
+		page, err = outbox.ReadQueue(e.Ctx, e.St, e.P, "aborts", head, page.Next, 1)
+		if err != nil || len(page.Rows) != 0 || page.Next == nil || page.FromHead {
+			t.Fatalf("a page of other streams' rows: %+v, %v; want empty with a Next", page, err)
+		}
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "aborts")); !slices.Equal(got, []string{"first", "last"}) {
+			t.Fatalf("queue %v", got)
+		}
+	})
+}
+
+// A log row that does not decode is listed as a corrupt row at its place:
+// it is seen, and nothing moves past it unseen.
+func TestAnUndecodableLogRowIsListedCorrupt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), committed("b"), committed("c"))
+		q := outboxtest.Queue(t, e.St, e.P, "billing")
+		var b store.Batch
+		b.Put(outbox.LogKey(q[1].Seq), store.Value("not a log row"))
+		e.Apply(b)
+		got := outboxtest.Queue(t, e.St, e.P, "billing")
+		if len(got) != 3 || !got[1].Corrupt || got[1].Seq != q[1].Seq || got[1].RID != "" || got[0].Corrupt || got[2].Corrupt {
+			t.Fatalf("queue %+v, want b's place corrupt", got)
+		}
+	})
+}
+
+// An acknowledgement of a row the log alone queues is guarded by its
+// entry: sent again after it applied, it fails rather than count twice;
+// a drop of the row meanwhile fails it too.
+func TestAnAcknowledgementOfALogRowIsGuardedByItsEntry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), committed("b"))
+		plan := func() store.Batch {
+			acks := freshAcks(t, e, "billing")
+			rec, ok := e.record("billing", "a")
+			if !ok {
+				t.Fatal("a is not queued")
+			}
+			if err := acks.Add("a", e.pending("billing")[0].Seq, rec, outbox.Done{AtMs: e.NowMs(), Status: 204}); err != nil {
+				t.Fatal(err)
+			}
+			var b store.Batch
+			acks.Plan(&b)
+			return b
+		}
+		b := plan()
+		if res := e.Apply(b); !res.Committed {
+			t.Fatalf("acknowledgement failed precondition %d", res.Failed)
+		}
+		if res := e.Apply(b); res.Committed {
+			t.Fatal("the acknowledgement applied twice")
+		}
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "billing")); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("queue %v after a's acknowledgement", got)
+		}
+		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
+			t.Fatalf("backlog %+v, want 1 row", bl)
+		}
+		// Another stream's entry in the same rows changes nothing of it.
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "audit")); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("audit queue %v", got)
+		}
+	})
+}
+
+// Keep gives a row of the log's queue a pending row, so the head can pass
+// it and it stays queued; the head's move alone takes nothing out of the
+// queue but rows already done.
+func TestAKeptRowStaysQueuedBehindAMovedHead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), committed("b"), committed("c"))
+		q := outboxtest.Queue(t, e.St, e.P, "billing")
+		acks := freshAcks(t, e, "billing")
+		for _, i := range []int{0, 2} {
+			rec, _ := e.record("billing", q[i].RID)
+			if err := acks.Add(q[i].RID, q[i].Seq, rec, outbox.Done{AtMs: e.NowMs(), Status: 204}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec, _ := e.record("billing", "b")
+		if err := acks.Keep("b", q[1].Seq, rec); err != nil {
+			t.Fatal(err)
+		}
+		// Only a row the log alone queues can be kept.
+		if err := acks.Keep("b", q[1].Seq+1, rec); err == nil {
+			t.Fatal("kept a row under another sequence number")
+		}
+		acks.MoveHead(q[2].Seq + 1)
+		var b store.Batch
+		acks.Plan(&b)
+		if b.Ops() > outbox.AckOps(2)+2+1 {
+			t.Errorf("%d operations for two acknowledgements, a kept row and a head", b.Ops())
+		}
+		if res := e.Apply(b); !res.Committed {
+			t.Fatalf("failed precondition %d", res.Failed)
+		}
+		if h := e.head("billing"); h.Seq != q[2].Seq+1 {
+			t.Fatalf("head %+v, want %d", h, q[2].Seq+1)
+		}
+		got := outboxtest.Queue(t, e.St, e.P, "billing")
+		if len(got) != 1 || got[0].RID != "b" || got[0].Logged {
+			t.Fatalf("queue %+v, want b by its pending row", got)
+		}
+		// Sent again, the kept row's guard fails it: its entry is as read,
+		// but the acknowledged rows' are not.
+		if res := e.Apply(b); res.Committed {
+			t.Fatal("the plan applied twice")
+		}
+	})
+}
