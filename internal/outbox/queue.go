@@ -108,16 +108,28 @@ const QueueLogRows = 2
 // ReadQueue reads up to limit rows of the stream's queue after the cursor
 // (from its start when nil): its pending rows, and, once they end, its log
 // entries from max(head, cursor), at most QueueLogRows*limit (at least 8)
-// log rows of them. It is one round trip, two when the log is read.
+// log rows of them. Both are read at once, in one round trip on a
+// store.MultiReader: the log's part goes unused when the pending rows
+// fill the page.
 func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
 	start, end, err := PendingRange(endpoint)
 	if err != nil {
 		return QueuePage{}, err
 	}
-	page, err := st.Scan(ctx, p, start, end, after, limit)
-	if err != nil {
-		return QueuePage{}, fmt.Errorf("scan stream %s/%s: %w", p, endpoint, err)
+	reads := []store.Read{{Start: start, End: end, After: after, Limit: limit}}
+	from := head.Seq
+	if head.Found {
+		if pos, ok := queuePos(endpoint, after); ok && pos > from {
+			from = pos
+		}
+		_, logEnd := LogRange()
+		reads = append(reads, store.Read{Start: LogKey(from), End: logEnd, Limit: max(QueueLogRows*limit, 8)})
 	}
+	res, err := store.ReadMany(ctx, st, p, reads)
+	if err != nil {
+		return QueuePage{}, fmt.Errorf("read queue of %s/%s: %w", p, endpoint, err)
+	}
+	page := res[0].Page
 	var out QueuePage
 	pending := make(map[uint64]bool, len(page.Entries))
 	for _, e := range page.Entries {
@@ -133,16 +145,8 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 		out.Next = page.Next
 		return out, nil
 	}
-	from := head.Seq
-	if pos, ok := queuePos(endpoint, after); ok && pos > from {
-		from = pos
-	}
 	out.FromHead, out.LogEnd = from == head.Seq, from
-	_, logEnd := LogRange()
-	logPage, err := st.Scan(ctx, p, LogKey(from), logEnd, nil, max(QueueLogRows*limit, 8))
-	if err != nil {
-		return QueuePage{}, fmt.Errorf("scan log of %s for %s: %w", p, endpoint, err)
-	}
+	logPage := res[1].Page
 	more := logPage.Next != nil
 	logged := 0
 	for _, e := range logPage.Entries {
