@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -248,8 +249,8 @@ func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
 		return 0, false
 	}
 	seq := binary.BigEndian.Uint64([]byte(k[len(prefix) : len(prefix)+8]))
-	if len(k) == len(prefix)+8 {
-		// Before any pending key of seq, so at seq.
+	if len(k) == len(prefix)+8 || seq == math.MaxUint64 {
+		// Before any pending key of seq, so at seq; or past the last.
 		return seq, true
 	}
 	return seq + 1, true
