@@ -248,3 +248,29 @@ func TestAKeptRowStaysQueuedBehindAMovedHead(t *testing.T) {
 		}
 	})
 }
+
+// The outbox view fills its page past log rows of other streams, so an
+// operator does not see an empty page while the stream's rows are further
+// on.
+func TestTheOutboxViewFillsItsPagePastOtherStreamsRows(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.Append(aborted("first"))
+		for i := range 40 {
+			e.Append(committed(fmt.Sprintf("c-%02d", i)))
+		}
+		e.Append(aborted("last"))
+		page, err := e.admin().Pending(e.Ctx, e.P, "aborts", nil, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range page.Rows {
+			got = append(got, r.RID)
+		}
+		if !slices.Equal(got, []string{"first", "last"}) {
+			t.Fatalf("one page of 2 lists %v, want first and last", got)
+		}
+	})
+}

@@ -214,7 +214,15 @@ const stream = {
     ]);
     const where = location.hash;
     const state = e.enabled ? o.state : 'disabled';
-    const rows = o.rows.map((row) => h('tr', {},
+    // A row whose stored outcome cannot be read has no reservation id to
+    // link or replay: it shows by its place.
+    const rows = o.rows.map((row) => !row.reservation_id ? h('tr', {},
+      h('td', { class: 'n' }, num(row.sequence)),
+      h('th', { scope: 'row' }, 'unreadable'),
+      h('td', {}, '—'),
+      h('td', {}, '—'),
+      h('td', { class: 'n' }, num(row.attempt_count)),
+      h('td', { class: 'wrap' }, lastError(row.last_attempt))) : h('tr', {},
       h('td', { class: 'n' }, num(row.sequence)),
       h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, row.reservation_id) }, row.reservation_id)),
       h('td', {}, h('button', {
