@@ -162,41 +162,55 @@ func TestAnUndecodableLogRowIsListedCorrupt(t *testing.T) {
 }
 
 // An acknowledgement of a row the log alone queues is guarded by its
-// entry: sent again after it applied, it fails rather than count twice;
-// a drop of the row meanwhile fails it too.
+// entry: sent again after it applied, it fails rather than count twice,
+// and so does one planned from the same read as another that landed
+// first.
 func TestAnAcknowledgementOfALogRowIsGuardedByItsEntry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
-		e.Append(committed("a"), committed("b"))
-		plan := func() store.Batch {
+		e.Append(committed("a"), committed("b"), committed("c"))
+		plan := func(rid string) store.Batch {
 			acks := freshAcks(t, e, "billing")
-			rec, ok := e.record("billing", "a")
+			rec, ok := e.record("billing", rid)
 			if !ok {
-				t.Fatal("a is not queued")
+				t.Fatalf("%s is not queued", rid)
 			}
-			if err := acks.Add("a", e.pending("billing")[0].Seq, rec, outbox.Done{AtMs: e.NowMs(), Status: 204}); err != nil {
-				t.Fatal(err)
+			for _, pk := range e.pending("billing") {
+				if pk.RID == rid {
+					if err := acks.Add(rid, pk.Seq, rec, outbox.Done{AtMs: e.NowMs(), Status: 204}); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			var b store.Batch
 			acks.Plan(&b)
 			return b
 		}
-		b := plan()
+		b := plan("a")
 		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("acknowledgement failed precondition %d", res.Failed)
 		}
 		if res := e.Apply(b); res.Committed {
 			t.Fatal("the acknowledgement applied twice")
 		}
-		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "billing")); !slices.Equal(got, []string{"b"}) {
-			t.Fatalf("queue %v after a's acknowledgement", got)
+		// Two fires' plans of b from one read: the second to land finds
+		// b's entry rewritten.
+		first, second := plan("b"), plan("b")
+		if res := e.Apply(first); !res.Committed {
+			t.Fatalf("acknowledgement of b failed precondition %d", res.Failed)
+		}
+		if res := e.Apply(second); res.Committed {
+			t.Fatal("b was acknowledged twice")
+		}
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "billing")); !slices.Equal(got, []string{"c"}) {
+			t.Fatalf("queue %v after a's and b's acknowledgements", got)
 		}
 		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
 			t.Fatalf("backlog %+v, want 1 row", bl)
 		}
 		// Another stream's entry in the same rows changes nothing of it.
-		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "audit")); !slices.Equal(got, []string{"a", "b"}) {
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "audit")); !slices.Equal(got, []string{"a", "b", "c"}) {
 			t.Fatalf("audit queue %v", got)
 		}
 	})
