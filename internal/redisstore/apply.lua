@@ -6,12 +6,16 @@
 -- KEYS[4] bucket registry  (ZSET: registered namespace -> 0)
 --
 -- ARGV[1] namespace, the partition's member in KEYS[3] and KEYS[4]
--- ARGV[2] row tags, three bytes. The first is the timer tag: a row key
+-- ARGV[2] row tags, four bytes. The first is the timer tag: a row key
 --         starting with it is a timer whose next 8 bytes are its due ms,
 --         big-endian. The second is the registry tag: the partition is in
 --         KEYS[4] while it holds a row key starting with it. The third is
 --         the unordered tag: a row key starting with it is kept in KEYS[1]
---         alone, never added to KEYS[2].
+--         alone, never added to KEYS[2]. The fourth is the block tag: a
+--         row key of 9 bytes starting with it is ordered by its block's
+--         entry in KEYS[2], the key with the low six bits of its last byte
+--         cleared, present while any of the block's 64 rows is (read.lua
+--         reads blocks).
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent,
 --         'r' range equals
 -- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add,
@@ -63,11 +67,11 @@ end
 if #ARGV ~= 4 + 2 * (np + nw) then
   return redis.error_reply('relay apply: argument count does not match operation counts')
 end
-if #ARGV[2] ~= 3 then
-  return redis.error_reply('relay apply: row tags must be three bytes')
+if #ARGV[2] ~= 4 then
+  return redis.error_reply('relay apply: row tags must be four bytes')
 end
 local tag, regTag = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
-local tagByte, regByte, unorderedByte = string.byte(ARGV[2], 1, 3)
+local tagByte, regByte, unorderedByte, blockByte = string.byte(ARGV[2], 1, 4)
 local E, P, C, R = string.byte('e'), string.byte('p'), string.byte('c'), string.byte('r')
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
@@ -293,20 +297,44 @@ local last = {}
 for i = 1, nw do
   last[ARGV[w0 + 2 * (i - 1)]] = i
 end
-local hset, zadd, dels = {}, {}, {}
+-- blockOf is the block entry of a blocked key, nil for any other key.
+local function blockOf(k)
+  if #k ~= 9 or string.byte(k) ~= blockByte then
+    return nil
+  end
+  local lastByte = string.byte(k, 9)
+  return string.sub(k, 1, 8) .. string.char(lastByte - lastByte % 64)
+end
+local hset, zadd, dels, zrem = {}, {}, {}, {}
+-- emptied[b] marks the blocks a delete may have emptied.
+local emptied, blocks = {}, {}
 for i = 1, nw do
   local j = w0 + 2 * (i - 1)
   local key = ARGV[j]
   if last[key] == i then
+    local b = blockOf(key)
     if wk[i] == P or wk[i] == C or wk[i] == R then
       hset[#hset + 1] = key
       hset[#hset + 1] = added[key] or ARGV[j + 1]
       if string.byte(key) ~= unorderedByte then
         zadd[#zadd + 1] = '0'
-        zadd[#zadd + 1] = key
+        zadd[#zadd + 1] = b or key
       end
     else
       dels[#dels + 1] = key
+      if b then
+        if not emptied[b] then
+          emptied[b] = true
+          blocks[#blocks + 1] = b
+        end
+        -- An earlier version's own entry for the row; the block's entry
+        -- stays while the block holds a row.
+        if key ~= b then
+          zrem[#zrem + 1] = key
+        end
+      else
+        zrem[#zrem + 1] = key
+      end
     end
   end
 end
@@ -318,7 +346,31 @@ if #zadd > 0 then
 end
 if #dels > 0 then
   redis.call('HDEL', KEYS[1], unpack(dels))
-  redis.call('ZREM', KEYS[2], unpack(dels))
+  if #zrem > 0 then
+    redis.call('ZREM', KEYS[2], unpack(zrem))
+  end
+end
+-- A block keeps its entry while any of its 64 rows is left, and loses it
+-- with the last. (Rows an earlier version indexed each by its own entry
+-- keep theirs, which stand for the block.) Only a removal, so a full
+-- memory does not refuse it after the writes above.
+for _, b in ipairs(blocks) do
+  local prefix, base = string.sub(b, 1, 8), string.byte(b, 9)
+  local cand = {}
+  for i = 0, 63 do
+    cand[i + 1] = prefix .. string.char(base + i)
+  end
+  local got = redis.call('HMGET', KEYS[1], unpack(cand))
+  local any = false
+  for i = 1, 64 do
+    if got[i] then
+      any = true
+      break
+    end
+  end
+  if not any then
+    redis.call('ZREM', KEYS[2], b)
+  end
 end
 
 if timers then

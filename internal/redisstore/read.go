@@ -14,7 +14,7 @@ func (s *Store) ReadMany(ctx context.Context, p store.Partition, reads []store.R
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	args := []any{strconv.Itoa(len(reads))}
+	args := []any{blockTag, strconv.Itoa(len(reads))}
 	// empty marks scans of an empty range, answered without asking Redis.
 	empty := make([]bool, len(reads))
 	for i, r := range reads {

@@ -74,27 +74,27 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"101 operations", append([]any{"acme", "tes", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
-			{"argument count short", []any{"acme", "tes", "", "pp", "k1", "v"}},
-			{"argument count long", []any{"acme", "tes", "", "p", "k1", "v", "extra"}},
-			{"unknown kind in the last write", []any{"acme", "tes", "", "px", "k1", "v", "k2", "v"}},
-			{"unknown precondition kind", []any{"acme", "tes", "p", "p", "k0", "", "k1", "v"}},
-			{"empty precondition key", []any{"acme", "tes", "a", "p", "", "", "k1", "v"}},
-			{"empty key in the last write", []any{"acme", "tes", "", "pd", "k1", "v", "", ""}},
+			{"101 operations", append([]any{"acme", "tesl", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
+			{"argument count short", []any{"acme", "tesl", "", "pp", "k1", "v"}},
+			{"argument count long", []any{"acme", "tesl", "", "p", "k1", "v", "extra"}},
+			{"unknown kind in the last write", []any{"acme", "tesl", "", "px", "k1", "v", "k2", "v"}},
+			{"unknown precondition kind", []any{"acme", "tesl", "p", "p", "k0", "", "k1", "v"}},
+			{"empty precondition key", []any{"acme", "tesl", "a", "p", "", "", "k1", "v"}},
+			{"empty key in the last write", []any{"acme", "tesl", "", "pd", "k1", "v", "", ""}},
 			{"row tags of one byte", []any{"acme", "t", "", "p", "k1", "v"}},
-			{"row tags of four bytes", []any{"acme", "tees", "", "p", "k1", "v"}},
-			{"counter add without counters", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00"}},
-			{"counter add of a partial counter", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of a counter and a half", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
-			{"counter add of an unsigned delta", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of another sign", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
-			{"saturating counter add of 2^53", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add of 2^53", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add header longer than the value", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of nine counters", []any{"acme", "tes", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
-			{"counter add to a timer row", []any{"acme", "tes", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add beside a put of its row", []any{"acme", "tes", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"two counter adds of one row", []any{"acme", "tes", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"row tags of five bytes", []any{"acme", "teesl", "", "p", "k1", "v"}},
+			{"counter add without counters", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00"}},
+			{"counter add of a partial counter", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of a counter and a half", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
+			{"counter add of an unsigned delta", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of another sign", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
+			{"saturating counter add of 2^53", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add of 2^53", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add header longer than the value", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of nine counters", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
+			{"counter add to a timer row", []any{"acme", "tesl", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add beside a put of its row", []any{"acme", "tesl", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"two counter adds of one row", []any{"acme", "tesl", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
@@ -103,11 +103,11 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			wantEmpty(t, s, acme)
 		}
 		// The same script commits a well-formed batch.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "a", "p", "k0", "", "k1", "v").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "a", "p", "k0", "", "k1", "v").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
 		}
-		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
+		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed counter add: %v, %v; want [1]", res, err)
 		}
@@ -135,19 +135,19 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"put-range without its offset", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00"}},
-			{"put-range of no bytes", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00\x01"}},
-			{"put-range of 257 bytes", []any{"acme", "tes", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
-			{"put-range past the largest row", []any{"acme", "tes", "", "r", "r", "\x00\x40\x00\x00x"}},
-			{"put-range of a timer row", []any{"acme", "tes", "", "r", timer, one}},
-			{"put-range of a registering row", []any{"acme", "tes", "", "r", "ep", one}},
-			{"put-range beside a put of its row", []any{"acme", "tes", "", "pr", "r", "0123456789", "r", one}},
-			{"put-range beside a delete of its row", []any{"acme", "tes", "", "rd", "r", one, "r", ""}},
-			{"put-range beside a counter add of its row", []any{"acme", "tes", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"range guard without its offset", []any{"acme", "tes", "r", "", "r", "\x00\x00\x00"}},
-			{"range guard of no bytes", []any{"acme", "tes", "r", "", "r", "\x00\x00\x00\x01"}},
-			{"range guard past the largest row", []any{"acme", "tes", "r", "", "r", "\x00\x40\x00\x00x"}},
-			{"range guard of a timer row", []any{"acme", "tes", "r", "", timer, one}},
+			{"put-range without its offset", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00"}},
+			{"put-range of no bytes", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00\x01"}},
+			{"put-range of 257 bytes", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
+			{"put-range past the largest row", []any{"acme", "tesl", "", "r", "r", "\x00\x40\x00\x00x"}},
+			{"put-range of a timer row", []any{"acme", "tesl", "", "r", timer, one}},
+			{"put-range of a registering row", []any{"acme", "tesl", "", "r", "ep", one}},
+			{"put-range beside a put of its row", []any{"acme", "tesl", "", "pr", "r", "0123456789", "r", one}},
+			{"put-range beside a delete of its row", []any{"acme", "tesl", "", "rd", "r", one, "r", ""}},
+			{"put-range beside a counter add of its row", []any{"acme", "tesl", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"range guard without its offset", []any{"acme", "tesl", "r", "", "r", "\x00\x00\x00"}},
+			{"range guard of no bytes", []any{"acme", "tesl", "r", "", "r", "\x00\x00\x00\x01"}},
+			{"range guard past the largest row", []any{"acme", "tesl", "r", "", "r", "\x00\x40\x00\x00x"}},
+			{"range guard of a timer row", []any{"acme", "tesl", "r", "", timer, one}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") || strings.Contains(err.Error(), "too short") {
@@ -158,7 +158,7 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			}
 		}
 		// The same script splices a well-formed put-range at its offset.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tes", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed put-range: %v, %v; want [1]", res, err)
 		}
@@ -199,7 +199,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 		wantEmpty(t, s, acme)
 		// The script itself refuses it too.
 		keys := s.PartitionKeys(acme)
-		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "tes", "", "p", string(short), "x").Err(); err == nil ||
+		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "tesl", "", "p", string(short), "x").Err(); err == nil ||
 			!strings.Contains(err.Error(), "relay apply:") {
 			t.Fatalf("script answered %v for %q, want a relay apply error", err, short)
 		}
@@ -207,7 +207,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 	}
 	var b store.Batch
 	// The script refuses a call with the wrong number of keys before writing.
-	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "tes", "", "p", "k", "v").Err(); err == nil {
+	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "tesl", "", "p", "k", "v").Err(); err == nil {
 		t.Fatal("apply.lua ran with two keys")
 	}
 	wantEmpty(t, s, acme)
@@ -311,6 +311,61 @@ func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
 		b.Delete(store.Key(fresh))
 		b.Delete(store.Key(legacy))
 		b.Delete("ordered")
+		mustCommit(t, s, acme, b)
+		wantEmpty(t, s, acme)
+	})
+}
+
+// Rows of the block-ordered class take one order entry per block of 64
+// numbers, which is the memory they save, and it goes with the block's
+// last row. A row an earlier version indexed by its own key is still
+// listed once beside the block's entry, and its delete takes that entry.
+func TestBlockedRowsShareTheirBlocksOrderEntry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		ctx := t.Context()
+		keys := s.PartitionKeys(acme)
+		var b store.Batch
+		for n := range uint64(130) {
+			b.Put(storetest.BlockedKey(n), store.Value("v"))
+			if len(b.Writes) == store.MaxBatchOps {
+				mustCommit(t, s, acme, b)
+				b = store.Batch{}
+			}
+		}
+		mustCommit(t, s, acme, b)
+		if n := s.Client().ZCard(ctx, keys[1]).Val(); n != 3 {
+			t.Fatalf("order index of %d entries for 130 rows, want 3 blocks", n)
+		}
+		// As an earlier version indexed row 70: by its own key.
+		legacy := string(storetest.BlockedKey(70))
+		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		start, end := store.Key([]byte{store.BlockTag}), store.Key([]byte{store.BlockTag + 1})
+		page, err := s.Scan(ctx, acme, start, end, nil, 200)
+		if err != nil || len(page.Entries) != 130 || page.Next != nil {
+			t.Fatalf("scan: %d rows, next %v, %v; want the 130 once", len(page.Entries), page.Next, err)
+		}
+		b = store.Batch{}
+		for n := range uint64(130) {
+			if n >= 64 && n < 128 {
+				b.Delete(storetest.BlockedKey(n))
+			}
+		}
+		mustCommit(t, s, acme, b)
+		if got := s.Client().ZCard(ctx, keys[1]).Val(); got != 2 {
+			t.Fatalf("order index of %d entries once a block emptied, want 2", got)
+		}
+		b = store.Batch{}
+		for n := range uint64(130) {
+			if n < 64 || n >= 128 {
+				b.Delete(storetest.BlockedKey(n))
+			}
+			if len(b.Writes) == store.MaxBatchOps {
+				mustCommit(t, s, acme, b)
+				b = store.Batch{}
+			}
+		}
 		mustCommit(t, s, acme, b)
 		wantEmpty(t, s, acme)
 	})

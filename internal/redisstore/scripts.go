@@ -18,8 +18,6 @@ import (
 var (
 	//go:embed apply.lua
 	applyBody string
-	//go:embed scan.lua
-	scanBody string
 	//go:embed read.lua
 	readBody string
 	//go:embed register.lua
@@ -34,7 +32,7 @@ var (
 const (
 	applyShebang      = "#!lua\n"
 	applyDrainShebang = "#!lua flags=allow-oom\n"
-	scanShebang       = "#!lua flags=no-writes,allow-oom\n"
+	readShebang       = "#!lua flags=no-writes,allow-oom\n"
 )
 
 type script struct {
@@ -64,7 +62,6 @@ type scripts struct {
 	shebang bool
 	apply   *script // growing batches
 	drain   *script // Batch.Drain: allow-oom
-	scan    *script
 	read    *script
 	// register sets one partition's registry entry from its rows: the
 	// backfill. It may grow the registry, so it has no flags.
@@ -79,7 +76,7 @@ func (sc *scripts) applyFor(b store.Batch) *script {
 }
 
 func (sc *scripts) all() []*script {
-	return []*script{sc.apply, sc.drain, sc.scan, sc.read, sc.register}
+	return []*script{sc.apply, sc.drain, sc.read, sc.register}
 }
 
 // ensure loads on node c every script it does not hold.
@@ -112,8 +109,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		shebang: true,
 		apply:   newScript(applyShebang + applyBody),
 		drain:   newScript(applyDrainShebang + applyBody),
-		scan:    newScript(scanShebang + scanBody),
-		read:    newScript(scanShebang + readBody),
+		read:    newScript(readShebang + readBody),
 		// No flags, like a growing batch.
 		register: newScript(applyShebang + registerBody),
 	}
@@ -125,7 +121,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		return nil, err
 	}
 	plain := newScript(applyBody)
-	without := &scripts{shebang: false, apply: plain, drain: plain, scan: newScript(scanBody), read: newScript(readBody), register: newScript(registerBody)}
+	without := &scripts{shebang: false, apply: plain, drain: plain, read: newScript(readBody), register: newScript(registerBody)}
 	if err := without.load(ctx, c); err != nil {
 		return nil, err
 	}

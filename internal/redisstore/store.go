@@ -235,11 +235,15 @@ func (s *Store) Scan(ctx context.Context, p store.Partition, start, end store.Ke
 		return store.Page{}, nil
 	}
 	keys := s.partitionKeys(p)
-	res, err := s.scripts.scan.run(ctx, s.client, keys[:2], lower, "("+string(end), limit)
+	res, err := s.scripts.read.run(ctx, s.client, keys[:2], blockTag, "1", "s", lower, "("+string(end), limit)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("scan %s: %w", p, classify(ctx, err))
 	}
-	page, err := decodePage(res)
+	replies, ok := res.([]any)
+	if !ok || len(replies) != 1 {
+		return store.Page{}, fmt.Errorf("scan %s: unexpected reply of type %T", p, res)
+	}
+	page, err := decodePage(replies[0])
 	if err != nil {
 		return store.Page{}, fmt.Errorf("scan %s: %w", p, err)
 	}
@@ -286,6 +290,9 @@ func (s *Store) ScanUnordered(ctx context.Context, p store.Partition, after *sto
 	}
 	return page, nil
 }
+
+// blockTag is store.BlockTag, as read.lua takes it.
+var blockTag = string([]byte{store.BlockTag})
 
 // unorderedMatch is the HSCAN pattern of the unordered rows: their first
 // byte, escaped when glob would read it otherwise, then anything.
@@ -423,9 +430,9 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	return s.partitionKeys(p), args, nil
 }
 
-// rowTags are the timer, registry and unordered tags, as apply.lua takes
-// them.
-var rowTags = string([]byte{store.TimerTag, store.RegistryTag, store.UnorderedTag})
+// rowTags are the timer, registry, unordered and block tags, as apply.lua
+// takes them.
+var rowTags = string([]byte{store.TimerTag, store.RegistryTag, store.UnorderedTag, store.BlockTag})
 
 // encodeAdd is a validated Add as apply.lua reads it: the header's length
 // and bytes, then per delta a sign and a 7-byte big-endian magnitude. A

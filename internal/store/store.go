@@ -54,6 +54,19 @@ const RegistryTag byte = 'e'
 // by Scan until it is deleted.
 const UnorderedTag byte = 's'
 
+// BlockTag is the first byte of the row keys the store orders by block: a
+// key of BlockKeyBytes starting with it (the tag and an 8-byte big-endian
+// number, as the outbox's log rows are) shares its place in the order
+// index with the keys of the 63 numbers beside it, those that differ from
+// it only in the low six bits of the last byte. Scan lists such rows in
+// byte order like any other, and Get and the preconditions read them by
+// key; only their index costs a sixty-fourth. Apply refuses a write of a
+// key with the tag and another length.
+const (
+	BlockTag      byte = 'l'
+	BlockKeyBytes int  = 9
+)
+
 var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Errors callers branch on.
@@ -331,6 +344,9 @@ func (b *Batch) Validate() error {
 		}
 		if err := checkRow(w.Key, w.Value); err != nil {
 			return fmt.Errorf("%w: write %d: %v", ErrInvalidBatch, i, err)
+		}
+		if w.Key[0] == BlockTag && len(w.Key) != BlockKeyBytes {
+			return fmt.Errorf("%w: write %d: a key with the block tag of %d bytes, want %d", ErrInvalidBatch, i, len(w.Key), BlockKeyBytes)
 		}
 		if w.Kind == Delete && len(w.Value) > 0 {
 			return fmt.Errorf("%w: write %d: delete carries a value", ErrInvalidBatch, i)

@@ -149,16 +149,16 @@ func TestExpiredLeaseIsTakenOverAndTheLateCompletionIsRefused(t *testing.T) {
 			return timers.Fired{Done: true, Batch: b}
 		}
 		// The late owner's clock still says its lease holds: the guard refuses it.
-		out, err := timers.Complete(ctx, st, clock.NewManual(expired-1), first, late("late"))
+		out, err := timers.Complete(ctx, st, clock.NewManual(expired-1), first, late("overdue"))
 		if err != nil || out != timers.LeaseLost {
 			t.Fatalf("late completion: %v %v", out, err)
 		}
 		// The late owner whose clock says its lease ran out is refused too.
-		out, err = timers.Complete(ctx, st, clock.NewManual(first.ExpiresAtMs), first, late("late"))
+		out, err = timers.Complete(ctx, st, clock.NewManual(first.ExpiresAtMs), first, late("overdue"))
 		if err != nil || out != timers.LeaseLost {
 			t.Fatalf("late completion past expiry: %v %v", out, err)
 		}
-		if _, found, err := st.Get(ctx, ns, "late"); err != nil || found {
+		if _, found, err := st.Get(ctx, ns, "overdue"); err != nil || found {
 			t.Fatal("a refused completion wrote its batch")
 		}
 		if onlyTimer(t, st, ns).Lease == nil {
