@@ -440,7 +440,7 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 			return Status{}, false, fmt.Errorf("seen row of %s: %w", it.rid, err)
 		}
 		if s.nowMs-seen.AcceptedMs < cfg.windowMs {
-			if seen.Digest == it.digest {
+			if seen.Matches(it.digest) {
 				return Status{Code: Duplicate}, true, nil
 			}
 			return Status{Code: Conflict, Detail: "a different outcome was already accepted under this reservation_id"}, true, nil
@@ -525,7 +525,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
 			return store.Batch{}, err
 		}
 		b.Put(LogKey(seq), v)
-		seen, _ := EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
+		seen, _ := EncodeSeen(Seen{Digest: it.digest, Short: true, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
 		b.Put(it.seenKey, seen)
 		seq++
 	}

@@ -198,8 +198,12 @@ func DecodeSequence(v store.Value) (uint64, error) {
 
 // Seen is the idempotency row of an accepted reservation id.
 type Seen struct {
-	// Digest is the BLAKE3 of the accepted outcome's record encoding.
+	// Digest is the BLAKE3 of the accepted outcome's record encoding; only
+	// its first SeenDigestBytes when Short.
 	Digest [32]byte
+	// Short: the row keeps SeenDigestBytes of the digest, as ingest writes
+	// it; rows of earlier versions keep all 32.
+	Short bool
 	// AcceptedMs is when it was accepted; the row counts until AcceptedMs
 	// plus the idempotency window.
 	AcceptedMs int64
@@ -213,21 +217,48 @@ type Seen struct {
 	Seq    uint64
 }
 
-// seenV2 adds the sequence of the outcome's log row.
-const seenV2 = 0x02
+// Seen row versions: 2 adds the sequence of the outcome's log row to 1;
+// 3 and 4 are 2 and 1 with a short digest.
+const (
+	seenV2      = 0x02
+	seenV3Short = 0x03
+	seenV4Short = 0x04
+)
 
-// EncodeSeen is version 2, digest (32), accepted ms u64, writer (8), seq
-// u64, when Logged; else version 1, without the seq.
+// SeenDigestBytes is how much of its digest a seen row keeps. It tells a
+// resent outcome from another under the same reservation id: 128 bits
+// leave no second outcome to find that would pass as the first, and they
+// bring the row to a 48-byte allocation on Redis, not 64.
+const SeenDigestBytes = 16
+
+// Matches reports whether d is the digest the row keeps.
+func (s Seen) Matches(d [32]byte) bool {
+	if s.Short {
+		return [SeenDigestBytes]byte(s.Digest[:SeenDigestBytes]) == [SeenDigestBytes]byte(d[:SeenDigestBytes])
+	}
+	return s.Digest == d
+}
+
+// EncodeSeen is the version its fields call for (see the constants), then
+// the digest (16 when Short, else 32), accepted ms u64, writer (8) and,
+// when Logged, the seq u64.
 func EncodeSeen(s Seen) (store.Value, error) {
 	if s.AcceptedMs < 0 {
 		return nil, invalidf("seen: accepted time must not be negative")
 	}
 	v := make([]byte, 0, 1+32+8+8+8)
-	v = append(v, codecV1)
-	if s.Logged {
-		v[0] = seenV2
+	digest := s.Digest[:]
+	switch {
+	case s.Short && s.Logged:
+		v, digest = append(v, seenV3Short), digest[:SeenDigestBytes]
+	case s.Short:
+		v, digest = append(v, seenV4Short), digest[:SeenDigestBytes]
+	case s.Logged:
+		v = append(v, seenV2)
+	default:
+		v = append(v, codecV1)
 	}
-	v = append(v, s.Digest[:]...)
+	v = append(v, digest...)
 	v = binary.BigEndian.AppendUint64(v, uint64(s.AcceptedMs))
 	v = append(v, s.Writer[:]...)
 	if s.Logged {
@@ -236,17 +267,22 @@ func EncodeSeen(s Seen) (store.Value, error) {
 	return v, nil
 }
 
-// DecodeSeen decodes an idempotency row of either version.
+// DecodeSeen decodes an idempotency row of any version.
 func DecodeSeen(v store.Value) (Seen, error) {
 	var r *reader
 	var s Seen
-	if len(v) > 0 && v[0] == seenV2 {
-		r = &reader{what: "seen", b: v[1:]}
-		s.Logged = true
-	} else {
+	digest := 32
+	switch {
+	case len(v) > 0 && v[0] == seenV2:
+		r, s.Logged = &reader{what: "seen", b: v[1:]}, true
+	case len(v) > 0 && v[0] == seenV3Short:
+		r, s.Logged, s.Short, digest = &reader{what: "seen", b: v[1:]}, true, true, SeenDigestBytes
+	case len(v) > 0 && v[0] == seenV4Short:
+		r, s.Short, digest = &reader{what: "seen", b: v[1:]}, true, SeenDigestBytes
+	default:
 		r = newReader("seen", v)
 	}
-	copy(s.Digest[:], r.take(32))
+	copy(s.Digest[:], r.take(uint64(digest)))
 	s.AcceptedMs = r.ms()
 	copy(s.Writer[:], r.take(8))
 	if s.Logged {

@@ -171,6 +171,10 @@ func FuzzDecodeSeen(f *testing.F) {
 	v, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, AcceptedMs: t0})
 	f.Add([]byte(v))
 	v2, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, AcceptedMs: t0, Logged: true, Seq: 7})
+	v3, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, Short: true, AcceptedMs: t0, Logged: true, Seq: 7})
+	v4, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1}, Short: true, AcceptedMs: t0})
+	f.Add([]byte(v3))
+	f.Add([]byte(v4))
 	f.Add([]byte(v2))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := outbox.DecodeSeen(v)
