@@ -306,7 +306,8 @@ local function blockOf(k)
   return string.sub(k, 1, 8) .. string.char(lastByte - lastByte % 64)
 end
 local hset, zadd, dels, zrem = {}, {}, {}, {}
--- emptied[b] marks the blocks a delete may have emptied.
+-- emptied[b] is the last of a block's rows the batch deletes, in the
+-- block's order: the block may be empty now.
 local emptied, blocks = {}, {}
 for i = 1, nw do
   local j = w0 + 2 * (i - 1)
@@ -323,9 +324,12 @@ for i = 1, nw do
     else
       dels[#dels + 1] = key
       if b then
-        if not emptied[b] then
-          emptied[b] = true
+        local at = string.byte(key, 9) % 64
+        if emptied[b] == nil then
           blocks[#blocks + 1] = b
+          emptied[b] = at
+        elseif at > emptied[b] then
+          emptied[b] = at
         end
         -- An earlier version's own entry for the row; the block's entry
         -- stays while the block holds a row.
@@ -354,17 +358,24 @@ end
 -- with the last. (Rows an earlier version indexed each by its own entry
 -- keep theirs, which stand for the block.) Only a removal, so a full
 -- memory does not refuse it after the writes above.
+-- The rows after the last one deleted are looked at first, eight at a
+-- time: a stream deletes its oldest rows, and the next is usually there.
 for _, b in ipairs(blocks) do
   local prefix, base = string.sub(b, 1, 8), string.byte(b, 9)
-  local cand = {}
-  for i = 0, 63 do
-    cand[i + 1] = prefix .. string.char(base + i)
-  end
-  local got = redis.call('HMGET', KEYS[1], unpack(cand))
-  local any = false
-  for i = 1, 64 do
-    if got[i] then
-      any = true
+  local any, first = false, emptied[b] + 1
+  for chunk = 0, 7 do
+    local cand = {}
+    for i = 0, 7 do
+      cand[i + 1] = prefix .. string.char(base + (first + chunk * 8 + i) % 64)
+    end
+    local got = redis.call('HMGET', KEYS[1], unpack(cand))
+    for i = 1, 8 do
+      if got[i] then
+        any = true
+        break
+      end
+    end
+    if any then
       break
     end
   end

@@ -102,15 +102,24 @@ local function scan(lower, upper, limit)
         if b ~= lastBlock then
           lastBlock = b
           flush()
+          -- The block's keys within the bounds, read a few at a time
+          -- until the page is full.
           local prefix, base = string.sub(b, 1, 8), string.byte(b, 9)
-          local cand = {}
-          for i = 0, 63 do
-            cand[i + 1] = prefix .. string.char(base + i)
+          local i = 0
+          if string.sub(lowKey, 1, 8) == prefix and #lowKey >= 9 and blockOf(string.sub(lowKey, 1, 9)) == b then
+            i = string.byte(lowKey, 9) - base
           end
-          local got = redis.call('HMGET', KEYS[1], unpack(cand))
-          for i = 1, 64 do
-            if got[i] and inRange(cand[i]) and #keys <= limit then
-              keys[#keys + 1], vals[#vals + 1] = cand[i], got[i]
+          while i < 64 and #keys <= limit do
+            local cand = {}
+            for j = i, math.min(i + math.max(limit - #keys, 15), 63) do
+              cand[#cand + 1] = prefix .. string.char(base + j)
+            end
+            i = i + #cand
+            local got = redis.call('HMGET', KEYS[1], unpack(cand))
+            for j = 1, #cand do
+              if got[j] and inRange(cand[j]) and #keys <= limit then
+                keys[#keys + 1], vals[#vals + 1] = cand[j], got[j]
+              end
             end
           end
         end
