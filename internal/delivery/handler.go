@@ -382,7 +382,7 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 			continue
 		}
 		rows[i] = &pendingRow{index: i, seq: q.Seq, rid: q.RID}
-		refs = append(refs, outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged})
+		refs = append(refs, outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged, Log: q.Log})
 	}
 	got, err := outbox.ReadStreamRows(ctx, fc.Store, fc.Partition, s.endpoint, refs)
 	if err != nil {

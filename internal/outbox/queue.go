@@ -80,6 +80,9 @@ type QueueRow struct {
 	// Corrupt: its pending key does not parse, or its log row does not
 	// decode. It is listed so that it is seen, and holds the head.
 	Corrupt bool
+	// Log is its log row as the page read it, when Logged and not
+	// Corrupt: StreamRef.Log, so the fire does not read it twice.
+	Log store.Value
 }
 
 // QueuePage is a page of a stream's queue in sequence order.
@@ -170,7 +173,7 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 		if !ok || en.State != EntryPending || pending[pk.Seq] {
 			continue
 		}
-		out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, l.RID), Seq: pk.Seq, RID: l.RID, Logged: true})
+		out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, l.RID), Seq: pk.Seq, RID: l.RID, Logged: true, Log: e.Value})
 		logged++
 	}
 	// Pending rows at or above the head (resends) and log rows interleave

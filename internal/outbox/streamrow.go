@@ -37,6 +37,9 @@ type StreamRef struct {
 	Seq    uint64
 	RID    string
 	Logged bool
+	// Log is the row's log row as the queue read it (QueueRow.Log), which
+	// is then not read again; nil to read it.
+	Log store.Value
 }
 
 // StreamRow is one stream row's outcome and attempts as read. Found is false
@@ -64,8 +67,14 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 		return out, nil
 	}
 	keys := make([]store.Key, 0, 2*len(refs))
-	for _, r := range refs {
-		keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+	// at[i] is the index of refs[i]'s first key.
+	at := make([]int, len(refs))
+	for i, r := range refs {
+		at[i] = len(keys)
+		if r.Log == nil {
+			keys = append(keys, LogKey(r.Seq))
+		}
+		keys = append(keys, streamKey(ClassAttempt, endpoint, r.RID))
 	}
 	got, err := st.GetMany(ctx, p, keys)
 	if err != nil {
@@ -73,7 +82,10 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 	}
 	var legacy []int
 	for i, r := range refs {
-		logRow, attempt := got[2*i], got[2*i+1]
+		logRow, attempt := store.Row{Value: r.Log, Found: true}, got[at[i]]
+		if r.Log == nil {
+			logRow, attempt = got[at[i]], got[at[i]+1]
+		}
 		if attempt.Found {
 			out[i].Attempts, out[i].AttemptsErr = DecodeAttempts(attempt.Value)
 			out[i].Record.HasAttempts = true
