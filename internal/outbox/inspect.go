@@ -139,7 +139,7 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 	if err != nil {
 		return PendingPage{}, err
 	}
-	page, err := pendingQueue(ctx, a.Store, p, id, head, cur, limit)
+	page, err := readQueueRows(ctx, a.Store, p, id, head, cur, limit, pendingPages)
 	if err != nil {
 		return PendingPage{}, err
 	}
@@ -183,29 +183,11 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 	return out, nil
 }
 
-// pendingPages bounds the queue pages one outbox view reads to fill itself.
+// pendingPages bounds the queue pages one outbox view reads to fill
+// itself: a page of log rows of other streams lists none, and an
+// operator's view must not look empty while the stream's rows are further
+// on. It may still come back short, with a Next.
 const pendingPages = 8
-
-// pendingQueue reads up to limit rows of the stream's queue after the
-// cursor, over up to pendingPages pages: a page of log rows of other
-// streams lists none, and an operator's view must not look empty while
-// the stream's rows are further on. It may still come back short, with a
-// Next.
-func pendingQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, id string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
-	var out QueuePage
-	for range pendingPages {
-		page, err := ReadQueue(ctx, st, p, id, head, after, limit-len(out.Rows))
-		if err != nil {
-			return QueuePage{}, err
-		}
-		out.Rows, out.Next = append(out.Rows, page.Rows...), page.Next
-		if page.Next == nil || len(out.Rows) == limit {
-			break
-		}
-		after = page.Next
-	}
-	return out, nil
-}
 
 // Replayed is where a replay put a stream.
 type Replayed struct {

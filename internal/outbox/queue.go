@@ -193,12 +193,14 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 	return out, nil
 }
 
-// QueuePrefix is the first rows of a stream's queue, read over as many
-// pages as it took.
+// QueuePrefix is rows of a stream's queue read over as many pages as it
+// took.
 type QueuePrefix struct {
 	Rows []QueueRow
-	// FromHead and End are QueuePage's FromHead and LogEnd for the whole
-	// prefix: once every row is done, the head may move to End.
+	// Next resumes after the rows, nil at the end of the queue.
+	Next *store.Cursor
+	// FromHead and End are QueuePage's FromHead and LogEnd for all the
+	// rows: once every row is done, the head may move to End.
 	FromHead bool
 	End      uint64
 }
@@ -210,26 +212,26 @@ const queuePrefixPages = 64
 // ReadQueuePrefix reads the first n rows of the stream's queue from its
 // start, page after page, at most queuePrefixPages of them.
 func ReadQueuePrefix(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, n int) (QueuePrefix, error) {
+	return readQueueRows(ctx, st, p, endpoint, head, nil, n, queuePrefixPages)
+}
+
+// readQueueRows reads up to n rows of the stream's queue after the cursor,
+// over at most pages pages, each asked for the rows still wanted.
+func readQueueRows(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, n, pages int) (QueuePrefix, error) {
 	var out QueuePrefix
-	var after *store.Cursor
-	for pages := 0; len(out.Rows) < n && pages < queuePrefixPages; pages++ {
-		page, err := ReadQueue(ctx, st, p, endpoint, head, after, n)
+	for i := 0; len(out.Rows) < n && i < pages; i++ {
+		page, err := ReadQueue(ctx, st, p, endpoint, head, after, n-len(out.Rows))
 		if err != nil {
 			return QueuePrefix{}, err
 		}
-		if pages == 0 {
+		if i == 0 {
 			out.FromHead = head.Found && page.FromHead
 		}
-		out.Rows = append(out.Rows, page.Rows...)
-		out.End = page.LogEnd
+		out.Rows, out.Next, out.End = append(out.Rows, page.Rows...), page.Next, page.LogEnd
 		if page.Next == nil {
 			break
 		}
 		after = page.Next
-	}
-	if len(out.Rows) > n {
-		out.End = min(out.End, out.Rows[n].Seq)
-		out.Rows = out.Rows[:n]
 	}
 	return out, nil
 }
