@@ -68,6 +68,8 @@ func deliveryFlags(f *envflag.Set, c *app.Delivery) {
 		"fires this process keeps waiting on slow or failing endpoints at once, beside the others (env RELAY_DELIVERY_SLOW_CONCURRENCY)")
 	f.DurationFromEnv(&c.FullPollEvery, "delivery-full-poll-every", "RELAY_DELIVERY_FULL_POLL_EVERY", c.FullPollEvery,
 		"how often this process reads every due index for timers other processes wrote (env RELAY_DELIVERY_FULL_POLL_EVERY)")
+	f.DurationFromEnv(&c.Linger, "delivery-linger", "RELAY_DELIVERY_LINGER", c.Linger,
+		"how long a fire that delivered its stream's every row waits for the next outcome ingested by this process, to send it under the same lease; at most 1s, 0 never waits (env RELAY_DELIVERY_LINGER)")
 	f.DurationFromEnv(&c.DisableAfter, "disable-after", "RELAY_DISABLE_AFTER", c.DisableAfter,
 		"disable an endpoint (reason failing, rows kept) that has delivered nothing this long while its calls failed, e.g. 120h; 0 never does (env RELAY_DISABLE_AFTER)")
 }

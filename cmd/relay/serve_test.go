@@ -116,6 +116,8 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 		{"-max-connections", "0", "max connections"},
 		{"-max-connections", "-5", "max connections"},
 		{"-backlog-sample-every", "-1s", "backlog sample interval"},
+		{"-delivery-linger", "-1ms", "delivery linger"},
+		{"-delivery-linger", "2s", "delivery linger"},
 	} {
 		c, err := parse([]string{tc.flag, tc.value})
 		if err == nil {

@@ -140,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention},
 		Auth:           auth,
 		Wake:           driver.WakePartition,
+		Ingested:       driver.Ingested,
 		CheckURL:       channel.CheckURL,
 		Ready:          ready(st),
 		Keys:           hooks.KeysHandler(sign.keys),

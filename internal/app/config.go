@@ -80,6 +80,10 @@ type Delivery struct {
 	// DisableAfter disables an endpoint that has delivered nothing this
 	// long while its calls failed; 0 never does.
 	DisableAfter time.Duration
+	// Linger is how long a fire that delivered its stream's every row
+	// waits for the next outcome ingested here (delivery.Handler.Linger);
+	// 0 never waits.
+	Linger time.Duration
 }
 
 // Auth is how relay verifies the bearer tokens of its API.
@@ -119,7 +123,7 @@ func Defaults() Config {
 		BacklogEvery:      delivery.DefaultBacklogEvery,
 		Retention:         outbox.DefaultRetention,
 		Signing:           Signing{KeyID: "relay-1"},
-		Delivery:          Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval, DisableAfter: delivery.DefaultDisableAfter},
+		Delivery:          Delivery{Concurrency: delivery.DefaultConcurrency, SlowConcurrency: delivery.DefaultSlowConcurrency, FullPollEvery: delivery.DefaultPollInterval, DisableAfter: delivery.DefaultDisableAfter, Linger: delivery.DefaultLinger},
 		Auth:              Auth{Leeway: DefaultLeeway},
 	}
 }

@@ -96,6 +96,9 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 	if c.DisableAfter != 0 && (c.DisableAfter < time.Second || c.DisableAfter > MaxDisableAfter) {
 		return nil, fmt.Errorf("disable-after %v must be 0 (never) or between 1s and %v", c.DisableAfter, MaxDisableAfter)
 	}
+	if c.Linger < 0 || c.Linger > delivery.MaxLinger {
+		return nil, fmt.Errorf("delivery linger %v must be between 0 (never) and %v", c.Linger, delivery.MaxLinger)
+	}
 	if c.SlowConcurrency < 0 {
 		return nil, fmt.Errorf("delivery slow concurrency %d must be at least 1", c.SlowConcurrency)
 	}
@@ -111,7 +114,10 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 	if err != nil {
 		return nil, err
 	}
+	arrivals := delivery.NewArrivals(max(c.Concurrency/4, 1))
 	handler := &delivery.Handler{
+		Linger:       c.Linger,
+		Arrivals:     arrivals,
 		Sink:         &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
 		Logger:       log,
 		Metrics:      m,
@@ -127,5 +133,5 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 		return nil, err
 	}
 	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
-		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m})
+		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m, Arrivals: arrivals})
 }

@@ -82,7 +82,7 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		Buckets:        redisstore.DefaultBuckets,
 		MaxConnections: httpapi.DefaultMaxConnections,
 		Signing:        app.Signing{KeyFile: keyFile, KeyID: "bench"},
-		Delivery:       app.Delivery{PublicURL: r.url, AllowCIDRs: "127.0.0.1/32", Concurrency: delivery.DefaultConcurrency},
+		Delivery:       app.Delivery{PublicURL: r.url, AllowCIDRs: "127.0.0.1/32", Concurrency: delivery.DefaultConcurrency, Linger: delivery.DefaultLinger},
 		Auth:           app.Auth{Secret: string(secret), Leeway: app.DefaultLeeway},
 		// What a relay keeps by default: the delivered history's writes
 		// are part of the cost measured.

@@ -82,6 +82,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Arrivals are the lingering fires' (Handler.Arrivals): WakePartition
+	// tells them, and Stop ends their lingering.
+	Arrivals *Arrivals
 
 	// after replaces time.After in tests, to tick the poll by hand.
 	after func(d time.Duration) <-chan time.Time
@@ -259,6 +262,11 @@ func (d *Driver) Wake() {
 // namespace it just made due, at the cost of one scan rather than one read
 // per bucket. It never blocks.
 func (d *Driver) WakePartition(p store.Partition) {
+	d.cfg.Arrivals.Arrived(p, 0)
+	d.wakeScan(p)
+}
+
+func (d *Driver) wakeScan(p store.Partition) {
 	d.mu.Lock()
 	d.hot.push(p)
 	d.mu.Unlock()
@@ -266,6 +274,22 @@ func (d *Driver) WakePartition(p store.Partition) {
 	case d.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Ingested tells the driver that an ingest accepted outcomes in p, the
+// last at sequence number last: lingering fires take them, and p is
+// scanned only when the ingest left a stream due that no fire holds
+// (outbox.Status.Due), the only timer a scan could find for it. A stream
+// the ingest did not make due has a timer already: leased, its fire finds
+// the rows (lingering, at once; else its completion, which counts them,
+// reschedules it now), or waiting out a backoff, a pace or a disable. With
+// due, last may not be known, and lingering fires read to the log's end.
+func (d *Driver) Ingested(p store.Partition, last uint64, due bool) {
+	if !due {
+		d.cfg.Arrivals.Arrived(p, last)
+		return
+	}
+	d.WakePartition(p)
 }
 
 // Stop stops polling and waits for the fires in flight to finish. Once ctx
@@ -279,6 +303,7 @@ func (d *Driver) Stop(ctx context.Context) error {
 		return nil
 	}
 	d.stopOnce.Do(func() {
+		d.cfg.Arrivals.Close()
 		close(d.stopping)
 		d.cancelLoop()
 	})

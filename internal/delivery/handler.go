@@ -85,6 +85,15 @@ type Handler struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Linger keeps a fire that delivered every row of its stream waiting
+	// this long (at most MaxLinger) for the next outcome to arrive on its
+	// partition (Arrivals), to deliver it under the same lease and
+	// acknowledge it with the rest, for at most lingerFor from the fire's
+	// start and up to its page of rows. 0 never lingers.
+	Linger time.Duration
+	// Arrivals tells lingering fires of their partition's arrivals; none
+	// linger when nil.
+	Arrivals *Arrivals
 
 	// deadline bounds one call; context.WithTimeout unless a test sets it.
 	deadline func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
@@ -206,6 +215,13 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 	s.endpointKey, _ = outbox.EndpointKey(s.endpoint)
 	s.headKey, _ = outbox.HeadKey(s.endpoint)
+	var watch *lingerWatch
+	if h.Linger > 0 {
+		// From before the first read, so an arrival after it is not missed.
+		if watch = h.Arrivals.watch(fc.Partition); watch != nil {
+			defer watch.release()
+		}
+	}
 	head, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey, s.headKey})
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("read stream %s/%s: %w", s.ns, s.endpoint, err)
@@ -275,6 +291,9 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 
 	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, rows: rows, after: after, calls: run, limits: lim}
+	if err := h.linger(ctx, watch, f, started); err != nil {
+		return timers.Fired{}, err
+	}
 	fired, err := h.plan(ctx, f, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err

@@ -84,13 +84,15 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer := outcomesAnswer{Results: make([]outcomeResult, len(statuses))}
-	accepted := false
+	accepted, due, last := false, false, uint64(0)
 	for i, st := range statuses {
 		res := outcomeResult{ReservationID: outcomes[i].ReservationID, Status: string(st.Code)}
 		a.Metrics.outcome(res.Status)
 		switch st.Code {
 		case outbox.Accepted:
 			accepted = true
+			due = due || st.Due
+			last = max(last, st.Seq)
 		case outbox.Duplicate:
 		case outbox.Conflict:
 			res.slug, res.Detail = SlugConflict, "a different outcome was accepted under this reservation_id"
@@ -104,7 +106,10 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		}
 		answer.Results[i] = res
 	}
-	if accepted {
+	switch {
+	case accepted && a.Ingested != nil:
+		a.Ingested(p, last, due)
+	case accepted:
 		a.wake(p)
 	}
 	if !batch {

@@ -81,6 +81,16 @@ type Status struct {
 	// Detail explains a refusal to the producer. It names fields and kinds,
 	// never payload values or secrets.
 	Detail string
+	// Seq is an accepted outcome's sequence number in the namespace's log,
+	// unless Due: an outcome whose batch is known only from a retry has
+	// none.
+	Seq uint64
+	// Due: the batch that accepted it left a stream due that no fire holds
+	// (makesDue), which only a scan of the namespace finds. Otherwise each
+	// stream it went to has a timer that will fire for it: leased by a
+	// fire, which finds the new rows, or waiting out a backoff, a pace or
+	// a disable. True when not known.
+	Due bool
 }
 
 // Appender accepts outcomes into a namespace's outbox, idempotently: one
@@ -308,6 +318,12 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			}
 			failed = 0
 			snap.observe(pl.batch.Writes)
+			due := makesDue(&pl.batch, snap.nowMs)
+			for i := range pl.decided {
+				if st := &pl.decided[i].status; st.Code == Accepted && !st.Due {
+					st.Due = due
+				}
+			}
 		}
 		for _, d := range pl.decided {
 			pr.statuses[d.index] = d.status
@@ -315,6 +331,32 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 		at += pl.consumed
 	}
 	return snap, nil
+}
+
+// makesDue reports whether an ingest batch leaves a stream due that no
+// fire holds: it writes a delivery timer (a new one, or one pulled
+// forward), or depends on an idle one already due by nowMs. A stream whose
+// timer is leased, or waits past nowMs, needs no scan for these rows.
+func makesDue(b *store.Batch, nowMs int64) bool {
+	for _, w := range b.Writes {
+		if w.Kind != store.Put {
+			continue
+		}
+		if _, kind, _, ok := timers.ParseKey(w.Key); ok && kind == timers.KindOutcomeDelivery {
+			return true
+		}
+	}
+	for _, pc := range b.Preconditions {
+		if pc.Kind != store.Equals {
+			continue
+		}
+		if due, kind, _, ok := timers.ParseKey(pc.Key); ok && kind == timers.KindOutcomeDelivery && due <= nowMs {
+			if row, err := timers.DecodeRow(pc.Key, pc.Value); err != nil || row.Lease == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // known is what the failed batches of one Append taught it.
@@ -411,7 +453,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 			pack, bound = cand, bound+grow
 			rids[it.rid] = true
 			pl.accepted++
-			st = Status{Code: Accepted}
+			st = Status{Code: Accepted, Seq: s.next + uint64(len(pack)-1)}
 		}
 		pl.decided = append(pl.decided, decision{index: it.index, status: st})
 		pl.consumed = j + 1
@@ -432,7 +474,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 // pending row per stream and rid, or two deliveries would share one id.
 func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done bool, err error) {
 	if sent, r := k.sent[it.index], s.seen[it.rid]; sent != nil && r.found && bytes.Equal(r.raw, sent) {
-		return Status{Code: Accepted}, true, nil
+		return Status{Code: Accepted, Due: true}, true, nil
 	}
 	if r := s.seen[it.rid]; r.found {
 		seen, err := DecodeSeen(r.raw)

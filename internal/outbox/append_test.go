@@ -667,3 +667,38 @@ func TestIngestRefusesABacklogPastTheLargestCounter(t *testing.T) {
 		}
 	})
 }
+
+// An accepted outcome's status names its sequence number, and whether its
+// batch left a stream due that no fire holds, which only a scan finds:
+// a new timer, or an idle one due already. A leased timer, or one waiting
+// out a backoff, is not due for these rows.
+func TestStatusesNameTheirSequenceAndWhetherAStreamIsDue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		st := e.Append(committed("r-1"), committed("r-2"))
+		if st[0].Seq != 0 || st[1].Seq != 1 || !st[0].Due || !st[1].Due {
+			t.Fatalf("a new timer: %+v", st)
+		}
+		if st := e.Append(committed("r-3")); st[0].Seq != 2 || !st[0].Due {
+			t.Fatalf("an idle timer due already: %+v", st)
+		}
+		timer, _ := e.deliveryTimer("billing")
+		var b store.Batch
+		b.Delete(timer.Key)
+		e.Apply(b)
+		leased := e.putTimer(e.NowMs()+30_000, timers.KindOutcomeDelivery, "billing", leasedValue(e.NowMs(), nil))
+		if st := e.Append(committed("r-4")); st[0].Seq != 3 || st[0].Due {
+			t.Fatalf("a leased timer: %+v", st)
+		}
+		b = store.Batch{}
+		b.Delete(leased)
+		e.Apply(b)
+		e.putTimer(e.NowMs()+60_000, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(deliveryState(t, 2)))
+		if st := e.Append(committed("r-5")); st[0].Seq != 4 || st[0].Due {
+			t.Fatalf("a stream backing off: %+v", st)
+		}
+		if st := e.Append(committed("r-5")); st[0].Code != outbox.Duplicate || st[0].Due {
+			t.Fatalf("a duplicate: %+v", st)
+		}
+	})
+}

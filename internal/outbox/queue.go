@@ -116,6 +116,13 @@ const QueueLogRows = 2
 // store.MultiReader: the log's part goes unused when the pending rows
 // fill the page.
 func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
+	return ReadQueueTo(ctx, st, p, endpoint, head, after, limit, 0)
+}
+
+// ReadQueueTo is ReadQueue reading the log only up to sequence number to,
+// when to is not 0: a reader that knows the log's last row reads no further
+// keys. The page ends there, with no Next, as though the queue did.
+func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64) (QueuePage, error) {
 	start, end, err := PendingRange(endpoint)
 	if err != nil {
 		return QueuePage{}, err
@@ -127,6 +134,9 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 			from = pos
 		}
 		_, logEnd := LogRange()
+		if to != 0 && to < math.MaxUint64 {
+			logEnd = LogKey(max(to+1, from))
+		}
 		reads = append(reads, store.Read{Start: LogKey(from), End: logEnd, Limit: max(QueueLogRows*limit, 8)})
 	}
 	res, err := store.ReadMany(ctx, st, p, reads)
@@ -234,6 +244,15 @@ func readQueueRows(ctx context.Context, st store.NamespaceStore, p store.Partiti
 		after = page.Next
 	}
 	return out, nil
+}
+
+// QueueFrom is the cursor from which a stream's queue resumes at seq: its
+// pending rows of seq on, and its log from seq when seq is past the head.
+func QueueFrom(endpoint string, seq uint64) *store.Cursor {
+	if seq == 0 {
+		return nil
+	}
+	return store.CursorAfter(queueMark(endpoint, seq-1))
 }
 
 // queueMark is a key in the stream's pending range after every pending

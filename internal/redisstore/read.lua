@@ -112,7 +112,16 @@ local function scan(lower, upper, limit)
           while i < 64 and #keys <= limit do
             local cand = {}
             for j = i, math.min(i + math.max(limit - #keys, 15), 63) do
-              cand[#cand + 1] = prefix .. string.char(base + j)
+              local k = prefix .. string.char(base + j)
+              if not below(k, highKey) then
+                -- Past the upper bound: nothing further is in range.
+                i = 64
+                break
+              end
+              cand[#cand + 1] = k
+            end
+            if #cand == 0 then
+              break
             end
             i = i + #cand
             local got = redis.call('HMGET', KEYS[1], unpack(cand))
