@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -262,7 +263,7 @@ func (d *Driver) Wake() {
 // namespace it just made due, at the cost of one scan rather than one read
 // per bucket. It never blocks.
 func (d *Driver) WakePartition(p store.Partition) {
-	d.cfg.Arrivals.Arrived(p, 0)
+	d.cfg.Arrivals.Arrived(p, nil)
 	d.wakeScan(p)
 }
 
@@ -276,17 +277,17 @@ func (d *Driver) wakeScan(p store.Partition) {
 	}
 }
 
-// Ingested tells the driver that an ingest accepted outcomes in p, the
-// last at sequence number last: lingering fires take them, and p is
+// Ingested tells the driver that an ingest accepted outcomes in p, rows
+// by sequence number and rid: lingering fires take them, and p is
 // scanned only when the ingest left a stream due that no fire holds
 // (outbox.Status.Due), the only timer a scan could find for it. A stream
 // the ingest did not make due has a timer already: leased, its fire finds
 // the rows (lingering, at once; else its completion, which counts them,
 // reschedules it now), or waiting out a backoff, a pace or a disable. With
-// due, last may not be known, and lingering fires read to the log's end.
-func (d *Driver) Ingested(p store.Partition, last uint64, due bool) {
+// due, rows may not be known, and lingering fires read to the log's end.
+func (d *Driver) Ingested(p store.Partition, rows []outbox.StreamRef, due bool) {
 	if !due {
-		d.cfg.Arrivals.Arrived(p, last)
+		d.cfg.Arrivals.Arrived(p, rows)
 		return
 	}
 	d.WakePartition(p)

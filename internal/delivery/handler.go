@@ -15,7 +15,7 @@ import (
 // Defaults and bounds of one fire.
 const (
 	// DefaultMaxRows is the pending rows one fire examines.
-	DefaultMaxRows = 16
+	DefaultMaxRows = 22
 	// MaxRowsCeiling bounds MaxRows so that acknowledging every row of a
 	// page, with the timer's completion, fits one 100-operation batch.
 	MaxRowsCeiling = outbox.MaxAcksPerBatch
@@ -389,8 +389,26 @@ func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, af
 // outcome is missing or does not decode, is logged and left out: kept,
 // never deleted, skipped.
 func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream, page outbox.QueuePage) ([]*pendingRow, error) {
-	rows := make([]*pendingRow, len(page.Rows))
+	rows := h.rowsOf(ctx, s, page)
 	refs := make([]outbox.StreamRef, 0, len(page.Rows))
+	for _, r := range rows {
+		if r != nil {
+			q := page.Rows[r.index]
+			refs = append(refs, outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged, Log: q.Log})
+		}
+	}
+	got, err := outbox.ReadStreamRows(ctx, fc.Store, fc.Partition, s.endpoint, refs)
+	if err != nil {
+		return nil, err
+	}
+	h.adopt(ctx, s, rows, got)
+	return rows, nil
+}
+
+// rowsOf is a row for each of the page's rows, nil for a corrupt one,
+// which is logged and kept.
+func (h *Handler) rowsOf(ctx context.Context, s *stream, page outbox.QueuePage) []*pendingRow {
+	rows := make([]*pendingRow, len(page.Rows))
 	for i, q := range page.Rows {
 		if q.Corrupt {
 			if q.Logged {
@@ -401,12 +419,14 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 			continue
 		}
 		rows[i] = &pendingRow{index: i, seq: q.Seq, rid: q.RID}
-		refs = append(refs, outbox.StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged, Log: q.Log})
 	}
-	got, err := outbox.ReadStreamRows(ctx, fc.Store, fc.Partition, s.endpoint, refs)
-	if err != nil {
-		return nil, err
-	}
+	return rows
+}
+
+// adopt gives each row what was read of it, got holding one read row per
+// row that is not nil, in order. A row whose outcome is missing or does not
+// decode is logged and left out (nil): kept, never deleted, skipped.
+func (h *Handler) adopt(ctx context.Context, s *stream, rows []*pendingRow, got []outbox.StreamRow) {
 	for i, r := range rows {
 		if r == nil {
 			continue
@@ -428,5 +448,4 @@ func (h *Handler) prepare(ctx context.Context, fc timers.FireContext, s *stream,
 		// An unreadable attempt row only restarts the record.
 		r.rec, r.outcome, r.attempts = sr.Record, sr.Outcome, sr.Attempts
 	}
-	return rows, nil
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ const (
 	// lingerFor bounds one fire's lingering, from its start: the rows it
 	// takes wait that long at most for their acknowledgement (the outbox
 	// view shows them pending until then), and an edit of the endpoint for
-	// the fire to end. At 64 outcomes a second a page of 16 fills in it.
+	// the fire to end. At 88 outcomes a second a page of 22 fills in it.
 	lingerFor = 250 * time.Millisecond
 )
 
@@ -45,6 +46,8 @@ type arrival struct {
 	// last is the highest sequence number an arrival named, and unknown
 	// the generation of the last arrival that named none.
 	last, unknown uint64
+	// recent are the rows the last arrivals named, at most maxRecent.
+	recent []outbox.StreamRef
 	// next is closed at the next arrival, then replaced.
 	next  chan struct{}
 	watch int
@@ -56,9 +59,13 @@ func NewArrivals(max int) *Arrivals {
 	return &Arrivals{parts: map[store.Partition]*arrival{}, max: max}
 }
 
-// Arrived notes that outcomes arrived in p, the last at sequence number
-// last (0 when not known). It never blocks.
-func (a *Arrivals) Arrived(p store.Partition, last uint64) {
+// maxRecent bounds the rows a partition's watch keeps of its arrivals:
+// more than a page of them.
+const maxRecent = 2 * MaxRowsCeiling
+
+// Arrived notes that outcomes arrived in p: the rows an ingest appended,
+// by sequence number and rid, or none when not known. It never blocks.
+func (a *Arrivals) Arrived(p store.Partition, rows []outbox.StreamRef) {
 	if a == nil {
 		return
 	}
@@ -66,10 +73,16 @@ func (a *Arrivals) Arrived(p store.Partition, last uint64) {
 	defer a.mu.Unlock()
 	if s := a.parts[p]; s != nil {
 		s.gen++
-		if last == 0 {
+		if len(rows) == 0 {
 			s.unknown = s.gen
 		}
-		s.last = max(s.last, last)
+		for _, r := range rows {
+			s.last = max(s.last, r.Seq)
+			if len(s.recent) == maxRecent {
+				s.recent = slices.Delete(s.recent, 0, 1)
+			}
+			s.recent = append(s.recent, outbox.StreamRef{Seq: r.Seq, RID: r.RID, Logged: true})
+		}
 		close(s.next)
 		s.next = make(chan struct{})
 	}
@@ -130,6 +143,29 @@ func (a *Arrivals) watch(p store.Partition) *lingerWatch {
 	}
 	s.watch++
 	return &lingerWatch{a: a, p: p, s: s, seen: s.gen}
+}
+
+// arrived is the rows arrivals named at sequence numbers from to to, in
+// order, or nil unless they named each of them: another process's rows
+// come between, or the arrivals were too many to keep.
+func (w *lingerWatch) arrived(from, to uint64) []outbox.StreamRef {
+	if to < from || to-from >= maxRecent {
+		return nil
+	}
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	out := make([]outbox.StreamRef, to-from+1)
+	n := 0
+	for _, r := range w.s.recent {
+		if r.Seq >= from && r.Seq <= to && out[r.Seq-from].RID == "" {
+			out[r.Seq-from] = r
+			n++
+		}
+	}
+	if n != len(out) {
+		return nil
+	}
+	return out
 }
 
 // release ends the watch.
@@ -217,14 +253,7 @@ func (h *Handler) linger(ctx context.Context, w *lingerWatch, f *firing, started
 			return ctx.Err()
 		}
 		s := &f.stream
-		// Up to the last row arrived: the log has nothing further unless
-		// another process appended it, which the completion counts.
-		page, err := outbox.ReadQueueTo(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head,
-			outbox.QueueFrom(s.endpoint, f.page.LogEnd), h.maxRows()-len(f.page.Rows), w.to)
-		var rows []*pendingRow
-		if err == nil {
-			rows, err = h.prepare(ctx, f.fc, s, page)
-		}
+		page, rows, err := h.readArrived(ctx, w, f)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -240,6 +269,38 @@ func (h *Handler) linger(ctx context.Context, w *lingerWatch, f *firing, started
 		f.extend(page, rows, run)
 	}
 	return nil
+}
+
+// readArrived reads the stream's queue on from where the fire's page
+// ended, up to the last row arrived: the log holds nothing further unless
+// another process appended it, which the completion counts. Rows the
+// arrivals named one by one are read by key with their outcomes and
+// attempts (outbox.ReadArrived): they were appended after the fire's page
+// found the queue's end, so their log entries alone queue them. Any other
+// range is read as the queue.
+func (h *Handler) readArrived(ctx context.Context, w *lingerWatch, f *firing) (outbox.QueuePage, []*pendingRow, error) {
+	s, from, room := &f.stream, f.page.LogEnd, h.maxRows()-len(f.page.Rows)
+	if refs := w.arrived(from, w.to); refs != nil {
+		page, got, err := outbox.ReadArrived(ctx, f.fc.Store, f.fc.Partition, s.endpoint, refs, room)
+		if err != nil {
+			return outbox.QueuePage{}, nil, err
+		}
+		rows := h.rowsOf(ctx, s, page)
+		kept := got[:0]
+		for i, r := range rows {
+			if r != nil {
+				kept = append(kept, got[i])
+			}
+		}
+		h.adopt(ctx, s, rows, kept)
+		return page, rows, nil
+	}
+	page, err := outbox.ReadQueueTo(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head, outbox.QueueFrom(s.endpoint, from), room, w.to)
+	if err != nil {
+		return outbox.QueuePage{}, nil, err
+	}
+	rows, err := h.prepare(ctx, f.fc, s, page)
+	return page, rows, err
 }
 
 // extend appends a page read after the fire's page, its rows and the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,9 +48,31 @@ func (a *arriving) Deliver(ctx context.Context, o Parcel) error {
 		return err
 	}
 	if next.tell {
-		a.arr.Arrived(a.e.P, st[len(st)-1].Seq)
+		a.arr.Arrived(a.e.P, refsOf(os, st))
 	}
 	return err
+}
+
+// scanCounting counts the scans of a store it hides the MultiReader of.
+type scanCounting struct {
+	store.NamespaceStore
+	n atomic.Int64
+}
+
+func (s *scanCounting) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	s.n.Add(1)
+	return s.NamespaceStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// refsOf is the rows of the accepted outcomes, as ingest tells Arrivals.
+func refsOf(os []outbox.Outcome, st []outbox.Status) []outbox.StreamRef {
+	var refs []outbox.StreamRef
+	for i, s := range st {
+		if s.Code == outbox.Accepted {
+			refs = append(refs, outbox.StreamRef{Seq: s.Seq, RID: os[i].ReservationID})
+		}
+	}
+	return refs
 }
 
 func (a *arriving) failures() []error {
@@ -76,12 +99,21 @@ func TestALingeringFireTakesTheRowsThatArrive(t *testing.T) {
 			// d fills the page of 4: the fire ends without waiting.
 			"d": {rids: []string{"e"}, tell: true},
 		}}
+		scans := &scanCounting{NamespaceStore: e.St}
+		e.St = scans
 		rep := e.fire(lingering(sink, arr, e))
+		e.St = scans.NamespaceStore
 		if errs := sink.failures(); len(errs) > 0 {
 			t.Fatal(errs)
 		}
 		if got := sink.rids(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
 			t.Fatalf("delivered %v, want a to d in one fire", got)
+		}
+		// The runner's of the due timers and the first page's two (its
+		// pending rows and its log): the rows the arrivals named are read
+		// by key.
+		if n := scans.n.Load(); n != 3 {
+			t.Fatalf("%d scans, want 3: the due timers and the first page", n)
 		}
 		if rep.Claimed != 1 {
 			t.Fatalf("report %+v, want one claim", rep)
@@ -117,13 +149,14 @@ func TestALingeringFireReadsRowsNoArrivalNamed(t *testing.T) {
 		arr.began = func() {
 			// The fire waits: append c and name it alone.
 			arr.began = func() { arr.Close() } // the next wait ends the fire
-			st, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("c")})
+			os := []outbox.Outcome{committed("c")}
+			st, err := e.App.Append(e.Ctx, e.P, os)
 			if err != nil {
 				errs = append(errs, err)
 				arr.Close()
 				return
 			}
-			arr.Arrived(e.P, st[0].Seq)
+			arr.Arrived(e.P, refsOf(os, st))
 		}
 		e.fire(lingering(sink, arr, e))
 		if errs := append(sink.failures(), errs...); len(errs) > 0 {
@@ -228,12 +261,18 @@ func TestArrivalsAreNotMissedAndWaitsAreBounded(t *testing.T) {
 	p := store.Partition{Namespace: "acme"}
 	arr := NewArrivals(1)
 	w := arr.watch(p)
-	arr.Arrived(p, 7)
+	arr.Arrived(p, []outbox.StreamRef{{Seq: 6, RID: "r-6"}, {Seq: 7, RID: "r-7"}})
 	// Bounded, so a missed arrival fails rather than hangs.
 	if !w.wait(t.Context(), 10*time.Second) || w.to != 7 {
 		t.Fatalf("an arrival before the wait: to %d", w.to)
 	}
-	arr.Arrived(p, 0)
+	if got := w.arrived(6, 7); len(got) != 2 || got[0].RID != "r-6" || got[1].RID != "r-7" {
+		t.Fatalf("the rows named: %+v", got)
+	}
+	if got := w.arrived(5, 7); got != nil {
+		t.Fatalf("a range with a row no arrival named: %+v", got)
+	}
+	arr.Arrived(p, nil)
 	if !w.wait(t.Context(), 10*time.Second) || w.to != 0 {
 		t.Fatalf("an arrival naming no row must read to the log's end: to %d", w.to)
 	}
@@ -253,8 +292,8 @@ func TestArrivalsAreNotMissedAndWaitsAreBounded(t *testing.T) {
 	if other.wait(t.Context(), time.Hour) {
 		t.Fatal("a wait beyond the bound waited and saw an arrival")
 	}
-	arr.Arrived(store.Partition{Namespace: "other"}, 9)
-	arr.Arrived(p, 9)
+	arr.Arrived(store.Partition{Namespace: "other"}, []outbox.StreamRef{{Seq: 9, RID: "o-9"}})
+	arr.Arrived(p, []outbox.StreamRef{{Seq: 9, RID: "r-9"}})
 	wg.Wait()
 	if !got || w.to != 9 {
 		t.Fatalf("the waiting watch: %v, to %d", got, w.to)

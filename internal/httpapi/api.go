@@ -39,10 +39,10 @@ type Config struct {
 	// now: after an accepted ingest, an enable and a replay. Optional.
 	Wake func(store.Partition)
 	// Ingested tells the delivery driver of an accepted ingest in place of
-	// Wake: the namespace, the last sequence number accepted, and whether
-	// a batch left a stream due (outbox.Status.Due), which only then needs
-	// a scan. Optional.
-	Ingested func(p store.Partition, last uint64, due bool)
+	// Wake: the namespace, the accepted rows by sequence number and rid,
+	// and whether a batch left a stream due (outbox.Status.Due), which only
+	// then needs a scan. Optional.
+	Ingested func(p store.Partition, accepted []outbox.StreamRef, due bool)
 	// CheckURL applies the SSRF rules that need no DNS to an endpoint URL
 	// at registration, for fast feedback; delivery applies them again at
 	// dial time. Optional.

@@ -84,7 +84,8 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer := outcomesAnswer{Results: make([]outcomeResult, len(statuses))}
-	accepted, due, last := false, false, uint64(0)
+	accepted, due := false, false
+	var rows []outbox.StreamRef
 	for i, st := range statuses {
 		res := outcomeResult{ReservationID: outcomes[i].ReservationID, Status: string(st.Code)}
 		a.Metrics.outcome(res.Status)
@@ -92,7 +93,9 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		case outbox.Accepted:
 			accepted = true
 			due = due || st.Due
-			last = max(last, st.Seq)
+			if a.Ingested != nil && !st.Due {
+				rows = append(rows, outbox.StreamRef{Seq: st.Seq, RID: outcomes[i].ReservationID})
+			}
 		case outbox.Duplicate:
 		case outbox.Conflict:
 			res.slug, res.Detail = SlugConflict, "a different outcome was accepted under this reservation_id"
@@ -108,7 +111,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case accepted && a.Ingested != nil:
-		a.Ingested(p, last, due)
+		a.Ingested(p, rows, due)
 	case accepted:
 		a.wake(p)
 	}

@@ -505,7 +505,12 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 // would take past store.MaxCounter is refused (ErrBacklogFull): the store's
 // adds refuse a counter beyond it, so no acknowledgement could reduce it.
 func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
-	var b store.Batch
+	// Sized for streams with heads, so a combined batch of 100 outcomes
+	// does not grow its slices a dozen times.
+	b := store.Batch{
+		Preconditions: make([]store.Precondition, 0, 1+2*len(s.endpoints)+len(items)),
+		Writes:        make([]store.Write, 0, 2+2*len(items)+4*len(s.endpoints)),
+	}
 	matching := make([][]int, len(items))
 	added := make([]Backlog, len(s.endpoints))
 	used := make([]bool, len(s.endpoints))

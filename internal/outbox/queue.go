@@ -279,3 +279,76 @@ func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
 	}
 	return seq + 1, true
 }
+
+// ReadArrived reads what the stream's queue holds among the log rows at
+// refs' sequence numbers, consecutive, each with the rid the ingest that
+// appended it gave it, and the outcomes and attempt rows of those it
+// lists: both in one round trip, with no scan. It is for rows appended
+// after a read of the queue from the stream's head found its end: no such
+// row was ever delivered to the stream, so no resend wrote it a pending
+// row, and its log entry alone queues it. The page lists, in sequence
+// order and up to limit, each row whose entry for the stream is pending,
+// and, Corrupt, each whose log row does not decode or holds another rid;
+// rows[i] is page.Rows[i]'s, unset for a corrupt one. A row absent (every
+// stream that took it is done with it) or not the stream's is passed.
+// LogEnd is after the last row examined; Next resumes there when the
+// limit cut the page short, and is nil otherwise.
+func ReadArrived(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef, limit int) (QueuePage, []StreamRow, error) {
+	if len(refs) > store.MaxBatchOps/2 {
+		return QueuePage{}, nil, fmt.Errorf("read %d arrived rows at once", len(refs))
+	}
+	for i := 1; i < len(refs); i++ {
+		if refs[i].Seq != refs[i-1].Seq+1 {
+			return QueuePage{}, nil, fmt.Errorf("arrived rows %d and %d are not consecutive", refs[i-1].Seq, refs[i].Seq)
+		}
+	}
+	if err := ValidateEndpointID(endpoint); err != nil {
+		return QueuePage{}, nil, err
+	}
+	keys := make([]store.Key, 0, 2*len(refs))
+	for _, r := range refs {
+		keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+	}
+	got, err := st.GetMany(ctx, p, keys)
+	if err != nil {
+		return QueuePage{}, nil, fmt.Errorf("read arrived rows of %s/%s: %w", p, endpoint, err)
+	}
+	var page QueuePage
+	var rows []StreamRow
+	if len(refs) > 0 {
+		page.LogEnd = refs[0].Seq
+	}
+	for i, r := range refs {
+		if len(page.Rows) == limit {
+			page.Next = QueueFrom(endpoint, page.LogEnd)
+			break
+		}
+		page.LogEnd = r.Seq + 1
+		logRow, attempt := got[2*i], got[2*i+1]
+		if !logRow.Found {
+			continue
+		}
+		l, err := DecodeLog(logRow.Value)
+		if err != nil || l.RID != r.RID {
+			page.Rows = append(page.Rows, QueueRow{Key: pendingKey(endpoint, r.Seq, ""), Seq: r.Seq, Logged: true, Corrupt: true})
+			rows = append(rows, StreamRow{})
+			continue
+		}
+		if en, ok := l.Entry(endpoint); !ok || en.State != EntryPending {
+			continue
+		}
+		ref := StreamRef{Seq: r.Seq, RID: r.RID, Logged: true, Log: logRow.Value}
+		page.Rows = append(page.Rows, QueueRow{Key: pendingKey(endpoint, r.Seq, r.RID), Seq: r.Seq, RID: r.RID, Logged: true, Log: logRow.Value})
+		var sr StreamRow
+		if attempt.Found {
+			sr.Attempts, sr.AttemptsErr = DecodeAttempts(attempt.Value)
+		}
+		sr.Found = true
+		sr.Record, sr.Err = fromLog(endpoint, ref, logRow.Value, attempt.Found)
+		if sr.Err == nil {
+			sr.Outcome, sr.Err = DecodeRecord(r.RID, sr.Record.Record)
+		}
+		rows = append(rows, sr)
+	}
+	return page, rows, nil
+}

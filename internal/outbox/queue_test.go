@@ -288,3 +288,63 @@ func TestTheOutboxViewFillsItsPagePastOtherStreamsRows(t *testing.T) {
 		}
 	})
 }
+
+// ReadArrived lists, among rows ingest just appended, those the stream
+// waits on, with their outcomes and attempts, by key: another stream's row
+// or one already done is passed, one that does not decode or holds
+// another rid is listed corrupt, and the limit ends the page with a Next
+// at the first row left.
+func TestReadArrivedListsTheStreamsRowsAmongThoseAppended(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		os := []outbox.Outcome{aborted("a"), committed("b"), aborted("c"), aborted("d"), aborted("e")}
+		st := e.Append(os...)
+		refs := make([]outbox.StreamRef, len(os))
+		for i, s := range st {
+			refs[i] = outbox.StreamRef{Seq: s.Seq, RID: os[i].ReservationID}
+		}
+		attempts, err := outbox.EncodeAttempts(outbox.Attempts{}.With(outbox.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := outbox.AttemptKey("aborts", "c")
+		var b store.Batch
+		b.Put(key, attempts)
+		// d's log row holds another rid.
+		other, _ := e.Get(outbox.LogKey(refs[0].Seq))
+		b.Put(outbox.LogKey(refs[3].Seq), other)
+		e.Apply(b)
+
+		page, rows, err := outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", refs, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := queueRIDs(page.Rows); !slices.Equal(got, []string{"a", "c", "", "e"}) || !page.Rows[2].Corrupt || page.Rows[2].Seq != refs[3].Seq {
+			t.Fatalf("page %+v, want a, c, d's place corrupt, e", page.Rows)
+		}
+		if page.Next != nil || page.LogEnd != refs[4].Seq+1 || len(rows) != 4 {
+			t.Fatalf("next %v, log end %d, %d rows", page.Next, page.LogEnd, len(rows))
+		}
+		if !rows[0].Found || rows[0].Outcome.ReservationID != "a" || rows[1].Attempts.Total != 1 || !rows[1].Record.HasAttempts || rows[0].Record.HasAttempts {
+			t.Fatalf("rows %+v", rows)
+		}
+		for _, q := range page.Rows {
+			if !q.Logged || (!q.Corrupt && q.Log == nil) {
+				t.Fatalf("row %+v: a log row the log alone queues, its log row with it", q)
+			}
+		}
+		// Cut short, the page resumes at the first row left, as the queue does.
+		page, _, err = outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", refs, 1)
+		if err != nil || !slices.Equal(queueRIDs(page.Rows), []string{"a"}) || page.Next == nil || page.LogEnd != refs[1].Seq {
+			t.Fatalf("a page of 1: %+v, %v", page, err)
+		}
+		rest, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "aborts", e.head("aborts"), page.Next, 10)
+		if err != nil || queueRIDs(rest.Rows)[0] != "c" {
+			t.Fatalf("the queue after it: %+v, %v", rest, err)
+		}
+		if _, _, err := outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", []outbox.StreamRef{refs[0], refs[2]}, 10); err == nil {
+			t.Fatal("rows not consecutive were read")
+		}
+	})
+}
