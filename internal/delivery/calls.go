@@ -11,6 +11,10 @@ import (
 type calls struct {
 	acked  []*pendingRow
 	failed []failed
+	// refusedLast are the failed calls of a lingering fire's last round
+	// when that round delivered nothing after earlier ones did: the
+	// endpoint fails now, as a fire of their own would have found.
+	refusedLast []failed
 	// callFailed: a call failed, so no further one was launched. cut: the
 	// budget ran out first.
 	callFailed, cut bool

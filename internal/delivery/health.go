@@ -45,7 +45,8 @@ type judgement struct {
 
 // judge weighs the calls of f against the stream's health as the fire
 // read it. A call that delivered makes the endpoint healthy (and recovered,
-// if an event said it was not); the first failed call after health starts
+// if an event said it was not); the first failed call after health (after
+// what the fire delivered, failedSince) starts
 // the disable-after period and emits endpoint.failing, unless one was
 // emitted within FailingEventEvery; a failed call once the period has run
 // asks for the disable. The period counts from the endpoint's last edit
@@ -59,28 +60,42 @@ func (h *Handler) judge(f *firing, nowMs int64) judgement {
 		j.health.Pending = slices.Clone(prev.Pending)
 	}
 	hl := &j.health
-	switch {
-	case len(run.acked) > 0:
+	if len(run.acked) > 0 {
 		if hl.FailingSinceMs != 0 && hl.NotifiedMs >= hl.FailingSinceMs {
 			h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventRecovered, FailingSinceMs: hl.FailingSinceMs}, nowMs)
 		}
 		hl.FailingSinceMs, hl.LastStatus, hl.LastError = 0, 0, ""
-	case len(run.failed) > 0:
-		last := run.failed[len(run.failed)-1].err
-		hl.LastStatus, hl.LastError = eventStatus(last.Status), eventError(last.Class)
-		if hl.FailingSinceMs == 0 {
-			hl.FailingSinceMs = nowMs
-			// A 410 is told by its own event, endpoint.gone, once the
-			// plan has disabled the endpoint.
-			if run.gone() == nil && (hl.NotifiedMs == 0 || nowMs-hl.NotifiedMs >= FailingEventEvery.Milliseconds()) {
-				h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventFailing, FailingSinceMs: nowMs}, nowMs)
-			}
-			break
-		}
-		from := max(hl.FailingSinceMs, f.stream.ep.UpdatedMs)
-		j.disable = h.DisableAfter > 0 && run.gone() == nil && nowMs-from >= h.DisableAfter.Milliseconds()
 	}
+	failed := failedSince(run)
+	if len(failed) == 0 {
+		return j
+	}
+	last := failed[len(failed)-1].err
+	hl.LastStatus, hl.LastError = eventStatus(last.Status), eventError(last.Class)
+	if hl.FailingSinceMs == 0 {
+		hl.FailingSinceMs = nowMs
+		// A 410 is told by its own event, endpoint.gone, once the plan has
+		// disabled the endpoint.
+		if run.gone() == nil && (hl.NotifiedMs == 0 || nowMs-hl.NotifiedMs >= FailingEventEvery.Milliseconds()) {
+			h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventFailing, FailingSinceMs: nowMs}, nowMs)
+		}
+		return j
+	}
+	from := max(hl.FailingSinceMs, f.stream.ep.UpdatedMs)
+	j.disable = h.DisableAfter > 0 && run.gone() == nil && nowMs-from >= h.DisableAfter.Milliseconds()
 	return j
+}
+
+// failedSince is the fire's failed calls the endpoint is failing with
+// now: all of them when nothing was delivered, else those of a lingering
+// fire's last round when it delivered nothing (calls.refusedLast), as a
+// fire of their own would have found them. Otherwise what was delivered
+// outweighs them.
+func failedSince(run *calls) []failed {
+	if len(run.acked) == 0 {
+		return run.failed
+	}
+	return run.refusedLast
 }
 
 // queue adds an event to append, dated nowMs, with the health's last

@@ -316,6 +316,9 @@ func (f *firing) extend(page outbox.QueuePage, rows []*pendingRow, run calls) {
 	f.page.Next, f.page.LogEnd = page.Next, max(f.page.LogEnd, page.LogEnd)
 	f.rows = append(f.rows, rows...)
 	c := &f.calls
+	if len(run.acked) == 0 && len(run.failed) > 0 {
+		c.refusedLast = run.failed
+	}
 	c.acked = append(c.acked, run.acked...)
 	c.failed = append(c.failed, run.failed...)
 	c.callFailed, c.cut, c.paced = run.callFailed, run.cut, run.paced

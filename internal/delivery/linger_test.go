@@ -196,7 +196,8 @@ func TestRowsAppendedUntoldAreDeliveredByTheNextFire(t *testing.T) {
 }
 
 // A call that fails ends the lingering: the rows delivered before it are
-// acknowledged, the refused one keeps its row and its attempt.
+// acknowledged, the refused one keeps its row and its attempt, and the
+// endpoint is failing from then.
 func TestAFailedCallEndsTheLingering(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -215,6 +216,11 @@ func TestAFailedCallEndsTheLingering(t *testing.T) {
 		}
 		if a, ok := e.attempts("b"); !ok || a.Total != 1 {
 			t.Fatalf("b's attempts %+v %v, want one", a, ok)
+		}
+		// b, refused in a round of its own after a was delivered, starts
+		// the failing period as a fire of its own would have.
+		if hl := e.state().Health; hl == nil || hl.FailingSinceMs == 0 || hl.LastStatus != 500 {
+			t.Fatalf("health %+v, want failing since b", hl)
 		}
 	})
 }
