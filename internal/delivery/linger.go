@@ -34,12 +34,23 @@ const (
 type Arrivals struct {
 	mu    sync.Mutex
 	parts map[store.Partition]*arrival
+	// times are every partition's last two arrivals, by the wall clock: a
+	// fire lingers only where arrivals come closer together than its
+	// linger, or it would hold its worker for nothing. Pruned of the quiet
+	// every pruneEvery arrivals.
+	times  map[store.Partition]arrivalTimes
+	counts int
 	// waiting counts the watches waiting now, at most max.
 	waiting, max int
 	closed       bool
 	// began, when a test sets it, learns that a wait began.
 	began func()
 }
+
+type arrivalTimes struct{ prev, last time.Time }
+
+// pruneEvery is how many arrivals pass between prunes of Arrivals.times.
+const pruneEvery = 4096
 
 type arrival struct {
 	gen uint64
@@ -56,7 +67,7 @@ type arrival struct {
 // NewArrivals returns an Arrivals that lets at most max fires linger at
 // once, each holding a worker while it waits.
 func NewArrivals(max int) *Arrivals {
-	return &Arrivals{parts: map[store.Partition]*arrival{}, max: max}
+	return &Arrivals{parts: map[store.Partition]*arrival{}, times: map[store.Partition]arrivalTimes{}, max: max}
 }
 
 // maxRecent bounds the rows a partition's watch keeps of its arrivals:
@@ -69,8 +80,17 @@ func (a *Arrivals) Arrived(p store.Partition, rows []outbox.StreamRef) {
 	if a == nil {
 		return
 	}
+	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.times[p] = arrivalTimes{prev: a.times[p].last, last: now}
+	if a.counts++; a.counts%pruneEvery == 0 {
+		for q, t := range a.times {
+			if now.Sub(t.last) > MaxLinger {
+				delete(a.times, q)
+			}
+		}
+	}
 	if s := a.parts[p]; s != nil {
 		s.gen++
 		if len(rows) == 0 {
@@ -181,7 +201,9 @@ func (w *lingerWatch) release() {
 // wait waits up to d for an arrival after the last one seen, then marks
 // every arrival so far as seen: a read after wait returns follows them. It
 // reports false, at once, when d passed, the fire's ctx ended, the
-// Arrivals closed, or max watches wait already.
+// Arrivals closed, or max watches wait already; and when nothing arrived
+// since the last seen and the partition's last two arrivals were further
+// apart than d: at that rate the next is not worth holding a worker for.
 func (w *lingerWatch) wait(ctx context.Context, d time.Duration) bool {
 	a := w.a
 	a.mu.Lock()
@@ -194,7 +216,8 @@ func (w *lingerWatch) wait(ctx context.Context, d time.Duration) bool {
 		a.mu.Unlock()
 		return true
 	}
-	if a.waiting >= a.max {
+	if t := a.times[w.p]; a.waiting >= a.max || t.prev.IsZero() || t.last.Sub(t.prev) > d {
+		// Bounded; and only where arrivals come within d of each other.
 		a.mu.Unlock()
 		return false
 	}

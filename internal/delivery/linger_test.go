@@ -81,6 +81,13 @@ func (a *arriving) failures() []error {
 	return a.errs
 }
 
+// busy has p's last two arrivals come at once, as in a namespace that
+// takes outcomes faster than a linger apart.
+func busy(arr *Arrivals, p store.Partition) {
+	arr.Arrived(p, nil)
+	arr.Arrived(p, nil)
+}
+
 func lingering(sink Sink, arr *Arrivals, e *env) *Handler {
 	return &Handler{Sink: sink, Clock: e.Clk, MaxRows: 4, Linger: MaxLinger, Arrivals: arr}
 }
@@ -143,6 +150,7 @@ func TestALingeringFireReadsRowsNoArrivalNamed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
 		arr := NewArrivals(4)
+		busy(arr, e.P)
 		// b is another process's: no arrival here names it.
 		sink := &arriving{refusing: refusing{e: e}, arr: arr, then: map[string]appends{"a": {rids: []string{"b"}}}}
 		var errs []error
@@ -232,6 +240,7 @@ func TestCloseEndsTheLingering(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
 		arr := NewArrivals(4)
+		busy(arr, e.P)
 		arr.began = func() { arr.Close() }
 		sink := &refusing{e: e}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk, Linger: time.Hour, Arrivals: arr})
@@ -252,6 +261,7 @@ func TestARateLimitedStreamDoesNotLinger(t *testing.T) {
 		e.putEndpoint(outbox.Endpoint{Enabled: true, RateLimit: 100})
 		e.seed("a")
 		arr := NewArrivals(4)
+		busy(arr, e.P)
 		arr.began = func() { t.Error("a rate-limited stream lingered") }
 		e.fire(&Handler{Sink: &refusing{e: e}, Clock: e.Clk, Linger: time.Hour, Arrivals: arr})
 		if e.backlogRows() != 0 {
@@ -315,5 +325,37 @@ func TestArrivalsAreNotMissedAndWaitsAreBounded(t *testing.T) {
 		t.Fatal("a canceled wait reported an arrival")
 	} else if !errors.Is(ctx.Err(), context.Canceled) {
 		t.Fatal(ctx.Err())
+	}
+}
+
+// A fire waits only where arrivals come closer together than its linger:
+// at a slower rate the next outcome is not worth holding a worker for.
+func TestAFireWaitsOnlyWhereArrivalsComeWithinItsLinger(t *testing.T) {
+	t.Parallel()
+	p := store.Partition{Namespace: "acme"}
+	arr := NewArrivals(4)
+	waited := false
+	arr.began = func() { waited = true }
+	w := arr.watch(p)
+	defer w.release()
+	if w.wait(t.Context(), time.Nanosecond) || waited {
+		t.Fatal("a partition with no arrivals was waited on")
+	}
+	now := time.Now()
+	arr.times[p] = arrivalTimes{prev: now.Add(-time.Second), last: now}
+	if w.wait(t.Context(), 50*time.Millisecond) || waited {
+		t.Fatal("arrivals a second apart were waited on for 50ms")
+	}
+	arr.times[p] = arrivalTimes{prev: now.Add(-time.Millisecond), last: now}
+	if w.wait(t.Context(), 2*time.Millisecond); !waited {
+		t.Fatal("arrivals a millisecond apart were not waited on")
+	}
+	// Quiet partitions are pruned.
+	arr.times[store.Partition{Namespace: "quiet"}] = arrivalTimes{prev: now.Add(-time.Hour), last: now.Add(-time.Hour)}
+	for range pruneEvery {
+		arr.Arrived(p, nil)
+	}
+	if _, ok := arr.times[store.Partition{Namespace: "quiet"}]; ok || len(arr.times) != 1 {
+		t.Fatalf("times %v, want the quiet partition pruned", arr.times)
 	}
 }
