@@ -436,21 +436,30 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 					grow += 7
 				}
 			}
+			exact := -1
 			if bound+grow > store.MaxBatchOps {
-				// Near the limit the bound is too coarse: count exactly.
-				if b, err := s.build(cand, cfg); err != nil {
+				// Near the limit the bound is too coarse: count exactly,
+				// and go on from the exact count, or every item after
+				// would build the whole batch again.
+				b, err := s.build(cand, cfg)
+				if err != nil {
 					return plan{}, err
-				} else if b.Ops() > store.MaxBatchOps {
+				}
+				if b.Ops() > store.MaxBatchOps {
 					if len(pack) == 0 {
 						return plan{}, fmt.Errorf("one outcome needs %d batch operations", b.Ops())
 					}
 					break
 				}
+				exact = b.Ops()
 			}
 			for _, i := range s.matching(it.kind) {
 				used[i] = true
 			}
 			pack, bound = cand, bound+grow
+			if exact >= 0 {
+				bound = exact
+			}
 			rids[it.rid] = true
 			pl.accepted++
 			st = Status{Code: Accepted, Seq: s.next + uint64(len(pack)-1)}
