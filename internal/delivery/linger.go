@@ -91,7 +91,7 @@ func (a *Arrivals) Arrived(p store.Partition, rows []outbox.StreamRef) {
 			}
 		}
 	}
-	if s := a.parts[p]; s != nil {
+	if s := a.parts[p]; s != nil && !a.closed {
 		s.gen++
 		if len(rows) == 0 {
 			s.unknown = s.gen
@@ -119,9 +119,9 @@ func (a *Arrivals) Close() {
 		return
 	}
 	a.closed = true
+	// Closed once: Arrived leaves a closed Arrivals' channels alone.
 	for _, s := range a.parts {
 		close(s.next)
-		s.next = nil
 	}
 }
 

@@ -250,6 +250,7 @@ func TestCloseEndsTheLingering(t *testing.T) {
 		if w := arr.watch(e.P); w != nil {
 			t.Fatal("a closed Arrivals still watches")
 		}
+
 	})
 }
 
@@ -326,6 +327,22 @@ func TestArrivalsAreNotMissedAndWaitsAreBounded(t *testing.T) {
 	} else if !errors.Is(ctx.Err(), context.Canceled) {
 		t.Fatal(ctx.Err())
 	}
+}
+
+// Ingest goes on while the driver stops: an arrival after Close, with a
+// fire still watching, changes nothing and does not fail.
+func TestAnArrivalAfterCloseIsNoFault(t *testing.T) {
+	t.Parallel()
+	p := store.Partition{Namespace: "acme"}
+	arr := NewArrivals(4)
+	w := arr.watch(p)
+	arr.Close()
+	arr.Arrived(p, []outbox.StreamRef{{Seq: 9, RID: "late"}})
+	arr.Close()
+	if w.wait(t.Context(), time.Hour) {
+		t.Fatal("a closed Arrivals reported an arrival")
+	}
+	w.release()
 }
 
 // A fire waits only where arrivals come closer together than its linger:
