@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -247,50 +246,6 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.loopCtx, d.cancelLoop = context.WithCancel(d.fireCtx)
 	go d.loop()
 	return nil
-}
-
-// Wake makes the driver poll now, without waiting for the poll interval:
-// an ingest calls it after an accepted append. It never blocks.
-func (d *Driver) Wake() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
-
-// WakePartition makes the driver scan partition p now, without reading
-// every due index: an ingest, an enable or a replay calls it for the
-// namespace it just made due, at the cost of one scan rather than one read
-// per bucket. It never blocks.
-func (d *Driver) WakePartition(p store.Partition) {
-	d.cfg.Arrivals.Arrived(p, nil)
-	d.wakeScan(p)
-}
-
-func (d *Driver) wakeScan(p store.Partition) {
-	d.mu.Lock()
-	d.hot.push(p)
-	d.mu.Unlock()
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Ingested tells the driver that an ingest accepted outcomes in p, rows
-// by sequence number and rid: lingering fires take them, and p is
-// scanned only when the ingest left a stream due that no fire holds
-// (outbox.Status.Due), the only timer a scan could find for it. A stream
-// the ingest did not make due has a timer already: leased, its fire finds
-// the rows (lingering, at once; else its completion, which counts them,
-// reschedules it now), or waiting out a backoff, a pace or a disable. With
-// due, rows may not be known, and lingering fires read to the log's end.
-func (d *Driver) Ingested(p store.Partition, rows []outbox.StreamRef, due bool) {
-	if !due {
-		d.cfg.Arrivals.Arrived(p, rows)
-		return
-	}
-	d.WakePartition(p)
 }
 
 // Stop stops polling and waits for the fires in flight to finish. Once ctx
