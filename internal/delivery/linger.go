@@ -101,7 +101,7 @@ func (a *Arrivals) Arrived(p store.Partition, rows []outbox.StreamRef) {
 			if len(s.recent) == maxRecent {
 				s.recent = slices.Delete(s.recent, 0, 1)
 			}
-			s.recent = append(s.recent, outbox.StreamRef{Seq: r.Seq, RID: r.RID, Logged: true})
+			s.recent = append(s.recent, r)
 		}
 		close(s.next)
 		s.next = make(chan struct{})

@@ -69,7 +69,7 @@ func refsOf(os []outbox.Outcome, st []outbox.Status) []outbox.StreamRef {
 	var refs []outbox.StreamRef
 	for i, s := range st {
 		if s.Code == outbox.Accepted {
-			refs = append(refs, outbox.StreamRef{Seq: s.Seq, RID: os[i].ReservationID})
+			refs = append(refs, s.Ref(os[i].ReservationID))
 		}
 	}
 	return refs

@@ -94,7 +94,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 			accepted = true
 			due = due || st.Due
 			if a.Ingested != nil && !st.Due {
-				rows = append(rows, outbox.StreamRef{Seq: st.Seq, RID: outcomes[i].ReservationID})
+				rows = append(rows, st.Ref(outcomes[i].ReservationID))
 			}
 		case outbox.Duplicate:
 		case outbox.Conflict:

@@ -88,6 +88,17 @@ type Status struct {
 	// fire, which finds the new rows, or waiting out a backoff, a pace or
 	// a disable. True when not known.
 	Due bool
+	// Log is an accepted outcome's log row as its batch committed it, when
+	// its reservation id was never accepted before: the row has no attempt
+	// row either, so a fire in this process need read nothing of it. Nil
+	// otherwise.
+	Log store.Value
+}
+
+// Ref is the stream row an accepted status names, rid being its outcome's
+// reservation id, as a fire in this process takes it (ReadArrived).
+func (s Status) Ref(rid string) StreamRef {
+	return StreamRef{Seq: s.Seq, RID: rid, Logged: true, Log: s.Log, Fresh: s.Log != nil}
 }
 
 // Appender accepts outcomes into a namespace's outbox, idempotently: one
@@ -316,9 +327,13 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			failed = 0
 			snap.observe(pl.batch.Writes)
 			due := makesDue(&pl.batch, snap.nowMs)
+			logs := logsOf(pl.batch.Writes)
 			for i := range pl.decided {
 				if st := &pl.decided[i].status; st.Code == Accepted && !st.Due {
 					st.Due = due
+					if pl.decided[i].fresh {
+						st.Log = logs[st.Seq]
+					}
 				}
 			}
 		}

@@ -702,3 +702,30 @@ func TestStatusesNameTheirSequenceAndWhetherAStreamIsDue(t *testing.T) {
 		}
 	})
 }
+
+// An accepted outcome's status carries its log row as committed only when
+// its reservation id was never accepted before: one accepted again past
+// the window may have the earlier outcome's attempt row beside it, which a
+// fire must read.
+func TestAStatusCarriesTheLogRowOfAReservationIDNeverAcceptedBefore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.App.Window = time.Hour
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		st := e.Append(committed("r-1"), committed("r-2"))
+		for i, s := range st {
+			stored, ok := e.Get(outbox.LogKey(s.Seq))
+			if !ok || s.Log == nil || !bytes.Equal(s.Log, stored) {
+				t.Fatalf("status %d: log %q, stored %q", i, s.Log, stored)
+			}
+		}
+		if st := e.Append(committed("r-1")); st[0].Code != outbox.Duplicate || st[0].Log != nil {
+			t.Fatalf("a duplicate: %+v", st[0])
+		}
+		ackAll(t, e, "billing")
+		e.Clk.Advance(time.Hour)
+		st = e.Append(committed("r-1"))
+		if st[0].Code != outbox.Accepted || st[0].Log != nil {
+			t.Fatalf("accepted again past the window: %+v", st[0])
+		}
+	})
+}

@@ -67,6 +67,8 @@ func (k *known) remember(items []*item, pl plan) {
 type decision struct {
 	index  int
 	status Status
+	// fresh: the item is in the batch, guarded as never accepted before.
+	fresh bool
 }
 
 // plan is one batch and the answers it stands for.
@@ -103,6 +105,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		if err != nil {
 			return plan{}, err
 		}
+		fresh := false
 		if !done {
 			cand := append(pack[:len(pack):len(pack)], it)
 			grow := 4
@@ -139,8 +142,9 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 			rids[it.rid] = true
 			pl.accepted++
 			st = Status{Code: Accepted, Seq: s.next + uint64(len(pack)-1)}
+			fresh = !s.seen[it.rid].found
 		}
-		pl.decided = append(pl.decided, decision{index: it.index, status: st})
+		pl.decided = append(pl.decided, decision{index: it.index, status: st, fresh: fresh})
 		pl.consumed = j + 1
 	}
 	if len(pack) > 0 {
@@ -184,6 +188,20 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 		return Status{Code: Conflict, Detail: "a different outcome under this reservation_id is still waiting for delivery"}, true, nil
 	}
 	return Status{}, false, nil
+}
+
+// logsOf is the log rows a batch puts, by sequence number.
+func logsOf(writes []store.Write) map[uint64]store.Value {
+	logs := map[uint64]store.Value{}
+	for _, w := range writes {
+		if w.Kind != store.Put || len(w.Key) != 9 || w.Key[0] != byte(ClassLog) {
+			continue
+		}
+		if pk, ok := Parse(w.Key); ok {
+			logs[pk.Seq] = w.Value
+		}
+	}
+	return logs
 }
 
 // build is the batch accepting items, all known to be new. A backlog it

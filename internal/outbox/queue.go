@@ -292,7 +292,8 @@ func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
 // rows[i] is page.Rows[i]'s, unset for a corrupt one. A row absent (every
 // stream that took it is done with it) or not the stream's is passed.
 // LogEnd is after the last row examined; Next resumes there when the
-// limit cut the page short, and is nil otherwise.
+// limit cut the page short, and is nil otherwise. A Fresh ref is taken as
+// it is, with no read: a completion guards its log row all the same.
 func ReadArrived(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef, limit int) (QueuePage, []StreamRow, error) {
 	if len(refs) > store.MaxBatchOps/2 {
 		return QueuePage{}, nil, fmt.Errorf("read %d arrived rows at once", len(refs))
@@ -307,24 +308,32 @@ func ReadArrived(ctx context.Context, st store.NamespaceStore, p store.Partition
 	}
 	keys := make([]store.Key, 0, 2*len(refs))
 	for _, r := range refs {
-		keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+		if !r.fresh() {
+			keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+		}
 	}
-	got, err := st.GetMany(ctx, p, keys)
-	if err != nil {
-		return QueuePage{}, nil, fmt.Errorf("read arrived rows of %s/%s: %w", p, endpoint, err)
+	var got []store.Row
+	if len(keys) > 0 {
+		var err error
+		if got, err = st.GetMany(ctx, p, keys); err != nil {
+			return QueuePage{}, nil, fmt.Errorf("read arrived rows of %s/%s: %w", p, endpoint, err)
+		}
 	}
 	var page QueuePage
 	var rows []StreamRow
 	if len(refs) > 0 {
 		page.LogEnd = refs[0].Seq
 	}
-	for i, r := range refs {
+	for _, r := range refs {
 		if len(page.Rows) == limit {
 			page.Next = QueueFrom(endpoint, page.LogEnd)
 			break
 		}
 		page.LogEnd = r.Seq + 1
-		logRow, attempt := got[2*i], got[2*i+1]
+		logRow, attempt := store.Row{Value: r.Log, Found: true}, store.Row{}
+		if !r.fresh() {
+			logRow, attempt, got = got[0], got[1], got[2:]
+		}
 		if !logRow.Found {
 			continue
 		}

@@ -1,6 +1,9 @@
 package outbox_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -345,6 +348,54 @@ func TestReadArrivedListsTheStreamsRowsAmongThoseAppended(t *testing.T) {
 		}
 		if _, _, err := outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", []outbox.StreamRef{refs[0], refs[2]}, 10); err == nil {
 			t.Fatal("rows not consecutive were read")
+		}
+	})
+}
+
+// noReads is a store whose reads by key fail: what is read through it
+// must need none.
+type noReads struct{ store.NamespaceStore }
+
+func (noReads) GetMany(context.Context, store.Partition, []store.Key) ([]store.Row, error) {
+	return nil, errors.New("read by key")
+}
+
+// A Fresh ref, the row as its ingest committed it, is taken with no read;
+// refs that are not are read beside it, each matched to its own rows.
+func TestReadArrivedTakesAFreshRowAsItsIngestCommittedIt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		os := []outbox.Outcome{aborted("a"), aborted("b"), aborted("c"), aborted("d")}
+		st := e.Append(os...)
+		refs := make([]outbox.StreamRef, len(os))
+		for i, s := range st {
+			refs[i] = s.Ref(os[i].ReservationID)
+		}
+		page, rows, err := outbox.ReadArrived(e.Ctx, noReads{e.St}, e.P, "aborts", refs, 10)
+		if err != nil || !slices.Equal(queueRIDs(page.Rows), []string{"a", "b", "c", "d"}) || rows[3].Outcome.ReservationID != "d" {
+			t.Fatalf("fresh rows: %+v, %+v, %v", page.Rows, rows, err)
+		}
+		attempts, err := outbox.EncodeAttempts(outbox.Attempts{}.With(outbox.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := outbox.AttemptKey("aborts", "b")
+		var b store.Batch
+		b.Put(key, attempts)
+		e.Apply(b)
+		refs[1].Fresh, refs[1].Log = false, nil
+		refs[3].Fresh = false
+		page, rows, err = outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", refs, 10)
+		if err != nil || !slices.Equal(queueRIDs(page.Rows), []string{"a", "b", "c", "d"}) {
+			t.Fatalf("mixed rows: %+v, %v", page.Rows, err)
+		}
+		for i, r := range rows {
+			if r.Outcome.ReservationID != os[i].ReservationID || r.Record.HasAttempts != (i == 1) {
+				t.Fatalf("row %d: %+v", i, r)
+			}
+		}
+		if rows[1].Attempts.Total != 1 || !bytes.Equal(page.Rows[0].Log, st[0].Log) {
+			t.Fatalf("rows %+v", rows)
 		}
 	})
 }

@@ -40,7 +40,13 @@ type StreamRef struct {
 	// Log is the row's log row as the queue read it (QueueRow.Log), which
 	// is then not read again; nil to read it.
 	Log store.Value
+	// Fresh: Log is the row as its ingest committed it (Status.Log), under
+	// a reservation id never accepted before, so the row has no attempt
+	// row either and ReadArrived reads nothing of it.
+	Fresh bool
 }
+
+func (r StreamRef) fresh() bool { return r.Fresh && r.Log != nil }
 
 // StreamRow is one stream row's outcome and attempts as read. Found is false
 // when neither a log row nor a record row holds it; Err says why a row that
