@@ -118,7 +118,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log)
+	// The fires' claims and completions are folded into what ingest holds
+	// of their namespaces, so ingest need not read them again.
+	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}}
+	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, ingest.Observe)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	handler, err := httpapi.New(httpapi.Config{
-		Appender:       &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}},
+		Appender:       ingest,
 		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention},
 		Auth:           auth,
 		Wake:           driver.WakePartition,

@@ -82,6 +82,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Committed is told of each batch the fires commit (claims,
+	// completions), after it committed: the ingest of this process follows
+	// them (outbox.Coalescer.Observe) rather than finding its rows changed.
+	// Optional.
+	Committed func(p store.Partition, writes []store.Write)
 	// Arrivals are the lingering fires' (Handler.Arrivals): WakePartition
 	// tells them, and Stop ends their lingering.
 	Arrivals *Arrivals
@@ -214,7 +219,11 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.slowTimer == nil {
 		cfg.slowTimer = time.After
 	}
-	runner := timers.NewRunner(timers.RunnerConfig{Store: cfg.Store, Registry: cfg.Registry, Clock: cfg.Clock,
+	var fireStore store.NamespaceStore = cfg.Store
+	if cfg.Committed != nil {
+		fireStore = store.Observed(cfg.Store, cfg.Committed)
+	}
+	runner := timers.NewRunner(timers.RunnerConfig{Store: fireStore, Registry: cfg.Registry, Clock: cfg.Clock,
 		Budget: timers.Budget{Lease: cfg.Lease}, Logger: cfg.Logger})
 	return &Driver{
 		cfg:       cfg,

@@ -325,8 +325,12 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 				continue
 			}
 			failed = 0
-			snap.observe(pl.batch.Writes)
 			due := makesDue(&pl.batch, snap.nowMs)
+			if !snap.fold(pl.batch.Writes) {
+				// A row this batch wrote does not decode: the next plan
+				// reads it.
+				snap = nil
+			}
 			logs := logsOf(pl.batch.Writes)
 			for i := range pl.decided {
 				if st := &pl.decided[i].status; st.Code == Accepted && !st.Due {

@@ -79,7 +79,69 @@ type CoalescerStats struct {
 	Queued int
 }
 
-type queue struct{ waiting []*request }
+type queue struct {
+	waiting []*request
+	// observed are the batches Observe saw commit while the flusher ran,
+	// for it to fold into its snapshot; overflowed says it saw more than
+	// maxObserved, and reads again instead.
+	observed   []observedBatch
+	overflowed bool
+}
+
+// observedBatch is a batch Observe saw commit, and when.
+type observedBatch struct {
+	at     time.Time
+	writes []store.Write
+}
+
+// maxObserved bounds the batches a flusher's queue holds for it: a
+// flusher holds its snapshot for one combined Append, a few milliseconds.
+const maxObserved = 64
+
+// Observe follows a batch that committed on p other than through c, such
+// as a fire's claim or completion in this process: p's next combined
+// Append plans from its snapshot with the batch's writes folded in,
+// rather than failing the guards of the rows the batch changed and
+// reading p again. writes must not change after. A batch Observe does not
+// see (another process's) fails those guards as before.
+func (c *Coalescer) Observe(p store.Partition, writes []store.Write) {
+	at := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q := c.queues[p]; q != nil {
+		// The flusher holds the snapshot: it folds the batch in when its
+		// combined Append returns, unless it read p after the batch.
+		if len(q.observed) == maxObserved {
+			q.overflowed = true
+			return
+		}
+		q.observed = append(q.observed, observedBatch{at: at, writes: writes})
+		return
+	}
+	if s := c.left[p]; s != nil && !s.fold(writes) {
+		delete(c.left, p)
+	}
+}
+
+// folded is snap with the batches q observed folded in; c.mu is held.
+// A batch that committed before snap was read is in it already. Nil when
+// a batch cannot be followed.
+func (q *queue) folded(snap *snapshot) *snapshot {
+	observed, overflowed := q.observed, q.overflowed
+	q.observed, q.overflowed = nil, false
+	if snap == nil || overflowed {
+		return nil
+	}
+	for _, o := range observed {
+		if o.at.Before(snap.readAt) {
+			continue
+		}
+		if !snap.fold(o.writes) {
+			return nil
+		}
+	}
+	return snap
+}
 
 // request is one caller's Append. The flusher sets statuses or err, then
 // closes done.
@@ -176,7 +238,7 @@ func (c *Coalescer) Stats() CoalescerStats {
 func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.Duration) {
 	c.mu.Lock()
 	// snap is what the last combined Append left, for the next.
-	snap := c.left[p]
+	snap := q.folded(c.left[p])
 	delete(c.left, p)
 	for {
 		if len(q.waiting) > 0 {
@@ -198,6 +260,7 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 		var err error
 		statuses, snap, err = c.appendBatch(p, batch, snap, timeout)
 		c.mu.Lock()
+		snap = q.folded(snap)
 		off := 0
 		for _, r := range batch {
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // readCounting counts the reads a Coalescer makes, each ReadMany (one
@@ -267,6 +268,117 @@ func TestAFlusherTakesTheRequestsAlreadyRunningBesideIt(t *testing.T) {
 		}
 		if e.sequence() != n*rounds {
 			t.Errorf("sequence %d, want %d", e.sequence(), n*rounds)
+		}
+	})
+}
+
+// A Coalescer told of the batches a fire committed (a claim of the stream's
+// timer, an acknowledgement of some of its rows) plans the next Append from
+// its snapshot with them folded in: no read, and one Apply that commits.
+// One not told reads again; one told of a batch that never committed finds
+// it out from its guards. Either way the rows come out the same.
+func TestACoalescerFollowsTheBatchesItIsToldOf(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		told      bool
+		bogus     bool
+		wantReads int64
+	}{
+		{"told", true, false, 0},
+		{"not told", false, false, 1},
+		{"told of a batch that never was", true, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+				rc := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
+				co := &outbox.Coalescer{Appender: &outbox.Appender{Store: rc, Clock: e.Clk}}
+				if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-0"), committed("r-1"), committed("r-2")}); err != nil {
+					t.Fatal(err)
+				}
+				idle(t, co)
+				fire := e.St
+				if c.told {
+					fire = store.Observed(e.St, co.Observe)
+				}
+				timer, _ := e.deliveryTimer("billing")
+				if _, ok, err := timers.Claim(e.Ctx, fire, e.P, timer, e.NowMs(), time.Minute); err != nil || !ok {
+					t.Fatalf("claim: %v %v", ok, err)
+				}
+				acks := freshAcks(t, e, "billing")
+				for _, pk := range e.pending("billing")[:2] {
+					rec, _ := e.record("billing", pk.RID)
+					if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var b store.Batch
+				acks.Plan(&b)
+				if res, err := fire.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
+					t.Fatalf("acknowledge: %+v %v", res, err)
+				}
+				if c.bogus {
+					key, _ := outbox.BacklogKey("billing")
+					co.Observe(e.P, []store.Write{{Kind: store.Put, Key: key, Value: outbox.EncodeBacklog(outbox.Backlog{Rows: 40, Bytes: 9})}})
+				}
+				rc.reads.Store(0)
+				applies := rc.applies.Load()
+				st, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-3")})
+				expectCodes(t, "after the fire", answer{st, err}, outbox.Accepted)
+				idle(t, co)
+				if n := rc.reads.Load(); n != c.wantReads {
+					t.Errorf("%d reads, want %d", n, c.wantReads)
+				}
+				if n := rc.applies.Load() - applies; n != 1+c.wantReads {
+					t.Errorf("%d applies, want %d", n, 1+c.wantReads)
+				}
+				if bl, _ := e.backlog("billing"); bl.Rows != 2 || e.sequence() != 4 {
+					t.Errorf("backlog %+v, sequence %d; want 2 rows, 4", bl, e.sequence())
+				}
+				if p := e.pending("billing"); len(p) != 2 || p[0].RID != "r-2" || p[1].RID != "r-3" {
+					t.Errorf("pending %+v, want r-2 and r-3", p)
+				}
+				// The stream keeps its one timer, the fire's lease.
+				if row, ok := e.deliveryTimer("billing"); !ok || row.Lease == nil {
+					t.Errorf("delivery timer %+v", row)
+				}
+			})
+		})
+	}
+}
+
+// A batch that commits while a combined Append runs is folded into the
+// snapshot that Append leaves unless the Append read after it: an
+// acknowledgement is not subtracted twice from the backlog, so the next
+// Append plans without reading and commits.
+func TestABatchObservedDuringACombinedAppendIsFoldedOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("r-0"), committed("r-1"))
+		h, rc, _ := heldReads(t, e, committed("r-2"))
+		acks := freshAcks(t, e, "billing")
+		pk := e.pending("billing")[0]
+		rec, _ := e.record("billing", pk.RID)
+		if err := acks.Add(pk.RID, pk.Seq, rec, outbox.Done{}); err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		acks.Plan(&b)
+		if res, err := store.Observed(e.St, h.co.Observe).Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
+			t.Fatalf("acknowledge: %+v %v", res, err)
+		}
+		h.release()
+		expectCodes(t, "held", <-h.first, outbox.Accepted)
+		idle(t, h.co)
+		rc.reads.Store(0)
+		applies := rc.applies.Load()
+		st, err := h.co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-3")})
+		expectCodes(t, "after", answer{st, err}, outbox.Accepted)
+		if n, m := rc.reads.Load(), rc.applies.Load()-applies; n != 0 || m != 1 {
+			t.Errorf("%d reads and %d applies, want 0 and 1", n, m)
+		}
+		if bl, _ := e.backlog("billing"); bl.Rows != 3 {
+			t.Errorf("backlog %+v, want 3 rows", bl)
 		}
 	})
 }

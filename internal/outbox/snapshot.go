@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -29,12 +30,15 @@ type backlogRead struct {
 }
 
 // snapshot is what one ingest plan depends on, read from the partition. After
-// a batch commits, observe folds the batch's writes in, so the next batch of
-// the same Append is planned without reading again.
+// a batch commits, fold follows its writes, so the next batch is planned
+// without reading again.
 type snapshot struct {
 	nowMs int64
 	// readMs is when the rows were read: nowMs of the read.
 	readMs int64
+	// readAt is when the read began, on this process's monotonic clock:
+	// a batch seen committed before it is in the snapshot.
+	readAt time.Time
 	// writer tags the seen rows this Append writes (Seen.Writer).
 	writer    [8]byte
 	endpoints []endpointRow // in id order
@@ -115,13 +119,19 @@ func (a *Appender) readEarlier(ctx context.Context, p store.Partition, s *snapsh
 // are both scanned, since the backlog keys depend on the endpoints; the
 // plan guards every row it uses, so reads from different instants are safe.
 func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, cfg appendConfig) (*snapshot, error) {
+	readAt := time.Now()
 	nowMs := a.Clock.Now().UnixMilli()
 	rp := readsFor(items, cfg)
 	res, err := store.ReadMany(ctx, a.Store, p, rp.reads)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	return a.snapshotFrom(ctx, p, nowMs, rp, res, cfg)
+	s, err := a.snapshotFrom(ctx, p, nowMs, rp, res, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.readAt = readAt
+	return s, nil
 }
 
 // readPlan is the reads of a snapshot: the endpoints, the backlogs and the
@@ -400,33 +410,79 @@ func (s *snapshot) reuse(nowMs int64, writer [8]byte) {
 	s.logs = nil
 }
 
-// observe folds a committed batch's writes into the snapshot.
-func (s *snapshot) observe(writes []store.Write) {
+// fold follows a committed batch: the rows the snapshot holds take its
+// writes as Apply left them, whoever wrote them (this Append, or a fire of
+// this process; Coalescer.Observe). It reports false when it cannot
+// follow one (an endpoint written, a row that does not decode): the
+// snapshot must be read again. A fold that goes wrong is still safe, only
+// slower: every row a plan depends on is guarded, so the batch fails and
+// the rows are read again.
+func (s *snapshot) fold(writes []store.Write) bool {
 	for _, w := range writes {
 		pk, ok := Parse(w.Key)
 		if !ok {
 			continue
 		}
 		switch pk.Class {
+		case ClassEndpoint:
+			return false
 		case ClassSequence:
-			s.seq = rowRead{raw: w.Value, found: true}
-			s.next, _ = DecodeSequence(w.Value)
+			v, found, err := w.Applied(s.seq.raw, s.seq.found)
+			if err != nil {
+				return false
+			}
+			next := uint64(0)
+			if found {
+				if next, err = DecodeSequence(v); err != nil {
+					return false
+				}
+			}
+			s.seq, s.next = rowRead{raw: v, found: found}, next
 		case ClassBacklog:
-			b, _ := DecodeBacklog(w.Value)
-			s.backlogs[pk.Endpoint] = backlogRead{rowRead: rowRead{raw: w.Value, found: true}, backlog: b}
+			cur := s.backlogs[pk.Endpoint]
+			v, found, err := w.Applied(cur.raw, cur.found)
+			if err != nil {
+				return false
+			}
+			b, err := backlogOf(v, found)
+			if err != nil {
+				return false
+			}
+			s.backlogs[pk.Endpoint] = backlogRead{rowRead: rowRead{raw: v, found: found}, backlog: b}
 		case ClassSeen:
-			s.seen[pk.RID] = rowRead{raw: w.Value, found: true}
+			cur := s.seen[pk.RID]
+			v, found, err := w.Applied(cur.raw, cur.found)
+			if err != nil {
+				return false
+			}
+			s.seen[pk.RID] = rowRead{raw: v, found: found}
 		case ClassHead:
-			s.heads[pk.Endpoint] = w.Kind == store.Put
+			// Only whether a stream has a head counts, which a PutRange
+			// (of a present row) leaves as it is.
+			if w.Kind == store.Put || w.Kind == store.Delete {
+				s.heads[pk.Endpoint] = w.Kind == store.Put
+			}
 		case ClassTimer:
-			s.timers = slices.DeleteFunc(s.timers, func(r timers.Row) bool { return r.Key == w.Key })
-			if w.Kind != store.Put {
+			at := slices.IndexFunc(s.timers, func(r timers.Row) bool { return r.Key == w.Key })
+			var cur rowRead
+			if at >= 0 {
+				cur = rowRead{raw: s.timers[at].Raw, found: true}
+				s.timers = slices.Delete(s.timers, at, at+1)
+			}
+			v, found, err := w.Applied(cur.raw, cur.found)
+			if err != nil {
+				return false
+			}
+			if !found {
 				continue
 			}
-			if row, err := timers.DecodeRow(w.Key, w.Value); err == nil {
-				s.timers = append(s.timers, row)
-				slices.SortFunc(s.timers, func(a, b timers.Row) int { return strings.Compare(string(a.Key), string(b.Key)) })
+			row, err := timers.DecodeRow(w.Key, v)
+			if err != nil {
+				return false
 			}
+			at, _ = slices.BinarySearchFunc(s.timers, row.Key, func(r timers.Row, k store.Key) int { return strings.Compare(string(r.Key), string(k)) })
+			s.timers = slices.Insert(s.timers, at, row)
 		}
 	}
+	return true
 }

@@ -275,3 +275,55 @@ func addShapeCases() []struct {
 		{"an added row also put", withPut},
 	}
 }
+
+// Write.Applied computes the row each write leaves as Apply leaves it, and
+// refuses what Apply refuses, with the same error.
+func testAppliedFollowsApply(t *testing.T, s Store) {
+	add := func(header store.Value, saturating uint8, deltas ...int64) store.Write {
+		return store.Write{Kind: store.Add, Key: "row", Value: header, Deltas: deltas, Saturating: saturating}
+	}
+	for i, c := range []struct {
+		row   *string
+		write store.Write
+	}{
+		{nil, store.Write{Kind: store.Put, Key: "row", Value: store.Value("new")}},
+		{ptr("old"), store.Write{Kind: store.Put, Key: "row", Value: store.Value("new")}},
+		{ptr("old"), store.Write{Kind: store.Delete, Key: "row"}},
+		{nil, add(counterHeader, 0, 3, 250)},
+		{ptr(counterRow(10, 1000)), add(counterHeader, 0, -1, -300)},
+		{ptr(counterRow(10, 1000)), add(counterHeader, 0b10, -1, -2000)},
+		{ptr(counterRow(10, 1000)), add(counterHeader, 0b01, -11, 0)},
+		{ptr(counterRow(10, store.MaxCounter-1)), add(counterHeader, 0, 0, 2)},
+		{ptr(counterRow(10)), add(counterHeader, 0, 1, 1)},
+		{ptr("\x02" + counterRow(1, 2)[1:]), add(counterHeader, 0, 1, 1)},
+		{ptr("abcdef"), store.Write{Kind: store.PutRange, Key: "row", Value: store.Value("XY"), Offset: 2}},
+		{ptr("abc"), store.Write{Kind: store.PutRange, Key: "row", Value: store.Value("XY"), Offset: 2}},
+		{nil, store.Write{Kind: store.PutRange, Key: "row", Value: store.Value("XY"), Offset: 0}},
+	} {
+		var b store.Batch
+		b.Delete("row")
+		if c.row != nil {
+			b.Put("row", store.Value(*c.row))
+		}
+		mustCommit(t, s, acme, b)
+		before, found := get(t, s, acme, "row")
+		want, wantFound, wantErr := c.write.Applied(before, found)
+		_, err := s.Apply(t.Context(), acme, store.Batch{Writes: []store.Write{c.write}})
+		if wantErr != nil {
+			if !errors.Is(err, store.ErrCorrupt) && !errors.Is(err, store.ErrCounterRange) ||
+				errors.Is(err, store.ErrCorrupt) != errors.Is(wantErr, store.ErrCorrupt) {
+				t.Fatalf("case %d: Applied refuses with %v, Apply answers %v", i, wantErr, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("case %d: Applied gives %q, Apply refuses: %v", i, want, err)
+		}
+		got, gotFound := get(t, s, acme, "row")
+		if gotFound != wantFound || string(got) != string(want) {
+			t.Fatalf("case %d: Applied gives %q (%v), Apply left %q (%v)", i, want, wantFound, got, gotFound)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }

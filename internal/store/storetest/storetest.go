@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ReadManyAnswersAsEachReadAlone", testReadManyAnswersAsEachReadAlone},
 		{"AddToAbsentRowStartsFromZero", testAddToAbsentRowStartsFromZero},
 		{"AddAddsToThePresentCounters", testAddAddsToThePresentCounters},
+		{"AppliedFollowsApply", testAppliedFollowsApply},
 		{"AddToARowOfAnotherLayoutIsRefusedWhole", testAddToARowOfAnotherLayoutIsRefusedWhole},
 		{"AddOutOfRangeIsRefusedWhole", testAddOutOfRangeIsRefusedWhole},
 		{"ASaturatingCounterStopsAtZeroBesideARefusingOne", testASaturatingCounterStopsAtZeroBesideARefusingOne},
