@@ -79,21 +79,30 @@ func TestARowKeepsItsLastTenAttemptsAndCountsThemAll(t *testing.T) {
 // MaxRowsCeiling rows, each delivered or failed at most once, and at most
 // MaxMaxInFlight calls fail (the first failure launches nothing more; the
 // open calls finish). So with f failed calls the completion is at most
-// AckOps(MaxRowsCeiling-f) + f + MinuteOps + 5 = 100 - 3f operations (98
-// with none), and the release that carries the notes when a guard fails
-// 3 + f + 1 + MinuteOps.
+// AckOps(MaxRowsCeiling-f) + f + MinuteOps + 5 operations, with the head's
+// move and the refused rows kept (1 + 2f) beside them, and the release
+// that carries the notes when a guard fails 3 + f + 1 + MinuteOps. The
+// ceiling is the most rows that fit: one more does not.
 func TestAFiresAttemptRowsFitItsBatch(t *testing.T) {
-	for f := 0; f <= outbox.MaxMaxInFlight; f++ {
-		completion := outbox.AckOps(MaxRowsCeiling-f) + f + 3 + 2
+	completion := func(rows, f int) int {
+		n := outbox.AckOps(rows-f) + f + 3 + 2 + 1 + 2*f
 		if f > 0 {
-			completion += outbox.MinuteOps
+			n += outbox.MinuteOps
 		}
-		if completion != min(100-3*f, 98) || completion > store.MaxBatchOps || 3+f+1+outbox.MinuteOps > store.MaxBatchOps {
-			t.Fatalf("%d failed calls: a completion of %d operations", f, completion)
+		return n
+	}
+	tight := false
+	for f := 0; f <= outbox.MaxMaxInFlight; f++ {
+		if n := completion(MaxRowsCeiling, f); n > store.MaxBatchOps || 3+f+1+outbox.MinuteOps > store.MaxBatchOps {
+			t.Fatalf("%d failed calls: a completion of %d operations", f, n)
 		}
+		tight = tight || completion(MaxRowsCeiling+1, f) > store.MaxBatchOps
 		if outbox.AckOps(0) < 2+1 {
 			t.Fatalf("AckOps(0) = %d does not cover an empty plan and the count of failed calls", outbox.AckOps(0))
 		}
+	}
+	if !tight {
+		t.Errorf("a completion of %d rows fits too: MaxRowsCeiling could be higher", MaxRowsCeiling+1)
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 
 // Defaults and bounds of one fire.
 const (
-	// DefaultMaxRows is the pending rows one fire examines.
-	DefaultMaxRows = 22
+	// DefaultMaxRows is the pending rows one fire examines: as many as
+	// one completion acknowledges, since each fire's claim, reads and
+	// completion cost the same whatever its rows.
+	DefaultMaxRows = MaxRowsCeiling
 	// MaxRowsCeiling bounds MaxRows so that acknowledging every row of a
-	// page, with the timer's completion, fits one 100-operation batch.
+	// page, with the timer's completion, fits one batch (store.MaxBatchOps).
 	MaxRowsCeiling = outbox.MaxAcksPerBatch
 	// DefaultSinkTimeout bounds one sink call.
 	DefaultSinkTimeout = 5 * time.Second

@@ -19,8 +19,9 @@ const (
 	// lingerFor bounds one fire's lingering, from its start: the rows it
 	// takes wait that long at most for their acknowledgement (the outbox
 	// view shows them pending until then), and an edit of the endpoint for
-	// the fire to end. At 88 outcomes a second a page of 22 fills in it.
-	lingerFor = 250 * time.Millisecond
+	// the fire to end. At 122 outcomes a second a page of MaxRowsCeiling
+	// (61) fills in it.
+	lingerFor = 500 * time.Millisecond
 )
 
 // Arrivals tells the fires lingering on a partition that outcomes arrived

@@ -7,18 +7,17 @@ import (
 )
 
 // MaxAcksPerBatch is the most rows one acknowledgement plan may hold. A plan
-// of n rows costs at most 4n+5 operations (AckOps); at 22 rows that is 93,
-// which leaves room in the 100-operation batch for the timer runner's
-// completion (guard, delete and put of the timer row) and, for a 410, the
-// endpoint's guard and disable. A failed call's attempt row takes one
-// acknowledgement's place (four operations), and the fire's count of failed
-// calls joins the plan's Adds, or, counted in another minute than the
-// acknowledgements, adds MinuteOps: 4(22-f)+5 + f + MinuteOps + 5 = 100-3f
-// for f failed calls, 98 for none. At 23 rows the minute's two operations
-// would not fit. A fire's head move (MoveHead, one Put) and its kept rows
-// (Keep, two operations each, refused rows only and only beside
-// acknowledgements) add at most 1+2f: 99 for none, 101-f otherwise.
-const MaxAcksPerBatch = 22
+// of n rows costs at most 4n+5 operations (AckOps), which leaves room in
+// the batch for the timer runner's completion (guard, delete and put of
+// the timer row) and, for a 410, the endpoint's guard and disable. A failed
+// call's attempt row takes one acknowledgement's place (four operations),
+// and the fire's count of failed calls joins the plan's Adds, or, counted
+// in another minute than the acknowledgements, adds MinuteOps; a fire's
+// head move (MoveHead, one Put) and its kept rows (Keep, two operations
+// each, refused rows only) add at most 1+2f. For f failed calls that is
+// 4(n-f)+5 + f + MinuteOps + 5 + 1 + 2f = 4n+13-f, and 4n+11 for none:
+// n = (MaxBatchOps-12)/4 fits every f.
+const MaxAcksPerBatch = (store.MaxBatchOps - 12) / 4
 
 // AckOps is the most batch operations a plan of n acknowledged rows adds:
 // four per row (the pending row's guard, its deletion, its log entry's

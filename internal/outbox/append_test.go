@@ -367,17 +367,18 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 			t.Error("HardMaxEndpoints does not fit a batch")
 		}
 		// With the timers due (each guarded), the sweep timers and the
-		// streams' heads in place, 22 outcomes share a batch (34 shared + 3
-		// each: the seen guard and row, the log row; no pending rows), 23
-		// do not.
+		// streams' heads in place, fit outcomes share a batch (34 shared +
+		// 3 each: the seen guard and row, the log row; no pending rows),
+		// one more does not.
 		spy.applied = nil
+		fit := (store.MaxBatchOps - 34) / 3
 		var more []outbox.Outcome
-		for i := range 23 {
+		for i := range fit + 1 {
 			more = append(more, committed(fmt.Sprintf("r-%d", 2+i)))
 		}
 		e.Append(more...)
-		if len(spy.applied) != 2 || spy.applied[0].Ops() != 100 {
-			t.Errorf("%d batches for 23 outcomes to 8 endpoints, the first of %d ops", len(spy.applied), spy.applied[0].Ops())
+		if len(spy.applied) != 2 || spy.applied[0].Ops() != 34+3*fit {
+			t.Errorf("%d batches for %d outcomes to 8 endpoints, the first of %d ops", len(spy.applied), fit+1, spy.applied[0].Ops())
 		}
 		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})
 		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-9")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {

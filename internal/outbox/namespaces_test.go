@@ -94,7 +94,8 @@ func TestNamespacesListsANamespaceWhileItHasAnEndpoint(t *testing.T) {
 func TestNamespacesFollowEveryBatchOfAForcedDelete(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
-		for i := range 60 {
+		// Enough rows for several batches of leftovers.
+		for i := range 60 * store.MaxBatchOps / 100 {
 			e.Append(committed(fmt.Sprintf("r-%d", i)))
 		}
 		key, _ := outbox.EndpointKey("billing")

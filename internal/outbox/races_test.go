@@ -43,7 +43,7 @@ func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 			return apply()
 		}}
 		var in []outbox.Outcome
-		for i := range 50 { // the first batch takes what fits, the second the rest
+		for i := range outbox.MaxAppendOutcomes { // the first batch takes what fits, the second the rest
 			in = append(in, committed(fmt.Sprintf("r-%d", i)))
 		}
 		for i, s := range e.Append(in...) {
@@ -51,8 +51,8 @@ func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 				t.Errorf("outcome %d stored by this call answered %s", i, s.Code)
 			}
 		}
-		if e.sequence() != 51 {
-			t.Errorf("sequence %d, want 51", e.sequence())
+		if e.sequence() != outbox.MaxAppendOutcomes+1 {
+			t.Errorf("sequence %d, want %d", e.sequence(), outbox.MaxAppendOutcomes+1)
 		}
 	})
 }

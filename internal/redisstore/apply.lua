@@ -61,8 +61,8 @@ if #KEYS ~= 4 then
 end
 local pkinds, wkinds = ARGV[3], ARGV[4]
 local np, nw = #pkinds, #wkinds
-if np + nw > 100 then
-  return redis.error_reply('relay apply: batch exceeds 100 operations')
+if np + nw > 256 then
+  return redis.error_reply('relay apply: batch exceeds 256 operations')
 end
 if #ARGV ~= 4 + 2 * (np + nw) then
   return redis.error_reply('relay apply: argument count does not match operation counts')

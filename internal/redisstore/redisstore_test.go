@@ -74,7 +74,7 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"101 operations", append([]any{"acme", "tesl", "", strings.Repeat("p", 101)}, slices.Repeat([]any{"k", "v"}, 101)...)},
+			{"one operation too many", append([]any{"acme", "tesl", "", strings.Repeat("p", store.MaxBatchOps+1)}, slices.Repeat([]any{"k", "v"}, store.MaxBatchOps+1)...)},
 			{"argument count short", []any{"acme", "tesl", "", "pp", "k1", "v"}},
 			{"argument count long", []any{"acme", "tesl", "", "p", "k1", "v", "extra"}},
 			{"unknown kind in the last write", []any{"acme", "tesl", "", "px", "k1", "v", "k2", "v"}},

@@ -15,7 +15,7 @@ import (
 
 // MaxBatchOps bounds preconditions plus writes in one batch. A larger batch
 // is refused whole, never applied in part.
-const MaxBatchOps = 100
+const MaxBatchOps = 256
 
 // MaxKeyBytes and MaxValueBytes bound one row. They are far above what relay
 // writes; they exist so a bug cannot grow a row without limit.
@@ -72,7 +72,7 @@ var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // Errors callers branch on.
 var (
 	// ErrBatchTooLarge: more than MaxBatchOps operations. Nothing was written.
-	ErrBatchTooLarge = errors.New("store: batch exceeds 100 operations")
+	ErrBatchTooLarge = errors.New("store: batch exceeds 256 operations")
 	// ErrInvalidBatch: a malformed operation (empty or oversized key or value,
 	// unknown kind). Nothing was written.
 	ErrInvalidBatch = errors.New("store: invalid batch")
