@@ -113,6 +113,7 @@ type benchConfig struct {
 	window      int
 	phases      []string
 	cpuprofile  string
+	memprofile  string
 	targetPID   int
 	runs        int
 }
@@ -142,6 +143,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.targetPID, "target-pid", 0, "process id of the -target relay, when it runs on this machine, to report its CPU per outcome")
 	fs.IntVar(&c.runs, "runs", 1, "times to run the whole bench; more than 1 prints each run's table, then one of the medians")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (relay included when in-process) to this file")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the whole run's allocations (relay included when in-process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -205,6 +207,14 @@ func Main(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.memprofile != "" {
+		// Every allocation, not a sample of one in 512 KiB: the run is
+		// short, and allocations per outcome are what it is for.
+		prev := runtime.MemProfileRate
+		runtime.MemProfileRate = 1
+		defer func() { runtime.MemProfileRate = prev }()
+		defer writeAllocs(c.memprofile, log)
 	}
 	var runs []benchResult
 	failures := 0
@@ -466,4 +476,17 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails since Go 1.24.
 	return hex.EncodeToString(b)
+}
+
+// writeAllocs writes the allocations since the run began to path.
+func writeAllocs(path string, log *slog.Logger) {
+	f, err := os.Create(path)
+	if err != nil {
+		log.Error("memory profile", "error", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		log.Error("memory profile", "error", err)
+	}
 }

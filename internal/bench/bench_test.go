@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -609,5 +611,24 @@ func TestBenchReceiverCountsEveryArrivalAfterTheFirst(t *testing.T) {
 	}
 	if got := rc.duplicates("run-latency-"); got != 0 {
 		t.Errorf("duplicates of run-latency- = %d, want 0", got)
+	}
+}
+
+// -memprofile writes the run's allocations, every one of them, and leaves
+// the process's sampling as it found it.
+func TestBenchMemprofileWritesTheRunsAllocations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "allocs.pprof")
+	prev := runtime.MemProfileRate
+	var out bytes.Buffer
+	args := []string{"-redis", "", "-phases", "single", "-n", "50", "-memprofile", path}
+	if err := Main(context.Background(), args, slog.New(slog.NewTextHandler(io.Discard, nil)), &out); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile: %d bytes, %v; want a gzipped profile", len(b), err)
+	}
+	if runtime.MemProfileRate != prev {
+		t.Errorf("sampling left at %d, was %d", runtime.MemProfileRate, prev)
 	}
 }
