@@ -13,10 +13,13 @@ import (
 	"strings"
 
 	"github.com/hookrelay/relay/internal/bench"
+	"github.com/hookrelay/relay/internal/gctarget"
 )
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Before any work, so the first requests are collected as the rest.
+	gctarget.Apply()
 	if err := run(context.Background(), os.Args[1:], log, os.Stdout); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "relay:", err)

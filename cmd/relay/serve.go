@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -121,7 +124,8 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 		_ = tcp.Close()
 		return err
 	}
-	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "durability", cfg.Durability, "audience", a.Audience())
+	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "durability", cfg.Durability, "audience", a.Audience(),
+		"gc_percent", gcPercent(), "memory_limit", memoryLimit())
 	if tok := a.DevToken(); tok != "" {
 		// The console where this process answers: the listen address may
 		// have asked for any port.
@@ -134,4 +138,20 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 			app.DevTokenTTL, tok, console.Link(origin, tok))
 	}
 	return a.Run(ctx, srv, ln)
+}
+
+// gcPercent is the collector's percent as the process runs with it
+// (gctarget, or GOGC); the runtime has no call that only reads it.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// memoryLimit is the soft memory limit in bytes, "none" when there is none.
+func memoryLimit() string {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return strconv.FormatInt(l, 10)
+	}
+	return "none"
 }
