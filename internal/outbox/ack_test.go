@@ -332,9 +332,10 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 	}
 }
 
-// 22 rows and the timer's completion fit one batch, with five operations to
-// spare for the completion and two for a failed call's minute.
-func TestTwentyTwoAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
+// MaxAcksPerBatch rows and the timer's completion fit one batch, with five
+// operations to spare for the completion and two for a failed call's
+// minute.
+func TestAFullPageOfAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		var in []outbox.Outcome

@@ -96,6 +96,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	// write, its log row and the guard of an earlier one, and a pending
 	// row per endpoint taking it.
 	bound := 4 + len(s.endpoints)
+	var enc encoded
 	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
 		if rids[it.rid] {
@@ -120,7 +121,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 				// Near the limit the bound is too coarse: count exactly,
 				// and go on from the exact count, or every item after
 				// would build the whole batch again.
-				b, err := s.build(cand, cfg)
+				b, err := s.build(cand, cfg, &enc)
 				if err != nil {
 					return plan{}, err
 				}
@@ -149,7 +150,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 	}
 	if len(pack) > 0 {
 		var err error
-		if pl.batch, err = s.build(pack, cfg); err != nil {
+		if pl.batch, err = s.build(pack, cfg, &enc); err != nil {
 			return plan{}, err
 		}
 	}
@@ -204,10 +205,16 @@ func logsOf(writes []store.Write) map[uint64]store.Value {
 	return logs
 }
 
+// encoded holds the log and seen rows build encoded for the items of one
+// plan, by their place in its pack. Every build of a plan is of a prefix
+// of the same pack, and a pack near the batch limit is built again as
+// items join: the rows, the most of its cost, are encoded once.
+type encoded struct{ logs, seen []store.Value }
+
 // build is the batch accepting items, all known to be new. A backlog it
 // would take past store.MaxCounter is refused (ErrBacklogFull): the store's
 // adds refuse a counter beyond it, so no acknowledgement could reduce it.
-func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
+func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.Batch, error) {
 	// Sized for streams with heads, so a combined batch of 100 outcomes
 	// does not grow its slices a dozen times.
 	b := store.Batch{
@@ -256,10 +263,16 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
 		headed[i] = s.heads[ep.id]
 	}
 	for j, it := range items {
-		l := LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]LogEntry, len(matching[j]))}
+		cached := enc != nil && j < len(enc.logs)
+		var l LogRow
+		if !cached {
+			l = LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]LogEntry, len(matching[j]))}
+		}
 		for n, i := range matching[j] {
 			id := s.endpoints[i].id
-			l.Entries[n] = LogEntry{Endpoint: id, State: EntryPending}
+			if !cached {
+				l.Entries[n] = LogEntry{Endpoint: id, State: EntryPending}
+			}
 			switch {
 			case headed[i]:
 			case s.backlogs[id].backlog.Rows == 0:
@@ -270,12 +283,20 @@ func (s *snapshot) build(items []*item, cfg appendConfig) (store.Batch, error) {
 				b.Put(pendingKey(id, seq, it.rid), store.Value{})
 			}
 		}
-		v, err := EncodeLog(l)
-		if err != nil {
-			return store.Batch{}, err
+		var v, seen store.Value
+		if cached {
+			v, seen = enc.logs[j], enc.seen[j]
+		} else {
+			var err error
+			if v, err = EncodeLog(l); err != nil {
+				return store.Batch{}, err
+			}
+			seen, _ = EncodeSeen(Seen{Digest: it.digest, Short: true, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
+			if enc != nil {
+				enc.logs, enc.seen = append(enc.logs, v), append(enc.seen, seen)
+			}
 		}
 		b.Put(LogKey(seq), v)
-		seen, _ := EncodeSeen(Seen{Digest: it.digest, Short: true, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
 		b.Put(it.seenKey, seen)
 		seq++
 	}
