@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // MaxBatchOps bounds preconditions plus writes in one batch. A larger batch
@@ -67,7 +66,24 @@ const (
 	BlockKeyBytes int  = 9
 )
 
-var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+// validNamespace reports whether s matches [a-z0-9][a-z0-9_-]{0,62}. By
+// hand rather than with a regexp: every request validates its namespace
+// several times, and the regexp was 4 % of a single-outcome ingest's CPU.
+func validNamespace(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Errors callers branch on.
 var (
@@ -101,7 +117,7 @@ type Partition struct {
 
 // Validate reports whether p names a valid namespace.
 func (p Partition) Validate() error {
-	if !namespacePattern.MatchString(p.Namespace) {
+	if !validNamespace(p.Namespace) {
 		return fmt.Errorf("%w: namespace %q must match [a-z0-9][a-z0-9_-]{0,62}", ErrInvalidPartition, p.Namespace)
 	}
 	return nil

@@ -3,6 +3,8 @@ package store_test
 import (
 	"errors"
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/store"
@@ -29,6 +31,43 @@ func TestPutRangeBounds(t *testing.T) {
 		b.PutRange("r", offset, store.Value("xy"))
 		if err := b.Validate(); !errors.Is(err, store.ErrInvalidBatch) {
 			t.Fatalf("put-range at offset %d: %v, want ErrInvalidBatch", offset, err)
+		}
+	}
+}
+
+// A partition's namespace is [a-z0-9][a-z0-9_-]{0,62}: every string of up
+// to three bytes over an alphabet with each kind of byte, and lengths
+// around the bound, answer as that pattern does.
+func TestPartitionValidateIsItsPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	alphabet := []string{"a", "z", "0", "9", "_", "-", "A", ".", "/", " ", "\x00", "\xff", "é"}
+	check := func(ns string) {
+		err := store.Partition{Namespace: ns}.Validate()
+		if want := pattern.MatchString(ns); (err == nil) != want || (err != nil && !errors.Is(err, store.ErrInvalidPartition)) {
+			t.Fatalf("Validate(%q) = %v, pattern says %v", ns, err, want)
+		}
+	}
+	check("")
+	for _, a := range alphabet {
+		check(a)
+		for _, b := range alphabet {
+			check(a + b)
+			for _, c := range alphabet {
+				check(a + b + c)
+			}
+		}
+	}
+	for _, n := range []int{62, 63, 64, 200} {
+		check(strings.Repeat("a", n))
+		check("a" + strings.Repeat("-", n-1))
+	}
+}
+
+func BenchmarkPartitionValidate(b *testing.B) {
+	p := store.Partition{Namespace: "bench-latency-4"}
+	for b.Loop() {
+		if err := p.Validate(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
