@@ -99,11 +99,17 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	}
 	wait("the second half delivered", delivered(ids[50:], 1))
 
-	// The refused outcome's story: three refusals, then the delivery.
-	story, err := c.Outcome(ctx, ns, refused)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The refused outcome's story: three refusals, then the delivery, once
+	// the fire that delivered it completed (a lingering fire completes up
+	// to half a second after its calls).
+	var story relayclient.OutcomeStory
+	wait("the refused outcome's delivery recorded", func() bool {
+		var err error
+		if story, err = c.Outcome(ctx, ns, refused); err != nil {
+			t.Fatal(err)
+		}
+		return len(story.Endpoints) == 1 && story.Endpoints[0].State == relayclient.OutcomeDelivered
+	})
 	if len(story.Endpoints) != 1 {
 		t.Fatalf("story %+v", story)
 	}
