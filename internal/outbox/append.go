@@ -331,13 +331,9 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 				// reads it.
 				snap = nil
 			}
-			logs := logsOf(pl.batch.Writes)
 			for i := range pl.decided {
 				if st := &pl.decided[i].status; st.Code == Accepted && !st.Due {
-					st.Due = due
-					if pl.decided[i].fresh {
-						st.Log = logs[st.Seq]
-					}
+					st.Due, st.Log = due, pl.decided[i].log
 				}
 			}
 		}

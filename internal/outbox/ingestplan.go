@@ -67,8 +67,9 @@ func (k *known) remember(items []*item, pl plan) {
 type decision struct {
 	index  int
 	status Status
-	// fresh: the item is in the batch, guarded as never accepted before.
-	fresh bool
+	// log is the log row the batch writes for an item guarded as never
+	// accepted before (Status.Log once the batch commits); nil otherwise.
+	log store.Value
 }
 
 // plan is one batch and the answers it stands for.
@@ -106,7 +107,6 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		if err != nil {
 			return plan{}, err
 		}
-		fresh := false
 		if !done {
 			cand := append(pack[:len(pack):len(pack)], it)
 			grow := 4
@@ -143,15 +143,20 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 			rids[it.rid] = true
 			pl.accepted++
 			st = Status{Code: Accepted, Seq: s.next + uint64(len(pack)-1)}
-			fresh = !s.seen[it.rid].found
 		}
-		pl.decided = append(pl.decided, decision{index: it.index, status: st, fresh: fresh})
+		pl.decided = append(pl.decided, decision{index: it.index, status: st})
 		pl.consumed = j + 1
 	}
 	if len(pack) > 0 {
 		var err error
 		if pl.batch, err = s.build(pack, cfg, &enc); err != nil {
 			return plan{}, err
+		}
+		// The build encoded each packed item's log row at its place.
+		for i, d := range pl.decided {
+			if d.status.Code == Accepted && !d.status.Due && !s.seen[items[i].rid].found {
+				pl.decided[i].log = enc.logs[d.status.Seq-s.next]
+			}
 		}
 	}
 	return pl, nil
@@ -189,20 +194,6 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 		return Status{Code: Conflict, Detail: "a different outcome under this reservation_id is still waiting for delivery"}, true, nil
 	}
 	return Status{}, false, nil
-}
-
-// logsOf is the log rows a batch puts, by sequence number.
-func logsOf(writes []store.Write) map[uint64]store.Value {
-	logs := map[uint64]store.Value{}
-	for _, w := range writes {
-		if w.Kind != store.Put || len(w.Key) != 9 || w.Key[0] != byte(ClassLog) {
-			continue
-		}
-		if pk, ok := Parse(w.Key); ok {
-			logs[pk.Seq] = w.Value
-		}
-	}
-	return logs
 }
 
 // encoded holds the log and seen rows build encoded for the items of one
