@@ -280,3 +280,24 @@ func putRangeShapeCases() []struct {
 		{"equals guard carrying an offset", guard(store.Precondition{Kind: store.Equals, Key: "r", Value: x, Offset: 1})},
 	}
 }
+
+// A guarded row's put-ranges splice into the row as the guards read it, in
+// batch order, whichever guard read it: an equals guard's or a range
+// guard's, beside a row no guard read.
+func testPutRangesOfAGuardedRowSpliceInOrder(t *testing.T, s Store) {
+	put(t, s, acme, "row/ranged", "0123456789")
+	put(t, s, acme, "row/equal", "abcdefghij")
+	put(t, s, acme, "row/plain", "ABCDEFGHIJ")
+	var b store.Batch
+	b.RequireRange("row/ranged", 2, store.Value("234"))
+	b.RequireEquals("row/equal", store.Value("abcdefghij"))
+	b.PutRange("row/ranged", 2, store.Value("xy"))
+	b.PutRange("row/equal", 0, store.Value("Q"))
+	b.PutRange("row/plain", 9, store.Value("!"))
+	b.PutRange("row/ranged", 3, store.Value("Z"))
+	b.PutRange("row/equal", 9, store.Value("R"))
+	mustCommit(t, s, acme, b)
+	wantRow(t, s, acme, "row/ranged", "01xZ456789")
+	wantRow(t, s, acme, "row/equal", "QbcdefghiR")
+	wantRow(t, s, acme, "row/plain", "ABCDEFGHI!")
+}

@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PutRangesOfDisjointBytesDoNotLoseToEachOther", testPutRangesOfDisjointBytesDoNotLoseToEachOther},
 		{"AFailingPreconditionStopsAPutRange", testAFailingPreconditionStopsAPutRange},
 		{"AResentPutRangeActsOnce", testAResentPutRangeActsOnce},
+		{"PutRangesOfAGuardedRowSpliceInOrder", testPutRangesOfAGuardedRowSpliceInOrder},
 		{"ARangeGuardComparesItsBytesOnly", testARangeGuardComparesItsBytesOnly},
 		{"UnorderedRowsAreReadByKeyAndNotScanned", testUnorderedRowsAreReadByKeyAndNotScanned},
 		{"AnUnorderedWalkReturnsEveryRowPresentThroughout", testAnUnorderedWalkReturnsEveryRowPresentThroughout},
