@@ -375,10 +375,11 @@ func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, af
 	// The page is the fire's row budget: scanning further would strand the
 	// unexamined rest until a whole rotation.
 	limit := h.maxRows()
-	page, err := outbox.ReadQueue(ctx, fc.Store, fc.Partition, s.endpoint, s.head, after, limit)
+	dense := s.ep.TakesAll()
+	page, err := outbox.ReadQueueTo(ctx, fc.Store, fc.Partition, s.endpoint, s.head, after, limit, 0, dense)
 	if err == nil && len(page.Rows) == 0 && after != nil && page.Next == nil {
 		after = nil
-		page, err = outbox.ReadQueue(ctx, fc.Store, fc.Partition, s.endpoint, s.head, nil, limit)
+		page, err = outbox.ReadQueueTo(ctx, fc.Store, fc.Partition, s.endpoint, s.head, nil, limit, 0, dense)
 	}
 	if err != nil {
 		return outbox.QueuePage{}, nil, err

@@ -319,7 +319,7 @@ func (h *Handler) readArrived(ctx context.Context, w *lingerWatch, f *firing) (o
 		h.adopt(ctx, s, rows, kept)
 		return page, rows, nil
 	}
-	page, err := outbox.ReadQueueTo(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head, outbox.QueueFrom(s.endpoint, from), room, w.to)
+	page, err := outbox.ReadQueueTo(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head, outbox.QueueFrom(s.endpoint, from), room, w.to, s.ep.TakesAll())
 	if err != nil {
 		return outbox.QueuePage{}, nil, err
 	}

@@ -1,12 +1,15 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/store"
 )
 
 func (e *env) head() outbox.Head {
@@ -136,4 +139,59 @@ func TestAPageOfOtherStreamsRowsIsDueAgainAtOnce(t *testing.T) {
 			t.Fatalf("queue %+v", got)
 		}
 	})
+}
+
+// logScans records the limits of a store's scans of the log; it hides the
+// store's MultiReader.
+type logScans struct {
+	store.NamespaceStore
+	mu     sync.Mutex
+	limits []int
+}
+
+func (s *logScans) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	if pk, ok := outbox.Parse(start); ok && pk.Class == outbox.ClassLog {
+		s.mu.Lock()
+		s.limits = append(s.limits, limit)
+		s.mu.Unlock()
+	}
+	return s.NamespaceStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// A fire reads a dense page of the log for an endpoint that takes every
+// kind, nearly all of whose log rows are its own, and twice its rows for
+// one whose filter takes some kinds only.
+func TestAFireReadsADensePageForAnEndpointTakingEveryKind(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		kinds []outbox.Kind
+		want  int
+	}{
+		{"every kind", nil, 20 + outbox.QueueLogSlack},
+		{"some kinds", []outbox.Kind{outbox.KindCommitted}, outbox.QueueLogRows * 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint(outbox.Endpoint{Enabled: true, Kinds: tc.kinds})
+				var rids []string
+				for i := range 25 {
+					rids = append(rids, fmt.Sprintf("r-%02d", i))
+				}
+				e.seed(rids...)
+				sink := &refusing{e: e}
+				scans := &logScans{NamespaceStore: e.St}
+				e.St = scans
+				e.fire(&Handler{Sink: sink, Clock: e.Clk, MaxRows: 20})
+				e.St = scans.NamespaceStore
+				if got := sink.rids(); !slices.Equal(got, rids[:20]) {
+					t.Fatalf("delivered %v, want the first 20", got)
+				}
+				if !slices.Equal(scans.limits, []int{tc.want}) {
+					t.Fatalf("log scans of %v rows, want one of %d", scans.limits, tc.want)
+				}
+			})
+		})
+	}
 }

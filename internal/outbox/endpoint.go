@@ -142,6 +142,9 @@ func (e *Endpoint) Accepts(k Kind) bool {
 	return len(e.Kinds) == 0 || slices.Contains(e.Kinds, k)
 }
 
+// TakesAll reports whether the endpoint's filter takes every outcome kind.
+func (e *Endpoint) TakesAll() bool { return len(e.Kinds) == 0 }
+
 // TakesEvents reports whether the endpoint receives any operator event.
 // relay sends no event about such an endpoint: it would go to the
 // endpoint it is about, failing as it does.

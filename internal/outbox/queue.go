@@ -109,6 +109,10 @@ func (q QueuePage) Cursor(i int) *store.Cursor { return store.CursorAfter(q.Rows
 // but are not the stream's.
 const QueueLogRows = 2
 
+// QueueLogSlack is how many log rows past its limit a dense page examines
+// (ReadQueueTo): rows from the head on that the stream is already done with.
+const QueueLogSlack = 8
+
 // ReadQueue reads up to limit rows of the stream's queue after the cursor
 // (from its start when nil): its pending rows, and, once they end, its log
 // entries from max(head, cursor), at most QueueLogRows*limit (at least 8)
@@ -116,13 +120,21 @@ const QueueLogRows = 2
 // store.MultiReader: the log's part goes unused when the pending rows
 // fill the page.
 func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
-	return ReadQueueTo(ctx, st, p, endpoint, head, after, limit, 0)
+	return ReadQueueTo(ctx, st, p, endpoint, head, after, limit, 0, false)
 }
 
 // ReadQueueTo is ReadQueue reading the log only up to sequence number to,
 // when to is not 0: a reader that knows the log's last row reads no further
 // keys. The page ends there, with no Next, as though the queue did.
-func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64) (QueuePage, error) {
+//
+// A dense page is of a stream whose endpoint takes every outcome kind
+// (Endpoint.TakesAll), so that nearly every log row from its head is its
+// own: it examines limit+QueueLogSlack log rows rather than
+// QueueLogRows*limit, when fewer; at a full page of a fire that is most of
+// the read's cost. A
+// page that examined rows not the stream's lists fewer and has a Next, as
+// any page does.
+func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64, dense bool) (QueuePage, error) {
 	start, end, err := PendingRange(endpoint)
 	if err != nil {
 		return QueuePage{}, err
@@ -137,7 +149,11 @@ func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition
 		if to != 0 && to < math.MaxUint64 {
 			logEnd = LogKey(max(to+1, from))
 		}
-		reads = append(reads, store.Read{Start: LogKey(from), End: logEnd, Limit: max(QueueLogRows*limit, 8)})
+		logRows := QueueLogRows * limit
+		if dense {
+			logRows = min(limit+QueueLogSlack, logRows)
+		}
+		reads = append(reads, store.Read{Start: LogKey(from), End: logEnd, Limit: max(logRows, 8)})
 	}
 	res, err := store.ReadMany(ctx, st, p, reads)
 	if err != nil {

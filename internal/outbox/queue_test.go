@@ -399,3 +399,67 @@ func TestReadArrivedTakesAFreshRowAsItsIngestCommittedIt(t *testing.T) {
 		}
 	})
 }
+
+// scanLimits is a store that records the limit of every scan of the log.
+type scanLimits struct {
+	store.NamespaceStore
+	log []int
+}
+
+func (s *scanLimits) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
+	if pk, ok := outbox.Parse(start); ok && pk.Class == outbox.ClassLog {
+		s.log = append(s.log, limit)
+	}
+	return s.NamespaceStore.Scan(ctx, p, start, end, after, limit)
+}
+
+// A dense page, of a stream whose endpoint takes every kind, examines its
+// limit and QueueLogSlack log rows, not twice its limit; a page that finds
+// rows the stream is done with among them lists fewer and goes on, so the
+// walk still lists every row once.
+func TestADensePageExaminesItsLimitAndTheSlack(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		var want []string
+		for i := range 40 {
+			rid := fmt.Sprintf("r-%02d", i)
+			e.Append(committed(rid))
+			want = append(want, rid)
+		}
+		// The first three rows done, read from the head as it was before
+		// they were: rows the stream is done with, from the head on.
+		head := e.head("all")
+		if acked, err := outboxtest.AckPage(e.Ctx, e.St, e.P, "all", 3, false, outbox.Done{}); err != nil || len(acked) != 3 {
+			t.Fatalf("ack: %v %v", acked, err)
+		}
+		st := &scanLimits{NamespaceStore: e.St}
+		var got []string
+		var after *store.Cursor
+		for pages := 0; pages < 20; pages++ {
+			page, err := outbox.ReadQueueTo(e.Ctx, st, e.P, "all", head, after, 10, 0, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, queueRIDs(page.Rows)...)
+			if page.Next == nil {
+				break
+			}
+			after = page.Next
+		}
+		if !slices.Equal(got, want[3:]) {
+			t.Fatalf("paged %v, want %v", got, want[3:])
+		}
+		for _, l := range st.log {
+			if l != 10+outbox.QueueLogSlack {
+				t.Fatalf("dense pages scanned the log %v rows at a time, want %d", st.log, 10+outbox.QueueLogSlack)
+			}
+		}
+		st.log = nil
+		if _, err := outbox.ReadQueueTo(e.Ctx, st, e.P, "all", head, nil, 10, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(st.log, []int{outbox.QueueLogRows * 10}) {
+			t.Fatalf("a page that is not dense scanned %v, want %d", st.log, outbox.QueueLogRows*10)
+		}
+	})
+}
