@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -101,8 +100,7 @@ type ChannelOptions struct {
 // It is safe for concurrent use.
 type Channel struct {
 	guard     *ssrf.Guardian
-	client    *http.Client
-	transport *http.Transport
+	transport *wire
 	maxBody   int64
 	userAgent string
 	// postDeadline bounds a Post whose context has none.
@@ -172,32 +170,8 @@ func NewChannel(opts ChannelOptions) (*Channel, error) {
 	maxConns := int(orDefault(int64(opts.MaxConns), defaultMaxConns))
 	// HTTP/1.1 only: one request per connection keeps the pool sized by the
 	// delivery concurrency, and a slow receiver cannot stall others' streams.
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	c.transport = &http.Transport{
-		Proxy:       nil, // never from the environment: a proxy would dial for us, past the guard
-		DialContext: c.dialContext,
-		TLSClientConfig: &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			RootCAs:    opts.roots,
-		},
-		Protocols:              &protocols,
-		TLSHandshakeTimeout:    tlsHandshakeTimeout,
-		ResponseHeaderTimeout:  responseHeaderTimeout,
-		IdleConnTimeout:        idleConnTimeout,
-		MaxIdleConns:           maxConns,
-		MaxIdleConnsPerHost:    maxConns,
-		MaxConnsPerHost:        maxConns,
-		MaxResponseHeaderBytes: maxResponseHeaderSize,
-		// No Accept-Encoding: nothing to gain on a capped, discarded answer.
-		DisableCompression: true,
-	}
-	c.client = &http.Client{
-		Transport: c.transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // a 3xx comes back as the answer
-		},
-	}
+	// No proxy: one would dial for us, past the guard.
+	c.transport = newWire(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.roots}, c.dialContext, maxConns, c.maxBody)
 	return c, nil
 }
 
@@ -210,7 +184,7 @@ func orDefault(v, def int64) int64 {
 }
 
 // CloseIdleConnections closes pooled connections; for shutdown.
-func (c *Channel) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+func (c *Channel) CloseIdleConnections() { c.transport.closeIdle() }
 
 // Post sends one request. nil means the endpoint answered 2xx; otherwise the
 // error is an *Error. The call's deadline comes from ctx; without one, the
@@ -236,38 +210,22 @@ func (c *Channel) PostStatus(ctx context.Context, endpoint *url.URL, header http
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.client.Do(req)
+	ans, err := c.transport.post(ctx, req, body)
 	if err != nil {
 		return 0, transportError(ctx, err)
+	}
+	if ans.status >= 200 && ans.status < 300 {
+		return ans.status, nil
+	}
+	var retryAfter time.Duration
+	if ans.status == http.StatusTooManyRequests || ans.status == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(ans.retryAfter, c.now())
 	}
 	// A refusal's first bytes are kept for the attempt row: what the
 	// endpoint says is wrong. They are the only part of the body read for
 	// its content, however long the body says it is.
-	delivered := resp.StatusCode >= 200 && resp.StatusCode < 300
-	var excerpt []byte
-	if !delivered {
-		excerpt = make([]byte, MaxExcerptBytes)
-		n, _ := io.ReadFull(resp.Body, excerpt)
-		excerpt = excerpt[:n:n]
-	}
-	// Read a bounded part of the answer so that a short one leaves the
-	// connection reusable; closing an unfinished longer one drops the
-	// connection instead of reading it. The rest of the body never
-	// matters, and a body declared too long is not worth reading on.
-	if resp.ContentLength <= c.maxBody {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, c.maxBody-int64(len(excerpt))))
-	}
-	_ = resp.Body.Close()
-
-	if delivered {
-		return resp.StatusCode, nil
-	}
-	var retryAfter time.Duration
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
-	}
-	e := statusError(resp.StatusCode, retryAfter)
-	e.Excerpt = excerpt
+	e := statusError(ans.status, retryAfter)
+	e.Excerpt = ans.excerpt
 	return 0, e
 }
 

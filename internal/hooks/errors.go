@@ -114,6 +114,16 @@ func transportError(ctx context.Context, err error) *Error {
 	case context.Canceled:
 		return &Error{Class: ClassCanceled}
 	}
+	switch {
+	case errors.Is(err, errHostNotASCII):
+		return &Error{Class: ClassURL, reason: "host is not ASCII; register its punycode form"}
+	case errors.Is(err, errHeaderInvalid):
+		return &Error{Class: ClassTransport, reason: "a request header is not valid in HTTP"}
+	case errors.Is(err, errAnswerMalformed):
+		return &Error{Class: ClassTransport, reason: "the answer is not valid HTTP/1.1"}
+	case errors.Is(err, errAnswerHeaders):
+		return &Error{Class: ClassTransport, reason: "the answer's header is over 64 KiB"}
+	}
 	if errors.Is(err, errNotPermitted) || errors.Is(err, ssrf.ErrProhibitedIP) ||
 		errors.Is(err, ssrf.ErrProhibitedNetwork) || errors.Is(err, ssrf.ErrProhibitedPort) {
 		return &Error{Class: ClassRefused, reason: errNotPermitted.Error()}
