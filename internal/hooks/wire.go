@@ -53,8 +53,9 @@ type wireHost struct {
 	key wireKey
 	// open holds a token per connection open or dialing: at most maxConns,
 	// as net/http's MaxConnsPerHost; a call beyond waits for one.
-	open chan struct{}
-	idle []*wireConn // most recently used last
+	open  chan struct{}
+	idle  []*wireConn // most recently used last
+	users int         // calls holding the origin (wire.host)
 }
 
 type wireConn struct {
@@ -109,8 +110,11 @@ func (w *wire) post(ctx context.Context, req *http.Request, body []byte) (wireAn
 		return wireAnswer{}, err
 	}
 	h := w.host(key)
+	defer w.release(h)
 	for try := 0; ; try++ {
-		wc, reused, err := w.get(ctx, h, req.URL.Hostname())
+		// The second try dials: when one kept connection was closed by
+		// the receiver, the others likely were too (it restarted).
+		wc, reused, err := w.get(ctx, h, req.URL.Hostname(), try > 0)
 		if err != nil {
 			return wireAnswer{}, err
 		}
@@ -146,6 +150,9 @@ func wireKeyOf(req *http.Request) (wireKey, error) {
 	return wireKey{tls: tlsOn, addr: net.JoinHostPort(host, port)}, nil
 }
 
+// host is the origin's pool, held until release: an origin with no call
+// under way and no idle connection is forgotten, so that endpoints long
+// gone hold no memory.
 func (w *wire) host(key wireKey) *wireHost {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -154,13 +161,30 @@ func (w *wire) host(key wireKey) *wireHost {
 		h = &wireHost{key: key, open: make(chan struct{}, w.maxConns)}
 		w.hosts[key] = h
 	}
+	h.users++
 	return h
+}
+
+func (w *wire) release(h *wireHost) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h.users--
+	w.forget(h)
+}
+
+// forget drops an origin no call holds and no idle connection is kept
+// for; w.mu is held. Its connections are all closed then: each is held by
+// a call or kept idle.
+func (w *wire) forget(h *wireHost) {
+	if h.users == 0 && len(h.idle) == 0 && w.hosts[h.key] == h {
+		delete(w.hosts, h.key)
+	}
 }
 
 // get takes the origin's most recently used idle connection that is still
 // open, or dials a new one once the origin has room for it.
-func (w *wire) get(ctx context.Context, h *wireHost, serverName string) (*wireConn, bool, error) {
-	for {
+func (w *wire) get(ctx context.Context, h *wireHost, serverName string, fresh bool) (*wireConn, bool, error) {
+	for !fresh {
 		w.mu.Lock()
 		n := len(h.idle)
 		if n == 0 {
@@ -252,6 +276,7 @@ func (w *wire) expire(wc *wireConn) {
 		return
 	}
 	w.unpool(wc)
+	w.forget(wc.host)
 	w.mu.Unlock()
 	w.drop(wc)
 }
@@ -288,6 +313,7 @@ func (w *wire) closeIdle() {
 			all = append(all, wc)
 		}
 		h.idle = nil
+		w.forget(h)
 	}
 	w.idle = 0
 	w.mu.Unlock()

@@ -248,6 +248,13 @@ func TestARequestHTTPCannotCarryIsRefused(t *testing.T) {
 	if r.requests.Load() != 0 {
 		t.Fatalf("the receiver read %d requests", r.requests.Load())
 	}
+	// Failed calls keep no connection, and so no origin.
+	c.transport.mu.Lock()
+	origins := len(c.transport.hosts)
+	c.transport.mu.Unlock()
+	if origins != 0 {
+		t.Fatalf("%d origins kept after failed calls", origins)
+	}
 	var looked atomic.Int64
 	idn := newTestChannel(t, ChannelOptions{lookup: func(context.Context, string) ([]netip.Addr, error) {
 		looked.Add(1)
@@ -369,9 +376,46 @@ func TestAnIdleConnectionIsClosedInTime(t *testing.T) {
 		t.Fatal("the idle connection is still open after 10 s")
 	}
 	c.transport.mu.Lock()
-	idle := c.transport.idle
+	idle, origins := c.transport.idle, len(c.transport.hosts)
 	c.transport.mu.Unlock()
-	if idle != 0 {
-		t.Fatalf("%d idle connections counted after the close", idle)
+	if idle != 0 || origins != 0 {
+		t.Fatalf("%d idle connections and %d origins kept after the close", idle, origins)
+	}
+}
+
+// When the receiver closed every kept connection (it restarted), a call
+// fails on the first it takes and goes again on a new connection, not on
+// the next stale one.
+func TestARestartedReceiversCallGoesOnANewConnection(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	r := newRawReceiver(t, func(n int64, _ *http.Request) (string, bool) {
+		if n < 2 {
+			arrived <- struct{}{}
+			<-release
+			return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true // and gone
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false
+	})
+	c := loopbackChannel(t, ChannelOptions{})
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- post(t, c, r.url(t)) }()
+	}
+	<-arrived
+	<-arrived
+	close(release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		<-r.closed
+	}
+	if err := post(t, c, r.url(t)); err != nil {
+		t.Fatalf("post after the receiver closed its connections = %v", err)
+	}
+	if r.accepted.Load() != 3 {
+		t.Fatalf("%d connections, want 3", r.accepted.Load())
 	}
 }
