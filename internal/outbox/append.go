@@ -8,8 +8,6 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
-	"github.com/zeebo/blake3"
-
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -247,7 +245,7 @@ func prepare(outcomes []Outcome) *prepared {
 			rid:     o.ReservationID,
 			kind:    o.Kind(),
 			record:  rec,
-			digest:  blake3.Sum256(rec),
+			digest:  sum256(rec),
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"math"
 
-	"github.com/zeebo/blake3"
-
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -167,5 +165,5 @@ func Digest(o *Outcome) ([32]byte, error) {
 	if err != nil {
 		return [32]byte{}, err
 	}
-	return blake3.Sum256(rec), nil
+	return sum256(rec), nil
 }
