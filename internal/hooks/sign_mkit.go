@@ -16,10 +16,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/zeebo/blake3"
+	"github.com/hookrelay/relay/internal/digest"
 )
 
 // Scheme is how an endpoint's webhooks are signed.
@@ -174,18 +173,18 @@ func (s *MkitSigner) Sign(endpoint *url.URL, namespace string, body []byte, now 
 	if _, err := io.ReadFull(s.rand, nonce[:]); err != nil {
 		return nil, fmt.Errorf("hooks: read nonce: %w", err)
 	}
-	digest := sum256(body)
+	bodySum := digest.Sum256(body)
 	c := mkitCanonical{
 		keyID:     s.keyID,
 		namespace: namespace,
 		audience:  audience,
 		path:      SignedPath(endpoint),
-		digest:    "body:" + hex.EncodeToString(digest[:]),
+		digest:    "body:" + hex.EncodeToString(bodySum[:]),
 		created:   strconv.FormatInt(created, 10),
 		expires:   strconv.FormatInt(expires, 10),
 		nonce:     hex.EncodeToString(nonce[:]),
 	}
-	msg := sum256(c.bytes())
+	msg := digest.Sum256(c.bytes())
 	sig := ed25519.Sign(s.key, msg[:])
 
 	h := make(http.Header, 9)
@@ -319,18 +318,3 @@ func checkKeyID(id string) error {
 	}
 	return nil
 }
-
-// sum256 is blake3.Sum256 with a reused hasher. blake3.Sum256's frame holds
-// a whole hasher (over 8 KiB), which made a delivery worker's stack, shrunk
-// by the collector, grow again on every signature: more than the hash
-// cost. The digest is the same (TestSignatureVectors).
-func sum256(b []byte) (sum [32]byte) {
-	h := hashers.Get().(*blake3.Hasher)
-	h.Reset()
-	_, _ = h.Write(b)
-	h.Sum(sum[:0])
-	hashers.Put(h)
-	return sum
-}
-
-var hashers = sync.Pool{New: func() any { return blake3.New() }}

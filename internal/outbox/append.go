@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -245,7 +246,7 @@ func prepare(outcomes []Outcome) *prepared {
 			rid:     o.ReservationID,
 			kind:    o.Kind(),
 			record:  rec,
-			digest:  sum256(rec),
+			digest:  digest.Sum256(rec),
 			seenKey: tagged(ClassSeen, o.ReservationID),
 		})
 	}

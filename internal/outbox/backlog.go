@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -163,7 +164,7 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 		}
 		// A row older than the log: its seen row dates it.
 		if rec, seen := rows[3*j+1], rows[3*j+2]; rec.Found && seen.Found {
-			if s, err := DecodeSeen(seen.Value); err == nil && s.Matches(sum256(rec.Value)) {
+			if s, err := DecodeSeen(seen.Value); err == nil && s.Matches(digest.Sum256(rec.Value)) {
 				accepted = s.AcceptedMs
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"math"
 
+	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -165,5 +166,5 @@ func Digest(o *Outcome) ([32]byte, error) {
 	if err != nil {
 		return [32]byte{}, err
 	}
-	return sum256(rec), nil
+	return digest.Sum256(rec), nil
 }

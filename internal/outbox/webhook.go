@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
-	"github.com/zeebo/blake3"
 )
 
 // EncodeWebhook is the webhook body for o, accepted in namespace.
@@ -231,23 +230,6 @@ func MessageID(namespace, endpoint string, seq uint64, rid string) string {
 	field(endpoint)
 	b = binary.BigEndian.AppendUint64(b, seq)
 	field(rid)
-	sum := sum256(b)
+	sum := digest.Sum256(b)
 	return "msg_" + hex.EncodeToString(sum[:16])
 }
-
-// sum256 is blake3.Sum256 with a reused hasher. blake3.Sum256's frame
-// holds a whole hasher (over 8 KiB): a delivery call deriving its message
-// id, or a request digesting its outcomes, ran on a goroutine whose stack,
-// small or shrunk by the collector, that frame made grow, which cost more
-// than the hash. The digest is the same (TestMessageIDIsStableAndPinned,
-// TestSum256IsBLAKE3).
-func sum256(b []byte) (sum [32]byte) {
-	h := hashers.Get().(*blake3.Hasher)
-	h.Reset()
-	_, _ = h.Write(b)
-	h.Sum(sum[:0])
-	hashers.Put(h)
-	return sum
-}
-
-var hashers = sync.Pool{New: func() any { return blake3.New() }}
