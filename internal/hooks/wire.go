@@ -36,6 +36,9 @@ type wire struct {
 	maxBody         int64
 	// idleTimeout closes a connection idle this long (idleConnTimeout).
 	idleTimeout time.Duration
+	// headTimeout bounds the wait for an answer's head
+	// (responseHeaderTimeout) when the call's deadline is later.
+	headTimeout time.Duration
 
 	mu    sync.Mutex
 	hosts map[wireKey]*wireHost
@@ -97,7 +100,7 @@ const (
 )
 
 func newWire(cfg *tls.Config, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxConns int, maxBody int64) *wire {
-	return &wire{TLSClientConfig: cfg, dial: dial, maxConns: maxConns, maxBody: maxBody, idleTimeout: idleConnTimeout, hosts: map[wireKey]*wireHost{}}
+	return &wire{TLSClientConfig: cfg, dial: dial, maxConns: maxConns, maxBody: maxBody, idleTimeout: idleConnTimeout, headTimeout: responseHeaderTimeout, hosts: map[wireKey]*wireHost{}}
 }
 
 // post sends req, whose body is body, and reads its answer. A request that
@@ -118,7 +121,7 @@ func (w *wire) post(ctx context.Context, req *http.Request, body []byte) (wireAn
 		if err != nil {
 			return wireAnswer{}, err
 		}
-		ans, keep, answered, err := wc.exchange(ctx, req, body, w.maxBody)
+		ans, keep, answered, err := wc.exchange(ctx, req, body, w.maxBody, w.headTimeout)
 		if keep {
 			w.put(wc)
 		} else {
@@ -326,11 +329,14 @@ func (w *wire) closeIdle() {
 // connection may carry another request; answered, that a byte of an answer
 // came back. An error after the final answer's head is not returned: the
 // status is the answer, whatever became of its body.
-func (wc *wireConn) exchange(ctx context.Context, req *http.Request, body []byte, maxBody int64) (ans wireAnswer, keep, answered bool, err error) {
-	deadline, ok := ctx.Deadline()
-	headBy := time.Now().Add(responseHeaderTimeout)
-	if !ok || headBy.Before(deadline) {
-		deadline = headBy
+func (wc *wireConn) exchange(ctx context.Context, req *http.Request, body []byte, maxBody int64, headTimeout time.Duration) (ans wireAnswer, keep, answered bool, err error) {
+	callBy, ok := ctx.Deadline()
+	deadline := time.Now().Add(headTimeout)
+	// cut: the head has less time than the call, whose deadline the body
+	// then gets; otherwise one deadline serves both, set once.
+	cut := !ok || deadline.Before(callBy)
+	if !cut {
+		deadline = callBy
 	}
 	if err := wc.conn.SetDeadline(deadline); err != nil {
 		return ans, false, false, err
@@ -374,8 +380,8 @@ func (wc *wireConn) exchange(ctx context.Context, req *http.Request, body []byte
 		return ans, false, answered, errAnswerMalformed // no upgrade was asked for
 	}
 	ans.status, ans.retryAfter = head.status, head.retryAfter
-	if d, ok := ctx.Deadline(); ok {
-		_ = wc.conn.SetReadDeadline(d)
+	if cut && ok && ctx.Err() == nil {
+		_ = wc.conn.SetReadDeadline(callBy)
 	}
 	keep = wc.readBody(&ans, &head, maxBody) && head.keepAlive
 	return ans, keep, true, nil

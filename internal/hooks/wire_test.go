@@ -419,3 +419,75 @@ func TestARestartedReceiversCallGoesOnANewConnection(t *testing.T) {
 		t.Fatalf("%d connections, want 3", r.accepted.Load())
 	}
 }
+
+// The wait for an answer's head is bounded apart from the call's deadline,
+// when that is later: a receiver that never answers is cut then, and one
+// that answered its head in time has until the call's deadline to finish
+// its body, after which its connection is kept.
+func TestTheHeadHasItsOwnTimeoutAndTheBodyTheCalls(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					switch req.URL.Path {
+					case "/silent":
+						<-release
+						return
+					case "/slow-body":
+						_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nsl")
+						// The rest after the head's timeout has passed.
+						<-time.After(1500 * time.Millisecond)
+						_, _ = io.WriteString(conn, "ow")
+					default:
+						_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\n")
+					}
+				}
+			}()
+		}
+	}()
+	c := loopbackChannel(t, ChannelOptions{})
+	c.transport.headTimeout = time.Second
+	base := "http://" + ln.Addr().String()
+	call := func(path string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		return c.Post(ctx, mustURL(t, base+path), nil, []byte("{}"))
+	}
+	start := time.Now()
+	wantClass(t, call("/silent"), ClassTimeout)
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("a silent receiver held the call %v; the head's timeout is 1 s", waited)
+	}
+	if err := call("/slow-body"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("/"); err != nil {
+		t.Fatal(err)
+	}
+	// The silent receiver's connection, then one for the slow body, kept
+	// for the last call.
+	if accepted.Load() != 2 {
+		t.Fatalf("%d connections, want 2: the slow body's was not kept", accepted.Load())
+	}
+}
