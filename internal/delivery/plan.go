@@ -83,13 +83,28 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	}
 	acks.Retain = h.Retention > 0
 	acked := make(map[int]bool, len(run.acked))
+	// Refused acknowledgements are logged once a fire, with the first one's
+	// row and error: a stream deleted while its fire ran refuses every row
+	// of the page, and a line each was hundreds of lines for one event.
+	var (
+		refused  int
+		firstRID string
+		firstErr error
+	)
 	for _, r := range run.acked {
 		if err := acks.Add(r.rid, r.seq, r.rec, r.done); err != nil {
-			h.log().WarnContext(ctx, "acknowledgement not planned; keeping the row",
-				"namespace", s.ns, "endpoint", s.endpoint, "reservation_id", r.rid, "error", err)
+			if refused == 0 {
+				firstRID, firstErr = r.rid, err
+			}
+			refused++
 			continue
 		}
 		acked[r.index] = true
+	}
+	if refused > 0 {
+		h.log().WarnContext(ctx, "acknowledgement not planned; keeping the rows",
+			"namespace", s.ns, "endpoint", s.endpoint, "rows", refused,
+			"reservation_id", firstRID, "error", firstErr, "backlog_found", fresh.Found)
 	}
 	h.moveHead(f, acks, acked)
 	var b store.Batch

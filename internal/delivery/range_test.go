@@ -1,12 +1,15 @@
 package delivery
 
 import (
+	"context"
 	"encoding/binary"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/testlog"
 )
 
@@ -56,6 +59,49 @@ func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) 
 		e.fireAtDue(h)
 		if sink.count("a") != 1 || e.backlogRows() != 2 || len(e.pending()) != 2 {
 			t.Fatalf("after the repair: a sent %d times, backlog %d rows, pending %v", sink.count("a"), e.backlogRows(), e.pending())
+		}
+	})
+}
+
+// deleting is a sink that deletes the stream's backlog row at its first
+// call, as deleting the endpoint does while its fire runs.
+type deleting struct {
+	capture
+	e    *env
+	once sync.Once
+}
+
+func (d *deleting) Deliver(ctx context.Context, o Parcel) error {
+	d.once.Do(func() {
+		key, _ := outbox.BacklogKey(ep)
+		var b store.Batch
+		b.Delete(key)
+		d.e.Apply(b)
+	})
+	return d.capture.Deliver(ctx, o)
+}
+
+// A fire whose every acknowledgement is refused (its stream's backlog gone
+// under it) logs one warning for the page, naming how many rows, not one a
+// row.
+func TestRefusedAcknowledgementsAreLoggedOnceAFire(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a", "b", "c", "d", "e")
+		var logs testlog.Buffer
+		sink := &deleting{e: e}
+		h := &Handler{Sink: sink, MaxRows: 5, Clock: e.Clk, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+		e.fire(h)
+		if got := sink.rids(); len(got) != 5 {
+			t.Fatalf("delivered %v, want all 5", got)
+		}
+		var lines []string
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(line, "acknowledgement not planned") {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], `"rows":5`) || !strings.Contains(lines[0], `"reservation_id":"a"`) {
+			t.Fatalf("warnings %q, want one naming 5 rows and the first, a:\n%s", lines, logs.String())
 		}
 	})
 }
