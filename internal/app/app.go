@@ -125,6 +125,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A stream an ingest leaves due is fired at once, with no scan.
+	ingest.Appender.Due = driver.FireDue
 	apiMetrics, err := httpapi.NewMetrics(metrics)
 	if err != nil {
 		return nil, err

@@ -140,8 +140,13 @@ type Driver struct {
 	loopCtx    context.Context
 	cancelLoop context.CancelFunc
 
-	mu       sync.Mutex
-	inFlight map[string]struct{}
+	mu sync.Mutex
+	// inFlight are the timers this driver fires, by namespace, kind and
+	// reference; true once a
+	// launch found one already firing, so its partition is scanned again
+	// when that fire ends: the row launched may be a newer timer of the
+	// stream, written after the fire's completion.
+	inFlight map[string]bool
 	// main and slow count the fires holding a worker of each lane.
 	main, slow int
 	// moving are main-lane fires past SlowAfter that found the slow lane
@@ -232,7 +237,7 @@ func New(cfg Config) (*Driver, error) {
 		kick:      make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
 		loopDone:  make(chan struct{}),
-		inFlight:  map[string]struct{}{},
+		inFlight:  map[string]bool{},
 		hot:       newPartitionQueue(),
 		slowWait:  newPartitionQueue(),
 		waitSince: map[store.Partition]uint64{},

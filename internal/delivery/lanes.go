@@ -93,7 +93,9 @@ func failedLast(e store.Entry) bool {
 }
 
 // launch fires one due timer row on a free worker of its lane. A timer this
-// driver is already firing (its lease ran out mid-fire) is left to that fire.
+// driver is already firing (its lease ran out mid-fire, or the row is one
+// written after that fire's completion) is left to that fire, and its
+// partition scanned once the fire ends.
 func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched {
 	_, kind, ref, ok := timers.ParseKey(e.Key)
 	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
@@ -101,6 +103,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, busy := d.inFlight[id]; ok && busy {
+		d.inFlight[id] = true
 		return launchedOrBusy
 	}
 	select {
@@ -128,7 +131,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 	}
 	f := &fire{slow: slow}
 	d.cfg.Metrics.inFlight(d.main, d.slow)
-	d.inFlight[id] = struct{}{}
+	d.inFlight[id] = false
 	d.workers.Add(1)
 	go func() {
 		defer d.workers.Done()
@@ -143,9 +146,10 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 			d.cfg.Logger.Warn("timer fire failed", "namespace", p.Namespace, "error", err)
 		}
 		d.mu.Lock()
+		missed := d.inFlight[id]
 		delete(d.inFlight, id)
 		d.release(f)
-		if rep.Rescheduled+rep.Replanned > 0 {
+		if rep.Rescheduled+rep.Replanned > 0 || missed {
 			// A stream with more rows than one fire takes is due again
 			// now; scanning its partition is enough to find it.
 			d.hot.push(p)

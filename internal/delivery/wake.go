@@ -36,6 +36,28 @@ func (d *Driver) wakeScan(p store.Partition) {
 	}
 }
 
+// FireDue fires the due timer rows an ingest of p left, as it left them
+// (outbox.Appender.Due), each claimed as if a scan had found it: an
+// outcome ingested into an idle stream costs no scan. It reports false,
+// having launched what it could, when the driver has not started or is
+// stopping, or a row found its lane full: the ingest then wakes a scan of
+// p, which queues what is left as any scan does.
+func (d *Driver) FireDue(p store.Partition, due []store.Entry) bool {
+	d.mu.Lock()
+	started := d.started
+	d.mu.Unlock()
+	if !started {
+		return false
+	}
+	nowMs := d.cfg.Clock.Now().UnixMilli()
+	for _, e := range due {
+		if d.launch(p, nowMs, e) != launchedOrBusy {
+			return false
+		}
+	}
+	return true
+}
+
 // Ingested tells the driver that an ingest accepted outcomes in p, rows
 // by sequence number and rid: lingering fires take them, and p is
 // scanned only when the ingest left a stream due that no fire holds

@@ -82,9 +82,10 @@ type Status struct {
 	// none.
 	Seq uint64
 	// Due: the batch that accepted it left a stream due that no fire holds
-	// (makesDue), which only a scan of the namespace finds. Otherwise each
-	// stream it went to has a timer that will fire for it: leased by a
-	// fire, which finds the new rows, or waiting out a backoff, a pace or
+	// (dueTimers), which only a scan of the namespace finds, and the
+	// Appender's Due hook did not take. Otherwise each stream it went to
+	// has a timer that will fire for it: leased by a fire, which finds the
+	// new rows, launched by the hook, or waiting out a backoff, a pace or
 	// a disable. True when not known.
 	Due bool
 	// Log is an accepted outcome's log row as its batch committed it, when
@@ -126,6 +127,13 @@ type Appender struct {
 	// Wait pauses before re-planning a batch that lost a race, returning
 	// early with ctx's error; a timer when nil. Tests make it return at once.
 	Wait func(ctx context.Context, d time.Duration) error
+	// Due, when set, is told once of each committed batch that left
+	// streams due that no fire holds: the delivery timer rows it wrote or
+	// depends on, as it left them (dueTimers). It reports whether it took
+	// them all, as a driver does that fires them at once with no scan;
+	// the batch's statuses are then not Due. It runs on the appending
+	// goroutine and must not block.
+	Due func(p store.Partition, timers []store.Entry) bool
 }
 
 // Backoff between retries of a batch that lost a race: every ingest of a
@@ -324,7 +332,8 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 				continue
 			}
 			failed = 0
-			due := makesDue(&pl.batch, snap.nowMs)
+			left := dueTimers(&pl.batch, snap.nowMs)
+			due := len(left) > 0 && (a.Due == nil || !a.Due(p, left))
 			if !snap.fold(pl.batch.Writes) {
 				// A row this batch wrote does not decode: the next plan
 				// reads it.

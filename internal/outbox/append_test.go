@@ -730,3 +730,56 @@ func TestAStatusCarriesTheLogRowOfAReservationIDNeverAcceptedBefore(t *testing.T
 		}
 	})
 }
+
+// The Due hook is told once of each committed batch that leaves a stream
+// due that no fire holds, with the timer rows as the batch left them: the
+// timer it wrote, or the idle one already due it depends on. Taken, the
+// statuses are not Due; declined, they are. A leased timer, or one
+// waiting out a backoff, is not told of.
+func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		var told [][]store.Entry
+		take := true
+		e.App.Due = func(p store.Partition, due []store.Entry) bool {
+			if p != e.P {
+				t.Fatalf("told of %v, want %v", p, e.P)
+			}
+			told = append(told, due)
+			return take
+		}
+		st := e.Append(committed("r-1"), committed("r-2"))
+		timer, _ := e.deliveryTimer("billing")
+		want := []store.Entry{{Key: timer.Key, Value: timer.Raw}}
+		if len(told) != 1 || fmt.Sprint(told[0]) != fmt.Sprint(want) || st[0].Due || st[1].Due {
+			t.Fatalf("a new timer: told %v, want once %v; statuses %+v", told, want, st)
+		}
+		take = false
+		if st := e.Append(committed("r-3")); len(told) != 2 || fmt.Sprint(told[1]) != fmt.Sprint(want) || !st[0].Due {
+			t.Fatalf("an idle timer due already, declined: told %v, want %v; status %+v", told, want, st)
+		}
+		var b store.Batch
+		b.Delete(timer.Key)
+		e.Apply(b)
+		leased := e.putTimer(e.NowMs()+30_000, timers.KindOutcomeDelivery, "billing", leasedValue(e.NowMs(), nil))
+		e.Append(committed("r-4"))
+		b = store.Batch{}
+		b.Delete(leased)
+		e.Apply(b)
+		backingOff := e.putTimer(e.NowMs()+60_000, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(deliveryState(t, 2)))
+		e.Append(committed("r-5"))
+		if len(told) != 2 {
+			t.Fatalf("told of a leased or backing-off timer: %v", told[2:])
+		}
+		b = store.Batch{}
+		b.Delete(backingOff)
+		e.Apply(b)
+		e.putTimer(e.NowMs()+60_000, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
+		e.Append(committed("r-6"))
+		pulled, _ := e.deliveryTimer("billing")
+		want = []store.Entry{{Key: pulled.Key, Value: pulled.Raw}}
+		if len(told) != 3 || fmt.Sprint(told[2]) != fmt.Sprint(want) || pulled.DueAtMs != e.NowMs() {
+			t.Fatalf("a timer pulled forward: told %v, want %v", told[2:], want)
+		}
+	})
+}

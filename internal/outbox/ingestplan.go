@@ -9,30 +9,32 @@ import (
 	"github.com/hookrelay/relay/internal/timers"
 )
 
-// makesDue reports whether an ingest batch leaves a stream due that no
-// fire holds: it writes a delivery timer (a new one, or one pulled
-// forward), or depends on an idle one already due by nowMs. A stream whose
-// timer is leased, or waits past nowMs, needs no scan for these rows.
-func makesDue(b *store.Batch, nowMs int64) bool {
+// dueTimers is what an ingest batch leaves due that no fire holds: the
+// delivery timers it writes (a new one, or one pulled forward, each due
+// at nowMs), and the idle ones already due by nowMs it depends on, each as
+// the batch left it. A stream whose timer is leased, or waits past nowMs,
+// needs no fire for these rows. A timer row that does not decode counts
+// as due, for its fire to report.
+func dueTimers(b *store.Batch, nowMs int64) (due []store.Entry) {
 	for _, w := range b.Writes {
 		if w.Kind != store.Put {
 			continue
 		}
 		if _, kind, _, ok := timers.ParseKey(w.Key); ok && kind == timers.KindOutcomeDelivery {
-			return true
+			due = append(due, store.Entry{Key: w.Key, Value: w.Value})
 		}
 	}
 	for _, pc := range b.Preconditions {
 		if pc.Kind != store.Equals {
 			continue
 		}
-		if due, kind, _, ok := timers.ParseKey(pc.Key); ok && kind == timers.KindOutcomeDelivery && due <= nowMs {
+		if at, kind, _, ok := timers.ParseKey(pc.Key); ok && kind == timers.KindOutcomeDelivery && at <= nowMs {
 			if row, err := timers.DecodeRow(pc.Key, pc.Value); err != nil || row.Lease == nil {
-				return true
+				due = append(due, store.Entry{Key: pc.Key, Value: pc.Value})
 			}
 		}
 	}
-	return false
+	return due
 }
 
 // known is what the failed batches of one Append taught it.
