@@ -125,8 +125,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A stream an ingest leaves due is fired at once, with no scan.
-	ingest.Appender.Due = driver.FireDue
+	// A stream an ingest leaves due is fired at once, with no scan; a new
+	// one's timer is written held by this process, for no claim either.
+	ingest.Appender.Due, ingest.Appender.Hold = driver.FireDue, driver.HoldFor
 	apiMetrics, err := httpapi.NewMetrics(metrics)
 	if err != nil {
 		return nil, err

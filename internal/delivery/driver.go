@@ -140,6 +140,10 @@ type Driver struct {
 	loopCtx    context.Context
 	cancelLoop context.CancelFunc
 
+	// fireStore is the store of fires, which tells Committed of each
+	// batch.
+	fireStore store.NamespaceStore
+
 	mu sync.Mutex
 	// inFlight are the timers this driver fires, by namespace, kind and
 	// reference; true once a
@@ -233,6 +237,7 @@ func New(cfg Config) (*Driver, error) {
 	return &Driver{
 		cfg:       cfg,
 		runner:    runner,
+		fireStore: fireStore,
 		wake:      make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
@@ -530,7 +535,7 @@ func (d *Driver) poll(ctx context.Context, all bool) error {
 		}
 	entries:
 		for _, e := range page.Entries[:dueN] {
-			switch d.launch(p, nowMs, e) {
+			switch d.launch(p, nowMs, e, nil) {
 			case slowFull:
 				waits = true
 			case mainFull:

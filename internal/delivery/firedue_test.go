@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,5 +136,137 @@ func TestATimerFoundFiringIsLookedForAgainWhenItsFireEnds(t *testing.T) {
 		case <-time.After(patience):
 			t.Fatal("the partition was not scanned when the fire ended")
 		}
+	})
+}
+
+// countingApplies counts the batches a driver applies.
+type countingApplies struct {
+	DueStore
+	applies atomic.Int64
+}
+
+func (s *countingApplies) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	s.applies.Add(1)
+	return s.DueStore.Apply(ctx, p, b)
+}
+
+// timerRow is the one delivery timer of endpoint id in p.
+func timerRow(t *testing.T, f *fleet, p store.Partition, id string) timers.Row {
+	t.Helper()
+	start, end := timers.DueRange(timers.NeverMs)
+	page, err := f.st.Scan(f.ctx, p, start, end, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []timers.Row
+	for _, e := range page.Entries {
+		if r, err := timers.DecodeRow(e.Key, e.Value); err == nil && r.Kind == timers.KindOutcomeDelivery && r.Reference == id {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) != 1 {
+		t.Fatalf("%d delivery timers of %s", len(rows), id)
+	}
+	return rows[0]
+}
+
+// A new stream's timer written held by the ingest is fired with no scan
+// and no claim: the fire's completion is the driver's only write.
+func TestAStreamWhoseTimerIngestHeldIsFiredWithNoClaim(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		scans := &timerScans{DueStore: f.st, scanned: make(chan store.Partition, 16)}
+		st := &countingApplies{DueStore: scans}
+		sink := newTally(1)
+		d := quietDriver(t, f, st, sink, Config{})
+		if d.HoldFor() != timers.DefaultLease {
+			t.Fatalf("an idle driver holds for %v, want the lease", d.HoldFor())
+		}
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
+		statuses, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")})
+		if err != nil || statuses[0].Due {
+			t.Fatalf("statuses %+v, %v: want the stream taken by the driver", statuses, err)
+		}
+		sink.wait(t)
+		d.Stop(f.ctx)
+		if n := len(scans.scanned); n != 0 {
+			t.Fatalf("the namespace was scanned %d times", n)
+		}
+		if n := st.applies.Load(); n != 1 {
+			t.Fatalf("the driver applied %d batches, want the completion alone", n)
+		}
+	})
+}
+
+// A held timer the driver cannot fire (its lane filled since it said it
+// could hold one) is put back due, not left to wait out its lease; the
+// status is Due, and the scan it wakes fires the stream.
+func TestATimerIngestHeldThatFindsNoWorkerIsReleased(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("zeta", "billing", outbox.Endpoint{Enabled: true})
+		sink := newGated()
+		sink.hold["z-1"] = true
+		d := quietDriver(t, f, f.st, sink, Config{Concurrency: 1, slowTimer: never})
+		lease := func() time.Duration { return timers.DefaultLease }
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: lease}
+		if st, err := app.Append(f.ctx, store.Partition{Namespace: "zeta"}, []outbox.Outcome{committed("z-1")}); err != nil || st[0].Due {
+			t.Fatalf("the first stream: %+v, %v", st, err)
+		}
+		<-sink.entered
+		if d.HoldFor() != 0 {
+			t.Fatal("a driver with no free worker would hold a timer")
+		}
+		acme := store.Partition{Namespace: "acme"}
+		st, err := app.Append(f.ctx, acme, []outbox.Outcome{committed("a-1")})
+		if err != nil || !st[0].Due {
+			t.Fatalf("status %+v, %v: a driver with no free worker took the stream", st, err)
+		}
+		if row := timerRow(t, f, acme, "billing"); row.Lease != nil || row.DueAtMs > time.Now().UnixMilli() {
+			t.Fatalf("the timer was left %+v, want idle and due", row)
+		}
+		d.WakePartition(acme)
+		close(sink.release)
+		if rid := <-sink.entered; rid != "a-1" {
+			t.Fatalf("delivered %s, want a-1", rid)
+		}
+	})
+}
+
+// A held timer of a stream whose fire is still running here (its
+// completion ended the stream just before the ingest) is released, and
+// found due by the scan that follows that fire.
+func TestAHeldTimerOfAStreamFiringHereIsReleased(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		sink := newGated()
+		sink.hold["r-1"] = true
+		d := quietDriver(t, f, f.st, sink, Config{slowTimer: never})
+		p := store.Partition{Namespace: "acme"}
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
+		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+			t.Fatal(err)
+		}
+		<-sink.entered
+		// A second timer of the stream, held as an ingest would write it.
+		e, err := timers.NewHeld(time.Now().UnixMilli(), timers.DefaultLease, timers.KindOutcomeDelivery, "billing", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b store.Batch
+		b.Put(e.Key, e.Value)
+		if _, err := f.st.Apply(f.ctx, p, b); err != nil {
+			t.Fatal(err)
+		}
+		if !d.FireDue(p, []store.Entry{e}) {
+			t.Fatal("a timer of a stream firing here was not taken")
+		}
+		if _, found, err := f.st.Get(f.ctx, p, e.Key); err != nil || found {
+			t.Fatalf("the held row is still there (%v, %v)", found, err)
+		}
+		close(sink.release)
 	})
 }

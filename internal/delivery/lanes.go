@@ -69,8 +69,11 @@ type fire struct {
 type launched int
 
 const (
-	// launchedOrBusy: fired, or already firing here.
-	launchedOrBusy launched = iota
+	// fired: launched on a worker.
+	fired launched = iota
+	// alreadyFiring: the stream is already firing here; its partition is scanned
+	// when that fire ends.
+	alreadyFiring
 	// mainFull: no main worker is free.
 	mainFull
 	// slowFull: the stream's last fire failed and the slow lane is full.
@@ -96,15 +99,18 @@ func failedLast(e store.Entry) bool {
 // driver is already firing (its lease ran out mid-fire, or the row is one
 // written after that fire's completion) is left to that fire, and its
 // partition scanned once the fire ends.
-func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched {
+//
+// held, when set, is the claim e already stands for (timers.Held): the
+// fire runs without claiming it.
+func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *timers.Claimed) launched {
 	_, kind, ref, ok := timers.ParseKey(e.Key)
 	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
 	slow := failedLast(e)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, busy := d.inFlight[id]; ok && busy {
+	if _, firing := d.inFlight[id]; ok && firing {
 		d.inFlight[id] = true
-		return launchedOrBusy
+		return alreadyFiring
 	}
 	select {
 	case <-d.stopping:
@@ -139,7 +145,13 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 		if !slow {
 			go d.watch(f, ended)
 		}
-		rep, err := d.runner.RunTimer(d.fireCtx, p, nowMs, e)
+		var rep timers.Report
+		var err error
+		if held != nil {
+			rep, err = d.runner.RunHeld(d.fireCtx, nowMs, *held)
+		} else {
+			rep, err = d.runner.RunTimer(d.fireCtx, p, nowMs, e)
+		}
 		close(ended)
 		d.cfg.Metrics.report(rep)
 		if err != nil && d.fireCtx.Err() == nil {
@@ -167,7 +179,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry) launched 
 			d.cfg.finished(kick)
 		}
 	}()
-	return launchedOrBusy
+	return fired
 }
 
 // watch moves a main-lane fire to the slow lane once it has run for

@@ -1,8 +1,12 @@
 package delivery
 
 import (
+	"context"
+	"time"
+
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // How the driver hears of work between polls: from ingest, an enable or a
@@ -37,25 +41,76 @@ func (d *Driver) wakeScan(p store.Partition) {
 }
 
 // FireDue fires the due timer rows an ingest of p left, as it left them
-// (outbox.Appender.Due), each claimed as if a scan had found it: an
-// outcome ingested into an idle stream costs no scan. It reports false,
-// having launched what it could, when the driver has not started or is
-// stopping, or a row found its lane full: the ingest then wakes a scan of
-// p, which queues what is left as any scan does.
+// (outbox.Appender.Due): a row held for this process (HoldFor) at once,
+// with no claim, and an idle one claimed as if a scan had found it. An
+// outcome ingested into an idle stream so costs no scan. It reports
+// false, having launched what it could, when the driver has not started
+// or is stopping, or a row found its lane full: it puts a held row it
+// could not launch back due as it was, and the ingest then wakes a scan
+// of p, which queues what is left as any scan does.
 func (d *Driver) FireDue(p store.Partition, due []store.Entry) bool {
 	d.mu.Lock()
 	started := d.started
 	d.mu.Unlock()
-	if !started {
-		return false
-	}
 	nowMs := d.cfg.Clock.Now().UnixMilli()
+	took := started
 	for _, e := range due {
-		if d.launch(p, nowMs, e) != launchedOrBusy {
-			return false
+		c, held := timers.Held(p, e)
+		l := stopping
+		switch {
+		case !took:
+		case held:
+			l = d.launch(p, nowMs, e, &c)
+		default:
+			l = d.launch(p, nowMs, e, nil)
+		}
+		switch {
+		case l == fired, l == alreadyFiring && !held:
+			// A busy stream's partition is scanned when its fire ends.
+		case l == alreadyFiring:
+			// A row held by no fire: released, it is due for the scan
+			// that follows the busy fire.
+			d.releaseHeld(c)
+		default:
+			took = false
+			if held {
+				d.releaseHeld(c)
+			}
 		}
 	}
-	return true
+	return took
+}
+
+// releaseHeld puts back a timer held for this process that it will not
+// fire: left held, its stream would wait out the lease.
+func (d *Driver) releaseHeld(c timers.Claimed) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := timers.Release(ctx, d.fireStore, c); err != nil {
+		d.cfg.Logger.Warn("release of a timer held by ingest failed; it fires when its lease expires",
+			"namespace", c.Partition.Namespace, "error", err)
+	}
+}
+
+// releaseTimeout bounds the release of a held timer the driver could not
+// fire, on the ingest's goroutine.
+const releaseTimeout = 5 * time.Second
+
+// HoldFor is how long an ingest may write a new delivery timer held by
+// this process (outbox.Appender.Hold): the lease, when a main worker is
+// free to fire it at once; 0 otherwise.
+func (d *Driver) HoldFor() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.stopping:
+		return 0
+	default:
+	}
+	if !d.started || d.main >= d.cfg.Concurrency {
+		return 0
+	}
+	return d.cfg.Lease
 }
 
 // Ingested tells the driver that an ingest accepted outcomes in p, rows

@@ -134,6 +134,13 @@ type Appender struct {
 	// the batch's statuses are then not Due. It runs on the appending
 	// goroutine and must not block.
 	Due func(p store.Partition, timers []store.Entry) bool
+	// Hold, with Due, is how long a stream's new delivery timer is written
+	// held by this process (timers.NewHeld), so that the fire Due
+	// launches needs no claim; 0, or Hold nil, writes it idle, for a
+	// claim. It is asked once per plan, as a driver reports whether it
+	// has a worker free, and must not block. Due must fire or release
+	// every held timer it is told of.
+	Hold func() time.Duration
 }
 
 // Backoff between retries of a batch that lost a race: every ingest of a
@@ -306,6 +313,10 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			}
 			snap.writer = writer
 			reused = false
+		}
+		snap.hold = 0
+		if a.Due != nil && a.Hold != nil {
+			snap.hold = a.Hold()
 		}
 		pl, err := snap.plan(items[at:], k, cfg)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -780,6 +781,45 @@ func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
 		want = []store.Entry{{Key: pulled.Key, Value: pulled.Raw}}
 		if len(told) != 3 || fmt.Sprint(told[2]) != fmt.Sprint(want) || pulled.DueAtMs != e.NowMs() {
 			t.Fatalf("a timer pulled forward: told %v, want %v", told[2:], want)
+		}
+	})
+}
+
+// With Hold, a new stream's timer is written held by this process, due
+// when the lease ends and dated now before it, and handed to Due; without
+// Due, Hold is not asked and the timer is idle.
+func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		var told []store.Entry
+		e.App.Due = func(_ store.Partition, due []store.Entry) bool { told = append(told, due...); return true }
+		e.App.Hold = func() time.Duration { return 30 * time.Second }
+		e.Append(committed("r-1"))
+		for _, id := range []string{"audit", "billing"} {
+			row, _ := e.deliveryTimer(id)
+			if row.Lease == nil || row.DueAtMs != e.NowMs()+30_000 || row.Lease.DueAtMs != e.NowMs() {
+				t.Fatalf("%s: timer %+v, want held until now+30s, due now", id, row)
+			}
+			if !slices.ContainsFunc(told, func(x store.Entry) bool { return x.Key == row.Key && bytes.Equal(x.Value, row.Raw) }) {
+				t.Fatalf("%s: its held timer was not handed to Due: %v", id, told)
+			}
+		}
+		if len(told) != 2 {
+			t.Fatalf("told %d timers, want 2", len(told))
+		}
+		// A leased timer is left alone by the next ingest.
+		told = nil
+		if st := e.Append(committed("r-2")); st[0].Due || len(told) != 0 {
+			t.Fatalf("an ingest beside held timers: %+v, told %v", st, told)
+		}
+	})
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.App.Hold = func() time.Duration { t.Fatal("Hold asked with no Due"); return 0 }
+		e.Append(committed("r-1"))
+		if row, _ := e.deliveryTimer("billing"); row.Lease != nil {
+			t.Fatalf("timer %+v held with no Due to fire it", row)
 		}
 	})
 }

@@ -34,6 +34,9 @@ type backlogRead struct {
 // without reading again.
 type snapshot struct {
 	nowMs int64
+	// hold is how long a new delivery timer is written held by this
+	// process (Appender.Hold); 0 writes it idle.
+	hold time.Duration
 	// readMs is when the rows were read: nowMs of the read.
 	readMs int64
 	// readAt is when the read began, on this process's monotonic clock:
@@ -337,7 +340,8 @@ func (s *snapshot) matching(kind Kind) []int {
 
 // planDeliveryTimer makes sure the stream of endpoint i will be fired for its
 // new rows:
-//   - enabled, no timer: create one due now with empty state;
+//   - enabled, no timer: create one due now with empty state, held by
+//     this process when the Appender holds new timers (Appender.Hold);
 //   - idle, not backing off, due later: pull it to now, guarded;
 //   - backing off: leave it, a failing endpoint is not hammered at the
 //     ingest rate; the new rows go when it recovers;
@@ -372,6 +376,12 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 		}
 	}
 	if idle == nil {
+		if s.hold > 0 {
+			if e, err := timers.NewHeld(s.nowMs, s.hold, timers.KindOutcomeDelivery, ep.id, nil); err == nil {
+				b.Put(e.Key, e.Value)
+				return
+			}
+		}
 		b.Put(timers.Key(s.nowMs, timers.KindOutcomeDelivery, ep.id), timers.EncodeIdle(nil))
 		return
 	}

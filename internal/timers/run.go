@@ -367,7 +367,6 @@ func (r *Runner) RunTimer(ctx context.Context, p store.Partition, runMs int64, e
 		report.Deferred++
 		return report, deferRaw(ctx, st, p, e, nowMs+lease.Milliseconds())
 	}
-	h, known := r.cfg.Registry.Handler(row.Kind)
 	c, ok, err := Claim(ctx, st, p, row, nowMs, lease)
 	if err != nil || !ok {
 		report.Contended += btoi(err == nil)
@@ -377,6 +376,23 @@ func (r *Runner) RunTimer(ctx context.Context, p store.Partition, runMs int64, e
 	if row.Lease != nil {
 		report.TakenOver++
 	}
+	rep, err := r.fire(ctx, c, nowMs)
+	report.add(rep)
+	return report, err
+}
+
+// RunHeld fires and completes a timer this process already holds, as
+// Held reads it from the row its writer left: RunTimer with no claim.
+func (r *Runner) RunHeld(ctx context.Context, runMs int64, c Claimed) (Report, error) {
+	return r.fire(ctx, c, max(r.cfg.Clock.Now().UnixMilli(), runMs))
+}
+
+// fire runs the handler of a claimed timer and completes it.
+func (r *Runner) fire(ctx context.Context, c Claimed, nowMs int64) (Report, error) {
+	st, clk, lease, log := r.cfg.Store, r.cfg.Clock, r.cfg.Budget.Lease, r.cfg.Logger
+	p, row := c.Partition, c.Timer
+	var report Report
+	h, known := r.cfg.Registry.Handler(row.Kind)
 	if !known {
 		// A timer of a kind this process does not know (a newer version
 		// wrote it) waits out the lease rather than spinning the driver.

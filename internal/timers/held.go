@@ -1,0 +1,49 @@
+package timers
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/hookrelay/relay/internal/store"
+)
+
+// A writer that creates a timer for its own process to fire at once may
+// write it held: leased from the start, so the fire needs no claim. The
+// lease is a claim's in every way: it runs out lease after nowMs, and if
+// the process dies first, any driver takes the timer over at its expiry.
+
+// NewHeld is the row of a new timer due at nowMs and held under a fresh
+// lease until nowMs + lease, as Claim would have left it.
+func NewHeld(nowMs int64, lease time.Duration, kind Kind, ref string, state []byte) (store.Entry, error) {
+	l := Lease{DueAtMs: nowMs}
+	if _, err := rand.Read(l.Token[:]); err != nil {
+		return store.Entry{}, fmt.Errorf("lease token: %w", err)
+	}
+	return store.Entry{Key: Key(nowMs+lease.Milliseconds(), kind, ref), Value: encodeLeased(l, state)}, nil
+}
+
+// Held is the claim a leased row e stands for, as its writer left it; ok
+// is false for a row that is idle or does not decode.
+func Held(p store.Partition, e store.Entry) (c Claimed, ok bool) {
+	row, err := DecodeRow(e.Key, e.Value)
+	if err != nil || row.Lease == nil {
+		return Claimed{}, false
+	}
+	return Claimed{
+		Partition:   p,
+		Timer:       DueTimer{DueAtMs: row.Lease.DueAtMs, Kind: row.Kind, Reference: row.Reference, State: row.State},
+		Key:         e.Key,
+		Value:       e.Value,
+		ExpiresAtMs: row.DueAtMs,
+	}, true
+}
+
+// Release puts a held timer back, idle and due as it was before its lease,
+// for any driver to claim: what a holder that will not fire it does.
+// Guarded by the lease, it writes nothing once the lease was taken over.
+func Release(ctx context.Context, st store.NamespaceStore, c Claimed) error {
+	_, err := release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, nil)
+	return err
+}
