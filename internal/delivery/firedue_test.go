@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,7 +123,7 @@ func TestATimerFoundFiringIsLookedForAgainWhenItsFireEnds(t *testing.T) {
 		}
 		<-sink.entered
 		later := store.Entry{Key: timers.Key(time.Now().UnixMilli(), timers.KindOutcomeDelivery, "billing"), Value: timers.EncodeIdle(nil)}
-		if !d.FireDue(p, []store.Entry{later}) {
+		if !d.FireDue(p, []store.Entry{later}, nil) {
 			t.Fatal("a timer already firing here was not taken")
 		}
 		if n := len(st.scanned); n != 0 {
@@ -261,12 +263,72 @@ func TestAHeldTimerOfAStreamFiringHereIsReleased(t *testing.T) {
 		if _, err := f.st.Apply(f.ctx, p, b); err != nil {
 			t.Fatal(err)
 		}
-		if !d.FireDue(p, []store.Entry{e}) {
+		if !d.FireDue(p, []store.Entry{e}, nil) {
 			t.Fatal("a timer of a stream firing here was not taken")
 		}
 		if _, found, err := f.st.Get(f.ctx, p, e.Key); err != nil || found {
 			t.Fatalf("the held row is still there (%v, %v)", found, err)
 		}
 		close(sink.release)
+	})
+}
+
+// A held timer's fire is handed the rows its ingest appended and takes
+// them as they were committed: it reads its stream's head and backlog,
+// the backlog again to plan, and writes its completion; no queue read,
+// no read of outcomes or attempts.
+func TestAFireHandedItsIngestsRowsReadsNoQueue(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		st := &counting{DueStore: f.st, calls: map[string]int{}}
+		sink := newTally(2)
+		d := quietDriver(t, f, st, sink, Config{})
+		st.mu.Lock()
+		clear(st.calls)
+		st.mu.Unlock()
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
+		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1"), committed("r-2")}); err != nil {
+			t.Fatal(err)
+		}
+		sink.wait(t)
+		d.Stop(f.ctx)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		want := map[string]int{"getmany": 1, "get": 1, "apply": 1}
+		if !maps.Equal(st.calls, want) {
+			t.Fatalf("store calls %v, want %v", st.calls, want)
+		}
+	})
+}
+
+// Rows an ingest hands a fire are its stream's whole queue only when the
+// backlog counts no other: a stream holding an older row (here one whose
+// timer went missing) is read from its head, and its rows go in order.
+func TestAFireHandedRowsItsBacklogDoesNotMatchReadsItsQueue(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		p := store.Partition{Namespace: "acme"}
+		quiet := &outbox.Appender{Store: f.st, Clock: clock.System{}}
+		if _, err := quiet.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+			t.Fatal(err)
+		}
+		row := timerRow(t, f, p, "billing")
+		var b store.Batch
+		b.Delete(timers.Key(row.DueAtMs, row.Kind, row.Reference))
+		if _, err := f.st.Apply(f.ctx, p, b); err != nil {
+			t.Fatal(err)
+		}
+		sink := &capture{}
+		d := quietDriver(t, f, f.st, sink, Config{})
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
+		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-2")}); err != nil {
+			t.Fatal(err)
+		}
+		d.Stop(f.ctx)
+		if got := sink.rids(); !slices.Equal(got, []string{"r-1", "r-2"}) {
+			t.Fatalf("delivered %v, want r-1 then r-2 in one fire", got)
+		}
 	})
 }

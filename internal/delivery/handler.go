@@ -276,13 +276,15 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return h.hold(ctx, fc, t, s, state)
 	}
 
-	page, after, err := h.scan(ctx, fc, &s, state.Cursor)
-	if err != nil {
-		return timers.Fired{}, err
-	}
-	rows, err := h.prepare(ctx, fc, &s, page)
-	if err != nil {
-		return timers.Fired{}, err
+	page, rows, handed := h.handedPage(ctx, fc, &s, t, acks.Backlog())
+	var after *store.Cursor
+	if !handed {
+		if page, after, err = h.scan(ctx, fc, &s, state.Cursor); err != nil {
+			return timers.Fired{}, err
+		}
+		if rows, err = h.prepare(ctx, fc, &s, page); err != nil {
+			return timers.Fired{}, err
+		}
 	}
 	lim := startLimits(state, &s.ep, started.UnixMilli())
 	run := h.call(ctx, &s, page, rows, started, &lim)
@@ -366,6 +368,54 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 	}
 	b.RequireEquals(s.endpointKey, row.Value)
 	return timers.Fired{DueAtMs: timers.NeverMs, State: value, Batch: b}, true, nil
+}
+
+// handedKey is the context key of the rows handed to a fire (withHanded).
+type handedKey struct{}
+
+// withHanded hands a fire the fresh rows of the ingest that created its
+// timer (outbox.Appender.Due), so that it need not read them.
+func withHanded(ctx context.Context, rows []outbox.StreamRef) context.Context {
+	if len(rows) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, handedKey{}, rows)
+}
+
+// handedPage is the first page of a fire handed the rows of the ingest that
+// created its timer (withHanded), taken as that ingest committed them, with
+// no read: when the stream's backlog, read by this fire after that ingest,
+// counts exactly the handed rows that are the stream's, they are its whole
+// queue, as a read from its head would find it. ok is false, and the fire
+// reads its queue, for a timer with a state of its own, rows another
+// ingest added, a resend's pending rows, or more rows than a page.
+func (h *Handler) handedPage(ctx context.Context, fc timers.FireContext, s *stream, t timers.DueTimer, backlog outbox.Backlog) (outbox.QueuePage, []*pendingRow, bool) {
+	refs, _ := ctx.Value(handedKey{}).([]outbox.StreamRef)
+	if len(refs) == 0 || len(t.State) != 0 || backlog.Rows == 0 || backlog.Rows > uint64(len(refs)) {
+		return outbox.QueuePage{}, nil, false
+	}
+	for _, r := range refs {
+		if !r.Fresh || r.Log == nil {
+			return outbox.QueuePage{}, nil, false
+		}
+	}
+	// Fresh rows only: nothing is read.
+	page, got, err := outbox.ReadArrived(ctx, fc.Store, fc.Partition, s.endpoint, refs, h.maxRows())
+	if err != nil || page.Next != nil || uint64(len(page.Rows)) != backlog.Rows {
+		return outbox.QueuePage{}, nil, false
+	}
+	rows := h.rowsOf(ctx, s, page)
+	for i, r := range rows {
+		if r == nil {
+			return outbox.QueuePage{}, nil, false
+		}
+		if got[i].Err != nil || !got[i].Found {
+			return outbox.QueuePage{}, nil, false
+		}
+	}
+	h.adopt(ctx, s, rows, got)
+	page.FromHead = true
+	return page, rows, true
 }
 
 // scan reads the page of the stream's queue after the cursor, wrapping to

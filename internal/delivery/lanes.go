@@ -95,6 +95,13 @@ func failedLast(e store.Entry) bool {
 	return err == nil && s.Attempt > 0
 }
 
+// heldFire is a timer an ingest wrote held for this process, and the
+// fresh rows that ingest appended (outbox.Appender.Due).
+type heldFire struct {
+	claim timers.Claimed
+	rows  []outbox.StreamRef
+}
+
 // launch fires one due timer row on a free worker of its lane. A timer this
 // driver is already firing (its lease ran out mid-fire, or the row is one
 // written after that fire's completion) is left to that fire, and its
@@ -102,7 +109,7 @@ func failedLast(e store.Entry) bool {
 //
 // held, when set, is the claim e already stands for (timers.Held): the
 // fire runs without claiming it.
-func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *timers.Claimed) launched {
+func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *heldFire) launched {
 	_, kind, ref, ok := timers.ParseKey(e.Key)
 	id := fmt.Sprintf("%s\x00%d\x00%s", p.Namespace, kind, ref)
 	slow := failedLast(e)
@@ -148,7 +155,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *tim
 		var rep timers.Report
 		var err error
 		if held != nil {
-			rep, err = d.runner.RunHeld(d.fireCtx, nowMs, *held)
+			rep, err = d.runner.RunHeld(withHanded(d.fireCtx, held.rows), nowMs, held.claim)
 		} else {
 			rep, err = d.runner.RunTimer(d.fireCtx, p, nowMs, e)
 		}

@@ -47,8 +47,9 @@ func (d *Driver) wakeScan(p store.Partition) {
 // false, having launched what it could, when the driver has not started
 // or is stopping, or a row found its lane full: it puts a held row it
 // could not launch back due as it was, and the ingest then wakes a scan
-// of p, which queues what is left as any scan does.
-func (d *Driver) FireDue(p store.Partition, due []store.Entry) bool {
+// of p, which queues what is left as any scan does. A held row's fire is
+// handed rows, the ingest's fresh rows (withHanded).
+func (d *Driver) FireDue(p store.Partition, due []store.Entry, rows []outbox.StreamRef) bool {
 	d.mu.Lock()
 	started := d.started
 	d.mu.Unlock()
@@ -60,7 +61,7 @@ func (d *Driver) FireDue(p store.Partition, due []store.Entry) bool {
 		switch {
 		case !took:
 		case held:
-			l = d.launch(p, nowMs, e, &c)
+			l = d.launch(p, nowMs, e, &heldFire{claim: c, rows: rows})
 		default:
 			l = d.launch(p, nowMs, e, nil)
 		}

@@ -133,7 +133,13 @@ type Appender struct {
 	// them all, as a driver does that fires them at once with no scan;
 	// the batch's statuses are then not Due. It runs on the appending
 	// goroutine and must not block.
-	Due func(p store.Partition, timers []store.Entry) bool
+	//
+	// rows are the batch's accepted rows when each is fresh (StreamRef:
+	// its log row as committed, under a reservation id never accepted
+	// before), in sequence order: a fire of a timer the batch created may
+	// take them as its stream's rows without reading them, when its
+	// stream's backlog counts no other. Nil otherwise.
+	Due func(p store.Partition, timers []store.Entry, rows []StreamRef) bool
 	// Hold, with Due, is how long a stream's new delivery timer is written
 	// held by this process (timers.NewHeld), so that the fire Due
 	// launches needs no claim; 0, or Hold nil, writes it idle, for a
@@ -268,6 +274,22 @@ func prepare(outcomes []Outcome) *prepared {
 	return pr
 }
 
+// freshRows is the rows of a committed plan's accepted items, nil unless
+// each is fresh; decided[i] answers items[i].
+func freshRows(items []*item, decided []decision) []StreamRef {
+	var rows []StreamRef
+	for i, d := range decided {
+		if d.status.Code != Accepted {
+			continue
+		}
+		if d.log == nil {
+			return nil
+		}
+		rows = append(rows, StreamRef{Seq: d.status.Seq, RID: items[i].rid, Logged: true, Log: d.log, Fresh: true})
+	}
+	return rows
+}
+
 // MaxSnapshotReuse bounds how long after its read a snapshot plans the
 // batches of later Appends (run with a snapshot).
 const MaxSnapshotReuse = time.Second
@@ -344,7 +366,7 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			}
 			failed = 0
 			left := dueTimers(&pl.batch, snap.nowMs)
-			due := len(left) > 0 && (a.Due == nil || !a.Due(p, left))
+			due := len(left) > 0 && (a.Due == nil || !a.Due(p, left, freshRows(items[at:], pl.decided)))
 			if !snap.fold(pl.batch.Writes) {
 				// A row this batch wrote does not decode: the next plan
 				// reads it.

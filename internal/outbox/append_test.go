@@ -742,7 +742,7 @@ func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		var told [][]store.Entry
 		take := true
-		e.App.Due = func(p store.Partition, due []store.Entry) bool {
+		e.App.Due = func(p store.Partition, due []store.Entry, _ []outbox.StreamRef) bool {
 			if p != e.P {
 				t.Fatalf("told of %v, want %v", p, e.P)
 			}
@@ -793,9 +793,16 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
 		var told []store.Entry
-		e.App.Due = func(_ store.Partition, due []store.Entry) bool { told = append(told, due...); return true }
+		var rows []outbox.StreamRef
+		e.App.Due = func(_ store.Partition, due []store.Entry, fresh []outbox.StreamRef) bool {
+			told, rows = append(told, due...), append(rows, fresh...)
+			return true
+		}
 		e.App.Hold = func() time.Duration { return 30 * time.Second }
-		e.Append(committed("r-1"))
+		st := e.Append(committed("r-1"))
+		if len(rows) != 1 || rows[0].RID != "r-1" || rows[0].Seq != st[0].Seq || !rows[0].Fresh || !bytes.Equal(rows[0].Log, st[0].Log) {
+			t.Fatalf("Due was handed rows %+v, want r-1's as committed (%+v)", rows, st[0])
+		}
 		for _, id := range []string{"audit", "billing"} {
 			row, _ := e.deliveryTimer(id)
 			if row.Lease == nil || row.DueAtMs != e.NowMs()+30_000 || row.Lease.DueAtMs != e.NowMs() {
