@@ -11,6 +11,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // Appender defaults and bounds.
@@ -274,6 +275,33 @@ func prepare(outcomes []Outcome) *prepared {
 	return pr
 }
 
+// releaseHeld puts back due, idle, each timer b wrote held for this process
+// (Appender.Hold), in case b committed though its Apply did not say so: an
+// error (a lost reply, too few replicas) or a guard failure of a resent
+// run whose first run committed. Nobody would fire it until its lease
+// ran out; released, it is due now, for the next plan of p to hand to Due,
+// or for any driver's poll. Each release is guarded by the row as b wrote
+// it, so it writes nothing where b did not commit. A release that fails
+// leaves the timer to its lease.
+func (a *Appender) releaseHeld(ctx context.Context, p store.Partition, b *store.Batch) {
+	if a.Hold == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for _, w := range b.Writes {
+		if w.Kind != store.Put {
+			continue
+		}
+		if c, ok := timers.Held(p, store.Entry{Key: w.Key, Value: w.Value}); ok {
+			_ = timers.Release(ctx, a.Store, c)
+		}
+	}
+}
+
+// releaseTimeout bounds releaseHeld's writes, which outlive the request.
+const releaseTimeout = 5 * time.Second
+
 // freshRows is the rows of a committed plan's accepted items, nil unless
 // each is fresh; decided[i] answers items[i].
 func freshRows(items []*item, decided []decision) []StreamRef {
@@ -346,6 +374,9 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 		}
 		if pl.accepted > 0 {
 			res, err := a.Store.Apply(ctx, p, pl.batch)
+			if err != nil || !res.Committed {
+				a.releaseHeld(ctx, p, &pl.batch)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("apply ingest batch of %s: %w", p, err)
 			}

@@ -830,3 +830,59 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 		}
 	})
 }
+
+// lostReplyStore commits the first batch it is given and then reports it
+// as the store would have had the reply been lost (err) or had a resent
+// run of the batch failed its guards (err nil: not committed).
+type lostReplyStore struct {
+	store.NamespaceStore
+	err  error
+	done bool
+}
+
+func (s *lostReplyStore) Apply(ctx context.Context, p store.Partition, b store.Batch) (store.Result, error) {
+	res, err := s.NamespaceStore.Apply(ctx, p, b)
+	if err != nil || s.done {
+		return res, err
+	}
+	s.done = true
+	return store.Result{}, s.err
+}
+
+// A batch that wrote a held timer and committed though its Apply did not
+// say so puts the timer back due now and idle: nobody was told to fire
+// it, and it would otherwise wait out the lease.
+func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{{"lost reply", errors.New("reply lost")}, {"resent run refused", nil}} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, e *env) {
+				e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+				app := *e.App
+				app.Store = &lostReplyStore{NamespaceStore: e.St, err: c.err}
+				var told []store.Entry
+				app.Due = func(_ store.Partition, due []store.Entry, _ []outbox.StreamRef) bool {
+					told = append(told, due...)
+					return true
+				}
+				app.Hold = func() time.Duration { return 30 * time.Second }
+				st, err := app.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-1")})
+				if (err != nil) != (c.err != nil) {
+					t.Fatalf("append: %+v %v", st, err)
+				}
+				row, ok := e.deliveryTimer("billing")
+				if !ok || row.Lease != nil || row.DueAtMs != e.NowMs() {
+					t.Fatalf("timer %+v (found %v), want idle and due now", row, ok)
+				}
+				if len(told) != 0 {
+					t.Fatalf("Due told of %v", told)
+				}
+				if c.err == nil && (st[0].Code != outbox.Accepted || !st[0].Due) {
+					t.Fatalf("status %+v, want accepted and due", st[0])
+				}
+			})
+		})
+	}
+}
