@@ -27,16 +27,44 @@ func readJSON(r *http.Request, v any) *Problem {
 // top-level object: encoding/json cannot tell a member sent with its zero
 // value from one left out.
 func readJSONTop(r *http.Request, v any) (topKeys int, p *Problem) {
-	if p := requireJSON(r); p != nil {
+	body, p := readJSONBody(r)
+	if p != nil {
 		return 0, p
+	}
+	return decodeStrictTop(body, v)
+}
+
+// readOutcomes is readJSONTop for the outcomes body, read by
+// decodeOutcomesBody where it can.
+func readOutcomes(r *http.Request, v *outcomesBody) (topKeys int, p *Problem) {
+	body, p := readJSONBody(r)
+	if p != nil {
+		return 0, p
+	}
+	if topKeys, ok := decodeOutcomesBody(body, v); ok {
+		return topKeys, nil
+	}
+	*v = outcomesBody{}
+	return decodeStrictTop(body, v)
+}
+
+// readJSONBody reads a request body that says it is JSON.
+func readJSONBody(r *http.Request) ([]byte, *Problem) {
+	if p := requireJSON(r); p != nil {
+		return nil, p
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		if IsTooLarge(err) {
-			return 0, NewProblem(SlugBodyTooLarge, "the request body exceeds 1 MiB")
+			return nil, NewProblem(SlugBodyTooLarge, "the request body exceeds 1 MiB")
 		}
-		return 0, NewProblem(SlugInvalidRequest, "the request body could not be read")
+		return nil, NewProblem(SlugInvalidRequest, "the request body could not be read")
 	}
+	return body, nil
+}
+
+// decodeStrictTop checks body strictly, then decodes it into v.
+func decodeStrictTop(body []byte, v any) (topKeys int, p *Problem) {
 	topKeys, p = checkStrictTop(body)
 	if p != nil {
 		return 0, p

@@ -37,11 +37,8 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	var body struct {
-		outbox.Outcome
-		Outcomes []outbox.Outcome `json:"outcomes"`
-	}
-	topKeys, prob := readJSONTop(r, &body)
+	var body outcomesBody
+	topKeys, prob := readOutcomes(r, &body)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
