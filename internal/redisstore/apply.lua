@@ -22,6 +22,8 @@
 --         'r' put-range
 -- then a pair per precondition, in order: row key, value ('' for 'a')
 -- then a pair per write, in order:        row key, value ('' for 'd')
+-- then, when rows are to be read once the writes are applied, their
+--         count (1 to 64, in decimal) and their row keys
 --
 -- A counter add's value is: header length h (one byte), the h header bytes,
 -- then per counter a sign and the delta's magnitude, 7 bytes big-endian,
@@ -41,7 +43,9 @@
 -- order. Its row takes no put, delete or counter add in the batch, and is
 -- neither a timer nor a registering row, whose keys the indexes follow.
 --
--- Returns {1}    committed;
+-- Returns {1}    committed, with no row keys to read;
+--         {1, rows} committed, rows holding each row key's value (nil when
+--                 absent) as the batch left it;
 --         {0, i} precondition i (0-based) was the first to fail, nothing written.
 -- Error reply "relay apply: ..." when ARGV is malformed; it is raised before
 -- any key is read or written. Once every precondition holds, an add whose
@@ -70,8 +74,23 @@ local np, nw = #pkinds, #wkinds
 if np + nw > 256 then
   return redis.error_reply('relay apply: batch exceeds 256 operations')
 end
-if #argv ~= 4 + 2 * (np + nw) then
+-- Reads, when any, follow the write pairs as their count, then the keys:
+-- the count keeps a stray argument from reading as a read.
+local r0, nr = 5 + 2 * (np + nw), 0
+if #argv > r0 - 1 then
+  nr = tonumber(argv[r0])
+  if not nr or nr < 1 or nr > 64 or nr % 1 ~= 0 or tostring(nr) ~= argv[r0] then
+    return redis.error_reply('relay apply: argument count does not match operation counts')
+  end
+  r0 = r0 + 1
+end
+if #argv ~= r0 - 1 + nr then
   return redis.error_reply('relay apply: argument count does not match operation counts')
+end
+for i = r0, #argv do
+  if argv[i] == '' then
+    return redis.error_reply('relay apply: malformed read')
+  end
 end
 if #argv[2] ~= 4 then
   return redis.error_reply('relay apply: row tags must be four bytes')
@@ -444,4 +463,7 @@ if registry then
   end
 end
 
+if nr > 0 then
+  return {1, call('HMGET', KEYS[1], unpack(argv, r0, #argv))}
+end
 return {1}

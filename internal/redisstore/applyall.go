@@ -97,7 +97,7 @@ func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, err
 			errs = append(errs, fmt.Errorf("item %d: %w", i, applyError(ctx, items[i].Partition, err)))
 			continue
 		}
-		r, err := decodeResult(res)
+		r, err := decodeResult(res, len(items[i].Batch.Reads))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("item %d: apply %s: %w", i, items[i].Partition, err))
 			continue

@@ -69,7 +69,7 @@ func (d Durability) withDefaults() (Durability, error) {
 // is returned only after a PUBLISH (replicated, so it moves this
 // connection's offset past every earlier write of the master) and WAIT
 // have shown the replicas hold everything the master held before.
-func (s *Store) applyDurable(ctx context.Context, p store.Partition, sc *script, keys []string, args []any) (store.Result, error) {
+func (s *Store) applyDurable(ctx context.Context, p store.Partition, sc *script, keys []string, args []any, reads int) (store.Result, error) {
 	var node redis.Cmdable = s.client
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		n, err := cc.MasterForKey(ctx, keys[0])
@@ -104,7 +104,7 @@ func (s *Store) applyDurable(ctx context.Context, p store.Partition, sc *script,
 		}
 		return store.Result{}, applyError(ctx, p, err)
 	}
-	r, err := decodeResult(res)
+	r, err := decodeResult(res, reads)
 	if err != nil {
 		return store.Result{}, fmt.Errorf("apply %s: %w", p, err)
 	}

@@ -365,13 +365,13 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 		return store.Result{}, err
 	}
 	if s.durability.Replicas > 0 && !b.Drain {
-		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args)
+		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
 	res, err := s.scripts.applyFor(b).run(ctx, s.client, keys, args...)
 	if err != nil {
 		return store.Result{}, applyError(ctx, p, err)
 	}
-	r, err := decodeResult(res)
+	r, err := decodeResult(res, len(b.Reads))
 	if err != nil {
 		return store.Result{}, fmt.Errorf("apply %s: %w", p, err)
 	}
@@ -395,7 +395,7 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	}
 	pkinds := make([]byte, len(b.Preconditions))
 	wkinds := make([]byte, len(b.Writes))
-	args := make([]any, 4, 4+2*b.Ops())
+	args := make([]any, 4, 5+2*b.Ops()+len(b.Reads))
 	for i, pc := range b.Preconditions {
 		switch pc.Kind {
 		case store.Absent:
@@ -425,6 +425,12 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 			wkinds[i] = 'p'
 		}
 		args = append(args, string(w.Key), []byte(w.Value))
+	}
+	if len(b.Reads) > 0 {
+		args = append(args, strconv.Itoa(len(b.Reads)))
+		for _, key := range b.Reads {
+			args = append(args, string(key))
+		}
 	}
 	args[0], args[1], args[2], args[3] = p.Namespace, rowTags, pkinds, wkinds
 	return s.partitionKeys(p), args, nil
@@ -462,15 +468,32 @@ func encodeRange(offset int, bytes store.Value) []byte {
 	return append([]byte{byte(o >> 24), byte(o >> 16), byte(o >> 8), byte(o)}, bytes...)
 }
 
-func decodeResult(res any) (store.Result, error) {
+// decodeResult is apply.lua's reply to a batch with reads Reads.
+func decodeResult(res any, reads int) (store.Result, error) {
 	arr, ok := res.([]any)
 	if !ok || len(arr) == 0 {
 		return store.Result{}, fmt.Errorf("unexpected apply reply of type %T", res)
 	}
 	code, _ := arr[0].(int64)
 	switch {
-	case code == 1 && len(arr) == 1:
+	case code == 1 && len(arr) == 1 && reads == 0:
 		return store.Result{Committed: true}, nil
+	case code == 1 && len(arr) == 2:
+		read, ok := arr[1].([]any)
+		if !ok || len(read) != reads {
+			break
+		}
+		rows := make([]store.Row, len(read))
+		for i, v := range read {
+			switch v := v.(type) {
+			case string:
+				rows[i] = store.Row{Value: store.Value(v), Found: true}
+			case nil:
+			default:
+				return store.Result{}, fmt.Errorf("unexpected apply reply row of type %T", v)
+			}
+		}
+		return store.Result{Committed: true, Rows: rows}, nil
 	case code == 0 && len(arr) == 2:
 		i, ok := arr[1].(int64)
 		if ok {

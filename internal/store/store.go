@@ -16,6 +16,9 @@ import (
 // is refused whole, never applied in part.
 const MaxBatchOps = 256
 
+// MaxBatchReads bounds a batch's Reads, which MaxBatchOps does not count.
+const MaxBatchReads = 64
+
 // MaxKeyBytes and MaxValueBytes bound one row. They are far above what relay
 // writes; they exist so a bug cannot grow a row without limit.
 const (
@@ -247,6 +250,11 @@ type Batch struct {
 	// Redis at maxmemory, so a full store can drain; a batch that grows the
 	// store (ingest) leaves it unset and is refused whole when memory is full.
 	Drain bool
+	// Reads are rows to read once the writes are applied, in the same
+	// atomic step: a committed Apply returns them in Result.Rows, as the
+	// batch left them. A writer that needs a row after its batch so saves
+	// the round trip of reading it, and reads no later writer's change.
+	Reads []Key
 }
 
 // RequireEquals adds a precondition that key holds exactly value.
@@ -334,6 +342,14 @@ func (b *Batch) Ops() int { return len(b.Preconditions) + len(b.Writes) }
 func (b *Batch) Validate() error {
 	if n := b.Ops(); n > MaxBatchOps {
 		return fmt.Errorf("%w: %d operations", ErrBatchTooLarge, n)
+	}
+	if n := len(b.Reads); n > MaxBatchReads {
+		return fmt.Errorf("%w: %d reads", ErrBatchTooLarge, n)
+	}
+	for i, key := range b.Reads {
+		if err := checkRow(key, nil); err != nil {
+			return fmt.Errorf("%w: read %d: %v", ErrInvalidBatch, i, err)
+		}
 	}
 	for i, pc := range b.Preconditions {
 		if pc.Kind != Equals && pc.Kind != Absent && pc.Kind != RangeEquals {
@@ -469,6 +485,9 @@ type Result struct {
 	// Failed is the index of the first failing precondition when the batch
 	// was not committed; nothing was written.
 	Failed int
+	// Rows are the batch's Reads as the committed batch left them, one per
+	// key, in order; nil when it was not committed.
+	Rows []Row
 }
 
 // NamespaceStore is the storage of every partition.

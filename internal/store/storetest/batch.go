@@ -170,6 +170,12 @@ func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
 	hugeKey.Put(store.Key(bytes.Repeat([]byte("k"), store.MaxKeyBytes+1)), nil)
 	deleteWithValue := valid()
 	deleteWithValue.Writes = append(deleteWithValue.Writes, store.Write{Kind: store.Delete, Key: "first", Value: store.Value("v")})
+	tooManyReads := valid()
+	for i := 0; i <= store.MaxBatchReads; i++ {
+		tooManyReads.Reads = append(tooManyReads.Reads, store.Key(fmt.Sprintf("read-%03d", i)))
+	}
+	emptyRead := valid()
+	emptyRead.Reads = []store.Key{"first", ""}
 
 	cases := []struct {
 		name string
@@ -183,6 +189,8 @@ func testMalformedBatchIsRefusedAndWritesNothing(t *testing.T, s Store) {
 		{"unknown precondition kind", unknownPrecondition, store.ErrInvalidBatch},
 		{"oversized key", hugeKey, store.ErrInvalidBatch},
 		{"delete with a value", deleteWithValue, store.ErrInvalidBatch},
+		{"65 reads", tooManyReads, store.ErrBatchTooLarge},
+		{"empty read key", emptyRead, store.ErrInvalidBatch},
 	}
 	for _, c := range append(addShapeCases(), putRangeShapeCases()...) {
 		cases = append(cases, struct {
@@ -235,5 +243,54 @@ func testInvalidPartitionIsRefused(t *testing.T, s Store) {
 		if _, err := s.Apply(ctx, p, b); !errors.Is(err, store.ErrInvalidPartition) {
 			t.Fatalf("apply on %q: %v, want ErrInvalidPartition", ns, err)
 		}
+	}
+}
+
+// A committed batch's reads are its rows as the batch left them: put,
+// deleted, added to, spliced, untouched and absent alike. A batch that
+// fails a precondition reads nothing, and its reads are not operations.
+func testReadsSeeTheRowsAsTheBatchLeftThem(t *testing.T, s Store) {
+	put(t, s, acme, "put", "old", "gone", "x", "spliced", "0123", "kept", "k")
+	var b store.Batch
+	b.RequireEquals("kept", store.Value("k"))
+	// Full to MaxBatchOps with the four writes below: reads come on top.
+	for i := 5; i < store.MaxBatchOps; i++ {
+		b.Put(store.Key(fmt.Sprintf("bulk-%03d", i)), store.Value("v"))
+	}
+	b.Put("put", store.Value("new"))
+	b.Delete("gone")
+	b.Add("added", store.Value("h"), 5)
+	b.PutRange("spliced", 1, store.Value("ab"))
+	b.Reads = []store.Key{"put", "gone", "added", "spliced", "kept", "never", "put"}
+	for len(b.Reads) < store.MaxBatchReads {
+		b.Reads = append(b.Reads, "kept")
+	}
+	r := apply(t, s, acme, b)
+	if !r.Committed || len(r.Rows) != store.MaxBatchReads {
+		t.Fatalf("apply = %+v, want committed with %d rows", r, store.MaxBatchReads)
+	}
+	added := "h" + string([]byte{0, 0, 0, 0, 0, 0, 0, 5})
+	want := []store.Row{
+		{Value: store.Value("new"), Found: true}, {}, {Value: store.Value(added), Found: true},
+		{Value: store.Value("0ab3"), Found: true}, {Value: store.Value("k"), Found: true}, {},
+		{Value: store.Value("new"), Found: true},
+	}
+	for i, w := range want {
+		if g := r.Rows[i]; g.Found != w.Found || !bytes.Equal(g.Value, w.Value) {
+			t.Fatalf("read %d (%q) = %q %v, want %q %v", i, b.Reads[i], g.Value, g.Found, w.Value, w.Found)
+		}
+	}
+
+	var refused store.Batch
+	refused.RequireAbsent("kept")
+	refused.Put("put", store.Value("newer"))
+	refused.Reads = []store.Key{"put"}
+	if r := apply(t, s, acme, refused); r.Committed || r.Rows != nil {
+		t.Fatalf("a refused batch = %+v, want no rows", r)
+	}
+	var none store.Batch
+	none.Put("put", store.Value("last"))
+	if r := apply(t, s, acme, none); !r.Committed || r.Rows != nil {
+		t.Fatalf("a batch without reads = %+v, want committed with no rows", r)
 	}
 }

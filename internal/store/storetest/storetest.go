@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"FailedPreconditionWritesNothing", testFailedPreconditionWritesNothing},
 		{"MalformedBatchIsRefusedAndWritesNothing", testMalformedBatchIsRefusedAndWritesNothing},
 		{"BatchOfExactlyMaxOpsCommits", testBatchOfExactlyMaxOpsCommits},
+		{"ReadsSeeTheRowsAsTheBatchLeftThem", testReadsSeeTheRowsAsTheBatchLeftThem},
 		{"InvalidPartitionIsRefused", testInvalidPartitionIsRefused},
 		{"BinaryKeysScanInByteOrder", testBinaryKeysScanInByteOrder},
 		{"PagingVisitsEveryKeyOnceInOrder", testPagingVisitsEveryKeyOnceInOrder},
