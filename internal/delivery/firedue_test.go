@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestATimerFoundFiringIsLookedForAgainWhenItsFireEnds(t *testing.T) {
 		}
 		<-sink.entered
 		later := store.Entry{Key: timers.Key(time.Now().UnixMilli(), timers.KindOutcomeDelivery, "billing"), Value: timers.EncodeIdle(nil)}
-		if !d.FireDue(p, []store.Entry{later}, nil) {
+		if !d.FireDue(p, []store.Entry{later}, outbox.Handed{}) {
 			t.Fatal("a timer already firing here was not taken")
 		}
 		if n := len(st.scanned); n != 0 {
@@ -263,7 +264,7 @@ func TestAHeldTimerOfAStreamFiringHereIsReleased(t *testing.T) {
 		if _, err := f.st.Apply(f.ctx, p, b); err != nil {
 			t.Fatal(err)
 		}
-		if !d.FireDue(p, []store.Entry{e}, nil) {
+		if !d.FireDue(p, []store.Entry{e}, outbox.Handed{}) {
 			t.Fatal("a timer of a stream firing here was not taken")
 		}
 		if _, found, err := f.st.Get(f.ctx, p, e.Key); err != nil || found {
@@ -295,7 +296,9 @@ func TestAFireHandedItsIngestsRowsReadsNoQueue(t *testing.T) {
 		d.Stop(f.ctx)
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		want := map[string]int{"getmany": 1, "get": 1, "apply": 1}
+		// The stream's rows came with the timer; the backlog read after
+		// the calls and the completion are all the fire asks of the store.
+		want := map[string]int{"get": 1, "apply": 1}
 		if !maps.Equal(st.calls, want) {
 			t.Fatalf("store calls %v, want %v", st.calls, want)
 		}
@@ -329,6 +332,64 @@ func TestAFireHandedRowsItsBacklogDoesNotMatchReadsItsQueue(t *testing.T) {
 		d.Stop(f.ctx)
 		if got := sink.rids(); !slices.Equal(got, []string{"r-1", "r-2"}) {
 			t.Fatalf("delivered %v, want r-1 then r-2 in one fire", got)
+		}
+	})
+}
+
+// inOrder records the rids delivered, in order, and closes done at the
+// n-th.
+type inOrder struct {
+	mu   sync.Mutex
+	rids []string
+	n    int
+	done chan struct{}
+}
+
+func (s *inOrder) Deliver(_ context.Context, o Parcel) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rids = append(s.rids, o.Outcome.ReservationID); len(s.rids) == s.n {
+		close(s.done)
+	}
+	return nil
+}
+
+// The stream rows an ingest hands its fire are as of its commit: an
+// outcome another process appends to the stream before the fire starts is
+// not in them, and is delivered after, by the next fire, not lost.
+func TestAnAppendBetweenTheHandingIngestAndItsFireIsDeliveredAfter(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		p := store.Partition{Namespace: "acme"}
+		sink := &inOrder{n: 2, done: make(chan struct{})}
+		d := quietDriver(t, f, f.st, sink, Config{})
+		other := &outbox.Appender{Store: f.st, Clock: clock.System{}}
+		var handed outbox.Handed
+		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Hold: d.HoldFor,
+			Due: func(p store.Partition, due []store.Entry, h outbox.Handed) bool {
+				handed = h
+				if _, err := other.Append(f.ctx, p, []outbox.Outcome{committed("r-2")}); err != nil {
+					t.Error(err)
+				}
+				return d.FireDue(p, due, h)
+			}}
+		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := handed.Streams["billing"]; !ok {
+			t.Fatalf("the ingest handed no stream rows: %+v", handed)
+		}
+		select {
+		case <-sink.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("r-2 was not delivered")
+		}
+		d.Stop(f.ctx)
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if !slices.Equal(sink.rids, []string{"r-1", "r-2"}) {
+			t.Fatalf("delivered %v, want r-1 then r-2", sink.rids)
 		}
 	})
 }

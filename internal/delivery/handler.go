@@ -224,7 +224,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 			defer watch.release()
 		}
 	}
-	head, err := fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey, s.headKey})
+	head, err := h.readStream(ctx, fc, &s)
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("read stream %s/%s: %w", s.ns, s.endpoint, err)
 	}
@@ -373,13 +373,27 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 // handedKey is the context key of the rows handed to a fire (withHanded).
 type handedKey struct{}
 
-// withHanded hands a fire the fresh rows of the ingest that created its
-// timer (outbox.Appender.Due), so that it need not read them.
-func withHanded(ctx context.Context, rows []outbox.StreamRef) context.Context {
-	if len(rows) == 0 {
+// withHanded hands a fire what the ingest that created its timer read
+// for it (outbox.Appender.Due): its fresh rows, and its stream's rows as
+// the ingest left them, so that it need not read them.
+func withHanded(ctx context.Context, h outbox.Handed) context.Context {
+	if len(h.Rows) == 0 && len(h.Streams) == 0 {
 		return ctx
 	}
-	return context.WithValue(ctx, handedKey{}, rows)
+	return context.WithValue(ctx, handedKey{}, h)
+}
+
+// readStream reads the stream's backlog, endpoint and head rows, unless
+// the ingest that created the fire's timer read them for it as its batch
+// left them (withHanded). Those are the rows a read would find: until the
+// fire, the timer's lease keeps every other fire off the stream, and an
+// ingest since is counted by the backlog the completion reads.
+func (h *Handler) readStream(ctx context.Context, fc timers.FireContext, s *stream) ([]store.Row, error) {
+	handed, _ := ctx.Value(handedKey{}).(outbox.Handed)
+	if r, ok := handed.Streams[s.endpoint]; ok {
+		return []store.Row{r.Backlog, r.Endpoint, r.Head}, nil
+	}
+	return fc.Store.GetMany(ctx, fc.Partition, []store.Key{s.backlogKey, s.endpointKey, s.headKey})
 }
 
 // handedPage is the first page of a fire handed the rows of the ingest that
@@ -390,7 +404,8 @@ func withHanded(ctx context.Context, rows []outbox.StreamRef) context.Context {
 // reads its queue, for a timer with a state of its own, rows another
 // ingest added, a resend's pending rows, or more rows than a page.
 func (h *Handler) handedPage(ctx context.Context, fc timers.FireContext, s *stream, t timers.DueTimer, backlog outbox.Backlog) (outbox.QueuePage, []*pendingRow, bool) {
-	refs, _ := ctx.Value(handedKey{}).([]outbox.StreamRef)
+	handed, _ := ctx.Value(handedKey{}).(outbox.Handed)
+	refs := handed.Rows
 	if len(refs) == 0 || len(t.State) != 0 || backlog.Rows == 0 || backlog.Rows > uint64(len(refs)) {
 		return outbox.QueuePage{}, nil, false
 	}

@@ -95,11 +95,11 @@ func failedLast(e store.Entry) bool {
 	return err == nil && s.Attempt > 0
 }
 
-// heldFire is a timer an ingest wrote held for this process, and the
-// fresh rows that ingest appended (outbox.Appender.Due).
+// heldFire is a timer an ingest wrote held for this process, and what
+// that ingest handed its fire (outbox.Appender.Due).
 type heldFire struct {
-	claim timers.Claimed
-	rows  []outbox.StreamRef
+	claim  timers.Claimed
+	handed outbox.Handed
 }
 
 // launch fires one due timer row on a free worker of its lane. A timer this
@@ -155,7 +155,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 		var rep timers.Report
 		var err error
 		if held != nil {
-			rep, err = d.runner.RunHeld(withHanded(d.fireCtx, held.rows), nowMs, held.claim)
+			rep, err = d.runner.RunHeld(withHanded(d.fireCtx, held.handed), nowMs, held.claim)
 		} else {
 			rep, err = d.runner.RunTimer(d.fireCtx, p, nowMs, e)
 		}

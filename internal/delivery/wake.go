@@ -48,8 +48,8 @@ func (d *Driver) wakeScan(p store.Partition) {
 // or is stopping, or a row found its lane full: it puts a held row it
 // could not launch back due as it was, and the ingest then wakes a scan
 // of p, which queues what is left as any scan does. A held row's fire is
-// handed rows, the ingest's fresh rows (withHanded).
-func (d *Driver) FireDue(p store.Partition, due []store.Entry, rows []outbox.StreamRef) bool {
+// handed what the ingest read for it (withHanded).
+func (d *Driver) FireDue(p store.Partition, due []store.Entry, h outbox.Handed) bool {
 	d.mu.Lock()
 	started := d.started
 	d.mu.Unlock()
@@ -61,7 +61,7 @@ func (d *Driver) FireDue(p store.Partition, due []store.Entry, rows []outbox.Str
 		switch {
 		case !took:
 		case held:
-			l = d.launch(p, nowMs, e, &heldFire{claim: c, rows: rows})
+			l = d.launch(p, nowMs, e, &heldFire{claim: c, handed: h})
 		default:
 			l = d.launch(p, nowMs, e, nil)
 		}

@@ -133,14 +133,9 @@ type Appender struct {
 	// depends on, as it left them (dueTimers). It reports whether it took
 	// them all, as a driver does that fires them at once with no scan;
 	// the batch's statuses are then not Due. It runs on the appending
-	// goroutine and must not block.
-	//
-	// rows are the batch's accepted rows when each is fresh (StreamRef:
-	// its log row as committed, under a reservation id never accepted
-	// before), in sequence order: a fire of a timer the batch created may
-	// take them as its stream's rows without reading them, when its
-	// stream's backlog counts no other. Nil otherwise.
-	Due func(p store.Partition, timers []store.Entry, rows []StreamRef) bool
+	// goroutine and must not block. h is what the batch hands the fires
+	// of the timers it wrote held (Hold).
+	Due func(p store.Partition, timers []store.Entry, h Handed) bool
 	// Hold, with Due, is how long a stream's new delivery timer is written
 	// held by this process (timers.NewHeld), so that the fire Due
 	// launches needs no claim; 0, or Hold nil, writes it idle, for a
@@ -397,7 +392,10 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			}
 			failed = 0
 			left := dueTimers(&pl.batch, snap.nowMs)
-			due := len(left) > 0 && (a.Due == nil || !a.Due(p, left, freshRows(items[at:], pl.decided)))
+			due := len(left) > 0 && (a.Due == nil || !a.Due(p, left, Handed{
+				Rows:    freshRows(items[at:], pl.decided),
+				Streams: streamsRead(&pl.batch, res.Rows),
+			}))
 			if !snap.fold(pl.batch.Writes) {
 				// A row this batch wrote does not decode: the next plan
 				// reads it.

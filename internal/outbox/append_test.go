@@ -742,7 +742,7 @@ func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
 		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
 		var told [][]store.Entry
 		take := true
-		e.App.Due = func(p store.Partition, due []store.Entry, _ []outbox.StreamRef) bool {
+		e.App.Due = func(p store.Partition, due []store.Entry, _ outbox.Handed) bool {
 			if p != e.P {
 				t.Fatalf("told of %v, want %v", p, e.P)
 			}
@@ -794,8 +794,9 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
 		var told []store.Entry
 		var rows []outbox.StreamRef
-		e.App.Due = func(_ store.Partition, due []store.Entry, fresh []outbox.StreamRef) bool {
-			told, rows = append(told, due...), append(rows, fresh...)
+		var streams map[string]outbox.StreamRows
+		e.App.Due = func(_ store.Partition, due []store.Entry, h outbox.Handed) bool {
+			told, rows, streams = append(told, due...), append(rows, h.Rows...), h.Streams
 			return true
 		}
 		e.App.Hold = func() time.Duration { return 30 * time.Second }
@@ -814,6 +815,24 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 		}
 		if len(told) != 2 {
 			t.Fatalf("told %d timers, want 2", len(told))
+		}
+		// Each held timer's fire is handed its stream's rows as the
+		// batch left them, which are the rows as they stand.
+		if len(streams) != 2 {
+			t.Fatalf("handed streams %v, want audit and billing", streams)
+		}
+		for _, id := range []string{"audit", "billing"} {
+			bk, _ := outbox.BacklogKey(id)
+			ek, _ := outbox.EndpointKey(id)
+			hk, _ := outbox.HeadKey(id)
+			want, err := e.St.GetMany(e.Ctx, e.P, []store.Key{bk, ek, hk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := streams[id]
+			if !want[0].Found || !want[1].Found || !want[2].Found || fmt.Sprint(got) != fmt.Sprint(outbox.StreamRows{Backlog: want[0], Endpoint: want[1], Head: want[2]}) {
+				t.Fatalf("%s: handed %+v, the store holds %+v", id, got, want)
+			}
 		}
 		// A leased timer is left alone by the next ingest.
 		told = nil
@@ -863,7 +882,7 @@ func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
 				app := *e.App
 				app.Store = &lostReplyStore{NamespaceStore: e.St, err: c.err}
 				var told []store.Entry
-				app.Due = func(_ store.Partition, due []store.Entry, _ []outbox.StreamRef) bool {
+				app.Due = func(_ store.Partition, due []store.Entry, _ outbox.Handed) bool {
 					told = append(told, due...)
 					return true
 				}

@@ -191,3 +191,44 @@ func (r StreamRecord) Refreshed(row store.Row) StreamRecord {
 	}
 	return fresh
 }
+
+// Handed is what a committed ingest batch hands the fires of the delivery
+// timers it wrote held (Appender.Due): what each would read first.
+type Handed struct {
+	// Rows are the batch's accepted rows when each is fresh (StreamRef:
+	// its log row as committed, under a reservation id never accepted
+	// before), in sequence order: a fire of a timer the batch created may
+	// take them as its stream's rows without reading them, when its
+	// stream's backlog counts no other. Nil otherwise.
+	Rows []StreamRef
+	// Streams holds, by endpoint id, the rows of each stream whose timer
+	// the batch wrote held, read by the batch once its writes applied.
+	Streams map[string]StreamRows
+}
+
+// StreamRows are a stream's backlog, endpoint and head rows, the rows a
+// delivery fire reads before anything else.
+type StreamRows struct {
+	Backlog, Endpoint, Head store.Row
+}
+
+// readStream asks b to read stream id's rows (StreamRows) once it
+// applied, when they fit its reads.
+func readStream(b *store.Batch, id string) {
+	if len(b.Reads)+3 <= store.MaxBatchReads {
+		b.Reads = append(b.Reads, tagged(ClassBacklog, id), tagged(ClassEndpoint, id), tagged(ClassHead, id))
+	}
+}
+
+// streamsRead is the streams whose rows a committed b read (readStream),
+// given the rows its Apply returned.
+func streamsRead(b *store.Batch, rows []store.Row) map[string]StreamRows {
+	if len(b.Reads) == 0 || len(rows) != len(b.Reads) || len(rows)%3 != 0 {
+		return nil
+	}
+	out := make(map[string]StreamRows, len(rows)/3)
+	for i := 0; i < len(rows); i += 3 {
+		out[string(b.Reads[i][1:])] = StreamRows{Backlog: rows[i], Endpoint: rows[i+1], Head: rows[i+2]}
+	}
+	return out
+}
