@@ -224,16 +224,33 @@ for j = 1, #ranges do
   end
 end
 
--- held[key] is a guarded row's value as the guards read it: a put-range
--- of the same row splices into it rather than reading it again.
-local held = {}
+-- Every row the batch reads before it writes (each guarded, added or
+-- spliced row) is read in one HMGET, whatever kinds the batch holds:
+-- stood[at[key]] is the row as it stands, false when absent.
+local rkeys, at = {}, {}
+local function readFirst(key)
+  if not at[key] then
+    rkeys[#rkeys + 1] = key
+    at[key] = #rkeys
+  end
+end
+for i = 1, np do
+  readFirst(fields[i])
+end
+for j = 1, #adds do
+  readFirst(adds[j][1])
+end
+for j = 1, #ranges do
+  readFirst(ranges[j][1])
+end
+local stood = {}
+if #rkeys > 0 then
+  stood = call('HMGET', KEYS[1], unpack(rkeys))
+end
+
 if np > 0 then
-  local current = call('HMGET', KEYS[1], unpack(fields))
   for i = 1, np do
-    local v, kind = current[i], pk[i]
-    if v then
-      held[fields[i]] = v
-    end
+    local v, kind = stood[at[fields[i]]], pk[i]
     if kind == E then
       if v ~= argv[pc0 + 2 * (i - 1) + 1] then
         return {0, i - 1}
@@ -256,14 +273,9 @@ end
 -- Lua's doubles.
 local added = {}
 if #adds > 0 then
-  local akeys = {}
-  for j = 1, #adds do
-    akeys[j] = adds[j][1]
-  end
-  local current = call('HMGET', KEYS[1], unpack(akeys))
   for j = 1, #adds do
     local header, deltas, floors = adds[j][2], adds[j][3], adds[j][4]
-    local v = current[j]
+    local v = stood[at[adds[j][1]]]
     if not v then
       v = header .. srep('\0', 8 * #deltas)
     elseif #v ~= #header + 8 * #deltas or ssub(v, 1, #header) ~= header then
@@ -303,21 +315,9 @@ end
 -- stands, in batch order, so a concurrent writer of other bytes of the row
 -- does not fail it. A row absent or too short refuses the whole batch.
 if #ranges > 0 then
-  local rkeys, at = {}, {}
-  for j = 1, #ranges do
-    local key = ranges[j][1]
-    if not added[key] and not held[key] and not at[key] then
-      rkeys[#rkeys + 1] = key
-      at[key] = #rkeys
-    end
-  end
-  local current = {}
-  if #rkeys > 0 then
-    current = call('HMGET', KEYS[1], unpack(rkeys))
-  end
   for j = 1, #ranges do
     local key, offset, bytes = ranges[j][1], ranges[j][2], ranges[j][3]
-    local v = added[key] or held[key] or current[at[key]]
+    local v = added[key] or stood[at[key]]
     if not v or #v < offset + #bytes then
       return redis.error_reply('relay apply: put-range row is absent or too short')
     end

@@ -710,3 +710,46 @@ func TestClusterSpreadsBucketsOverMasters(t *testing.T) {
 	}
 	t.Logf("namespaces per master: %v", masters)
 }
+
+// countingApply runs apply.lua with its redis.call counting the HMGETs it
+// issues, and answers {count, the script's reply}: the script resolves
+// redis through the local that shadows the global.
+const countingApply = `
+local n, real = 0, redis
+local redis = setmetatable({call = function(cmd, ...)
+  if cmd == 'HMGET' then n = n + 1 end
+  return real.call(cmd, ...)
+end}, {__index = real})
+local function apply()
+%s
+end
+local reply = apply()
+return {n, reply}`
+
+// A batch reads every row it reads before writing (its guards, its
+// counters, the rows it splices) in one command, however many kinds of
+// operation it holds.
+func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		var b store.Batch
+		b.Put("g", store.Value("1"))
+		b.Put("r", store.Value("0123"))
+		mustCommit(t, s, acme, b)
+		src := fmt.Sprintf(countingApply, redisstore.ApplyBody)
+		res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme),
+			"acme", "tesl", "e", "crp",
+			"g", "1",
+			"c", "\x00+\x00\x00\x00\x00\x00\x00\x01",
+			"r", "\x00\x00\x00\x01ab",
+			"p", "v").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(res); got != "[1 [1]]" {
+			t.Fatalf("HMGETs and reply %s, want one HMGET and a commit", got)
+		}
+		if v, _, _ := s.Get(t.Context(), acme, "r"); string(v) != "0ab3" {
+			t.Fatalf("spliced row %q, want 0ab3", v)
+		}
+	})
+}
