@@ -28,27 +28,13 @@ type outcomesBody struct {
 // false where it declines.
 func decodeOutcomesBody(body []byte, v *outcomesBody) (topKeys int, ok bool) {
 	d := outcomeDecoder{data: body, ok: true}
-	if !d.open('{') {
-		return 0, false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok {
-			return 0, false
-		}
+	if !d.object(func(key []byte) (uint16, bool) {
 		topKeys++
 		if string(key) == "outcomes" {
-			if !d.once(&seen, 1<<15) || !d.outcomes(&v.Outcomes) {
-				return 0, false
-			}
-			continue
+			return 1 << 15, d.outcomes(&v.Outcomes)
 		}
-		if !d.outcomeMember(key, &v.Outcome, &seen) {
-			return 0, false
-		}
-	}
-	if !d.ok {
+		return d.outcomeMember(key, &v.Outcome)
+	}) {
 		return 0, false
 	}
 	d.space()
@@ -63,16 +49,7 @@ type outcomeDecoder struct {
 	ok   bool
 }
 
-func (d *outcomeDecoder) space() {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
-	}
-}
+func (d *outcomeDecoder) space() { d.pos = skipJSONSpace(d.data, d.pos) }
 
 // open consumes c, the start of a container, after space.
 func (d *outcomeDecoder) open(c byte) bool {
@@ -125,14 +102,27 @@ func (d *outcomeDecoder) next(end byte) bool {
 	return false
 }
 
-// once records bit in seen, declining a key sent twice.
-func (d *outcomeDecoder) once(seen *uint16, bit uint16) bool {
-	if *seen&bit != 0 {
-		d.ok = false
+// object reads an object, handing member each key with its value next;
+// member reads the value and names the key by a bit of its own, or
+// declines. A key sent twice declines the object.
+func (d *outcomeDecoder) object(member func(key []byte) (bit uint16, ok bool)) bool {
+	if !d.open('{') {
 		return false
 	}
-	*seen |= bit
-	return true
+	var seen uint16
+	for more := !d.close('}'); more; more = d.next('}') {
+		key, ok := d.key()
+		if !ok {
+			return false
+		}
+		bit, ok := member(key)
+		if !ok || seen&bit != 0 {
+			d.ok = false
+			return false
+		}
+		seen |= bit
+	}
+	return d.ok
 }
 
 // key reads a member's key and its colon. Callers switch on
@@ -258,73 +248,48 @@ func (d *outcomeDecoder) outcomes(v *[]outbox.Outcome) bool {
 
 // outcome reads one outcome object.
 func (d *outcomeDecoder) outcome(o *outbox.Outcome) bool {
-	if !d.open('{') {
-		return false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok || !d.outcomeMember(key, o, &seen) {
-			return false
-		}
-	}
-	return d.ok
+	return d.object(func(key []byte) (uint16, bool) { return d.outcomeMember(key, o) })
 }
 
 // outcomeMember reads the value of an outcome's member key into o.
-func (d *outcomeDecoder) outcomeMember(key []byte, o *outbox.Outcome, seen *uint16) bool {
+func (d *outcomeDecoder) outcomeMember(key []byte, o *outbox.Outcome) (uint16, bool) {
 	switch string(key) {
 	case "reservation_id":
-		return d.once(seen, 1<<0) && d.str(&o.ReservationID)
+		return 1 << 0, d.str(&o.ReservationID)
 	case "repository":
-		return d.once(seen, 1<<1) && d.str(&o.Repository)
+		return 1 << 1, d.str(&o.Repository)
 	case "occurred_unix_ms":
-		return d.once(seen, 1<<2) && d.int(&o.OccurredUnixMs)
+		return 1 << 2, d.int(&o.OccurredUnixMs)
 	case "committed":
 		o.Committed = new(outbox.Committed)
-		return d.once(seen, 1<<3) && d.committed(o.Committed)
+		return 1 << 3, d.committed(o.Committed)
 	case "aborted":
 		o.Aborted = new(outbox.Aborted)
-		return d.once(seen, 1<<4) && d.aborted(o.Aborted)
+		return 1 << 4, d.aborted(o.Aborted)
 	case "expired":
 		o.Expired = new(outbox.Expired)
-		return d.once(seen, 1<<5) && d.empty()
+		return 1 << 5, d.empty()
 	case "read_served":
 		o.ReadServed = new(outbox.ReadServed)
-		return d.once(seen, 1<<6) && d.readServed(o.ReadServed)
+		return 1 << 6, d.readServed(o.ReadServed)
 	}
-	d.ok = false
-	return false
+	return 0, false
 }
 
 func (d *outcomeDecoder) committed(c *outbox.Committed) bool {
-	if !d.open('{') {
-		return false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok {
-			return false
-		}
+	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "bytes_stored":
-			ok = d.once(&seen, 1<<0) && d.uint(&c.BytesStored)
+			return 1 << 0, d.uint(&c.BytesStored)
 		case "new_to_repo":
-			ok = d.once(&seen, 1<<1) && d.uint(&c.NewToRepo)
+			return 1 << 1, d.uint(&c.NewToRepo)
 		case "new_to_store":
-			ok = d.once(&seen, 1<<2) && d.uint(&c.NewToStore)
+			return 1 << 2, d.uint(&c.NewToStore)
 		case "refs":
-			ok = d.once(&seen, 1<<3) && d.refs(&c.Refs)
-		default:
-			d.ok = false
-			return false
+			return 1 << 3, d.refs(&c.Refs)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return d.ok
+		return 0, false
+	})
 }
 
 func (d *outcomeDecoder) refs(v *[]outbox.Ref) bool {
@@ -343,81 +308,39 @@ func (d *outcomeDecoder) refs(v *[]outbox.Ref) bool {
 }
 
 func (d *outcomeDecoder) ref(r *outbox.Ref) bool {
-	if !d.open('{') {
-		return false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok {
-			return false
-		}
+	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "name":
-			ok = d.once(&seen, 1<<0) && d.str(&r.Name)
+			return 1 << 0, d.str(&r.Name)
 		case "new":
-			ok = d.once(&seen, 1<<1) && d.str(&r.New)
+			return 1 << 1, d.str(&r.New)
 		case "deleted":
-			ok = d.once(&seen, 1<<2) && d.bool(&r.Deleted)
-		default:
-			d.ok = false
-			return false
+			return 1 << 2, d.bool(&r.Deleted)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return d.ok
+		return 0, false
+	})
 }
 
 func (d *outcomeDecoder) aborted(a *outbox.Aborted) bool {
-	if !d.open('{') {
-		return false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok {
-			return false
-		}
+	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "reason":
-			ok = d.once(&seen, 1<<0) && d.str(&a.Reason)
+			return 1 << 0, d.str(&a.Reason)
 		case "detail":
-			ok = d.once(&seen, 1<<1) && d.str(&a.Detail)
-		default:
-			d.ok = false
-			return false
+			return 1 << 1, d.str(&a.Detail)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return d.ok
+		return 0, false
+	})
 }
 
 func (d *outcomeDecoder) readServed(r *outbox.ReadServed) bool {
-	if !d.open('{') {
-		return false
-	}
-	var seen uint16
-	for more := !d.close('}'); more; more = d.next('}') {
-		key, ok := d.key()
-		if !ok {
-			return false
-		}
+	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "object":
-			ok = d.once(&seen, 1<<0) && d.str(&r.Object)
+			return 1 << 0, d.str(&r.Object)
 		case "bytes_served":
-			ok = d.once(&seen, 1<<1) && d.uint(&r.BytesServed)
-		default:
-			d.ok = false
-			return false
+			return 1 << 1, d.uint(&r.BytesServed)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return d.ok
+		return 0, false
+	})
 }

@@ -160,15 +160,20 @@ func notJSON() *Problem { return NewProblem(SlugInvalidRequest, detailNotJSON) }
 
 func tooDeep() *Problem { return NewProblem(SlugInvalidRequest, detailTooDeep) }
 
-func (s *strictScanner) skipSpace() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
+func (s *strictScanner) skipSpace() { s.pos = skipJSONSpace(s.data, s.pos) }
+
+// skipJSONSpace is the index of the first byte of data at or after pos
+// that is not JSON whitespace, len(data) when none is.
+func skipJSONSpace(data []byte, pos int) int {
+	for pos < len(data) {
+		switch data[pos] {
 		case ' ', '\t', '\n', '\r':
-			s.pos++
+			pos++
 		default:
-			return
+			return pos
 		}
 	}
+	return pos
 }
 
 // peek returns the next byte after space, or ok false at the end.
