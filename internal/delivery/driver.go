@@ -96,8 +96,8 @@ type Config struct {
 	// until replaces time.After in tests for the sleep until the earliest
 	// known due time, to end it by hand.
 	until func(d time.Duration) <-chan time.Time
-	// slowTimer replaces time.After for SlowAfter in tests, to move fires
-	// to the slow lane by hand.
+	// slowTimer replaces the timer of SlowAfter in tests, to move fires to
+	// the slow lane by hand.
 	slowTimer func(d time.Duration) <-chan time.Time
 	// finished, when a test sets it, learns that a fire's worker is done
 	// and whether it asked the loop to poll again.
@@ -224,9 +224,6 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.until == nil {
 		cfg.until = time.After
-	}
-	if cfg.slowTimer == nil {
-		cfg.slowTimer = time.After
 	}
 	var fireStore store.NamespaceStore = cfg.Store
 	if cfg.Committed != nil {

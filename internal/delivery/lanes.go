@@ -3,6 +3,7 @@ package delivery
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
@@ -148,9 +149,9 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 	d.workers.Add(1)
 	go func() {
 		defer d.workers.Done()
-		ended := make(chan struct{})
+		var unwatch func()
 		if !slow {
-			go d.watch(f, ended)
+			unwatch = d.watch(f)
 		}
 		var rep timers.Report
 		var err error
@@ -159,7 +160,9 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 		} else {
 			rep, err = d.runner.RunTimer(d.fireCtx, p, nowMs, e)
 		}
-		close(ended)
+		if unwatch != nil {
+			unwatch()
+		}
 		d.cfg.Metrics.report(rep)
 		if err != nil && d.fireCtx.Err() == nil {
 			d.cfg.Logger.Warn("timer fire failed", "namespace", p.Namespace, "error", err)
@@ -190,13 +193,28 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 }
 
 // watch moves a main-lane fire to the slow lane once it has run for
-// SlowAfter, unless it ended first.
-func (d *Driver) watch(f *fire, ended <-chan struct{}) {
-	select {
-	case <-ended:
-		return
-	case <-d.cfg.slowTimer(d.cfg.SlowAfter):
+// SlowAfter, unless it ended first: the fire calls the returned func when
+// it ends. A timer's func, not a goroutine waiting on it: a fire that ends
+// in time, as nearly all do, costs no goroutine and no wake-up.
+func (d *Driver) watch(f *fire) (unwatch func()) {
+	if d.cfg.slowTimer == nil {
+		t := time.AfterFunc(d.cfg.SlowAfter, func() { d.slowDown(f) })
+		return func() { t.Stop() }
 	}
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-ended:
+		case <-d.cfg.slowTimer(d.cfg.SlowAfter):
+			d.slowDown(f)
+		}
+	}()
+	return func() { close(ended) }
+}
+
+// slowDown moves f, a main-lane fire that outlasted SlowAfter, to the
+// slow lane, or queues it for a slot there.
+func (d *Driver) slowDown(f *fire) {
 	d.mu.Lock()
 	if f.done {
 		d.mu.Unlock()

@@ -719,3 +719,29 @@ func TestAPartitionQueuedAgainAfterItsRemovalGoesToTheBack(t *testing.T) {
 		}
 	}
 }
+
+// The production watch, a timer of SlowAfter rather than a goroutine
+// waiting on one, moves a hanging fire to the slow lane.
+func TestTheSlowAfterTimerMovesAHangingFire(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		lanesFleet(f, []string{"hang-0"}, nil)
+		sink := newHangers()
+		moved := make(chan int, 8)
+		var d *Driver
+		d = lanesDriver(f, sink, Config{Concurrency: 2, SlowConcurrency: 2, SlowAfter: time.Millisecond,
+			slowed: func(ok bool) {
+				_, slow, _, _ := d.lanes()
+				if !ok {
+					slow = -1
+				}
+				moved <- slow
+			}})
+		recv(t, sink.entered, "the hanging call")
+		if slow := recv(t, moved, "the hanging fire to move"); slow != 1 {
+			t.Fatalf("the hanging fire: %d fires in the slow lane, want it moved there", slow)
+		}
+		sink.answer("hang-0")
+		d.Stop(f.ctx)
+	})
+}
