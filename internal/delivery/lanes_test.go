@@ -727,19 +727,15 @@ func TestTheSlowAfterTimerMovesAHangingFire(t *testing.T) {
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		lanesFleet(f, []string{"hang-0"}, nil)
 		sink := newHangers()
-		moved := make(chan int, 8)
-		var d *Driver
-		d = lanesDriver(f, sink, Config{Concurrency: 2, SlowConcurrency: 2, SlowAfter: time.Millisecond,
-			slowed: func(ok bool) {
-				_, slow, _, _ := d.lanes()
-				if !ok {
-					slow = -1
-				}
-				moved <- slow
-			}})
+		moved := make(chan bool, 8)
+		d := lanesDriver(f, sink, Config{Concurrency: 2, SlowConcurrency: 2, SlowAfter: time.Millisecond,
+			slowed: func(ok bool) { moved <- ok }})
 		recv(t, sink.entered, "the hanging call")
-		if slow := recv(t, moved, "the hanging fire to move"); slow != 1 {
-			t.Fatalf("the hanging fire: %d fires in the slow lane, want it moved there", slow)
+		if !recv(t, moved, "the hanging fire to move") {
+			t.Fatal("the hanging fire did not move to a slow lane with room")
+		}
+		if main, slow, _, _ := d.lanes(); main != 0 || slow != 1 {
+			t.Fatalf("main %d, slow %d, want the hanging fire in the slow lane", main, slow)
 		}
 		sink.answer("hang-0")
 		d.Stop(f.ctx)
