@@ -85,17 +85,11 @@ func (d *Driver) FireDue(p store.Partition, due []store.Entry, h outbox.Handed) 
 // releaseHeld puts back a timer held for this process that it will not
 // fire: left held, its stream would wait out the lease.
 func (d *Driver) releaseHeld(c timers.Claimed) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	if err := timers.Release(ctx, d.fireStore, c); err != nil {
+	if err := timers.ReleaseDetached(context.Background(), d.fireStore, c); err != nil {
 		d.cfg.Logger.Warn("release of a timer held by ingest failed; it fires when its lease expires",
 			"namespace", c.Partition.Namespace, "error", err)
 	}
 }
-
-// releaseTimeout bounds the release of a held timer the driver could not
-// fire, on the ingest's goroutine.
-const releaseTimeout = 5 * time.Second
 
 // HoldFor is how long an ingest may write a new delivery timer held by
 // this process (outbox.Appender.Hold): the lease, when a main worker is

@@ -282,20 +282,15 @@ func (a *Appender) releaseHeld(ctx context.Context, p store.Partition, b *store.
 	if a.Hold == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
 	for _, w := range b.Writes {
 		if w.Kind != store.Put {
 			continue
 		}
 		if c, ok := timers.Held(p, store.Entry{Key: w.Key, Value: w.Value}); ok {
-			_ = timers.Release(ctx, a.Store, c)
+			_ = timers.ReleaseDetached(ctx, a.Store, c)
 		}
 	}
 }
-
-// releaseTimeout bounds releaseHeld's writes, which outlive the request.
-const releaseTimeout = 5 * time.Second
 
 // freshRows is the rows of a committed plan's accepted items, nil unless
 // each is fresh; decided[i] answers items[i].

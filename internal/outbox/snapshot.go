@@ -380,7 +380,7 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 			if e, err := timers.NewHeld(s.nowMs, s.hold, timers.KindOutcomeDelivery, ep.id, nil); err == nil {
 				b.Put(e.Key, e.Value)
 				// Its fire's first read, done by this batch.
-				readStream(b, ep.id)
+				askStreamRows(b, ep.id)
 				return
 			}
 		}

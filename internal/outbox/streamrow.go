@@ -212,15 +212,15 @@ type StreamRows struct {
 	Backlog, Endpoint, Head store.Row
 }
 
-// readStream asks b to read stream id's rows (StreamRows) once it
+// askStreamRows asks b to read stream id's rows (StreamRows) once it
 // applied, when they fit its reads.
-func readStream(b *store.Batch, id string) {
+func askStreamRows(b *store.Batch, id string) {
 	if len(b.Reads)+3 <= store.MaxBatchReads {
 		b.Reads = append(b.Reads, tagged(ClassBacklog, id), tagged(ClassEndpoint, id), tagged(ClassHead, id))
 	}
 }
 
-// streamsRead is the streams whose rows a committed b read (readStream),
+// streamsRead is the streams whose rows a committed b read (askStreamRows),
 // given the rows its Apply returned.
 func streamsRead(b *store.Batch, rows []store.Row) map[string]StreamRows {
 	if len(b.Reads) == 0 || len(rows) != len(b.Reads) || len(rows)%3 != 0 {

@@ -47,3 +47,16 @@ func Release(ctx context.Context, st store.NamespaceStore, c Claimed) error {
 	_, err := release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, nil)
 	return err
 }
+
+// ReleaseTimeout bounds ReleaseDetached.
+const ReleaseTimeout = 5 * time.Second
+
+// ReleaseDetached is Release for a holder giving the timer up on its way
+// out: it runs with ctx's values but not its cancellation, within
+// ReleaseTimeout, since the request or fire that held the timer may be
+// over.
+func ReleaseDetached(ctx context.Context, st store.NamespaceStore, c Claimed) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	return Release(ctx, st, c)
+}
