@@ -298,6 +298,13 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err := h.linger(ctx, watch, f, started); err != nil {
 		return timers.Fired{}, err
 	}
+	// A fire handed its whole stream by the ingest that created its timer
+	// plans against the backlog that ingest left, with no read after its
+	// calls, when no later outcome arrived in this process: at low rates
+	// nothing else touches the stream between the ingest and the
+	// completion. An outcome from another process fails the completion's
+	// guard, and the re-plan reads.
+	f.handedBacklog = handed && len(f.page.Rows) == len(page.Rows) && watch.nothingAfter(f.page.LogEnd)
 	fired, err := h.plan(ctx, f, head[0], false)
 	if err != nil {
 		return timers.Fired{}, err

@@ -136,6 +136,8 @@ type lingerWatch struct {
 	// number named up to seen, unless an arrival since the read before
 	// named none.
 	seen, to uint64
+	// began is the generation the watch began at.
+	began uint64
 }
 
 // saw marks the arrivals so far as seen; mu is held.
@@ -163,7 +165,7 @@ func (a *Arrivals) watch(p store.Partition) *lingerWatch {
 		a.parts[p] = s
 	}
 	s.watch++
-	return &lingerWatch{a: a, p: p, s: s, seen: s.gen}
+	return &lingerWatch{a: a, p: p, s: s, seen: s.gen, began: s.gen}
 }
 
 // arrived is the rows arrivals named at sequence numbers from to to, in
@@ -187,6 +189,19 @@ func (w *lingerWatch) arrived(from, to uint64) []outbox.StreamRef {
 		return nil
 	}
 	return out
+}
+
+// nothingAfter reports whether every arrival since the watch began named
+// its rows, each before end: no outcome ingested in this process since
+// then is past the fire's page. An arrival from another process is not
+// seen here; the completion's guard finds it.
+func (w *lingerWatch) nothingAfter(end uint64) bool {
+	if w == nil {
+		return false
+	}
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	return w.s.unknown <= w.began && w.s.last < end
 }
 
 // release ends the watch.

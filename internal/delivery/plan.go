@@ -28,6 +28,9 @@ type firing struct {
 	calls calls
 	// limits are the stream's rate limit and throttle at the fire's start.
 	limits limits
+	// handedBacklog is set when the fire may plan against the backlog its
+	// ingest handed it, read before the calls (see Handler.Fire).
+	handedBacklog bool
 }
 
 // plan turns a fire's calls into the timer's completion: the
@@ -44,7 +47,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	disabling := gone != nil || judged.disable
 	var endpoint store.Row
 	shared := sharedRows(run.acked, h.Retention)
-	if reread || len(run.acked) > 0 || disabling {
+	if reread || disabling || len(shared.keys) > 0 || len(run.acked) > 0 && !f.handedBacklog {
 		// Acknowledgements, and a 410's disable, are planned against rows
 		// read after the calls, so the slow calls sit outside the
 		// read-modify-write window. The calls are made: a Redis restart now
