@@ -309,8 +309,11 @@ func freshRows(items []*item, decided []decision) []StreamRef {
 }
 
 // MaxSnapshotReuse bounds how long after its read a snapshot plans the
-// batches of later Appends (run with a snapshot).
-const MaxSnapshotReuse = time.Second
+// batches of later Appends (run with a snapshot). Every row a plan depends
+// on is guarded but whether the sweep timers exist, whose passes are a
+// minute to a day apart: a namespace taking an outcome every quarter
+// second reads once in twenty outcomes, not once in four.
+const MaxSnapshotReuse = 5 * time.Second
 
 // run stores pr's items and sets their statuses, and returns the snapshot
 // as its last batch left it: what the next run on p may plan from without

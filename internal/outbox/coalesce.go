@@ -66,7 +66,15 @@ type Coalescer struct {
 	// the next one; kept holds how many entries it had at its last prune.
 	left map[store.Partition]*snapshot
 	kept int
+	// maxKept bounds left, maxKeptSnapshots when zero.
+	maxKept int
 }
+
+// maxKeptSnapshots bounds the snapshots a Coalescer keeps for partitions
+// whose flusher exited: a few MiB, however many namespaces a process
+// serves within MaxSnapshotReuse. Past it, kept ones are dropped at
+// random, and their partitions read again.
+const maxKeptSnapshots = 4096
 
 // CoalescerStats is a moment's view of a Coalescer.
 type CoalescerStats struct {
@@ -278,7 +286,7 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 // that a partition whose queue empties between requests does not read
 // before each. The entries that are too old to be reused are pruned now
 // and then, so the map holds about the partitions of the last
-// MaxSnapshotReuse. c.mu is held.
+// MaxSnapshotReuse, and never more than maxKeptSnapshots. c.mu is held.
 func (c *Coalescer) keep(p store.Partition, s *snapshot) {
 	if s == nil {
 		return
@@ -287,15 +295,27 @@ func (c *Coalescer) keep(p store.Partition, s *snapshot) {
 		c.left = map[store.Partition]*snapshot{}
 	}
 	c.left[p] = s
-	if len(c.left) <= 2*c.kept+64 {
-		return
+	if len(c.left) > 2*c.kept+64 {
+		for q, o := range c.left {
+			if s.readMs-o.readMs >= MaxSnapshotReuse.Milliseconds() {
+				delete(c.left, q)
+			}
+		}
+		c.kept = len(c.left)
 	}
-	for q, o := range c.left {
-		if s.readMs-o.readMs >= MaxSnapshotReuse.Milliseconds() {
-			delete(c.left, q)
+	limit := c.maxKept
+	if limit <= 0 {
+		limit = maxKeptSnapshots
+	}
+	if len(c.left) > limit {
+		// One out for one in: a map's order is random enough an eviction.
+		for q := range c.left {
+			if q != p {
+				delete(c.left, q)
+				break
+			}
 		}
 	}
-	c.kept = len(c.left)
 }
 
 // outcomesOf is the outcomes of batch's requests, in order.

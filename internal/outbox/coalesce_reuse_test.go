@@ -382,3 +382,35 @@ func TestABatchObservedDuringACombinedAppendIsFoldedOnce(t *testing.T) {
 		}
 	})
 }
+
+// However many partitions take outcomes within MaxSnapshotReuse, the
+// snapshots kept stay within the Coalescer's bound, the latest among
+// them: memory does not grow with the namespaces a process serves.
+func TestKeptSnapshotsStayWithinTheirBound(t *testing.T) {
+	e := newEnv(t, redistest.Miniredis(t))
+	st := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
+	co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
+	const bound, namespaces = 20, 200
+	outbox.LimitKeptSnapshots(co, bound)
+	most := 0
+	for i := range namespaces {
+		p := store.Partition{Namespace: fmt.Sprintf("ns-%d", i)}
+		outboxtest.PutEndpoint(t, e.St, p, "billing", outbox.Endpoint{Enabled: true})
+		if _, err := co.Append(e.Ctx, p, []outbox.Outcome{committed("r-0")}); err != nil {
+			t.Fatal(err)
+		}
+		idle(t, co)
+		most = max(most, outbox.KeptSnapshots(co))
+	}
+	if most > bound {
+		t.Errorf("%d snapshots kept at once, bound %d", most, bound)
+	}
+	before := st.reads.Load()
+	last := store.Partition{Namespace: fmt.Sprintf("ns-%d", namespaces-1)}
+	if _, err := co.Append(e.Ctx, last, []outbox.Outcome{committed("r-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.reads.Load() - before; n != 0 {
+		t.Errorf("the latest partition read %d times again, want its snapshot kept", n)
+	}
+}

@@ -7,3 +7,10 @@ func KeptSnapshots(c *Coalescer) int {
 	defer c.mu.Unlock()
 	return len(c.left)
 }
+
+// LimitKeptSnapshots sets how many snapshots c keeps at most.
+func LimitKeptSnapshots(c *Coalescer, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxKept = n
+}
