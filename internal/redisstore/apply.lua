@@ -146,6 +146,10 @@ for i = 1, np do
   end
 end
 local timers, registry = false, false
+-- putDue is the earliest due time of the timers the batch puts, and
+-- timerDeleted says it deletes one: a batch that only puts timers moves
+-- the due index no later, and needs no read of the rows to place it.
+local putDue, timerDeleted = nil, false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts the writes of each key,
 -- so an added key is known to have no other, and last names each key's last
@@ -185,6 +189,17 @@ for i = 1, nw do
       return redis.error_reply('relay apply: timer key lacks its due time and kind')
     end
     timers = true
+    if kind == P then
+      local due = 0
+      for k = 2, 9 do
+        due = due * 256 + sbyte(key, k)
+      end
+      if not putDue or due < putDue then
+        putDue = due
+      end
+    else
+      timerDeleted = true
+    end
   end
   if kind == C then
     local v = argv[at + 1]
@@ -425,7 +440,12 @@ for _, b in ipairs(blocks) do
   end
 end
 
-if timers then
+if timers and not timerDeleted then
+  -- The entry held the partition's earliest timer before the batch, so the
+  -- earliest now is the lower of it and the earliest put (LT adds the entry
+  -- when there was none).
+  call('ZADD', KEYS[3], 'LT', string.format('%.17g', putDue), argv[1])
+elseif timers then
   local upper = '+'
   if tagByte < 255 then
     upper = '(' .. schar(tagByte + 1)
@@ -447,9 +467,10 @@ if timers then
   end
 end
 
--- The registry, like the due index, is read back from the rows the batch
--- left, never from the batch itself: a batch run twice, or one that puts
--- and deletes in any order, leaves the entry the rows say.
+-- The registry, like the due index of a batch that deletes a timer, is
+-- read back from the rows the batch left, never from the batch itself: a
+-- batch run twice, or one that puts and deletes in any order, leaves the
+-- entry the rows say.
 if registry then
   local upper = '+'
   if regByte < 255 then

@@ -711,13 +711,14 @@ func TestClusterSpreadsBucketsOverMasters(t *testing.T) {
 	t.Logf("namespaces per master: %v", masters)
 }
 
-// countingApply runs apply.lua with its redis.call counting the HMGETs it
-// issues, and answers {count, the script's reply}: the script resolves
-// redis through the local that shadows the global.
+// countingApply runs apply.lua with its redis.call counting the commands
+// it issues of the one named first, and answers {count, the script's
+// reply}: the script resolves redis through the local that shadows the
+// global.
 const countingApply = `
 local n, real = 0, redis
 local redis = setmetatable({call = function(cmd, ...)
-  if cmd == 'HMGET' then n = n + 1 end
+  if cmd == '%s' then n = n + 1 end
   return real.call(cmd, ...)
 end}, {__index = real})
 local function apply()
@@ -735,7 +736,7 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 		b.Put("g", store.Value("1"))
 		b.Put("r", store.Value("0123"))
 		mustCommit(t, s, acme, b)
-		src := fmt.Sprintf(countingApply, redisstore.ApplyBody)
+		src := fmt.Sprintf(countingApply, "HMGET", redisstore.ApplyBody)
 		res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme),
 			"acme", "tesl", "e", "crp",
 			"g", "1",
@@ -750,6 +751,39 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 		}
 		if v, _, _ := s.Get(t.Context(), acme, "r"); string(v) != "0ab3" {
 			t.Fatalf("spliced row %q, want 0ab3", v)
+		}
+	})
+}
+
+// A batch that puts timers and deletes none places its partition in the
+// due index from its own timers and the entry as it stood, with no read of
+// the timer rows; one that deletes a timer reads the earliest left.
+func TestOnlyABatchDeletingATimerReadsTheEarliestTimer(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		src := fmt.Sprintf(countingApply, "ZRANGEBYLEX", redisstore.ApplyBody)
+		later, earlier := string(storetest.TimerKey(9_000, "a")), string(storetest.TimerKey(4_000, "b"))
+		for _, c := range []struct {
+			kinds, key, value string
+			reads             int64
+			due               float64
+		}{
+			{"p", later, "\x00", 0, 9_000},
+			{"p", earlier, "\x00", 0, 4_000},
+			{"p", string(storetest.TimerKey(6_000, "c")), "\x00", 0, 4_000},
+			{"d", earlier, "", 1, 6_000},
+		} {
+			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme),
+				"acme", "tesl", "", c.kinds, c.key, c.value).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].(int64) != c.reads {
+				t.Errorf("%s %x: %d ZRANGEBYLEX, want %d", c.kinds, c.key, res[0], c.reads)
+			}
+			keys := s.PartitionKeys(acme)
+			if got, err := s.Client().ZScore(t.Context(), keys[2], "acme").Result(); err != nil || got != c.due {
+				t.Fatalf("%s %x: due %v (%v), want %v", c.kinds, c.key, got, err, c.due)
+			}
 		}
 	})
 }
