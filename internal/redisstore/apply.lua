@@ -239,9 +239,10 @@ for j = 1, #ranges do
   end
 end
 
--- Every row the batch reads before it writes (each guarded, added or
--- spliced row) is read in one HMGET, whatever kinds the batch holds:
--- stood[at[key]] is the row as it stands, false when absent.
+-- Every row the batch reads (each guarded, added or spliced row, and each
+-- row to read after the writes that it does not write) is read in one
+-- HMGET, before any write, whatever kinds the batch holds: stood[at[key]]
+-- is the row as it stands, false when absent.
 local rkeys, at = {}, {}
 local function readFirst(key)
   if not at[key] then
@@ -257,6 +258,13 @@ for j = 1, #adds do
 end
 for j = 1, #ranges do
   readFirst(ranges[j][1])
+end
+-- A row to read after the writes that the batch does not write is read
+-- now with the rest: the writes leave it as it stands.
+for i = r0, #argv do
+  if last[argv[i]] == nil then
+    readFirst(argv[i])
+  end
 end
 local stood = {}
 if #rkeys > 0 then
@@ -349,6 +357,9 @@ end
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
 local hset, zadd, dels, zrem = {}, {}, {}, {}
+-- left[key] is a written row as the batch leaves it, false when deleted:
+-- with the rows read before the writes, what the reads after them return.
+local left = {}
 -- ordered marks an entry already in zadd: a block's rows put together add
 -- its entry once.
 local ordered = {}
@@ -368,8 +379,10 @@ for i = 1, nw do
     end
     local kind = wk[i]
     if kind == P or kind == C or kind == R then
+      local v = added[key] or argv[j + 1]
+      left[key] = v
       hset[#hset + 1] = key
-      hset[#hset + 1] = added[key] or argv[j + 1]
+      hset[#hset + 1] = v
       local entry = b or key
       if first ~= unorderedByte and not ordered[entry] then
         ordered[entry] = true
@@ -377,6 +390,7 @@ for i = 1, nw do
         zadd[#zadd + 1] = entry
       end
     else
+      left[key] = false
       dels[#dels + 1] = key
       if b then
         local at = lastByte % 64
@@ -484,7 +498,17 @@ if registry then
   end
 end
 
+-- A row the batch wrote is as it left it, and any other as it stood.
 if nr > 0 then
-  return {1, call('HMGET', KEYS[1], unpack(argv, r0, #argv))}
+  local rows = {}
+  for i = r0, #argv do
+    local key = argv[i]
+    local v = left[key]
+    if v == nil then
+      v = stood[at[key]]
+    end
+    rows[i - r0 + 1] = v
+  end
+  return {1, rows}
 end
 return {1}

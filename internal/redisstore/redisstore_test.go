@@ -787,3 +787,32 @@ func TestOnlyABatchDeletingATimerReadsTheEarliestTimer(t *testing.T) {
 		}
 	})
 }
+
+// A batch's reads after its writes take the rows it wrote as it left them
+// and the others as they stood, read with its guards: one HMGET in all.
+func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		var seed store.Batch
+		seed.Put("g", store.Value("1"))
+		seed.Put("u", store.Value("untouched"))
+		mustCommit(t, s, acme, seed)
+		src := fmt.Sprintf(countingApply, "HMGET", redisstore.ApplyBody)
+		for _, c := range []struct {
+			reads []any
+			want  string
+		}{
+			{[]any{"1", "p"}, "[1 [1 [v]]]"},
+			{[]any{"3", "p", "g", "d"}, "[1 [1 [v 1 <nil>]]]"},
+			{[]any{"4", "u", "p", "x", "g"}, "[1 [1 [untouched v <nil> 1]]]"},
+		} {
+			args := append([]any{"acme", "tesl", "e", "pd", "g", "1", "p", "v", "d", ""}, c.reads...)
+			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(res); got != c.want {
+				t.Errorf("reads %v: HMGETs and reply %s, want %s", c.reads, got, c.want)
+			}
+		}
+	})
+}
