@@ -12,12 +12,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/bench"
 	"github.com/hookrelay/relay/internal/gctarget"
 )
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// From debug up: serve logs from its --log-level, the rest from info.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// Before any work, so the first requests are collected as the rest.
 	gctarget.Apply()
 	if err := run(context.Background(), os.Args[1:], log, os.Stdout); err != nil {
@@ -44,7 +46,7 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 	case "receive":
 		return receive(ctx, args, stdout)
 	case "bench":
-		return bench.Main(ctx, args, log, stdout)
+		return bench.Main(ctx, args, slog.New(app.AtLeast(log.Handler(), slog.LevelInfo)), stdout)
 	}
 	// The word is not quoted: "relay redis://:pass@host" puts a password
 	// here.

@@ -36,6 +36,8 @@ func parse(args []string) (app.Config, error) {
 	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
 	f.IntFromEnv(&c.MaxConnections, "max-connections", "RELAY_MAX_CONNECTIONS", c.MaxConnections, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	f.DurationFromEnv(&c.BacklogEvery, "backlog-sample-every", "RELAY_BACKLOG_SAMPLE_EVERY", c.BacklogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
+	f.StringFromEnv(&c.LogLevel, "log-level", "RELAY_LOG_LEVEL", "info",
+		"lowest level logged: debug, info, warn or error; info logs a line per API request, warn leaves those out; the start-up line is always logged (env RELAY_LOG_LEVEL)")
 	f.DurationFromEnv(&c.Retention, "retention", "RELAY_RETENTION", c.Retention,
 		"how long a delivered outcome's history (its body, state per endpoint and attempts) is kept for lookup, resend and recovery; 0 deletes it once delivered (env RELAY_RETENTION)")
 	signingFlags(f, &c.Signing)
@@ -45,6 +47,9 @@ func parse(args []string) (app.Config, error) {
 		return c, err
 	}
 	c.Auth.SecretOnCommandLine = f.Given("jwt-secret")
+	if _, err := app.ParseLogLevel(c.LogLevel); err != nil {
+		return c, fmt.Errorf("--log-level/RELAY_LOG_LEVEL: %w", err)
+	}
 	if _, err := app.ParseDurability(c.Durability, c.DurabilityTimeout); err != nil {
 		return c, fmt.Errorf("--durability/RELAY_DURABILITY, --durability-timeout/RELAY_DURABILITY_TIMEOUT: %w", err)
 	}
@@ -104,7 +109,10 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return err
 	}
-	cfg.Logger = log
+	// The start-up line below goes to the unfiltered log: it says where
+	// relay listens and how it is set up, whatever the level.
+	level, _ := app.ParseLogLevel(cfg.LogLevel)
+	cfg.Logger = slog.New(app.AtLeast(log.Handler(), level))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A second signal kills at once.

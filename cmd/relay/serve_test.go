@@ -200,7 +200,7 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() {
-		served <- serve(ctx, []string{"-listen", "127.0.0.1:0", "-backlog-sample-every", "20ms"}, slog.New(logs), &stdout)
+		served <- serve(ctx, []string{"-listen", "127.0.0.1:0", "-backlog-sample-every", "20ms", "-log-level", "debug"}, slog.New(logs), &stdout)
 	}()
 	defer func() {
 		cancel()
@@ -307,5 +307,41 @@ func TestDurabilitySettingsAreChecked(t *testing.T) {
 	t.Setenv("RELAY_DURABILITY_TIMEOUT", "")
 	if c, err := parse(nil); err != nil || c.Durability != "memory" {
 		t.Fatalf("default: %q, %v", c.Durability, err)
+	}
+}
+
+func TestALogLevelIsChecked(t *testing.T) {
+	for _, v := range []string{"verbose", "warning", "0"} {
+		if _, err := parse([]string{"-log-level", v}); err == nil || !strings.Contains(err.Error(), "--log-level/RELAY_LOG_LEVEL") {
+			t.Errorf("-log-level %s: %v, want an error naming the setting", v, err)
+		}
+	}
+	t.Setenv("RELAY_LOG_LEVEL", "WARN")
+	if c, err := parse(nil); err != nil || c.LogLevel != "WARN" {
+		t.Fatalf("RELAY_LOG_LEVEL=WARN: %q, %v", c.LogLevel, err)
+	}
+}
+
+// At RELAY_LOG_LEVEL=warn the binary logs no line per request, as it does
+// at the default info, but still its start-up line.
+func TestAtWarnTheBinaryLogsNoLinePerRequest(t *testing.T) {
+	for _, c := range []struct {
+		level    string
+		requests bool
+	}{{"", true}, {"warn", false}} {
+		p, _ := startRelay(t, []string{"RELAY_REDIS_URL=", "RELAY_LOG_LEVEL=" + c.level}, true)
+		for range 3 {
+			if status, _ := p.Call(t, http.MethodGet, "/healthz", "", nil); status != http.StatusOK {
+				t.Fatalf("healthz: %d", status)
+			}
+		}
+		p.Stop()
+		log := p.Log()
+		if got := strings.Contains(log, `msg="http request"`); got != c.requests {
+			t.Errorf("RELAY_LOG_LEVEL=%q: request lines logged %v, want %v\n%s", c.level, got, c.requests, log)
+		}
+		if !strings.Contains(log, "relay listening") {
+			t.Errorf("RELAY_LOG_LEVEL=%q: no start-up line\n%s", c.level, log)
+		}
 	}
 }

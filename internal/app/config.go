@@ -42,6 +42,9 @@ type Config struct {
 	Signing   Signing
 	Delivery  Delivery
 	Auth      Auth
+	// LogLevel is the lowest level logged, as ParseLogLevel reads it; the
+	// command applies it to Logger.
+	LogLevel string
 	// Logger is relay's log; nil is slog.Default().
 	Logger *slog.Logger
 	// Clock is the one clock of the process: the outbox, the delivery

@@ -89,7 +89,7 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		Retention: outbox.DefaultRetention,
 		// Relay's info lines (each endpoint registered) would bury the
 		// table.
-		Logger: slog.New(warnOnly{log.Handler()}),
+		Logger: slog.New(app.AtLeast(log.Handler(), slog.LevelWarn)),
 	}
 	r.deliveryConcurrency = cfg.Delivery.Concurrency
 	if c.redis != "" {
@@ -183,16 +183,3 @@ func (r *benchRelay) cleanup() error {
 func labeled(ctx context.Context, side string, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels("side", side), f)
 }
-
-// warnOnly passes on a handler's records of level Warn and above.
-type warnOnly struct{ slog.Handler }
-
-func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
-}
-
-func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return warnOnly{h.Handler.WithAttrs(attrs)}
-}
-
-func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

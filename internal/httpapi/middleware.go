@@ -103,6 +103,9 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				if status >= 500 || aborted {
 					level = slog.LevelError
 				}
+				if !log.Enabled(r.Context(), level) {
+					return
+				}
 				attrs := []slog.Attr{
 					slog.String("method", clip(r.Method, maxLoggedMethod)),
 					slog.String("path", clip(r.URL.Path, maxLoggedPath)),
