@@ -48,7 +48,9 @@ const (
 //     the backlog instead of guarding it: ingest adds to the backlog with
 //     every outcome, and under steady ingest a guard on it would keep
 //     failing and send the delivered rows again. Only a plan that ends the
-//     stream (Done) is guarded by the backlog as read after the calls;
+//     stream (Done) is guarded by the backlog as read after the calls, or,
+//     for a fire handed its whole stream with nothing arriving since, as
+//     its ingest handed it;
 //   - up to max_in_flight calls at once; a 410 Gone disables the endpoint,
 //     planned against the endpoint row as read after the calls (see
 //     disable); each failed call is recorded on its row's attempt row, the

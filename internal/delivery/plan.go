@@ -50,7 +50,8 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	if reread || disabling || len(shared.keys) > 0 || len(run.acked) > 0 && !f.handedBacklog {
 		// Acknowledgements, and a 410's disable, are planned against rows
 		// read after the calls, so the slow calls sit outside the
-		// read-modify-write window. The calls are made: a Redis restart now
+		// read-modify-write window (but for a quiet handed fire's, see
+		// Handler.Fire). The calls are made: a Redis restart now
 		// is waited out (within the fire's lease) so they are not made again.
 		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
 			if disabling {
