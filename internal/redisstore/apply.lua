@@ -147,9 +147,10 @@ for i = 1, np do
 end
 local timers, registry = false, false
 -- putDue is the earliest due time of the timers the batch puts, and
--- timerDeleted says it deletes one: a batch that only puts timers moves
--- the due index no later, and needs no read of the rows to place it.
-local putDue, timerDeleted = nil, false
+-- delDue of those it deletes: a batch that deletes none due before putDue
+-- (it only puts, or moves timers no later than it puts) needs no read of
+-- the rows to place its partition in the due index.
+local putDue, delDue = nil, nil
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts the writes of each key,
 -- so an added key is known to have no other, and last names each key's last
@@ -189,16 +190,19 @@ for i = 1, nw do
       return redis.error_reply('relay apply: timer key lacks its due time and kind')
     end
     timers = true
-    if kind == P then
-      local due = 0
+    -- A deleted key too short to carry a due time counts as due at 0.
+    local due = 0
+    if #key >= 9 then
       for k = 2, 9 do
         due = due * 256 + sbyte(key, k)
       end
+    end
+    if kind == P then
       if not putDue or due < putDue then
         putDue = due
       end
-    else
-      timerDeleted = true
+    elseif not delDue or due < delDue then
+      delDue = due
     end
   end
   if kind == C then
@@ -454,10 +458,11 @@ for _, b in ipairs(blocks) do
   end
 end
 
-if timers and not timerDeleted then
-  -- The entry held the partition's earliest timer before the batch, so the
-  -- earliest now is the lower of it and the earliest put (LT adds the entry
-  -- when there was none).
+if timers and putDue and (not delDue or delDue >= putDue) then
+  -- The entry held the partition's earliest timer before the batch. A timer
+  -- deleted is due no earlier than putDue, so whether or not it was that
+  -- earliest, the earliest now is the lower of the entry and putDue (LT
+  -- adds the entry when there was none).
   call('ZADD', KEYS[3], 'LT', string.format('%.17g', putDue), argv[1])
 elseif timers then
   local upper = '+'

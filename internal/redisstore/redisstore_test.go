@@ -755,34 +755,39 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 	})
 }
 
-// A batch that puts timers and deletes none places its partition in the
-// due index from its own timers and the entry as it stood, with no read of
-// the timer rows; one that deletes a timer reads the earliest left.
-func TestOnlyABatchDeletingATimerReadsTheEarliestTimer(t *testing.T) {
+// A batch that puts timers, and deletes none due before the earliest it
+// puts, places its partition in the due index from that put and the entry
+// as it stood, with no read of the timer rows; any other batch that
+// deletes a timer reads the earliest left.
+func TestOnlyABatchDeletingAnEarlierTimerReadsTheEarliestTimer(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		src := fmt.Sprintf(countingApply, "ZRANGEBYLEX", redisstore.ApplyBody)
-		later, earlier := string(storetest.TimerKey(9_000, "a")), string(storetest.TimerKey(4_000, "b"))
+		timer := func(ms int64, ref string) string { return string(storetest.TimerKey(ms, ref)) }
 		for _, c := range []struct {
-			kinds, key, value string
-			reads             int64
-			due               float64
+			name  string
+			kinds string
+			pairs []any
+			reads int64
+			due   float64
 		}{
-			{"p", later, "\x00", 0, 9_000},
-			{"p", earlier, "\x00", 0, 4_000},
-			{"p", string(storetest.TimerKey(6_000, "c")), "\x00", 0, 4_000},
-			{"d", earlier, "", 1, 6_000},
+			{"a first put", "p", []any{timer(9_000, "a"), "\x00"}, 0, 9_000},
+			{"an earlier put", "p", []any{timer(4_000, "b"), "\x00"}, 0, 4_000},
+			{"a later put", "p", []any{timer(6_000, "c"), "\x00"}, 0, 4_000},
+			{"a move earlier", "dp", []any{timer(6_000, "c"), "", timer(2_000, "c"), "\x00"}, 0, 2_000},
+			{"a move of the earliest later", "dp", []any{timer(2_000, "c"), "", timer(8_000, "c"), "\x00"}, 1, 4_000},
+			{"a delete", "d", []any{timer(4_000, "b"), ""}, 1, 8_000},
 		} {
-			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme),
-				"acme", "tesl", "", c.kinds, c.key, c.value).Slice()
+			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
+			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res[0].(int64) != c.reads {
-				t.Errorf("%s %x: %d ZRANGEBYLEX, want %d", c.kinds, c.key, res[0], c.reads)
+				t.Errorf("%s: %d ZRANGEBYLEX, want %d", c.name, res[0], c.reads)
 			}
 			keys := s.PartitionKeys(acme)
 			if got, err := s.Client().ZScore(t.Context(), keys[2], "acme").Result(); err != nil || got != c.due {
-				t.Fatalf("%s %x: due %v (%v), want %v", c.kinds, c.key, got, err, c.due)
+				t.Fatalf("%s: due %v (%v), want %v", c.name, got, err, c.due)
 			}
 		}
 	})
