@@ -141,6 +141,43 @@ func (s *appendingSink) wait(t *testing.T) []string {
 	return slices.Clone(s.seen)
 }
 
+// handedFireWithAnAppend runs r-1 through a handed fire of a driver on h,
+// during whose call r-2 is appended to the stream, told to the driver's
+// arrivals when local. It checks both are delivered once, in order, and
+// the backlog emptied, and returns the store calls from the append of r-1
+// on and how many batches failed their guards.
+func handedFireWithAnAppend(t *testing.T, f *fleet, h *Handler, local bool) (map[string]int, int) {
+	t.Helper()
+	f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+	st := &counting{DueStore: f.st, calls: map[string]int{}}
+	ref := &refusals{DueStore: st}
+	sink := &appendingSink{f: f, done: make(chan struct{})}
+	h.Sink = sink
+	d, arr := lingeringDriver(t, f, ref, h)
+	if local {
+		sink.arrivals = arr
+	}
+	app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
+	st.mu.Lock()
+	clear(st.calls)
+	st.mu.Unlock()
+	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.wait(t); !slices.Equal(got, []string{"r-1", "r-2"}) {
+		t.Fatalf("delivered %v, want r-1 then r-2, each once", got)
+	}
+	if err := d.Stop(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.backlog("acme", "billing"); got != 0 {
+		t.Fatalf("backlog %d after the fires, want 0", got)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.calls), ref.count()
+}
+
 // An outcome that arrives in the fire's process during its calls, and
 // that the fire does not linger to take, is past what the ingest handed:
 // the completion reads the backlog after the calls, plans r-2 as left, and
@@ -148,37 +185,13 @@ func (s *appendingSink) wait(t *testing.T) []string {
 func TestAnArrivalDuringAHandedFiresCallsIsReadAfterThem(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		st := &counting{DueStore: f.st, calls: map[string]int{}}
-		ref := &refusals{DueStore: st}
-		sink := &appendingSink{f: f, done: make(chan struct{})}
 		// A page of one row: the fire cannot linger to take r-2 itself.
-		d, arr := lingeringDriver(t, f, ref, &Handler{Sink: sink, MaxRows: 1})
-		sink.arrivals = arr
-		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		st.mu.Lock()
-		clear(st.calls)
-		st.mu.Unlock()
-		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")}); err != nil {
-			t.Fatal(err)
+		calls, refused := handedFireWithAnAppend(t, f, &Handler{MaxRows: 1}, true)
+		if calls["get"] < 1 {
+			t.Fatalf("store calls %v: the first fire did not read its backlog after the call", calls)
 		}
-		if got := sink.wait(t); !slices.Equal(got, []string{"r-1", "r-2"}) {
-			t.Fatalf("delivered %v, want r-1 then r-2, each once", got)
-		}
-		if err := d.Stop(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		// The first fire: its read after the call and one completion.
-		if st.calls["get"] < 1 {
-			t.Fatalf("store calls %v: the first fire did not read its backlog after the call", st.calls)
-		}
-		if n := ref.count(); n != 0 {
-			t.Fatalf("%d batches failed their guards: the completion was planned without the arrival", n)
-		}
-		if got := f.backlog("acme", "billing"); got != 0 {
-			t.Fatalf("backlog %d after both fires, want 0", got)
+		if refused != 0 {
+			t.Fatalf("%d batches failed their guards: the completion was planned without the arrival", refused)
 		}
 	})
 }
@@ -189,25 +202,25 @@ func TestAnArrivalDuringAHandedFiresCallsIsReadAfterThem(t *testing.T) {
 func TestAnAppendFromAnotherProcessDuringAHandedFireFailsItsGuardAndReplans(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		ref := &refusals{DueStore: f.st}
-		sink := &appendingSink{f: f, done: make(chan struct{})}
-		d, _ := lingeringDriver(t, f, ref, &Handler{Sink: sink})
-		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")}); err != nil {
-			t.Fatal(err)
+		if _, refused := handedFireWithAnAppend(t, f, &Handler{}, false); refused != 1 {
+			t.Fatalf("%d batches failed their guards, want the first completion's", refused)
 		}
-		if got := sink.wait(t); !slices.Equal(got, []string{"r-1", "r-2"}) {
-			t.Fatalf("delivered %v, want r-1 then r-2, each once", got)
+	})
+}
+
+// A handed fire that lingers takes in rows its ingest did not hand: its
+// completion reads the backlog after the calls, which counts them, and
+// acknowledges both rows at its first try.
+func TestAHandedFireThatLingersReadsItsBacklogAfterItsCalls(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		calls, refused := handedFireWithAnAppend(t, f, &Handler{}, true)
+		// The lingering read of r-2, the backlog read, one completion.
+		if want := map[string]int{"getmany": 1, "get": 1, "apply": 1}; !maps.Equal(calls, want) {
+			t.Fatalf("store calls %v, want %v", calls, want)
 		}
-		if err := d.Stop(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n := ref.count(); n != 1 {
-			t.Fatalf("%d batches failed their guards, want the first completion's", n)
-		}
-		if got := f.backlog("acme", "billing"); got != 0 {
-			t.Fatalf("backlog %d after both fires, want 0", got)
+		if refused != 0 {
+			t.Fatalf("%d batches failed their guards", refused)
 		}
 	})
 }
@@ -226,44 +239,4 @@ func deliveryTimers(t *testing.T, f *fleet, p store.Partition) int {
 		}
 	}
 	return n
-}
-
-// A handed fire that lingers takes in rows its ingest did not hand: its
-// completion reads the backlog after the calls, which counts them, and
-// acknowledges both rows at its first try.
-func TestAHandedFireThatLingersReadsItsBacklogAfterItsCalls(t *testing.T) {
-	t.Parallel()
-	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		st := &counting{DueStore: f.st, calls: map[string]int{}}
-		ref := &refusals{DueStore: st}
-		sink := &appendingSink{f: f, done: make(chan struct{})}
-		d, arr := lingeringDriver(t, f, ref, &Handler{Sink: sink})
-		sink.arrivals = arr
-		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		st.mu.Lock()
-		clear(st.calls)
-		st.mu.Unlock()
-		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")}); err != nil {
-			t.Fatal(err)
-		}
-		if got := sink.wait(t); !slices.Equal(got, []string{"r-1", "r-2"}) {
-			t.Fatalf("delivered %v, want r-1 then r-2, each once", got)
-		}
-		if err := d.Stop(f.ctx); err != nil {
-			t.Fatal(err)
-		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		// The lingering read of r-2, the backlog read, one completion.
-		if want := map[string]int{"getmany": 1, "get": 1, "apply": 1}; !maps.Equal(st.calls, want) {
-			t.Fatalf("store calls %v, want %v", st.calls, want)
-		}
-		if n := ref.count(); n != 0 {
-			t.Fatalf("%d batches failed their guards", n)
-		}
-		if got := f.backlog("acme", "billing"); got != 0 {
-			t.Fatalf("backlog %d after the fire, want 0", got)
-		}
-	})
 }
