@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -131,7 +132,10 @@ type Driver struct {
 	kick     chan struct{}
 	stopping chan struct{}
 	loopDone chan struct{}
-	workers  sync.WaitGroup
+	// workers counts the fires running; fires runs them, on goroutines
+	// kept between fires, whose stacks a fire finds grown.
+	workers sync.WaitGroup
+	fires   gopool.Pool
 
 	// fireCtx is canceled when Stop's deadline ends: fires then write
 	// nothing, and their leases expire.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -68,6 +69,9 @@ type Coalescer struct {
 	kept int
 	// maxKept bounds left, maxKeptSnapshots when zero.
 	maxKept int
+	// flushers runs the flushers, on goroutines kept between them, whose
+	// stacks a flusher finds grown.
+	flushers gopool.Pool
 }
 
 // maxKeptSnapshots bounds the snapshots a Coalescer keeps for partitions
@@ -210,7 +214,7 @@ func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []Ou
 		}
 		q = &queue{}
 		c.queues[p] = q
-		go c.flush(p, q, limit, timeout)
+		c.flushers.Go(func() { c.flush(p, q, limit, timeout) })
 	}
 	q.waiting = append(q.waiting, r)
 	c.mu.Unlock()
