@@ -48,6 +48,8 @@ func (p *Pool) keep(f func()) {
 	}
 	for {
 		f()
+		// Not kept alive, with what it holds, while the goroutine waits.
+		f = nil
 		// Stopped and drained by Reset since Go 1.23: no stale tick.
 		t.Reset(idle)
 		select {
