@@ -146,11 +146,6 @@ for i = 1, np do
   end
 end
 local timers, registry = false, false
--- putDue is the earliest due time of the timers the batch puts, and
--- delDue of those it deletes: a batch that deletes none due before putDue
--- (it only puts, or moves timers no later than it puts) needs no read of
--- the rows to place its partition in the due index.
-local putDue, delDue = nil, nil
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts the writes of each key,
 -- so an added key is known to have no other, and last names each key's last
@@ -190,20 +185,6 @@ for i = 1, nw do
       return redis.error_reply('relay apply: timer key lacks its due time and kind')
     end
     timers = true
-    -- A deleted key too short to carry a due time counts as due at 0.
-    local due = 0
-    if #key >= 9 then
-      for k = 2, 9 do
-        due = due * 256 + sbyte(key, k)
-      end
-    end
-    if kind == P then
-      if not putDue or due < putDue then
-        putDue = due
-      end
-    elseif not delDue or due < delDue then
-      delDue = due
-    end
   end
   if kind == C then
     local v = argv[at + 1]
@@ -361,6 +342,22 @@ end
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
 local hset, zadd, dels, zrem = {}, {}, {}, {}
+-- putDue is the earliest due time of the timers the batch leaves put, and
+-- delDue of those it leaves deleted (only a key's last write counts): a
+-- batch that deletes none due before putDue (it only puts, or moves
+-- timers no later than it puts) needs no read of the rows to place its
+-- partition in the due index. A key too short to carry a due time counts
+-- as due at 0.
+local putDue, delDue = nil, nil
+local function dueOf(key)
+  local due = 0
+  if #key >= 9 then
+    for k = 2, 9 do
+      due = due * 256 + sbyte(key, k)
+    end
+  end
+  return due
+end
 -- left[key] is a written row as the batch leaves it, false when deleted:
 -- with the rows read before the writes, what the reads after them return.
 local left = {}
@@ -382,6 +379,16 @@ for i = 1, nw do
       b = ssub(key, 1, 8) .. schar(lastByte - lastByte % 64)
     end
     local kind = wk[i]
+    if first == tagByte then
+      local due = dueOf(key)
+      if kind == P then
+        if not putDue or due < putDue then
+          putDue = due
+        end
+      elseif not delDue or due < delDue then
+        delDue = due
+      end
+    end
     if kind == P or kind == C or kind == R then
       local v = added[key] or argv[j + 1]
       left[key] = v
@@ -486,10 +493,10 @@ elseif timers then
   end
 end
 
--- The registry, like the due index of a batch that deletes a timer, is
--- read back from the rows the batch left, never from the batch itself: a
--- batch run twice, or one that puts and deletes in any order, leaves the
--- entry the rows say.
+-- The registry, like the due index of a batch that deletes a timer due
+-- before any it puts, is read back from the rows the batch left, never
+-- from the batch itself: a batch run twice, or one that puts and deletes
+-- in any order, leaves the entry the rows say.
 if registry then
   local upper = '+'
   if regByte < 255 then

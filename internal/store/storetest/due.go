@@ -111,6 +111,30 @@ func testDeletingLastTimerLeavesDueIndex(t *testing.T, s Store) {
 	wantNotDue(t, s, acme)
 }
 
+// Only a key's last write counts: a timer a batch puts and then deletes
+// is not there, and places no entry in the due index.
+func testATimerPutThenDeletedInOneBatchLeavesNoEntry(t *testing.T, s Store) {
+	var b store.Batch
+	b.Put(TimerKey(5_000, "gone"), store.Value(idle))
+	b.Delete(TimerKey(5_000, "gone"))
+	mustCommit(t, s, acme, b)
+	wantNotDue(t, s, acme)
+
+	put(t, s, acme, string(TimerKey(9_000, "kept")), idle)
+	b = store.Batch{}
+	b.Put(TimerKey(5_000, "gone"), store.Value(idle))
+	b.Delete(TimerKey(5_000, "gone"))
+	mustCommit(t, s, acme, b)
+	wantDue(t, s, acme, 9_000)
+
+	// And one deleted then put again is there.
+	b = store.Batch{}
+	b.Delete(TimerKey(7_000, "back"))
+	b.Put(TimerKey(7_000, "back"), store.Value(idle))
+	mustCommit(t, s, acme, b)
+	wantDue(t, s, acme, 7_000)
+}
+
 func testFailedBatchLeavesDueIndexUnchanged(t *testing.T, s Store) {
 	put(t, s, acme, string(TimerKey(5_000, "a")), idle)
 	var b store.Batch

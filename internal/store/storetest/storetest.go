@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PartitionsAreIsolated", testPartitionsAreIsolated},
 		{"DueIndexHoldsEarliestTimer", testDueIndexHoldsEarliestTimer},
 		{"DeletingLastTimerLeavesDueIndex", testDeletingLastTimerLeavesDueIndex},
+		{"ATimerPutThenDeletedInOneBatchLeavesNoEntry", testATimerPutThenDeletedInOneBatchLeavesNoEntry},
 		{"FailedBatchLeavesDueIndexUnchanged", testFailedBatchLeavesDueIndexUnchanged},
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
 		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
