@@ -480,16 +480,9 @@ elseif timers then
   if #first == 0 then
     call('ZREM', KEYS[3], argv[1])
   else
-    -- A timer key too short to carry a due time counts as due now; this
-    -- script refuses to put one, so only a foreign writer can cause it.
-    local due = 0
-    local key = first[1]
-    if #key >= 9 then
-      for i = 2, 9 do
-        due = due * 256 + sbyte(key, i)
-      end
-    end
-    call('ZADD', KEYS[3], string.format('%.17g', due), argv[1])
+    -- A timer key too short to carry a due time counts as due now (dueOf);
+    -- this script refuses to put one, so only a foreign writer can cause it.
+    call('ZADD', KEYS[3], string.format('%.17g', dueOf(first[1])), argv[1])
   end
 end
 

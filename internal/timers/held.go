@@ -48,15 +48,15 @@ func Release(ctx context.Context, st store.NamespaceStore, c Claimed) error {
 	return err
 }
 
-// ReleaseTimeout bounds ReleaseDetached.
-const ReleaseTimeout = 5 * time.Second
+// releaseTimeout bounds ReleaseDetached.
+const releaseTimeout = 5 * time.Second
 
 // ReleaseDetached is Release for a holder giving the timer up on its way
 // out: it runs with ctx's values but not its cancellation, within
-// ReleaseTimeout, since the request or fire that held the timer may be
+// releaseTimeout, since the request or fire that held the timer may be
 // over.
 func ReleaseDetached(ctx context.Context, st store.NamespaceStore, c Claimed) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	return Release(ctx, st, c)
 }
