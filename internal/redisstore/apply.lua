@@ -251,6 +251,19 @@ for i = r0, #argv do
     readFirst(argv[i])
   end
 end
+-- So is each row the batch puts but a timer, a blocked or an unordered
+-- one: a row that stands has its order entry already (every write that
+-- created it added the entry), so its put needs no ZADD. A timer's key is
+-- new with each due time, and a blocked row is mostly a new log row.
+for i = 1, nw do
+  if wk[i] == P then
+    local key = argv[w0 + 2 * (i - 1)]
+    local b = sbyte(key)
+    if b ~= tagByte and b ~= unorderedByte and not (b == blockByte and #key == 9) then
+      readFirst(key)
+    end
+  end
+end
 local stood = {}
 if #rkeys > 0 then
   stood = call('HMGET', KEYS[1], unpack(rkeys))
@@ -335,9 +348,9 @@ end
 
 -- Only a key's last write matters, so the writes collapse into one HSET and
 -- one ZADD of the rows put, then one HDEL and one ZREM of the rows deleted:
--- four commands at most, whatever the batch size. A ZADD of a key already in
--- the order set and a ZREM of one never in it change nothing: an unordered
--- row is never added, and its delete also removes the order entry a row put
+-- four commands at most, whatever the batch size, and no ZADD when every
+-- row put stood before. A ZADD of a key already in the order set and a ZREM
+-- of one never in it change nothing: an unordered row is never added, and its delete also removes the order entry a row put
 -- before the store kept the class unordered may have. Puts go first:
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
@@ -395,7 +408,10 @@ for i = 1, nw do
       hset[#hset + 1] = key
       hset[#hset + 1] = v
       local entry = b or key
-      if first ~= unorderedByte and not ordered[entry] then
+      -- A row that stood keeps the entry it has (a blocked row written by
+      -- an earlier version may have its own, which stands for its block).
+      local stands = at[key] and stood[at[key]]
+      if first ~= unorderedByte and not stands and not ordered[entry] then
         ordered[entry] = true
         zadd[#zadd + 1] = '0'
         zadd[#zadd + 1] = entry

@@ -793,6 +793,53 @@ func TestOnlyABatchDeletingAnEarlierTimerReadsTheEarliestTimer(t *testing.T) {
 	})
 }
 
+// A row that stood before the batch has its order entry, so a batch whose
+// every put, add and splice is to such a row issues no ZADD; a row it
+// creates is added, and scans in order after it.
+func TestRowsThatStoodNeedNoOrderEntry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		var seed store.Batch
+		seed.Put("h", store.Value("1"))
+		seed.Add("k", store.Value("\x01"), 1)
+		seed.Put("r", store.Value("0123"))
+		mustCommit(t, s, acme, seed)
+		src := fmt.Sprintf(countingApply, "ZADD", redisstore.ApplyBody)
+		for _, c := range []struct {
+			name  string
+			kinds string
+			pairs []any
+			want  string
+		}{
+			{"rewrites of rows that stood", "pcr", []any{
+				"h", "2",
+				"k", "\x01\x01+\x00\x00\x00\x00\x00\x00\x01",
+				"r", "\x00\x00\x00\x01ab"}, "[0 [1]]"},
+			{"a new row beside them", "pp", []any{"h", "3", "g", "new"}, "[1 [1]]"},
+			{"a new counter row", "c", []any{"j", "\x01\x01+\x00\x00\x00\x00\x00\x00\x01"}, "[1 [1]]"},
+		} {
+			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
+			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(res); got != c.want {
+				t.Errorf("%s: ZADDs and reply %s, want %s", c.name, got, c.want)
+			}
+		}
+		page, err := s.Scan(t.Context(), acme, "", "\xff", nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, e := range page.Entries {
+			keys = append(keys, string(e.Key))
+		}
+		if got := strings.Join(keys, " "); got != "g h j k r" {
+			t.Fatalf("scan lists %q, want g h j k r", got)
+		}
+	})
+}
+
 // A batch's reads after its writes take the rows it wrote as it left them
 // and the others as they stood, read with its guards: one HMGET in all.
 func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
