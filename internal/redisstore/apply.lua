@@ -97,7 +97,7 @@ if #argv[2] ~= 4 then
 end
 local tag, regTag = ssub(argv[2], 1, 1), ssub(argv[2], 2, 2)
 local tagByte, regByte, unorderedByte, blockByte = sbyte(argv[2], 1, 4)
-local E, P, C, R = 101, 112, 99, 114 -- 'e', 'p', 'c', 'r'
+local E, P, C, R, D = 101, 112, 99, 114, 100 -- 'e', 'p', 'c', 'r', 'd'
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
 if sfind(pkinds, '[^ear]') then
@@ -251,12 +251,15 @@ for i = r0, #argv do
     readFirst(argv[i])
   end
 end
--- So is each row the batch puts but a timer, a blocked or an unordered
--- one: a row that stands has its order entry already (every write that
--- created it added the entry), so its put needs no ZADD. A timer's key is
--- new with each due time, and a blocked row is mostly a new log row.
+-- So is each row the batch puts or deletes but a timer, a blocked or an
+-- unordered one: a row that stands has its order entry already (every
+-- write that created it added the entry), so its put needs no ZADD, and a
+-- row that does not stand needs no HDEL or ZREM. A timer's key is new with
+-- each due time (one rewritten in place is guarded, and so read), and a
+-- blocked row is mostly a new log row.
 for i = 1, nw do
-  if wk[i] == P then
+  local kind = wk[i]
+  if kind == P or kind == D then
     local key = argv[w0 + 2 * (i - 1)]
     local b = sbyte(key)
     if b ~= tagByte and b ~= unorderedByte and not (b == blockByte and #key == 9) then
@@ -355,12 +358,13 @@ end
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
 local hset, zadd, dels, zrem = {}, {}, {}, {}
--- putDue is the earliest due time of the timers the batch leaves put, and
--- delDue of those it leaves deleted (only a key's last write counts): a
--- batch that deletes none due before putDue (it only puts, or moves
--- timers no later than it puts) needs no read of the rows to place its
--- partition in the due index. A key too short to carry a due time counts
--- as due at 0.
+-- putDue is the earliest due time of the timers the batch leaves put that
+-- did not stand, and delDue of those it leaves deleted (only a key's last
+-- write counts): a batch that deletes none due before putDue (it only
+-- puts, or moves timers no later than it puts) needs no read of the rows
+-- to place its partition in the due index, and one that only rewrites
+-- timers in place (their keys, so their due times, unchanged) leaves the
+-- entry as it is. A key too short to carry a due time counts as due at 0.
 local putDue, delDue = nil, nil
 local function dueOf(key)
   local due = 0
@@ -395,7 +399,7 @@ for i = 1, nw do
     if first == tagByte then
       local due = dueOf(key)
       if kind == P then
-        if not putDue or due < putDue then
+        if not (at[key] and stood[at[key]]) and (not putDue or due < putDue) then
           putDue = due
         end
       elseif not delDue or due < delDue then
@@ -416,17 +420,20 @@ for i = 1, nw do
         zadd[#zadd + 1] = '0'
         zadd[#zadd + 1] = entry
       end
+    elseif at[key] and not stood[at[key]] then
+      -- Deleting a row that did not stand changes nothing.
+      left[key] = false
     else
       left[key] = false
       dels[#dels + 1] = key
       if b then
-        local at = lastByte % 64
+        local pos = lastByte % 64
         local was = emptied[b]
         if was == nil then
           blocks[#blocks + 1] = b
-          emptied[b] = at
-        elseif at > was then
-          emptied[b] = at
+          emptied[b] = pos
+        elseif pos > was then
+          emptied[b] = pos
         end
         -- An earlier version's own entry for the row; the block's entry
         -- stays while the block holds a row.
@@ -481,13 +488,13 @@ for _, b in ipairs(blocks) do
   end
 end
 
-if timers and putDue and (not delDue or delDue >= putDue) then
+if putDue and (not delDue or delDue >= putDue) then
   -- The entry held the partition's earliest timer before the batch. A timer
   -- deleted is due no earlier than putDue, so whether or not it was that
   -- earliest, the earliest now is the lower of the entry and putDue (LT
   -- adds the entry when there was none).
   call('ZADD', KEYS[3], 'LT', string.format('%.17g', putDue), argv[1])
-elseif timers then
+elseif delDue then
   local upper = '+'
   if tagByte < 255 then
     upper = '(' .. schar(tagByte + 1)

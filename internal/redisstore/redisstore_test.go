@@ -840,6 +840,42 @@ func TestRowsThatStoodNeedNoOrderEntry(t *testing.T) {
 	})
 }
 
+// A timer rewritten in place under its guard keeps its due time, so the
+// due index is neither read nor written; and a delete of a row the batch
+// read as absent is no write at all.
+func TestWritesThatChangeNothingIssueNoCommand(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		timer := string(storetest.TimerKey(5_000, "a"))
+		var seed store.Batch
+		seed.Put(store.Key(timer), store.Value("\x00"))
+		mustCommit(t, s, acme, seed)
+		for _, c := range []struct {
+			name, cmd string
+			pkinds    string
+			kinds     string
+			pairs     []any
+		}{
+			{"a timer rewritten in place", "ZADD", "e", "dp", []any{timer, "\x00", timer, "", timer, "\x00"}},
+			{"a timer rewritten in place", "ZRANGEBYLEX", "e", "dp", []any{timer, "\x00", timer, "", timer, "\x00"}},
+			{"a delete of a row read absent", "HDEL", "a", "d", []any{"gone", "", "gone", ""}},
+			{"a delete of a row read absent", "ZREM", "a", "d", []any{"gone", "", "gone", ""}},
+		} {
+			src := fmt.Sprintf(countingApply, c.cmd, redisstore.ApplyBody)
+			args := append([]any{"acme", "tesl", c.pkinds, c.kinds}, c.pairs...)
+			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(res); got != "[0 [1]]" {
+				t.Errorf("%s: %ss and reply %s, want none and a commit", c.name, c.cmd, got)
+			}
+		}
+		if got, err := s.Client().ZScore(t.Context(), s.PartitionKeys(acme)[2], "acme").Result(); err != nil || got != 5_000 {
+			t.Fatalf("due %v (%v), want 5000", got, err)
+		}
+	})
+}
+
 // A batch's reads after its writes take the rows it wrote as it left them
 // and the others as they stood, read with its guards: one HMGET in all.
 func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {

@@ -135,6 +135,34 @@ func testATimerPutThenDeletedInOneBatchLeavesNoEntry(t *testing.T, s Store) {
 	wantDue(t, s, acme, 7_000)
 }
 
+// A timer rewritten in place (its key, so its due time, unchanged) keeps
+// the partition's entry as the rows say, alone or beside a delete of the
+// earliest timer.
+func testATimerRewrittenInPlaceKeepsTheEntryTheRowsSay(t *testing.T, s Store) {
+	early, late := TimerKey(5_000, "early"), TimerKey(9_000, "late")
+	put(t, s, acme, string(early), idle, string(late), idle)
+	rewrite := func(b *store.Batch, key store.Key, from, to string) {
+		b.RequireEquals(key, store.Value(from))
+		b.Delete(key)
+		b.Put(key, store.Value(to))
+	}
+	var b store.Batch
+	rewrite(&b, late, idle, "\x00late")
+	mustCommit(t, s, acme, b)
+	wantDue(t, s, acme, 5_000)
+	b = store.Batch{}
+	rewrite(&b, early, idle, "\x00early")
+	mustCommit(t, s, acme, b)
+	wantDue(t, s, acme, 5_000)
+
+	b = store.Batch{}
+	b.RequireEquals(early, store.Value("\x00early"))
+	b.Delete(early)
+	rewrite(&b, late, "\x00late", idle)
+	mustCommit(t, s, acme, b)
+	wantDue(t, s, acme, 9_000)
+}
+
 func testFailedBatchLeavesDueIndexUnchanged(t *testing.T, s Store) {
 	put(t, s, acme, string(TimerKey(5_000, "a")), idle)
 	var b store.Batch

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"DueIndexHoldsEarliestTimer", testDueIndexHoldsEarliestTimer},
 		{"DeletingLastTimerLeavesDueIndex", testDeletingLastTimerLeavesDueIndex},
 		{"ATimerPutThenDeletedInOneBatchLeavesNoEntry", testATimerPutThenDeletedInOneBatchLeavesNoEntry},
+		{"ATimerRewrittenInPlaceKeepsTheEntryTheRowsSay", testATimerRewrittenInPlaceKeepsTheEntryTheRowsSay},
 		{"FailedBatchLeavesDueIndexUnchanged", testFailedBatchLeavesDueIndexUnchanged},
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
 		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
