@@ -106,6 +106,8 @@ type Handler struct {
 	collected func(rid string, err error)
 	// endpoints are the streams' endpoints as last decoded.
 	endpoints endpointCache
+	// ends tells the streams that ended a moment ago, whose timers stay.
+	ends ends
 }
 
 var _ timers.Handler = (*Handler)(nil)
@@ -296,7 +298,8 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return timers.Fired{}, err
 	}
 
-	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, rows: rows, after: after, calls: run, limits: lim}
+	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, rows: rows, after: after, calls: run, limits: lim,
+		endedLately: h.ends.recent(streamID{s.ns, s.endpoint}, started.UnixMilli())}
 	if err := h.linger(ctx, watch, f, started); err != nil {
 		return timers.Fired{}, err
 	}

@@ -31,6 +31,9 @@ type firing struct {
 	// handedBacklog is set when the fire may plan against the backlog its
 	// ingest handed it, read before the calls (see Handler.Fire).
 	handedBacklog bool
+	// endedLately is set when the stream ended a moment before the fire
+	// (Handler.ends): if the fire ends it again, its timer stays.
+	endedLately bool
 }
 
 // plan turns a fire's calls into the timer's completion: the
@@ -111,6 +114,12 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			"reservation_id", firstRID, "error", firstErr, "backlog_found", fresh.Found)
 	}
 	h.moveHead(f, acks, acked)
+	nowMs := max(f.fc.NowMs, clk.Now().UnixMilli())
+	// A stream that ended a moment ago and ends again keeps its timer and
+	// its empty backlog row (timers.Fired.Stay): the next ingest then holds
+	// the timer in place and adds to the row, writing no index.
+	stay := f.endedLately && !disabling && acks.Remaining().Rows == 0
+	acks.StayEmpty = stay
 	var b store.Batch
 	if disabling && acks.Len() == 0 && acks.Remaining().Rows > 0 {
 		// Nothing to acknowledge, and the disable does not depend on the
@@ -120,7 +129,6 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		acks.Plan(&b)
 	}
 	delivered := acks.Len()
-	nowMs := max(f.fc.NowMs, clk.Now().UnixMilli())
 	parked := false
 	health := judged.health
 	if disabling {
@@ -158,7 +166,8 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		case due > nowMs:
 			due = max(due, f.timer.DueAtMs)
 		case ended.Health == nil || len(ended.Health.Pending) == 0:
-			return timers.Fired{Done: true, Batch: b}, nil
+			h.ends.ended(streamID{s.ns, s.endpoint}, nowMs)
+			return timers.Fired{Done: true, Stay: stay, Batch: b}, nil
 		}
 		return h.fired(timers.Fired{Batch: b}, ended, due, nowMs)
 	}

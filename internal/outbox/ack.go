@@ -54,6 +54,10 @@ type Acks struct {
 	// Retain keeps each row's log entry, and its attempt row, for the
 	// retention window; false deletes them with the pending row.
 	Retain bool
+	// StayEmpty leaves a backlog the plan empties at zero rather than
+	// deleting it, for a stream whose timer stays (timers.Fired.Stay): the
+	// next ingest adds to a row that stands.
+	StayEmpty bool
 	// kept are rows read from the log that get a pending row (Keep), and
 	// head the head the plan moves the stream to (MoveHead).
 	kept []ackRow
@@ -274,9 +278,12 @@ func (a *Acks) Plan(b *store.Batch) {
 			b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
 		}
 	}
-	if rest.Rows == 0 {
+	switch {
+	case rest.Rows == 0 && a.StayEmpty:
+		b.Put(a.backlogKey, EncodeBacklog(Backlog{}))
+	case rest.Rows == 0:
 		b.Delete(a.backlogKey)
-	} else {
+	default:
 		// The rows count exactly, so one below 0 is a bug and refuses the
 		// batch; the bytes are a gauge and stop at 0, so a drift in them (or
 		// plans of other rows landing first) never wedges the stream.

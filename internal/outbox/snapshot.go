@@ -342,7 +342,9 @@ func (s *snapshot) matching(kind Kind) []int {
 // new rows:
 //   - enabled, no timer: create one due now with empty state, held by
 //     this process when the Appender holds new timers (Appender.Hold);
-//   - idle, not backing off, due later: pull it to now, guarded;
+//   - idle, not backing off, due later: pull it to now, guarded, held by
+//     this process when the Appender holds timers (in place when it is
+//     due about a lease from now, as a fire that stays leaves it);
 //   - backing off: leave it, a failing endpoint is not hammered at the
 //     ingest rate; the new rows go when it recovers;
 //   - paced (its last fire ran out of its rate_limit's tokens): leave it,
@@ -404,6 +406,14 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	if st.Attempt > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
 		b.RequireEquals(idle.Key, idle.Raw)
 		return
+	}
+	if s.hold > 0 {
+		// Held for this process, as a new timer would be: fired at once,
+		// with no claim, and in place when its fire left it to stay.
+		if err := idle.Hold(b, s.nowMs, s.hold); err == nil {
+			askStreamRows(b, ep.id)
+			return
+		}
 	}
 	idle.MoveTo(b, s.nowMs)
 }

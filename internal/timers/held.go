@@ -24,6 +24,30 @@ func NewHeld(nowMs int64, lease time.Duration, kind Kind, ref string, state []by
 	return store.Entry{Key: Key(nowMs+lease.Milliseconds(), kind, ref), Value: encodeLeased(l, state)}, nil
 }
 
+// Hold plans holding an idle timer row for this process to fire at once,
+// as NewHeld holds a new one: leased under a fresh token until nowMs +
+// lease, with its state, guarded by the row as read. A row due no sooner
+// than three quarters of the lease from now, and no later than the whole,
+// is held in place instead, until its own due time: its key stands, so
+// the store writes neither its order nor its due index (a timer a fire
+// left to stay, Fired.Stay, is one). Three quarters of a lease still
+// outlast a fire. r must be idle.
+func (r Row) Hold(b *store.Batch, nowMs int64, lease time.Duration) error {
+	l := Lease{DueAtMs: nowMs}
+	if _, err := rand.Read(l.Token[:]); err != nil {
+		return fmt.Errorf("lease token: %w", err)
+	}
+	b.RequireEquals(r.Key, r.Raw)
+	end, ms := nowMs+lease.Milliseconds(), lease.Milliseconds()
+	if r.DueAtMs >= end-ms/4 && r.DueAtMs <= end {
+		b.Put(r.Key, encodeLeased(l, r.State))
+		return nil
+	}
+	b.Delete(r.Key)
+	b.Put(Key(end, r.Kind, r.Reference), encodeLeased(l, r.State))
+	return nil
+}
+
 // Held is the claim a leased row e stands for, as its writer left it; ok
 // is false for a row that is idle or does not decode.
 func Held(p store.Partition, e store.Entry) (c Claimed, ok bool) {

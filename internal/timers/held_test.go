@@ -127,3 +127,65 @@ func (s *countingStore) Apply(ctx context.Context, p store.Partition, b store.Ba
 	s.applies++
 	return s.NamespaceStore.Apply(ctx, p, b)
 }
+
+// A fire that stays leaves its timer in place, idle, due when its lease
+// would have ended; a writer holding that timer again keeps it in place
+// while its due time is within the last quarter of a lease from now, and
+// otherwise moves it to a whole lease from now. Each hold is leased
+// afresh, with the state it had.
+func TestATimerThatStaysIsHeldAgainInPlace(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		_, c := putHeld(t, st, 100, "billing", "")
+		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
+			return timers.Fired{Done: true, Stay: true, State: []byte("s")}, nil
+		}}
+		r := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(120), Budget: timers.Budget{Lease: lease}})
+		if report, err := r.RunHeld(ctx, 120, c); err != nil || report.Done != 1 {
+			t.Fatalf("report %+v, %v", report, err)
+		}
+		stayed := onlyTimer(t, st, ns)
+		if stayed.Key != c.Key || stayed.Lease != nil || string(stayed.State) != "s" {
+			t.Fatalf("stayed row %+v, want idle with state s under the leased key %q", stayed, c.Key)
+		}
+		end := c.ExpiresAtMs
+		for _, tc := range []struct {
+			name    string
+			nowMs   int64
+			inPlace bool
+		}{
+			{"held at once", 100, true},
+			{"with a quarter of a lease gone", end - lease.Milliseconds()*3/4, true},
+			{"with more than a quarter gone", end - lease.Milliseconds()*3/4 + 1, false},
+			{"due beyond a lease from now", end - lease.Milliseconds() - 1, false},
+		} {
+			var b store.Batch
+			if err := stayed.Hold(&b, tc.nowMs, lease); err != nil {
+				t.Fatal(err)
+			}
+			put := b.Writes[len(b.Writes)-1]
+			row, err := timers.DecodeRow(put.Key, put.Value)
+			if err != nil || row.Lease == nil || row.Lease.DueAtMs != tc.nowMs || string(row.State) != "s" {
+				t.Fatalf("%s: held row %+v, %v", tc.name, row, err)
+			}
+			wantDue := tc.nowMs + lease.Milliseconds()
+			if tc.inPlace {
+				wantDue = end
+			}
+			if (put.Key == stayed.Key) != tc.inPlace || row.DueAtMs != wantDue {
+				t.Fatalf("%s: held until %d under %q, want %d (in place %v)", tc.name, row.DueAtMs, put.Key, wantDue, tc.inPlace)
+			}
+			if b.Preconditions[0].Key != stayed.Key || string(b.Preconditions[0].Value) != string(stayed.Raw) {
+				t.Fatalf("%s: not guarded by the row as read", tc.name)
+			}
+		}
+		var b store.Batch
+		if err := stayed.Hold(&b, 100, lease); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, st, ns, b)
+		if held := onlyTimer(t, st, ns); held.Key != stayed.Key || held.Lease == nil {
+			t.Fatalf("held row %+v, want leased in place", held)
+		}
+	})
+}

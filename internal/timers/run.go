@@ -181,9 +181,13 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		}
 		leaseGuard := len(b.Preconditions)
 		b.RequireEquals(c.Key, c.Value)
-		b.Delete(c.Key)
-		if !f.Done {
-			b.Put(Key(f.DueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(f.State))
+		if f.Done && f.Stay {
+			b.Put(c.Key, EncodeIdle(f.State))
+		} else {
+			b.Delete(c.Key)
+			if !f.Done {
+				b.Put(Key(f.DueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(f.State))
+			}
 		}
 		if err := b.Validate(); err != nil {
 			return 0, f, fmt.Errorf("complete timer %d/%s of %s: %w", c.Timer.Kind, c.Timer.Reference, c.Partition, err)

@@ -37,6 +37,14 @@ type Fired struct {
 	DueAtMs int64
 	State   []byte
 	Batch   store.Batch
+	// Stay, with Done, keeps the timer where its lease put it, idle with
+	// State, rather than deleting it: due when the lease would have run
+	// out, it fires then and ends, unless a writer holds it again first
+	// (Row.Hold). Kept in place, its key, so its due time, is unchanged,
+	// and the store writes neither its order nor its due index, where a
+	// delete and a new timer write both: what a stream that takes more
+	// rows within the lease saves.
+	Stay bool
 	// Backoff marks a Reschedule after a failed call whose Batch writes
 	// nothing: if its guard fails, the reschedule still applies rather than
 	// firing again at once, so an endpoint that keeps failing under steady
