@@ -102,3 +102,32 @@ func TestTheNextAttemptOfAStreamWithEventsToAppendIsItsOwn(t *testing.T) {
 		t.Errorf("next attempt %v, want the resume time", got["next_attempt_at"])
 	}
 }
+
+// A timer left idle after its stream ended, with nothing to deliver, is no
+// next attempt; once a row is pending, its due time is.
+func TestAStreamWithNothingToDeliverHasNoNextAttempt(t *testing.T) {
+	h, _ := newLoggedHarness(t)
+	path := "/v1/namespaces/acme/endpoints/billing"
+	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
+	p := store.Partition{Namespace: "acme"}
+	bkey, _ := outbox.BacklogKey("billing")
+	var b store.Batch
+	b.Put(timers.Key(outboxtest.T0+30_000, timers.KindOutcomeDelivery, "billing"), timers.EncodeIdle(nil))
+	b.Put(bkey, outbox.EncodeBacklog(outbox.Backlog{}))
+	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
+		t.Fatalf("put timer: %+v %v", res, err)
+	}
+	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if got["next_attempt_at"] != nil {
+		t.Errorf("next attempt %v with nothing to deliver, want null", got["next_attempt_at"])
+	}
+	b = store.Batch{}
+	b.Put(bkey, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 10}))
+	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
+		t.Fatalf("put backlog: %+v %v", res, err)
+	}
+	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+	if got["next_attempt_at"] != "2025-11-30T00:00:30.000Z" {
+		t.Errorf("next attempt %v with a row pending, want the timer's due time", got["next_attempt_at"])
+	}
+}

@@ -121,7 +121,7 @@ func viewEndpoint(s outbox.Stream) endpointView {
 		MaxInFlight: e.MaxInFlight, DisabledReason: e.DisabledReason,
 		CreatedAt: rfc3339(e.CreatedMs), UpdatedAt: rfc3339(e.UpdatedMs),
 		Backlog:       backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes},
-		NextAttemptAt: nextAttempt(s.Timer),
+		NextAttemptAt: nextAttempt(s.Timer, s.Backlog),
 	}
 	if v.Kinds == nil {
 		v.Kinds = []outbox.Kind{}
@@ -158,10 +158,15 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	return v
 }
 
-// nextAttempt is when the stream's timer fires next; nil when it has none
-// or is parked.
-func nextAttempt(t *outbox.StreamTimer) *string {
+// nextAttempt is when the stream's timer fires next; nil when it has none,
+// is parked, or only waits, idle and not failing, with nothing to deliver:
+// a timer kept after its stream ended (timers.Fired.Stay) ends when it
+// fires.
+func nextAttempt(t *outbox.StreamTimer, backlog outbox.Backlog) *string {
 	if t == nil || t.DueAtMs == timers.NeverMs {
+		return nil
+	}
+	if backlog.Rows == 0 && !t.Leased && t.Attempt == 0 && t.FailingSinceMs == 0 {
 		return nil
 	}
 	s := rfc3339(t.DueAtMs)

@@ -123,7 +123,7 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		Endpoint:      id,
 		Backlog:       backlogView{Rows: page.Backlog.Rows, Bytes: page.Backlog.Bytes},
 		State:         streamState(page.Timer, a.Clock.Now().UnixMilli()),
-		NextAttemptAt: nextAttempt(page.Timer),
+		NextAttemptAt: nextAttempt(page.Timer, page.Backlog),
 		Rows:          make([]pendingRowView, len(page.Rows)),
 	}
 	if page.Timer != nil {
