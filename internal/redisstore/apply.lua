@@ -145,7 +145,7 @@ for i = 1, np do
     pranges[i] = {offset, bytes}
   end
 end
-local timers, registry = false, false
+local registry = false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts the writes of each key,
 -- so an added key is known to have no other, and last names each key's last
@@ -184,7 +184,6 @@ for i = 1, nw do
     if kind == P and #key < 11 then
       return redis.error_reply('relay apply: timer key lacks its due time and kind')
     end
-    timers = true
   end
   if kind == C then
     local v = argv[at + 1]
@@ -353,8 +352,9 @@ end
 -- one ZADD of the rows put, then one HDEL and one ZREM of the rows deleted:
 -- four commands at most, whatever the batch size, and no ZADD when every
 -- row put stood before. A ZADD of a key already in the order set and a ZREM
--- of one never in it change nothing: an unordered row is never added, and its delete also removes the order entry a row put
--- before the store kept the class unordered may have. Puts go first:
+-- of one never in it change nothing: an unordered row is never added, and
+-- its delete also removes the order entry a row put before the store kept
+-- the class unordered may have. Puts go first:
 -- on a Redis that runs scripts without flags, a full memory refuses the
 -- first growing command, and then nothing has been written yet.
 local hset, zadd, dels, zrem = {}, {}, {}, {}
