@@ -135,3 +135,73 @@ func onlyDeliveryTimer(t *testing.T, f *fleet, p store.Partition) timers.Row {
 	}
 	return found[0]
 }
+
+// A timer one process left to stay is held by whichever process ingests
+// next: another process's ingest holds it in place, guarded, and fires it
+// itself with no claim; every outcome goes once.
+func TestATimerThatStaysIsHeldByAnotherProcessesIngest(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		p := store.Partition{Namespace: "acme"}
+		clk := clock.NewManual(time.Now().UnixMilli())
+		type process struct {
+			h    *Handler
+			st   *completions
+			sink *tally
+			app  *outbox.Appender
+		}
+		start := func() process {
+			pr := process{st: &completions{DueStore: f.st, done: make(chan struct{}, 4)}, sink: newTally(1)}
+			pr.h = &Handler{Sink: pr.sink, Clock: clk}
+			reg, err := timers.NewRegistry(pr.h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			polled := make(chan struct{}, 1)
+			d := f.start(Config{Store: pr.st, Registry: reg, Clock: clk, after: func(time.Duration) <-chan time.Time {
+				select {
+				case polled <- struct{}{}:
+				default:
+				}
+				return nil
+			}})
+			<-polled
+			pr.app = &outbox.Appender{Store: f.st, Clock: clk, Due: d.FireDue, Hold: d.HoldFor}
+			return pr
+		}
+		a, b := start(), start()
+		ingest := func(pr process, rid string) {
+			t.Helper()
+			if _, err := pr.app.Append(f.ctx, p, []outbox.Outcome{committed(rid)}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-pr.st.done:
+			case <-time.After(patience):
+				t.Fatalf("%s: no completion", rid)
+			}
+		}
+		// The stream ended a moment ago in a, so a's fire leaves its timer.
+		a.h.ends.ended(streamID{"acme", "billing"}, clk.Now().UnixMilli())
+		ingest(a, "r-1")
+		stayed := onlyDeliveryTimer(t, f, p)
+		if stayed.Lease != nil {
+			t.Fatalf("a left %+v, want an idle timer", stayed)
+		}
+		ingest(b, "r-2")
+		select {
+		case <-a.st.done:
+			t.Fatal("a fired the timer b's ingest held")
+		default:
+		}
+		if n := deliveryTimers(t, f, p); n != 0 {
+			t.Fatalf("b's fire left %d delivery timers; the stream had not ended lately in b", n)
+		}
+		a.sink.wait(t)
+		b.sink.wait(t)
+		if a.sink.seen["acme/billing/r-1"] != 1 || b.sink.seen["acme/billing/r-2"] != 1 || a.sink.total+b.sink.total != 2 {
+			t.Fatalf("a delivered %v, b %v; want r-1 by a and r-2 by b, once each", a.sink.seen, b.sink.seen)
+		}
+	})
+}
