@@ -33,7 +33,13 @@ func (s *timerScans) Scan(ctx context.Context, p store.Partition, start, end sto
 // once its first poll is over, so only what a test does makes it work.
 func quietDriver(t *testing.T, f *fleet, st DueStore, sink Sink, cfg Config) *Driver {
 	t.Helper()
-	reg, err := timers.NewRegistry(&Handler{Sink: sink})
+	return quietDriverOf(t, f, st, &Handler{Sink: sink}, cfg)
+}
+
+// quietDriverOf is quietDriver firing with h.
+func quietDriverOf(t *testing.T, f *fleet, st DueStore, h *Handler, cfg Config) *Driver {
+	t.Helper()
+	reg, err := timers.NewRegistry(h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,20 +21,7 @@ func lingeringDriver(t *testing.T, f *fleet, st DueStore, h *Handler) (*Driver, 
 	t.Helper()
 	arr := NewArrivals(4)
 	h.Linger, h.Arrivals = DefaultLinger, arr
-	reg, err := timers.NewRegistry(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	polled := make(chan struct{}, 1)
-	d := f.start(Config{Store: st, Registry: reg, Arrivals: arr, after: func(time.Duration) <-chan time.Time {
-		select {
-		case polled <- struct{}{}:
-		default:
-		}
-		return nil
-	}})
-	<-polled
-	return d, arr
+	return quietDriverOf(t, f, st, h, Config{Arrivals: arr}), arr
 }
 
 // refusals counts the batches applied through it that failed a guard.

@@ -38,31 +38,9 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 		st := &completions{DueStore: f.st, done: make(chan struct{}, 4)}
 		sink := newTally(4)
 		h := &Handler{Sink: sink, Clock: clk}
-		reg, err := timers.NewRegistry(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		polled := make(chan struct{}, 1)
-		d := f.start(Config{Store: st, Registry: reg, Clock: clk, after: func(time.Duration) <-chan time.Time {
-			select {
-			case polled <- struct{}{}:
-			default:
-			}
-			return nil
-		}})
-		<-polled
+		d := quietDriverOf(t, f, st, h, Config{Clock: clk})
 		app := &outbox.Appender{Store: f.st, Clock: clk, Due: d.FireDue, Hold: d.HoldFor}
-		ingest := func(rid string) {
-			t.Helper()
-			if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed(rid)}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-st.done:
-			case <-time.After(patience):
-				t.Fatalf("%s: no completion", rid)
-			}
-		}
+		ingest := func(rid string) { ingestAndComplete(t, f, app, st, rid) }
 		backlogRow := func() bool {
 			t.Helper()
 			key, _ := outbox.BacklogKey("billing")
@@ -102,6 +80,10 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 		}
 
 		clk.Set(stayed.DueAtMs)
+		reg, err := timers.NewRegistry(h)
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := timers.NewRunner(timers.RunnerConfig{Store: f.st, Registry: reg, Clock: clk})
 		report, err := r.RunDue(f.ctx, p, stayed.DueAtMs)
 		if err != nil || report.Done != 1 {
@@ -116,6 +98,20 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// ingestAndComplete appends one outcome to acme and waits for the batch
+// the driver then applies: its fire's completion.
+func ingestAndComplete(t *testing.T, f *fleet, app *outbox.Appender, st *completions, rid string) {
+	t.Helper()
+	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed(rid)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-st.done:
+	case <-time.After(patience):
+		t.Fatalf("%s: no completion", rid)
+	}
 }
 
 func onlyDeliveryTimer(t *testing.T, f *fleet, p store.Partition) timers.Row {
@@ -154,34 +150,12 @@ func TestATimerThatStaysIsHeldByAnotherProcessesIngest(t *testing.T) {
 		start := func() process {
 			pr := process{st: &completions{DueStore: f.st, done: make(chan struct{}, 4)}, sink: newTally(1)}
 			pr.h = &Handler{Sink: pr.sink, Clock: clk}
-			reg, err := timers.NewRegistry(pr.h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			polled := make(chan struct{}, 1)
-			d := f.start(Config{Store: pr.st, Registry: reg, Clock: clk, after: func(time.Duration) <-chan time.Time {
-				select {
-				case polled <- struct{}{}:
-				default:
-				}
-				return nil
-			}})
-			<-polled
+			d := quietDriverOf(t, f, pr.st, pr.h, Config{Clock: clk})
 			pr.app = &outbox.Appender{Store: f.st, Clock: clk, Due: d.FireDue, Hold: d.HoldFor}
 			return pr
 		}
 		a, b := start(), start()
-		ingest := func(pr process, rid string) {
-			t.Helper()
-			if _, err := pr.app.Append(f.ctx, p, []outbox.Outcome{committed(rid)}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-pr.st.done:
-			case <-time.After(patience):
-				t.Fatalf("%s: no completion", rid)
-			}
-		}
+		ingest := func(pr process, rid string) { ingestAndComplete(t, f, pr.app, pr.st, rid) }
 		// The stream ended a moment ago in a, so a's fire leaves its timer.
 		a.h.ends.ended(streamID{"acme", "billing"}, clk.Now().UnixMilli())
 		ingest(a, "r-1")
