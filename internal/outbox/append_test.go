@@ -905,3 +905,33 @@ func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
 		})
 	}
 }
+
+// The snapshot reads endpoints, backlogs and heads in one range: an
+// endpoint row whose key does not parse still refuses the ingest as
+// corrupt, and rows of other classes in that range (the counters, a
+// backlog or head of no endpoint) are read past.
+func TestTheStreamRowsReadTogetherStillRefuseABadEndpointKey(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		orphan, _ := outbox.BacklogKey("gone")
+		var b store.Batch
+		b.Put(orphan, outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 30}))
+		if res, err := e.St.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
+			t.Fatalf("put orphan backlog: %+v %v", res, err)
+		}
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append beside an orphan backlog: %v", got)
+		}
+		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
+			t.Fatalf("billing's backlog %+v, want one row", bl)
+		}
+		b = store.Batch{}
+		b.Put("eBAD KEY", store.Value("\x01{}"))
+		if res, err := e.St.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
+			t.Fatalf("put bad endpoint row: %+v %v", res, err)
+		}
+		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-2")}); !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("append beside an endpoint row whose key does not parse: %v, want ErrCorrupt", err)
+		}
+	})
+}

@@ -137,9 +137,9 @@ func (a *Appender) read(ctx context.Context, p store.Partition, items []*item, c
 	return s, nil
 }
 
-// readPlan is the reads of a snapshot: the endpoints, the backlogs and the
-// timers scanned, then the sequence and the items' seen rows (keys, each
-// rid's at seenAt).
+// readPlan is the reads of a snapshot: the stream rows and the timers
+// scanned, then the sequence and the items' seen rows (keys, each rid's at
+// seenAt).
 type readPlan struct {
 	reads  []store.Read
 	keys   []store.Key
@@ -154,20 +154,25 @@ func readsFor(items []*item, cfg appendConfig) readPlan {
 			rp.keys = append(rp.keys, it.seenKey)
 		}
 	}
-	epStart, epEnd := EndpointRange()
-	blStart, blEnd := ClassRange(ClassBacklog)
 	tStart, tEnd := timers.Range()
-	hStart, hEnd := ClassRange(ClassHead)
 	rp.reads = []store.Read{
-		{Start: epStart, End: epEnd, Limit: cfg.maxEndpoints + 1},
-		{Start: blStart, End: blEnd, Limit: cfg.maxEndpoints + 1},
+		streamRowsRead(cfg),
 		{Start: tStart, End: tEnd, Limit: timers.MaxRows + 1},
-		{Start: hStart, End: hEnd, Limit: cfg.maxEndpoints + 1},
 	}
 	for chunk := range slices.Chunk(rp.keys, store.MaxBatchOps) {
 		rp.reads = append(rp.reads, store.Read{Keys: chunk})
 	}
 	return rp
+}
+
+// streamRowsRead reads the endpoints, backlogs and heads in one range: the
+// classes from the backlog's to the head's are those and the counters, a
+// row each per endpoint, so one scan of a partition within its endpoint
+// limit costs the store one range read instead of three.
+func streamRowsRead(cfg appendConfig) store.Read {
+	start, _ := ClassRange(ClassBacklog)
+	_, end := ClassRange(ClassHead)
+	return store.Read{Start: start, End: end, Limit: 4*cfg.maxEndpoints + 1}
 }
 
 // snapshotFrom is the snapshot of what rp read (res), at nowMs, taken
@@ -182,27 +187,33 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 	}
 	keys, seenAt := rp.keys, rp.seenAt
 	rows := make([]store.Row, 0, len(keys))
-	for _, r := range res[4:] {
+	for _, r := range res[2:] {
 		rows = append(rows, r.Rows...)
 	}
-	if err := s.endpointsFrom(p, res[0].Page, cfg); err != nil {
-		return nil, err
-	}
-	if res[1].Page.Next != nil || res[3].Page.Next != nil {
-		// More backlog or head rows than endpoints: orphans, never
-		// written by relay. Read the endpoints' own.
+	if res[0].Page.Next != nil {
+		// More stream rows than endpoints allow: too many endpoints, or
+		// orphans never written by relay. Read the endpoints' own.
 		return a.readSlow(ctx, p, s, keys, seenAt, cfg)
 	}
-	for _, e := range res[3].Page.Entries {
-		if pk, ok := Parse(e.Key); ok && pk.Class == ClassHead {
+	var endpoints store.Page
+	backlogs := map[string]rowRead{}
+	for _, e := range res[0].Page.Entries {
+		if e.Key[0] == byte(ClassEndpoint) {
+			// Decoded, and refused when they do not, by endpointsFrom.
+			endpoints.Entries = append(endpoints.Entries, e)
+			continue
+		}
+		pk, ok := Parse(e.Key)
+		switch {
+		case !ok:
+		case pk.Class == ClassBacklog:
+			backlogs[pk.Endpoint] = rowRead{raw: e.Value, found: true}
+		case pk.Class == ClassHead:
 			s.heads[pk.Endpoint] = true
 		}
 	}
-	backlogs := map[string]rowRead{}
-	for _, e := range res[1].Page.Entries {
-		if pk, ok := Parse(e.Key); ok && pk.Class == ClassBacklog {
-			backlogs[pk.Endpoint] = rowRead{raw: e.Value, found: true}
-		}
+	if err := s.endpointsFrom(p, endpoints, cfg); err != nil {
+		return nil, err
 	}
 	if err := s.backlogsFrom(p, func(i int) rowRead { return backlogs[s.endpoints[i].id] }); err != nil {
 		return nil, err
@@ -210,10 +221,10 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 	if err := s.keysFrom(p, rows, seenAt); err != nil {
 		return nil, err
 	}
-	if res[2].Page.Next != nil {
+	if res[1].Page.Next != nil {
 		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
 	}
-	s.timers = timers.AppendRows(nil, res[2].Page.Entries)
+	s.timers = timers.AppendRows(nil, res[1].Page.Entries)
 	if err := a.readEarlier(ctx, p, s, cfg); err != nil {
 		return nil, err
 	}
