@@ -33,18 +33,18 @@ func NewHeld(nowMs int64, lease time.Duration, kind Kind, ref string, state []by
 // left to stay, Fired.Stay, is one). Three quarters of a lease still
 // outlast a fire. r must be idle.
 func (r Row) Hold(b *store.Batch, nowMs int64, lease time.Duration) error {
-	l := Lease{DueAtMs: nowMs}
-	if _, err := rand.Read(l.Token[:]); err != nil {
-		return fmt.Errorf("lease token: %w", err)
+	e, err := NewHeld(nowMs, lease, r.Kind, r.Reference, r.State)
+	if err != nil {
+		return err
 	}
 	b.RequireEquals(r.Key, r.Raw)
-	end, ms := nowMs+lease.Milliseconds(), lease.Milliseconds()
-	if r.DueAtMs >= end-ms/4 && r.DueAtMs <= end {
-		b.Put(r.Key, encodeLeased(l, r.State))
-		return nil
+	if end := nowMs + lease.Milliseconds(); r.DueAtMs >= end-lease.Milliseconds()/4 && r.DueAtMs <= end {
+		// The lease's end is the row's due time: the value does not say it.
+		e.Key = r.Key
+	} else {
+		b.Delete(r.Key)
 	}
-	b.Delete(r.Key)
-	b.Put(Key(end, r.Kind, r.Reference), encodeLeased(l, r.State))
+	b.Put(e.Key, e.Value)
 	return nil
 }
 
