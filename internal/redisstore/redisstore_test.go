@@ -727,6 +727,19 @@ end
 local reply = apply()
 return {n, reply}`
 
+// applyCounting runs apply.lua (countingApply) on acme with args and
+// answers its reply: the count of the commands named cmd it issued, and
+// the script's own reply.
+func applyCounting(t *testing.T, s *redisstore.Store, cmd string, args ...any) []any {
+	t.Helper()
+	src := fmt.Sprintf(countingApply, cmd, redisstore.ApplyBody)
+	res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // A batch reads every row it reads before writing (its guards, its
 // counters, the rows it splices) in one command, however many kinds of
 // operation it holds.
@@ -736,16 +749,12 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 		b.Put("g", store.Value("1"))
 		b.Put("r", store.Value("0123"))
 		mustCommit(t, s, acme, b)
-		src := fmt.Sprintf(countingApply, "HMGET", redisstore.ApplyBody)
-		res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme),
+		res := applyCounting(t, s, "HMGET",
 			"acme", "tesl", "e", "crp",
 			"g", "1",
 			"c", "\x00+\x00\x00\x00\x00\x00\x00\x01",
 			"r", "\x00\x00\x00\x01ab",
-			"p", "v").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+			"p", "v")
 		if got := fmt.Sprint(res); got != "[1 [1]]" {
 			t.Fatalf("HMGETs and reply %s, want one HMGET and a commit", got)
 		}
@@ -761,7 +770,6 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 // deletes a timer reads the earliest left.
 func TestOnlyABatchDeletingAnEarlierTimerReadsTheEarliestTimer(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
-		src := fmt.Sprintf(countingApply, "ZRANGEBYLEX", redisstore.ApplyBody)
 		timer := func(ms int64, ref string) string { return string(storetest.TimerKey(ms, ref)) }
 		for _, c := range []struct {
 			name  string
@@ -778,10 +786,7 @@ func TestOnlyABatchDeletingAnEarlierTimerReadsTheEarliestTimer(t *testing.T) {
 			{"a delete", "d", []any{timer(4_000, "b"), ""}, 1, 8_000},
 		} {
 			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
-			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := applyCounting(t, s, "ZRANGEBYLEX", args...)
 			if res[0].(int64) != c.reads {
 				t.Errorf("%s: %d ZRANGEBYLEX, want %d", c.name, res[0], c.reads)
 			}
@@ -803,7 +808,6 @@ func TestRowsThatStoodNeedNoOrderEntry(t *testing.T) {
 		seed.Add("k", store.Value("\x01"), 1)
 		seed.Put("r", store.Value("0123"))
 		mustCommit(t, s, acme, seed)
-		src := fmt.Sprintf(countingApply, "ZADD", redisstore.ApplyBody)
 		for _, c := range []struct {
 			name  string
 			kinds string
@@ -818,11 +822,7 @@ func TestRowsThatStoodNeedNoOrderEntry(t *testing.T) {
 			{"a new counter row", "c", []any{"j", "\x01\x01+\x00\x00\x00\x00\x00\x00\x01"}, "[1 [1]]"},
 		} {
 			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
-			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fmt.Sprint(res); got != c.want {
+			if got := fmt.Sprint(applyCounting(t, s, "ZADD", args...)); got != c.want {
 				t.Errorf("%s: ZADDs and reply %s, want %s", c.name, got, c.want)
 			}
 		}
@@ -860,13 +860,8 @@ func TestWritesThatChangeNothingIssueNoCommand(t *testing.T) {
 			{"a delete of a row read absent", "HDEL", "a", "d", []any{"gone", "", "gone", ""}},
 			{"a delete of a row read absent", "ZREM", "a", "d", []any{"gone", "", "gone", ""}},
 		} {
-			src := fmt.Sprintf(countingApply, c.cmd, redisstore.ApplyBody)
 			args := append([]any{"acme", "tesl", c.pkinds, c.kinds}, c.pairs...)
-			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fmt.Sprint(res); got != "[0 [1]]" {
+			if got := fmt.Sprint(applyCounting(t, s, c.cmd, args...)); got != "[0 [1]]" {
 				t.Errorf("%s: %ss and reply %s, want none and a commit", c.name, c.cmd, got)
 			}
 		}
@@ -884,7 +879,6 @@ func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
 		seed.Put("g", store.Value("1"))
 		seed.Put("u", store.Value("untouched"))
 		mustCommit(t, s, acme, seed)
-		src := fmt.Sprintf(countingApply, "HMGET", redisstore.ApplyBody)
 		for _, c := range []struct {
 			reads []any
 			want  string
@@ -894,11 +888,7 @@ func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
 			{[]any{"4", "u", "p", "x", "g"}, "[1 [1 [untouched v <nil> 1]]]"},
 		} {
 			args := append([]any{"acme", "tesl", "e", "pd", "g", "1", "p", "v", "d", ""}, c.reads...)
-			res, err := s.Client().Eval(t.Context(), src, s.PartitionKeys(acme), args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fmt.Sprint(res); got != c.want {
+			if got := fmt.Sprint(applyCounting(t, s, "HMGET", args...)); got != c.want {
 				t.Errorf("reads %v: HMGETs and reply %s, want %s", c.reads, got, c.want)
 			}
 		}
