@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
 
@@ -338,7 +340,7 @@ func TestBenchLoadTargetWritesTheRequestLineAndHeadersOfTheURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := string(loadRequest(lt.head("/v1/x"), []byte(`{"a":1}`)))
+		req := string(appendRequest(nil, lt.head("/v1/x"), []byte(`{"a":1}`)))
 		want := tc.head + "Authorization: Bearer t0k\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"
 		if lt.addr != tc.addr || (lt.tls != nil) != tc.tls || req != want {
 			t.Errorf("%s: dials %s (tls %v) with\n%q\nwant %s (tls %v) with\n%q", tc.base, lt.addr, lt.tls != nil, req, tc.addr, tc.tls, want)
@@ -346,6 +348,48 @@ func TestBenchLoadTargetWritesTheRequestLineAndHeadersOfTheURL(t *testing.T) {
 	}
 	if _, err := newLoadTarget("http://h", "a\r\nX-Evil: 1"); err == nil {
 		t.Error("a token with a line break was taken")
+	}
+}
+
+func TestBenchRequestsAreTheOutcomesEncodedWhole(t *testing.T) {
+	t.Parallel()
+	lt, err := newLoadTarget("http://127.0.0.1:8080", "t0k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bencher{load: lt, run: "r1", now: 1_700_000_000_000, detail: `a "quoted" detail`}
+	outcome := func(i int) outbox.Outcome {
+		return outbox.Outcome{
+			ReservationID: b.rid("single", i), Repository: "bench/relay", OccurredUnixMs: b.now,
+			Aborted: &outbox.Aborted{Reason: "bench", Detail: b.detail},
+		}
+	}
+	for _, per := range []int{1, 3} {
+		pr := b.requests("single", []string{"n0", "n1"}, 7, per)
+		var wire, scratch []byte
+		seen := 0
+		for i, rq := range pr.list {
+			wire, scratch = pr.wire(wire, scratch, i)
+			var want any = outcome(rq.first)
+			if per > 1 {
+				batch := make([]outbox.Outcome, rq.n)
+				for k := range batch {
+					batch[k] = outcome(rq.first + k)
+				}
+				want = map[string]any{"outcomes": batch}
+			}
+			body, err := json.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := string(wire), string(appendRequest(nil, lt.head("/v1/namespaces/n"+strconv.Itoa(i%2)+"/outcomes"), body)); got != want {
+				t.Fatalf("per %d, request %d:\n%q\nwant\n%q", per, i, got, want)
+			}
+			seen += rq.n
+		}
+		if seen != 7 || pr.outcomes() != 7 {
+			t.Errorf("per %d: the requests carry %d outcomes (%d counted), want 7", per, seen, pr.outcomes())
+		}
 	}
 }
 
@@ -417,13 +461,13 @@ func TestBenchLoadConnKeepsItsConnectionUntilTheServerClosesIt(t *testing.T) {
 				{"/length", "four"},
 			} {
 				body := strings.TrimPrefix(step.want, "first half, ")
-				code, answer, err := c.do(context.Background(), loadRequest(lt.head(step.path), []byte(body)))
+				code, answer, err := c.do(context.Background(), appendRequest(nil, lt.head(step.path), []byte(body)))
 				if err != nil || code != http.StatusAccepted || string(answer) != step.want {
 					t.Fatalf("%s: %d %q %v, want 202 %q", step.path, code, answer, err, step.want)
 				}
 			}
 			c.idle = 0 // the next request finds the connection rested too long
-			if _, _, err := c.do(context.Background(), loadRequest(lt.head("/length"), []byte("five"))); err != nil {
+			if _, _, err := c.do(context.Background(), appendRequest(nil, lt.head("/length"), []byte("five"))); err != nil {
 				t.Fatal(err)
 			}
 			got := ls.requests()
@@ -482,7 +526,7 @@ func TestBenchLoadConnGivesUpOnAnAnswerThatDoesNotCome(t *testing.T) {
 		}
 		c := lt.conn()
 		c.timeout = 50 * time.Millisecond
-		if _, _, err := c.do(context.Background(), loadRequest(lt.head("/"), nil)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		if _, _, err := c.do(context.Background(), appendRequest(nil, lt.head("/"), nil)); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("do = %v, want a deadline exceeded", err)
 		}
 		if c.nc != nil {
@@ -499,7 +543,7 @@ func TestBenchLoadConnGivesUpOnAnAnswerThatDoesNotCome(t *testing.T) {
 		c := lt.conn() // its own deadline is far beyond the wait below
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { _, _, err := c.do(ctx, loadRequest(lt.head("/"), nil)); done <- err }()
+		go func() { _, _, err := c.do(ctx, appendRequest(nil, lt.head("/"), nil)); done <- err }()
 		<-got
 		cancel()
 		select {
@@ -560,7 +604,7 @@ func TestBenchPostCountsEveryOutcomeThatWasNotAccepted(t *testing.T) {
 		}
 		c := lt.conn()
 		defer c.close()
-		return b.post(context.Background(), c, &benchRequest{wire: loadRequest(lt.head(path), []byte("{}")), n: 3}, &errs)
+		return b.post(context.Background(), c, appendRequest(nil, lt.head(path), []byte("{}")), 3, &errs)
 	}
 	for path, want := range map[string]int{"/ok": 3, "/contended": 0, "/duplicate": 1, "/garbled": 0} {
 		if got := send(srv.URL, path); got != want {

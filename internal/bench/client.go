@@ -77,13 +77,14 @@ func (t *loadTarget) head(path string) string {
 		"\r\nContent-Type: application/json\r\nContent-Length: "
 }
 
-// loadRequest is head, the length of body, and body: a whole request.
-func loadRequest(head string, body []byte) []byte {
-	req := make([]byte, 0, len(head)+24+len(body))
-	req = append(req, head...)
-	req = strconv.AppendInt(req, int64(len(body)), 10)
-	req = append(req, "\r\n\r\n"...)
-	return append(req, body...)
+// appendRequest appends head, the length of body, and body to dst: a
+// whole request.
+func appendRequest(dst []byte, head string, body []byte) []byte {
+	dst = slices.Grow(dst, len(head)+24+len(body))
+	dst = append(dst, head...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\n\r\n"...)
+	return append(dst, body...)
 }
 
 func (t *loadTarget) conn() *loadConn {
@@ -102,6 +103,8 @@ type loadConn struct {
 	lastUse time.Time
 	// body holds the last answer's body until the next request.
 	body []byte
+	// wire and scratch are where the next request is written.
+	wire, scratch []byte
 }
 
 // do writes req, a whole HTTP/1.1 request, and returns the answer's status

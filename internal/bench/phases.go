@@ -21,45 +21,83 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 )
 
-// benchRequest is one prepared POST of outcomes first..first+n-1.
+// benchRequest is one POST of outcomes first..first+n-1.
 type benchRequest struct {
-	// wire is the request as it is written, head and body.
-	wire  []byte
 	first int
 	n     int
 }
 
-// requests encodes a phase's n outcomes before its clock starts, per to a
-// request (1: one outcome alone, not a batch), the requests round-robin
-// over the namespaces.
-func (b *bencher) requests(phase string, nss []string, n, per int) []benchRequest {
-	heads := make([]string, len(nss))
+// phaseRequests are a phase's requests, per outcomes to a request (1: one
+// outcome alone, not a batch), round-robin over the namespaces. Each is
+// written as it is sent, from one outcome encoded before the clock starts
+// with its reservation id spliced in: the bench process holds no phase's
+// worth of request bytes. An in-process relay shares the bench's heap,
+// and tens of MB of prepared requests there (none of them relay's) set
+// the collector's pace and fill its cycles with fresh memory.
+type phaseRequests struct {
+	list      []benchRequest
+	per       int
+	heads     []string
+	ridPrefix string
+	// before and after are an outcome's JSON around its reservation id.
+	before, after []byte
+}
+
+// requests plans a phase's n outcomes, per to a request, over nss.
+func (b *bencher) requests(phase string, nss []string, n, per int) *phaseRequests {
+	pr := &phaseRequests{per: per, heads: make([]string, len(nss)), ridPrefix: b.ridPrefix(phase)}
 	for i, ns := range nss {
-		heads[i] = b.load.head("/v1/namespaces/" + ns + "/outcomes")
+		pr.heads[i] = b.load.head("/v1/namespaces/" + ns + "/outcomes")
 	}
-	out := make([]benchRequest, 0, (n+per-1)/per)
+	const marker = "rid-marker"
+	one, err := json.Marshal(outbox.Outcome{
+		ReservationID:  marker,
+		Repository:     "bench/relay",
+		OccurredUnixMs: b.now,
+		Aborted:        &outbox.Aborted{Reason: "bench", Detail: b.detail},
+	})
+	if err != nil {
+		panic(err) // plain structs always encode
+	}
+	at := bytes.Index(one, []byte(`"`+marker+`"`)) + 1
+	pr.before, pr.after = one[:at], one[at+len(marker):]
+	pr.list = make([]benchRequest, 0, (n+per-1)/per)
 	for first := 0; first < n; first += per {
-		k := min(per, n-first)
-		outcomes := make([]outbox.Outcome, k)
-		for i := range outcomes {
-			outcomes[i] = outbox.Outcome{
-				ReservationID:  b.rid(phase, first+i),
-				Repository:     "bench/relay",
-				OccurredUnixMs: b.now,
-				Aborted:        &outbox.Aborted{Reason: "bench", Detail: b.detail},
-			}
-		}
-		var v any = map[string]any{"outcomes": outcomes}
-		if per == 1 {
-			v = outcomes[0]
-		}
-		body, err := json.Marshal(v)
-		if err != nil {
-			panic(err) // plain structs always encode
-		}
-		out = append(out, benchRequest{wire: loadRequest(heads[len(out)%len(heads)], body), first: first, n: k})
+		pr.list = append(pr.list, benchRequest{first: first, n: min(per, n-first)})
 	}
-	return out
+	return pr
+}
+
+// wire appends request i, head and body, to dst, using body as scratch;
+// it returns both grown.
+func (pr *phaseRequests) wire(dst, body []byte, i int) (wire, scratch []byte) {
+	rq := pr.list[i]
+	body = body[:0]
+	if pr.per > 1 {
+		body = append(body, `{"outcomes":[`...)
+	}
+	for k := range rq.n {
+		if k > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, pr.before...)
+		body = append(body, pr.ridPrefix...)
+		body = strconv.AppendInt(body, int64(rq.first+k), 10)
+		body = append(body, pr.after...)
+	}
+	if pr.per > 1 {
+		body = append(body, "]}"...)
+	}
+	return appendRequest(dst[:0], pr.heads[i%len(pr.heads)], body), body
+}
+
+// outcomes counts the outcomes of every request.
+func (pr *phaseRequests) outcomes() int {
+	n := 0
+	for _, rq := range pr.list {
+		n += rq.n
+	}
+	return n
 }
 
 // ridPrefix starts every reservation id of a phase of this run.
@@ -90,10 +128,10 @@ var acceptedMarker = []byte(`"status":"accepted"`)
 
 // post sends one request on c and returns how many of its outcomes were
 // accepted; every other one is counted in errs under its cause.
-func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs *errorCounts) int {
-	code, answer, err := c.do(ctx, rq.wire)
+func (b *bencher) post(ctx context.Context, c *loadConn, wire []byte, n int, errs *errorCounts) int {
+	code, answer, err := c.do(ctx, wire)
 	if err != nil {
-		errs.add("transport: "+err.Error(), rq.n)
+		errs.add("transport: "+err.Error(), n)
 		return 0
 	}
 	if code != http.StatusAccepted {
@@ -101,19 +139,19 @@ func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs 
 			Type string `json:"type"`
 		}
 		_ = json.Unmarshal(answer, &problem)
-		errs.add(strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, strings.TrimPrefix(problem.Type, httpapi.ProblemTypePrefix))), rq.n)
+		errs.add(strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, strings.TrimPrefix(problem.Type, httpapi.ProblemTypePrefix))), n)
 		return 0
 	}
-	if bytes.Count(answer, acceptedMarker) == rq.n {
-		return rq.n
+	if bytes.Count(answer, acceptedMarker) == n {
+		return n
 	}
 	var results struct {
 		Results []struct {
 			Status string `json:"status"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(answer, &results); err != nil || len(results.Results) != rq.n {
-		errs.add("202 with an unreadable answer", rq.n)
+	if err := json.Unmarshal(answer, &results); err != nil || len(results.Results) != n {
+		errs.add("202 with an unreadable answer", n)
 		return 0
 	}
 	accepted := 0
@@ -127,9 +165,16 @@ func (b *bencher) post(ctx context.Context, c *loadConn, rq *benchRequest, errs 
 	return accepted
 }
 
+// send writes request i of pr on c and posts it, as post does.
+func (b *bencher) send(ctx context.Context, c *loadConn, pr *phaseRequests, i int, errs *errorCounts) int {
+	c.wire, c.scratch = pr.wire(c.wire, c.scratch, i)
+	return b.post(ctx, c, c.wire, pr.list[i].n, errs)
+}
+
 // ingest posts the requests with -concurrency workers; nothing is
 // delivered.
-func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+func (b *bencher) ingest(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
+	reqs := pr.list
 	var errs errorCounts
 	var next, accepted atomic.Int64
 	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
@@ -146,13 +191,13 @@ func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) 
 					errs.add("not sent: "+ctx.Err().Error(), reqs[i].n)
 					continue
 				}
-				accepted.Add(int64(b.post(ctx, c, &reqs[i], &errs)))
+				accepted.Add(int64(b.send(ctx, c, pr, i, &errs)))
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	p := b.result(name, reqs, &errs, elapsed)
+	p := b.result(name, pr, &errs, elapsed)
 	p.Rate = float64(accepted.Load()) / elapsed.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), int(accepted.Load()))
 	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), int(accepted.Load()))
@@ -162,7 +207,8 @@ func (b *bencher) ingest(ctx context.Context, name string, reqs []benchRequest) 
 // endToEnd posts batches while the backlog of accepted, undelivered
 // outcomes leaves room under -window, and waits until every accepted one
 // has arrived.
-func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
+	reqs := pr.list
 	tr := newDeliveryTracker(b.ridPrefix(name), b.cfg.window, b.cfg.batch)
 	b.recv.track(tr)
 	defer b.recv.track(nil)
@@ -183,7 +229,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 					return
 				}
 				sent.Add(int64(reqs[i].n))
-				acc := b.post(pctx, c, &reqs[i], &errs)
+				acc := b.send(pctx, c, pr, i, &errs)
 				tr.answered(acc, reqs[i].n-acc)
 			}
 		})
@@ -203,7 +249,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 	if got.delivered == 0 {
 		elapsed = time.Since(start)
 	}
-	p := b.result(name, reqs, &errs, elapsed)
+	p := b.result(name, pr, &errs, elapsed)
 	p.Delivered, p.BacklogPeak = got.delivered, got.peak
 	p.Rate = float64(got.delivered) / elapsed.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
@@ -219,7 +265,8 @@ func (b *bencher) endToEnd(ctx context.Context, name string, reqs []benchRequest
 // free. A send that finds -concurrency requests in flight waits, and the
 // schedule does not slow for it: the sends behind it go as soon as they
 // can, and the lag is reported.
-func (b *bencher) latency(ctx context.Context, name string, reqs []benchRequest) (phaseResult, error) {
+func (b *bencher) latency(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
+	reqs := pr.list
 	tr := newDeliveryTracker(b.ridPrefix(name), 0, 0)
 	b.recv.track(tr)
 	defer b.recv.track(nil)
@@ -250,12 +297,12 @@ send:
 			}
 			scheduled := start.Add(time.Duration(float64(next) / float64(b.cfg.rate) * float64(time.Second)))
 			lag = max(lag, time.Since(scheduled))
-			rq := &reqs[next]
+			i := next
 			wg.Go(func() {
 				defer func() { free <- c }()
-				acc := b.post(ctx, c, rq, &errs)
+				acc := b.send(ctx, c, pr, i, &errs)
 				if acc == 1 {
-					acceptedAt[rq.first] = time.Now()
+					acceptedAt[reqs[i].first] = time.Now()
 				}
 				tr.answered(acc, 1-acc)
 			})
@@ -288,7 +335,7 @@ send:
 		}
 	}
 	slices.Sort(lat)
-	p := b.result(name, reqs, &errs, sendTime)
+	p := b.result(name, pr, &errs, sendTime)
 	p.Delivered = got.delivered
 	p.Rate = float64(got.accepted) / sendTime.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
@@ -304,11 +351,8 @@ send:
 }
 
 // result fills what every phase reports alike.
-func (b *bencher) result(name string, reqs []benchRequest, errs *errorCounts, elapsed time.Duration) phaseResult {
-	n := 0
-	for i := range reqs {
-		n += reqs[i].n
-	}
+func (b *bencher) result(name string, pr *phaseRequests, errs *errorCounts, elapsed time.Duration) phaseResult {
+	n := pr.outcomes()
 	errs.mu.Lock()
 	defer errs.mu.Unlock()
 	return phaseResult{
