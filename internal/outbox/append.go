@@ -41,7 +41,7 @@ const (
 //	seen row guard and write                     2
 //	log row, and the guard of an earlier one
 //	  under the rid past the window              2
-//	seen and log sweep timer creation            2
+//	seen and log sweep timer creation or guard   2
 //	per endpoint: endpoint guard, backlog guard,
 //	  its head's creation (guard and write) or
 //	  a pending row, backlog write, delivery
@@ -310,10 +310,11 @@ func freshRows(items []*item, decided []decision) []StreamRef {
 
 // MaxSnapshotReuse bounds how long after its read a snapshot plans the
 // batches of later Appends (run with a snapshot). Every row a plan depends
-// on is guarded but whether the sweep timers exist, whose passes are a
-// minute to a day apart: a namespace taking an outcome every quarter
-// second reads once in twenty outcomes, not once in four.
-const MaxSnapshotReuse = 5 * time.Second
+// on is guarded, so the bound is not for safety: it keeps the snapshots a
+// Coalescer holds to the partitions of the last minute, and a namespace
+// taking an outcome every few seconds reads once in a minute rather than
+// with every outcome.
+const MaxSnapshotReuse = time.Minute
 
 // run stores pr's items and sets their statuses, and returns the snapshot
 // as its last batch left it: what the next run on p may plan from without
@@ -328,8 +329,7 @@ const MaxSnapshotReuse = 5 * time.Second
 // batch, and the read that follows answers it duplicate or conflict. A
 // batch that fails on a reused snapshot is read again at once, neither
 // waited for nor counted as contention. A snapshot read MaxSnapshotReuse
-// ago or more is not reused, so what no guard covers (a sweep timer) is
-// never older than that.
+// ago or more is not reused.
 func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig, pr *prepared, snap *snapshot) (*snapshot, error) {
 	items := pr.items
 	k := &known{sent: map[int]store.Value{}}

@@ -367,18 +367,18 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		if outbox.IngestOps(outbox.HardMaxEndpoints) > store.MaxBatchOps {
 			t.Error("HardMaxEndpoints does not fit a batch")
 		}
-		// With the timers due (each guarded), the sweep timers and the
-		// streams' heads in place, fit outcomes share a batch (34 shared +
-		// 3 each: the seen guard and row, the log row; no pending rows),
-		// one more does not.
+		// With the timers due and the sweep timers in place (each
+		// guarded) and the streams' heads in place, fit outcomes share a
+		// batch (36 shared + 3 each: the seen guard and row, the log row;
+		// no pending rows), one more does not.
 		spy.applied = nil
-		fit := (store.MaxBatchOps - 34) / 3
+		fit := (store.MaxBatchOps - 36) / 3
 		var more []outbox.Outcome
 		for i := range fit + 1 {
 			more = append(more, committed(fmt.Sprintf("r-%d", 2+i)))
 		}
 		e.Append(more...)
-		if len(spy.applied) != 2 || spy.applied[0].Ops() != 34+3*fit {
+		if len(spy.applied) != 2 || spy.applied[0].Ops() != 36+3*fit {
 			t.Errorf("%d batches for %d outcomes to 8 endpoints, the first of %d ops", len(spy.applied), fit+1, spy.applied[0].Ops())
 		}
 		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})

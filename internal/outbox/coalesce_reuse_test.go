@@ -211,6 +211,44 @@ func TestTheNextFlusherOfAPartitionPlansFromWhatTheLastLeft(t *testing.T) {
 	})
 }
 
+// A sweep timer the kept snapshot holds may have ended since on another
+// process, which no fold follows: the next request's batch, planned from
+// the snapshot, fails, and the fresh read puts the timer again. Without
+// it the partition would keep rows no sweep ever removes.
+func TestASweepTimerEndedElsewhereIsPutAgainFromAFreshRead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		st := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
+		co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
+		for _, kind := range []timers.Kind{timers.KindSeenSweep, timers.KindLogSweep} {
+			rid := fmt.Sprintf("r-%d", kind)
+			if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(rid + "-0")}); err != nil {
+				t.Fatal(err)
+			}
+			idle(t, co)
+			rows := e.timers(kind, "")
+			if len(rows) != 1 {
+				t.Fatalf("kind %d: %d timers after the first ingest, want 1", kind, len(rows))
+			}
+			var b store.Batch
+			b.Delete(rows[0].Key)
+			e.Apply(b)
+			reads := st.reads.Load()
+			e.Clk.Advance(outbox.MaxSnapshotReuse / 2)
+			if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(rid + "-1")}); err != nil {
+				t.Fatal(err)
+			}
+			idle(t, co)
+			if n := len(e.timers(kind, "")); n != 1 {
+				t.Errorf("kind %d: %d timers after an ingest from the kept snapshot, want 1", kind, n)
+			}
+			if n := st.reads.Load() - reads; n != 1 {
+				t.Errorf("kind %d: the second ingest read %d times, want 1", kind, n)
+			}
+		}
+	})
+}
+
 // The snapshots kept for partitions gone quiet are pruned once too old to
 // be reused, so many namespaces do not grow the Coalescer without bound.
 func TestKeptSnapshotsOfQuietPartitionsArePruned(t *testing.T) {

@@ -309,10 +309,18 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 			s.planDeliveryTimer(&b, i)
 		}
 	}
-	if !s.hasTimer(timers.KindSeenSweep) {
+	// A partition holds each sweep timer while it holds rows to sweep. One
+	// the snapshot holds is guarded as it reads: a fire may have ended it
+	// since (another process's, which no fold follows), and then this
+	// batch must put a new one.
+	if r, ok := s.timer(timers.KindSeenSweep); ok {
+		b.RequireEquals(r.Key, r.Raw)
+	} else {
 		b.Put(sweepTimerKey(s.nowMs+cfg.windowMs), sweepTimerValue())
 	}
-	if !s.hasTimer(timers.KindLogSweep) {
+	if r, ok := s.timer(timers.KindLogSweep); ok {
+		b.RequireEquals(r.Key, r.Raw)
+	} else {
 		b.Put(logSweepTimerKey(s.nowMs+LogSweepFirst.Milliseconds()), sweepTimerValue())
 	}
 	return b, nil

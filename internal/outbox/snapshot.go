@@ -429,8 +429,13 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	idle.MoveTo(b, s.nowMs)
 }
 
-func (s *snapshot) hasTimer(kind timers.Kind) bool {
-	return slices.ContainsFunc(s.timers, func(r timers.Row) bool { return r.Kind == kind })
+// timer is the partition's first timer of kind, as read or folded.
+func (s *snapshot) timer(kind timers.Kind) (timers.Row, bool) {
+	at := slices.IndexFunc(s.timers, func(r timers.Row) bool { return r.Kind == kind })
+	if at < 0 {
+		return timers.Row{}, false
+	}
+	return s.timers[at], true
 }
 
 // reuse readies the snapshot a run left for the next run, at nowMs and
