@@ -34,3 +34,21 @@ func (s *Store) RegistryKeys() []string { return s.regs }
 
 // RegisteredMarker is the key BackfillRegistry sets once it has run.
 func (s *Store) RegisteredMarker() string { return s.registeredMarker() }
+
+// QueuedCalls counts the script calls waiting for a round, in every lane.
+func (s *Store) QueuedCalls() int {
+	ls := s.applies
+	ls.mu.Lock()
+	all := []*lane{&ls.one}
+	for _, l := range ls.byNode {
+		all = append(all, l)
+	}
+	ls.mu.Unlock()
+	n := 0
+	for _, l := range all {
+		l.mu.Lock()
+		n += len(l.queue)
+		l.mu.Unlock()
+	}
+	return n
+}

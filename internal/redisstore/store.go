@@ -78,6 +78,8 @@ type Store struct {
 	scripts *scripts
 	// durability is Options.Durability with its defaults.
 	durability Durability
+	// applies sends concurrent batches together.
+	applies *lanes
 }
 
 var (
@@ -119,6 +121,7 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 		return nil, err
 	}
 	s.scripts = sc
+	s.applies = newLanes(client)
 	return s, nil
 }
 
@@ -367,7 +370,7 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	if s.durability.Replicas > 0 && !b.Drain {
 		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
-	res, err := s.scripts.applyFor(b).run(ctx, s.client, keys, args...)
+	res, err := s.applies.run(ctx, s.scripts.applyFor(b), keys, args)
 	if err != nil {
 		return store.Result{}, applyError(ctx, p, err)
 	}
