@@ -149,24 +149,32 @@ func wantClaimed(t *testing.T, s *redisstore.Store, ns string, want bool) {
 	}
 }
 
+// roundBehindTheFirst holds a first Apply in flight, queues an Apply on
+// each of n namespaces behind it, releases it, and checks that every one
+// committed.
+func roundBehindTheFirst(t *testing.T, s *redisstore.Store, g *gate, prefix string, n int) {
+	t.Helper()
+	first := holdFirstRound(t, s, g)
+	nss := namespaces(t, s, prefix, n, true)
+	queued := queueApplies(t, s, t.Context(), nss)
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the first apply: %v", err)
+	}
+	for i, ch := range queued {
+		if err := <-ch; err != nil {
+			t.Errorf("queued apply %d: %v", i, err)
+		}
+		wantClaimed(t, s, nss[i], true)
+	}
+}
+
 // Applies that arrive while one is in flight go together in the next
 // round, one pipeline, each still atomic and answered alone.
 func TestAppliesQueuedBehindARoundGoAsOnePipeline(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		g := newGate(s)
-		first := holdFirstRound(t, s, g)
-		nss := namespaces(t, s, "queued-", 5, true)
-		queued := queueApplies(t, s, t.Context(), nss)
-		close(g.release)
-		if err := <-first; err != nil {
-			t.Fatalf("the first apply: %v", err)
-		}
-		for i, ch := range queued {
-			if err := <-ch; err != nil {
-				t.Errorf("queued apply %d: %v", i, err)
-			}
-			wantClaimed(t, s, nss[i], true)
-		}
+		roundBehindTheFirst(t, s, g, "queued-", 5)
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if len(g.pipelines) != 1 || g.pipelines[0] != 5 {
@@ -215,40 +223,17 @@ func TestAQueuedApplyWhoseContextEndsIsNeverSent(t *testing.T) {
 // A round that finds the scripts gone from the server sends its calls
 // again with their source.
 func TestARoundSurvivesScriptFlush(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		new  func(t *testing.T) *redisstore.Store
-	}{
-		{"miniredis", func(t *testing.T) *redisstore.Store { return redistest.Miniredis(t) }},
-		{"own-redis-server", func(t *testing.T) *redisstore.Store {
-			srv := redistest.StartServer(t)
-			return redistest.NewStore(t, srv.Client, redisstore.Options{})
-		}},
-		// CI starts this cluster for the tests alone, so flushing it is fine.
-		{"cluster", func(t *testing.T) *redisstore.Store { return redistest.Cluster(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, b := range flushableBackends() {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			s := tc.new(t)
+			s := b.New(t)
 			g := newGate(s)
 			g.onPipeline = func(ctx context.Context) {
 				if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
 					t.Errorf("SCRIPT FLUSH: %v", err)
 				}
 			}
-			first := holdFirstRound(t, s, g)
-			nss := namespaces(t, s, "flushed-", 4, true)
-			queued := queueApplies(t, s, t.Context(), nss)
-			close(g.release)
-			if err := <-first; err != nil {
-				t.Fatalf("the first apply: %v", err)
-			}
-			for i, ch := range queued {
-				if err := <-ch; err != nil {
-					t.Errorf("apply %d after SCRIPT FLUSH: %v", i, err)
-				}
-				wantClaimed(t, s, nss[i], true)
-			}
+			roundBehindTheFirst(t, s, g, "flushed-", 4)
 		})
 	}
 }

@@ -516,22 +516,25 @@ func TestApplyAllSendsNothingWhenAnItemIsInvalid(t *testing.T) {
 
 // TestScriptsSurviveScriptFlush: after SCRIPT FLUSH (or a failover to a
 // replica that never loaded them), single and pipelined batches still run.
-func TestScriptsSurviveScriptFlush(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		new  func(t *testing.T) *redisstore.Store
-	}{
-		{"miniredis", func(t *testing.T) *redisstore.Store { return redistest.Miniredis(t) }},
-		{"own-redis-server", func(t *testing.T) *redisstore.Store {
+// flushableBackends are the backends a test may SCRIPT FLUSH: none is the
+// shared Redis.
+func flushableBackends() []redistest.Backend {
+	return []redistest.Backend{
+		{Name: "miniredis", New: redistest.Miniredis},
+		{Name: "own-redis-server", New: func(t testing.TB) *redisstore.Store {
 			srv := redistest.StartServer(t)
 			return redistest.NewStore(t, srv.Client, redisstore.Options{})
 		}},
 		// CI starts this cluster for the tests alone, so flushing it is fine.
-		{"cluster", func(t *testing.T) *redisstore.Store { return redistest.Cluster(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+		{Name: "cluster", New: redistest.Cluster},
+	}
+}
+
+func TestScriptsSurviveScriptFlush(t *testing.T) {
+	for _, b := range flushableBackends() {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			s := tc.new(t)
+			s := b.New(t)
 			ctx := t.Context()
 			flush := func() {
 				t.Helper()
