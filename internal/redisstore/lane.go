@@ -13,13 +13,8 @@ import (
 // round takes them all as one pipeline: one write and one read a node
 // instead of one each, on both ends of each connection. A call that finds
 // no round in flight goes at once, alone, so an idle process waits for
-// nothing.
-//
-// A busy process gains twice. Its calls share their system calls, which
-// on a loopback cost about what the script does. And while a partition's
-// batch waits for its round, the requests for that partition queue in
-// outbox.Coalescer, so its next batch takes more of them and the script's
-// fixed cost is shared by more outcomes.
+// nothing. A busy one spends less on system calls, on its side and on
+// Redis's (docs/development.md, "Rounds").
 type lane struct {
 	client redis.UniversalClient
 
