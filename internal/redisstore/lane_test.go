@@ -266,3 +266,44 @@ func TestARoundInFlightOnOneMasterHoldsUpNoOther(t *testing.T) {
 		}
 	}
 }
+
+// Many callers at once, a third of them giving up at once: every call
+// returns, each one answered committed left its row, and no call is left
+// queued.
+func TestRoundsHoldUpUnderManyCallersGivingUp(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		const callers, each = 16, 40
+		var committed atomic.Int64
+		var wg sync.WaitGroup
+		for w := range callers {
+			wg.Go(func() {
+				for i := range each {
+					ns := "many-" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+					ctx, cancel := context.WithCancel(t.Context())
+					givesUp := (w+i)%3 == 0
+					if givesUp {
+						go cancel()
+					}
+					r, err := s.Apply(ctx, store.Partition{Namespace: ns}, claimBatch(ns))
+					cancel()
+					switch {
+					case err == nil && r.Committed:
+						committed.Add(1)
+						wantClaimed(t, s, ns, true)
+					case err == nil:
+						t.Errorf("%s: a first claim failed its guard", ns)
+					case !givesUp || !errors.Is(err, context.Canceled):
+						t.Errorf("%s: %v", ns, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := s.QueuedCalls(); n != 0 {
+			t.Errorf("%d calls left queued", n)
+		}
+		if committed.Load() == 0 {
+			t.Error("no call committed")
+		}
+	})
+}
