@@ -49,12 +49,11 @@ func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, err
 	results := make([]store.Result, len(calls))
 	var errs []error
 	for i, c := range calls {
-		res, err := c.res, c.err
-		if err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i, applyError(ctx, items[i].Partition, err)))
+		if c.err != nil {
+			errs = append(errs, fmt.Errorf("item %d: %w", i, applyError(ctx, items[i].Partition, c.err)))
 			continue
 		}
-		r, err := decodeResult(res, len(items[i].Batch.Reads))
+		r, err := decodeResult(c.res, len(items[i].Batch.Reads))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("item %d: apply %s: %w", i, items[i].Partition, err))
 			continue

@@ -153,12 +153,12 @@ func (l *lane) handOn() {
 func (l *lane) round(ctx context.Context) {
 	l.mu.Lock()
 	n := min(len(l.queue), maxRound)
+	sent := make([]*laneCall, n)
 	calls := make([]*scriptCall, n)
 	for i, c := range l.queue[:n] {
 		c.sent = true
-		calls[i] = &c.scriptCall
+		sent[i], calls[i] = c, &c.scriptCall
 	}
-	sent := slices.Clone(l.queue[:n])
 	l.queue = slices.Delete(l.queue, 0, n)
 	l.mu.Unlock()
 
