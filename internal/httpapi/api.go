@@ -122,25 +122,26 @@ func New(cfg Config) (http.Handler, error) {
 		r.Method(http.MethodHead, "/console/*", cfg.Console)
 	}
 
-	r.Route("/v1", func(r chi.Router) {
+	// One router, each route whole: a mounted router per path prefix would
+	// route every request again and rebuild its pattern at each level.
+	r.Group(func(r chi.Router) {
 		r.Use(MaxBody(MaxBodyBytes))
-		r.Route("/namespaces/{ns}", func(r chi.Router) {
-			r.With(cfg.Auth.Require(ScopeOutcomesWrite)).Post("/outcomes", a.postOutcomes)
-			r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get("/endpoints", a.listEndpoints)
-			r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get("/endpoints/{id}", a.getEndpoint)
-			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Put("/endpoints/{id}", a.putEndpoint)
-			r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete("/endpoints/{id}", a.deleteEndpoint)
-			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outbox", a.getOutbox)
-			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outcomes", a.listOutcomes)
-			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/outcomes/{rid}", a.getOutcome)
-			r.With(cfg.Auth.Require(ScopeAdmin)).Delete("/outcomes/{rid}", a.eraseOutcome)
-			r.With(cfg.Auth.Require(ScopeAdmin)).Post("/endpoints/{id}/outcomes/{rid}/resend", a.resend)
-			r.With(cfg.Auth.Require(ScopeAdmin)).Post("/endpoints/{id}/recover", a.startRecovery)
-			r.With(cfg.Auth.Require(ScopeOutboxRead)).Get("/endpoints/{id}/recoveries/{job}", a.getRecovery)
-		})
-		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/namespaces", a.listNamespaces)
+		const ns = "/v1/namespaces/{ns}"
+		r.With(cfg.Auth.Require(ScopeOutcomesWrite)).Post(ns+"/outcomes", a.postOutcomes)
+		r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get(ns+"/endpoints", a.listEndpoints)
+		r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get(ns+"/endpoints/{id}", a.getEndpoint)
+		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Put(ns+"/endpoints/{id}", a.putEndpoint)
+		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete(ns+"/endpoints/{id}", a.deleteEndpoint)
+		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outbox", a.getOutbox)
+		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outcomes", a.listOutcomes)
+		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outcomes/{rid}", a.getOutcome)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Delete(ns+"/outcomes/{rid}", a.eraseOutcome)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/outcomes/{rid}/resend", a.resend)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/recover", a.startRecovery)
+		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recoveries/{job}", a.getRecovery)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/v1/namespaces", a.listNamespaces)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
-			Post("/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)
+			Post("/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)
 	})
 	return r, nil
 }

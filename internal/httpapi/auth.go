@@ -67,6 +67,9 @@ func (p Principal) has(s Scope) bool {
 
 // PrincipalFrom is the principal Require stored in ctx.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	if x := exchangeFrom(ctx); x != nil && x.principal != nil {
+		return *x.principal, true
+	}
 	p, ok := ctx.Value(principalKey).(Principal)
 	return p, ok
 }
@@ -366,6 +369,11 @@ func (a *Auth) RequireAny(scopes ...Scope) func(http.Handler) http.Handler {
 			}
 			if namespaced && !p.Allows(scopes[i], ns) {
 				WriteProblem(w, r, NewProblem(SlugForbidden, "the token is bound to another namespace"))
+				return
+			}
+			if x := exchangeFrom(r.Context()); x != nil {
+				x.principal = &p
+				next.ServeHTTP(w, r)
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))

@@ -487,6 +487,30 @@ func TestWrongScopeIsForbidden(t *testing.T) {
 	problemOf(t, call(h, http.MethodGet, "/v1/namespaces/acme/endpoints", bearer(hs(t, nil))...), http.StatusForbidden, httpapi.SlugForbidden)
 }
 
+// Require keeps the principal in the request's exchange when
+// AssignRequestID made one, and in a context of its own when not: alone,
+// it still hands the handler who called.
+func TestRequireAloneStillGivesThePrincipal(t *testing.T) {
+	a := authFor(t, nil)
+	r := chi.NewRouter()
+	r.With(a.Require(httpapi.ScopeOutboxRead)).Get("/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+		p, ok := httpapi.PrincipalFrom(r.Context())
+		if !ok {
+			http.Error(w, "no principal", http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, p.Subject)
+	})
+	rec := call(r, http.MethodGet, "/v1/whoami", bearer(hs(t, map[string]any{"sub": "alone", "scope": "outbox:read"}))...)
+	if rec.Code != http.StatusOK || rec.Body.String() != "alone" {
+		t.Fatalf("alone: %d %q", rec.Code, rec.Body)
+	}
+	rec = call(router(a, slog.New(slog.DiscardHandler)), http.MethodGet, "/v1/whoami", bearer(hs(t, map[string]any{"sub": "chained", "scope": "outbox:read"}))...)
+	if rec.Code != http.StatusOK || rec.Body.String() != "chained" {
+		t.Fatalf("behind AssignRequestID: %d %q", rec.Code, rec.Body)
+	}
+}
+
 func TestAdminImpliesEveryScope(t *testing.T) {
 	h := router(authFor(t, nil), slog.New(slog.DiscardHandler))
 	tok := hs(t, map[string]any{"scope": "admin"})

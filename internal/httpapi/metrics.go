@@ -62,7 +62,7 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := record(w)
 		next.ServeHTTP(rec, r)
 		route := routePattern(r)
 		if route == "" {

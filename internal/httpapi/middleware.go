@@ -21,10 +21,24 @@ const HeaderRequestID = "X-Request-Id"
 type ctxKey int
 
 const (
-	requestIDKey ctxKey = iota
-	accessKey
+	exchangeKey ctxKey = iota
 	principalKey
 )
+
+// exchange is what the layers of one request tell each other: its id, and
+// who its token named. It goes into the context once, by AssignRequestID,
+// as each layer adding a value of its own would copy the request again.
+type exchange struct {
+	id     string
+	access access
+	// principal is the one Require admitted; nil before.
+	principal *Principal
+}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey).(*exchange)
+	return x
+}
 
 // AssignRequestID gives every request an id: the client's X-Request-Id when
 // it is 1..128 of [A-Za-z0-9._-], so callers can correlate, else a random
@@ -37,14 +51,16 @@ func AssignRequestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(HeaderRequestID, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey, &exchange{id: id})))
 	})
 }
 
 // RequestID is the id AssignRequestID gave the request; empty without it.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if x := exchangeFrom(ctx); x != nil {
+		return x.id
+	}
+	return ""
 }
 
 func saneRequestID(id string) bool {
@@ -76,8 +92,10 @@ type access struct {
 }
 
 func accessFrom(ctx context.Context) *access {
-	a, _ := ctx.Value(accessKey).(*access)
-	return a
+	if x := exchangeFrom(ctx); x != nil {
+		return &x.access
+	}
+	return nil
 }
 
 // AccessLog logs one line per request: method, path, route pattern, status,
@@ -90,9 +108,13 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			acc := &access{}
-			rec := &recorder{ResponseWriter: w}
-			r = r.WithContext(context.WithValue(r.Context(), accessKey, acc))
+			x := exchangeFrom(r.Context())
+			if x == nil {
+				x = &exchange{}
+				r = r.WithContext(context.WithValue(r.Context(), exchangeKey, x))
+			}
+			acc := &x.access
+			rec := record(w)
 			aborted := true
 			defer func() {
 				status := rec.status
@@ -169,7 +191,7 @@ func routePattern(r *http.Request) string {
 func Recover(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := &recorder{ResponseWriter: w}
+			rec := record(w)
 			defer func() {
 				v := recover()
 				if v == nil {
@@ -246,3 +268,12 @@ func (w *recorder) Flush() {
 }
 
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// record is the recorder of w: w itself when an outer layer already
+// records it, as every write passes through that one too.
+func record(w http.ResponseWriter) *recorder {
+	if rec, ok := w.(*recorder); ok {
+		return rec
+	}
+	return &recorder{ResponseWriter: w}
+}
