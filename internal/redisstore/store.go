@@ -398,19 +398,19 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 	}
 	pkinds := make([]byte, len(b.Preconditions))
 	wkinds := make([]byte, len(b.Writes))
-	args := make([]any, 4, 5+2*b.Ops()+len(b.Reads))
+	a := newArgSlab(len(b.Preconditions)+len(b.Writes), len(b.Reads))
 	for i, pc := range b.Preconditions {
 		switch pc.Kind {
 		case store.Absent:
 			pkinds[i] = 'a'
 		case store.RangeEquals:
 			pkinds[i] = 'r'
-			args = append(args, string(pc.Key), encodeRange(pc.Offset, pc.Value))
+			a.pair(pc.Key, encodeRange(pc.Offset, pc.Value))
 			continue
 		default:
 			pkinds[i] = 'e'
 		}
-		args = append(args, string(pc.Key), []byte(pc.Value))
+		a.pair(pc.Key, pc.Value)
 	}
 	for i, w := range b.Writes {
 		switch w.Kind {
@@ -418,26 +418,63 @@ func (s *Store) applyArgs(p store.Partition, b store.Batch) ([]string, []any, er
 			wkinds[i] = 'd'
 		case store.Add:
 			wkinds[i] = 'c'
-			args = append(args, string(w.Key), encodeAdd(w))
+			a.pair(w.Key, encodeAdd(w))
 			continue
 		case store.PutRange:
 			wkinds[i] = 'r'
-			args = append(args, string(w.Key), encodeRange(w.Offset, w.Value))
+			a.pair(w.Key, encodeRange(w.Offset, w.Value))
 			continue
 		default:
 			wkinds[i] = 'p'
 		}
-		args = append(args, string(w.Key), []byte(w.Value))
+		a.pair(w.Key, w.Value)
 	}
 	if len(b.Reads) > 0 {
-		args = append(args, strconv.Itoa(len(b.Reads)))
+		a.args = append(a.args, strconv.Itoa(len(b.Reads)))
 		for _, key := range b.Reads {
-			args = append(args, string(key))
+			a.key(key)
 		}
 	}
+	args := a.args
 	args[0], args[1], args[2], args[3] = p.Namespace, rowTags, pkinds, wkinds
 	return s.partitionKeys(p), args, nil
 }
+
+// argSlab holds a script call's arguments. Each one goes into the call as
+// a pointer into the slab, which boxes without allocating, where a string
+// or a []byte put into an interface costs an allocation each: two per row
+// of a batch.
+type argSlab struct {
+	args []any
+	keys []string
+	vals []argBytes
+}
+
+// newArgSlab leaves room for the four leading arguments of apply.lua, then
+// pairs key-value pairs and reads keys read.
+func newArgSlab(pairs, reads int) argSlab {
+	return argSlab{
+		args: make([]any, 4, 5+2*pairs+reads),
+		keys: make([]string, 0, pairs+reads),
+		vals: make([]argBytes, 0, pairs),
+	}
+}
+
+func (a *argSlab) key(k store.Key) {
+	a.keys = append(a.keys, string(k))
+	a.args = append(a.args, &a.keys[len(a.keys)-1])
+}
+
+func (a *argSlab) pair(k store.Key, v []byte) {
+	a.key(k)
+	a.vals = append(a.vals, v)
+	a.args = append(a.args, &a.vals[len(a.vals)-1])
+}
+
+// argBytes is an argument go-redis sends as it is.
+type argBytes []byte
+
+func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 
 // rowTags are the timer, registry, unordered and block tags, as apply.lua
 // takes them.
