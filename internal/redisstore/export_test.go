@@ -35,6 +35,9 @@ func (s *Store) RegistryKeys() []string { return s.regs }
 // RegisteredMarker is the key BackfillRegistry sets once it has run.
 func (s *Store) RegisteredMarker() string { return s.registeredMarker() }
 
+// MaxRoundOps is the most operations of a batch sent in a round.
+const MaxRoundOps = maxRoundOps
+
 // QueuedCalls counts the script calls waiting for a round, in every lane.
 func (s *Store) QueuedCalls() int {
 	ls := s.applies

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hookrelay/relay/internal/store"
 )
 
 // lane sends the script calls of concurrent callers together. While one
@@ -13,7 +15,7 @@ import (
 // round takes them all as one pipeline: one write and one read a node
 // instead of one each, on both ends of each connection. A call that finds
 // no round in flight goes at once, alone, so an idle process waits for
-// nothing. A busy one spends less on system calls, on its side and on
+// nothing. Large batches bypass the lane (maxRoundOps). A busy one spends less on system calls, on its side and on
 // Redis's (docs/development.md, "Rounds").
 type lane struct {
 	client redis.UniversalClient
@@ -71,6 +73,12 @@ func (ls *lanes) run(ctx context.Context, sc *script, keys []string, args []any)
 // maxRound bounds the calls of one round, so that a round's pipeline
 // stays within some MB however many callers queue.
 const maxRound = 64
+
+// maxRoundOps is the most operations of a batch sent in a round. A larger
+// one, of many outcomes, saves little by sharing a round's system calls
+// and runs long enough in Redis to hold up the round's other callers, so
+// it goes alone, at once.
+const maxRoundOps = store.MaxBatchOps / 4
 
 // scriptCall is one call of a script and, once run, its reply.
 type scriptCall struct {

@@ -238,6 +238,67 @@ func TestARoundSurvivesScriptFlush(t *testing.T) {
 	}
 }
 
+// A batch of more operations than a round takes goes at once, alone, past
+// a round in flight to its master; one within the bound queues.
+func TestALargeBatchGoesPastARoundInFlight(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
+		g := newGate(s)
+		first := holdFirstRound(t, s, g)
+		release := sync.OnceFunc(func() { close(g.release) })
+		defer release()
+		nss := namespaces(t, s, "large-", 2, true)
+		batchOf := func(ns string, ops int) store.Batch {
+			var b store.Batch
+			for i := range ops {
+				b.Put(store.Key("row/"+ns+"/"+strconv.Itoa(i)), []byte(ns))
+			}
+			return b
+		}
+		apply := func(ns string, ops int) chan error {
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Apply(t.Context(), store.Partition{Namespace: ns}, batchOf(ns, ops))
+				done <- err
+			}()
+			return done
+		}
+		if !goesPast(t, s, apply(nss[0], redisstore.MaxRoundOps+1)) {
+			t.Fatal("the large batch queued behind the round in flight")
+		}
+		small := apply(nss[1], redisstore.MaxRoundOps)
+		if goesPast(t, s, small) {
+			t.Fatal("a batch within a round's bound went past the round in flight")
+		}
+		release()
+		for name, ch := range map[string]<-chan error{"first": first, "small": small} {
+			if err := <-ch; err != nil {
+				t.Errorf("the %s apply: %v", name, err)
+			}
+		}
+	})
+}
+
+// goesPast reports whether the Apply answering on done returned, before
+// it could queue behind the round g holds, or queued. Nothing else may
+// queue meanwhile.
+func goesPast(t *testing.T, s *redisstore.Store, done <-chan error) bool {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			return true
+		default:
+			if s.QueuedCalls() > 0 {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
 // On a Cluster a round held up on one master holds up no call to another.
 func TestARoundInFlightOnOneMasterHoldsUpNoOther(t *testing.T) {
 	s := redistest.Cluster(t)

@@ -370,7 +370,13 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	if s.durability.Replicas > 0 && !b.Drain {
 		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
-	res, err := s.applies.run(ctx, s.scripts.applyFor(b), keys, args)
+	sc := s.scripts.applyFor(b)
+	var res any
+	if b.Ops() <= maxRoundOps {
+		res, err = s.applies.run(ctx, sc, keys, args)
+	} else {
+		res, err = sc.run(ctx, s.client, keys, args...)
+	}
 	if err != nil {
 		return store.Result{}, applyError(ctx, p, err)
 	}
