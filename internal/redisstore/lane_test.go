@@ -243,44 +243,47 @@ func TestARoundSurvivesScriptFlush(t *testing.T) {
 func TestALargeBatchGoesPastARoundInFlight(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		g := newGate(s)
-		first := holdFirstRound(t, s, g)
-		release := sync.OnceFunc(func() { close(g.release) })
-		defer release()
+		// Every Apply started is seen through before the test's clean-up,
+		// failed or not, so none writes after it.
+		var pending []<-chan error
+		defer func() {
+			close(g.release)
+			for _, ch := range pending {
+				if err := <-ch; err != nil {
+					t.Errorf("apply: %v", err)
+				}
+			}
+		}()
+		pending = append(pending, holdFirstRound(t, s, g))
 		nss := namespaces(t, s, "large-", 2, true)
-		batchOf := func(ns string, ops int) store.Batch {
+		apply := func(ns string, ops int) <-chan error {
 			var b store.Batch
 			for i := range ops {
 				b.Put(store.Key("row/"+ns+"/"+strconv.Itoa(i)), []byte(ns))
 			}
-			return b
-		}
-		apply := func(ns string, ops int) chan error {
 			done := make(chan error, 1)
 			go func() {
-				_, err := s.Apply(t.Context(), store.Partition{Namespace: ns}, batchOf(ns, ops))
+				_, err := s.Apply(t.Context(), store.Partition{Namespace: ns}, b)
 				done <- err
 			}()
 			return done
 		}
-		if !goesPast(t, s, apply(nss[0], redisstore.MaxRoundOps+1)) {
+		large := apply(nss[0], redisstore.MaxRoundOps+1)
+		if !goesPast(t, s, large) {
+			pending = append(pending, large)
 			t.Fatal("the large batch queued behind the round in flight")
 		}
 		small := apply(nss[1], redisstore.MaxRoundOps)
 		if goesPast(t, s, small) {
 			t.Fatal("a batch within a round's bound went past the round in flight")
 		}
-		release()
-		for name, ch := range map[string]<-chan error{"first": first, "small": small} {
-			if err := <-ch; err != nil {
-				t.Errorf("the %s apply: %v", name, err)
-			}
-		}
+		pending = append(pending, small)
 	})
 }
 
 // goesPast reports whether the Apply answering on done returned, before
 // it could queue behind the round g holds, or queued. Nothing else may
-// queue meanwhile.
+// queue meanwhile. When it queued, done is left to the caller.
 func goesPast(t *testing.T, s *redisstore.Store, done <-chan error) bool {
 	t.Helper()
 	for {
