@@ -15,8 +15,9 @@ import (
 // round takes them all as one pipeline: one write and one read a node
 // instead of one each, on both ends of each connection. A call that finds
 // no round in flight goes at once, alone, so an idle process waits for
-// nothing. Large batches bypass the lane (maxRoundOps). A busy one spends less on system calls, on its side and on
-// Redis's (docs/development.md, "Rounds").
+// nothing. A busy one spends less on system calls, on its side and on
+// Redis's (docs/development.md, "Rounds"). A large batch goes past the
+// lane (maxRoundOps).
 type lane struct {
 	client redis.UniversalClient
 
