@@ -49,35 +49,62 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	judged := h.judge(f, max(f.fc.NowMs, clk.Now().UnixMilli()))
 	disabling := gone != nil || judged.disable
 	var endpoint store.Row
-	shared := sharedRows(run.acked, h.Retention)
-	if reread || disabling || len(shared.keys) > 0 || len(run.acked) > 0 && !f.handedBacklog {
+	// again are the page's rows whose log rows are read with the backlog:
+	// on a re-plan every row the plan writes or guards, since whatever
+	// failed its guard (an erasure, a resend to another endpoint of a row
+	// this stream was to delete) changed one of them; else the rows
+	// other streams still waited on (sharedRows).
+	again := sharedRows(run.acked, h.Retention)
+	if reread {
+		again = loggedRows(f.rows)
+	}
+	// left are the rows the stream no longer has pending: erased or
+	// dropped while the calls were made. There is nothing of them to
+	// acknowledge or keep.
+	var left map[int]bool
+	if reread || disabling || len(again) > 0 || len(run.acked) > 0 && !f.handedBacklog {
 		// Acknowledgements, and a 410's disable, are planned against rows
 		// read after the calls, so the slow calls sit outside the
 		// read-modify-write window (but for a quiet handed fire's, see
 		// Handler.Fire). The calls are made: a Redis restart now
 		// is waited out (within the fire's lease) so they are not made again.
+		keys := []store.Key{s.backlogKey}
+		if disabling {
+			keys = append(keys, s.endpointKey)
+		}
+		logAt := len(keys)
+		for _, r := range again {
+			key, _ := r.rec.LogKey()
+			keys = append(keys, key)
+		}
+		var rows []store.Row
 		err := store.RetryUnavailable(ctx, store.UnavailableAttempts, func() error {
-			if disabling {
-				rows, err := f.fc.Store.GetMany(ctx, f.fc.Partition, []store.Key{s.backlogKey, s.endpointKey})
-				if err == nil {
-					fresh, endpoint = rows[0], rows[1]
-				}
+			if len(keys) == 1 {
+				v, found, err := f.fc.Store.Get(ctx, f.fc.Partition, keys[0])
+				rows = []store.Row{{Value: v, Found: found}}
 				return err
 			}
-			if len(shared.keys) > 0 {
-				rows, err := f.fc.Store.GetMany(ctx, f.fc.Partition, append([]store.Key{s.backlogKey}, shared.keys...))
-				if err == nil {
-					fresh = rows[0]
-					shared.refresh(rows[1:])
-				}
-				return err
-			}
-			v, found, err := f.fc.Store.Get(ctx, f.fc.Partition, s.backlogKey)
-			fresh = store.Row{Value: v, Found: found}
+			var err error
+			rows, err = f.fc.Store.GetMany(ctx, f.fc.Partition, keys)
 			return err
 		})
 		if err != nil {
 			return timers.Fired{}, fmt.Errorf("read backlog of %s/%s: %w", s.ns, s.endpoint, err)
+		}
+		fresh = rows[0]
+		if disabling {
+			endpoint = rows[1]
+		}
+		for i, r := range again {
+			rec, ok := r.rec.Reread(rows[logAt+i])
+			if !ok {
+				if left == nil {
+					left = make(map[int]bool)
+				}
+				left[r.index] = true
+				continue
+			}
+			r.rec = rec
 		}
 	}
 	// Acknowledgements and the completion share one snapshot: a plan that
@@ -99,6 +126,9 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		firstErr error
 	)
 	for _, r := range run.acked {
+		if left[r.index] {
+			continue
+		}
 		if err := acks.Add(r.rid, r.seq, r.rec, r.done); err != nil {
 			if refused == 0 {
 				firstRID, firstErr = r.rid, err
@@ -113,7 +143,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			"namespace", s.ns, "endpoint", s.endpoint, "rows", refused,
 			"reservation_id", firstRID, "error", firstErr, "backlog_found", fresh.Found)
 	}
-	h.moveHead(f, acks, acked)
+	h.moveHead(f, acks, acked, left)
 	nowMs := max(f.fc.NowMs, clk.Now().UnixMilli())
 	// A stream that ended a moment ago and ends again keeps its timer and
 	// its empty backlog row (timers.Fired.Stay): the next ingest then holds
@@ -246,7 +276,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 // refused by an endpoint that took nothing, whose rows all stay in the
 // log rather than each get a pending row. Only a page that read the log
 // from the head knows every row up to where it stopped.
-func (h *Handler) moveHead(f *firing, acks *outbox.Acks, acked map[int]bool) {
+func (h *Handler) moveHead(f *firing, acks *outbox.Acks, acked, left map[int]bool) {
 	head := f.stream.head
 	if !head.Found || !f.page.FromHead {
 		return
@@ -257,7 +287,7 @@ func (h *Handler) moveHead(f *firing, acks *outbox.Acks, acked map[int]bool) {
 	}
 	to := f.page.LogEnd
 	for i, q := range f.page.Rows {
-		if !q.Logged || acked[i] {
+		if !q.Logged || acked[i] || left[i] {
 			continue
 		}
 		if r := f.rows[i]; r != nil && refused[i] && acks.Len() > 0 && acks.Keep(r.rid, r.seq, r.rec) == nil {
@@ -291,33 +321,36 @@ func (h *Handler) fired(f timers.Fired, next outbox.DeliveryState, due, nowMs in
 	return f, nil
 }
 
-// shared are the acknowledged rows whose log rows, as read before the
+// sharedRows are the acknowledged rows whose log rows, as read before the
 // calls, had other streams waiting: with nothing retained, whichever stream
 // finishes a row last deletes it, so they are read again with the backlog
 // after the calls, and a row another stream finished meanwhile is deleted
 // now rather than left to the log sweep.
-type shared struct {
-	rows []*pendingRow
-	keys []store.Key
-}
-
-func sharedRows(acked []*pendingRow, retention time.Duration) shared {
-	var s shared
+func sharedRows(acked []*pendingRow, retention time.Duration) []*pendingRow {
+	var out []*pendingRow
 	if retention > 0 {
-		return s
+		return nil
 	}
 	for _, r := range acked {
-		if key, ok := r.rec.LogKey(); ok && r.rec.Shared() && len(s.keys) < store.MaxBatchOps-2 {
-			s.rows, s.keys = append(s.rows, r), append(s.keys, key)
+		if r.rec.Shared() && len(out) < store.MaxBatchOps-2 {
+			out = append(out, r)
 		}
 	}
-	return s
+	return out
 }
 
-func (s shared) refresh(rows []store.Row) {
-	for i, r := range s.rows {
-		r.rec = r.rec.Refreshed(rows[i])
+// loggedRows are the rows of a page that are in the log.
+func loggedRows(rows []*pendingRow) []*pendingRow {
+	var out []*pendingRow
+	for _, r := range rows {
+		if r == nil {
+			continue
+		}
+		if _, ok := r.rec.LogKey(); ok {
+			out = append(out, r)
+		}
 	}
+	return out
 }
 
 // disable plans the endpoint's disabling with reason, after it answered

@@ -58,6 +58,16 @@ type Admin struct {
 	// Retention must equal the delivery handler's: a dropped row's log
 	// entry is kept as long as a delivered one's.
 	Retention time.Duration
+	// Wait pauses a change that waits for a fire to end (Erase), returning
+	// early with ctx's error; a timer when nil. Tests make it a signal.
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+func (a *Admin) wait(ctx context.Context, d time.Duration) error {
+	if a.Wait != nil {
+		return a.Wait(ctx, d)
+	}
+	return pause(ctx, d)
 }
 
 func (a *Admin) maxEndpoints() int {

@@ -164,6 +164,11 @@ func (a *Appender) wait(ctx context.Context, d time.Duration) error {
 	if a.Wait != nil {
 		return a.Wait(ctx, d)
 	}
+	return pause(ctx, d)
+}
+
+// pause waits d, or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -260,13 +261,27 @@ type Erased struct {
 	Dropped []string
 }
 
+// EraseWait bounds how long Erase waits for the fires that hold its
+// outcome's streams: a fire's calls end within 15 s, most within
+// milliseconds.
+const EraseWait = 16 * time.Second
+
 // Erase removes the outcome rid from the namespace at once, whatever its
 // retention: its log row, every stream's attempt row and pending row (a
 // pending one counted dropped), in one batch guarded by the log row, and
 // its seen row keeps only its digest, so the reservation id still answers
 // duplicate or conflict for its window.
+//
+// A fire holds the rows of its page in memory while it calls, so an
+// erasure that landed mid-fire could be followed by a call of the row it
+// erased. Erase therefore waits while a live lease holds a stream that has
+// the outcome pending, and guards each such stream's timer as read: a fire
+// that claims it first fails the erasure, which then waits for it. Once
+// Erase answers, no fire sends the outcome. Past EraseWait it gives up
+// with ErrBusy.
 func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erased, error) {
-	for range adminRetries {
+	var waited time.Duration
+	for tries := 0; tries < adminRetries; {
 		lo, err := a.findLogged(ctx, p, rid)
 		if err != nil {
 			return Erased{}, err
@@ -280,6 +295,11 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		if err != nil {
 			return Erased{}, err
 		}
+		all, err := timers.All(ctx, a.Store, p)
+		if err != nil {
+			return Erased{}, err
+		}
+		nowMs := a.Clock.Now().UnixMilli()
 		var b store.Batch
 		b.Drain = true
 		b.RequireEquals(LogKey(lo.seq), lo.raw)
@@ -287,10 +307,16 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		b.Delete(LogKey(lo.seq))
 		b.Put(tagged(ClassSeen, rid), digestOnly)
 		var out Erased
+		busy := false
 		for _, en := range lo.row.Entries {
 			b.Delete(streamKey(ClassAttempt, en.Endpoint, rid))
 			if en.State != EntryPending {
 				continue
+			}
+			if t := streamTimer(all, en.Endpoint); t != nil {
+				// The key of a leased row is its lease's expiry.
+				busy = busy || t.Lease != nil && t.DueAtMs > nowMs
+				b.RequireEquals(t.Key, t.Raw)
 			}
 			out.Dropped = append(out.Dropped, en.Endpoint)
 			b.Delete(pendingKey(en.Endpoint, lo.seq, rid))
@@ -299,6 +325,17 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 					Deltas: []int64{-1, -int64(len(lo.row.Record))}, Saturating: backlogBytesSaturate},
 				addCounters(en.Endpoint, Counters{Dropped: 1}))
 		}
+		if busy {
+			if waited >= EraseWait {
+				return Erased{}, ErrBusy
+			}
+			d := min(max(2*waited, eraseWaitBase), eraseWaitMax)
+			if err := a.wait(ctx, d); err != nil {
+				return Erased{}, err
+			}
+			waited += d
+			continue
+		}
 		ok, err := a.apply(ctx, p, b)
 		if err != nil {
 			return Erased{}, err
@@ -306,6 +343,14 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		if ok {
 			return out, nil
 		}
+		tries++
 	}
 	return Erased{}, fmt.Errorf("%w: %s", ErrContended, p)
 }
+
+// Pauses of an erasure waiting for fires: short at first, as most fires
+// end within milliseconds.
+const (
+	eraseWaitBase = 2 * time.Millisecond
+	eraseWaitMax  = 250 * time.Millisecond
+)

@@ -178,18 +178,23 @@ func (r StreamRecord) LogKey() (key store.Key, ok bool) {
 	return LogKey(r.seq), true
 }
 
-// Refreshed is r as its log row reads now. A row gone or changed beyond its
-// entries (an erasure, a corrupt write) leaves r as it was: the
-// acknowledgement's guards then decide.
-func (r StreamRecord) Refreshed(row store.Row) StreamRecord {
-	if !r.logged || !row.Found {
-		return r
+// Reread is r as its log row reads now, and whether the stream still has
+// it pending: false when the row is gone (erased), holds another outcome or
+// does not decode, or its entry is no longer pending (dropped), so that
+// there is nothing left for the stream to acknowledge. A row older than the
+// log is not in it and reads as it was.
+func (r StreamRecord) Reread(row store.Row) (StreamRecord, bool) {
+	if !r.logged {
+		return r, true
+	}
+	if !row.Found {
+		return r, false
 	}
 	fresh, err := fromLog(r.entry.Endpoint, StreamRef{Seq: r.seq, RID: r.row.RID, Logged: r.queued}, row.Value, r.HasAttempts)
 	if err != nil || !bytes.Equal(fresh.Record, r.Record) || fresh.entry.State != EntryPending {
-		return r
+		return r, false
 	}
-	return fresh
+	return fresh, true
 }
 
 // Handed is what a committed ingest batch hands the fires of the delivery
