@@ -281,6 +281,13 @@ func (c *counting) GetMany(ctx context.Context, p store.Partition, ks []store.Ke
 	return c.DueStore.GetMany(ctx, p, ks)
 }
 
+// ReadMany counts the reads one round trip makes on a store that has
+// them (store.MultiReader), as one.
+func (c *counting) ReadMany(ctx context.Context, p store.Partition, reads []store.Read) ([]store.ReadResult, error) {
+	c.add("readmany")
+	return store.ReadMany(ctx, c.DueStore, p, reads)
+}
+
 func (c *counting) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
 	c.add("scan")
 	return c.DueStore.Scan(ctx, p, start, end, after, limit)

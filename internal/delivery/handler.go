@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -183,8 +184,10 @@ type stream struct {
 	headKey      store.Key
 	// head is the stream's head as read at the start of the fire.
 	head outbox.Head
-	// ep is the endpoint as read at the start of the fire.
-	ep outbox.Endpoint
+	// ep is the endpoint as read at the start of the fire, or with its
+	// queue, and epRaw its row.
+	ep    outbox.Endpoint
+	epRaw store.Value
 }
 
 // pendingRow is one examined row of the page.
@@ -283,8 +286,17 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	page, rows, handed := h.handedPage(ctx, fc, &s, t, acks.Backlog())
 	var after *store.Cursor
 	if !handed {
-		if page, after, err = h.scan(ctx, fc, &s, state.Cursor); err != nil {
+		var epRow store.Row
+		if page, after, epRow, err = h.scan(ctx, fc, &s, state.Cursor); err != nil {
 			return timers.Fired{}, err
+		}
+		if !epRow.Found || !bytes.Equal(epRow.Value, s.epRaw) {
+			// Edited between the reads: the page may hold rows accepted
+			// after the edit, which go as the edit says, or wait while
+			// it disables the endpoint.
+			if parked, ok, err := h.park(state, &s, epRow); ok || err != nil {
+				return parked, err
+			}
 		}
 		if rows, err = h.prepare(ctx, fc, &s, page); err != nil {
 			return timers.Fired{}, err
@@ -374,7 +386,7 @@ func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (ti
 	if err != nil {
 		return timers.Fired{}, false, fmt.Errorf("endpoint %s/%s: %w", s.ns, s.endpoint, err)
 	}
-	s.ep = ep
+	s.ep, s.epRaw = ep, row.Value
 	if ep.Enabled {
 		return timers.Fired{}, false, nil
 	}
@@ -447,21 +459,22 @@ func (h *Handler) handedPage(ctx context.Context, fc timers.FireContext, s *stre
 
 // scan reads the page of the stream's queue after the cursor, wrapping to
 // its start once the cursor is past its last row. It returns the cursor
-// the page was read after.
-func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, after *store.Cursor) (outbox.QueuePage, *store.Cursor, error) {
+// the page was read after, and the endpoint row as read with the page.
+func (h *Handler) scan(ctx context.Context, fc timers.FireContext, s *stream, after *store.Cursor) (outbox.QueuePage, *store.Cursor, store.Row, error) {
 	// The page is the fire's row budget: scanning further would strand the
 	// unexamined rest until a whole rotation.
 	limit := h.maxRows()
 	dense := s.ep.TakesAll()
-	page, err := outbox.ReadQueueTo(ctx, fc.Store, fc.Partition, s.endpoint, s.head, after, limit, 0, dense)
+	also := []store.Key{s.endpointKey}
+	page, rows, err := outbox.ReadQueueWith(ctx, fc.Store, fc.Partition, s.endpoint, s.head, after, limit, 0, dense, also)
 	if err == nil && len(page.Rows) == 0 && after != nil && page.Next == nil {
 		after = nil
-		page, err = outbox.ReadQueueTo(ctx, fc.Store, fc.Partition, s.endpoint, s.head, nil, limit, 0, dense)
+		page, rows, err = outbox.ReadQueueWith(ctx, fc.Store, fc.Partition, s.endpoint, s.head, nil, limit, 0, dense, also)
 	}
 	if err != nil {
-		return outbox.QueuePage{}, nil, err
+		return outbox.QueuePage{}, nil, store.Row{}, err
 	}
-	return page, after, nil
+	return page, after, rows[0], nil
 }
 
 // prepare reads the outcomes and attempt rows of the page's rows, in one

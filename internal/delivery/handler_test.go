@@ -350,8 +350,9 @@ func TestAFireReadsItsPageInAConstantNumberOfRoundTrips(t *testing.T) {
 		if !fired.Done {
 			t.Fatal("want Done")
 		}
-		// Backlog and endpoint; records and attempts; the fresh backlog.
-		if cs.calls["getmany"] != 2 || cs.calls["get"] != 1 {
+		// Backlog and endpoint; the queue, with the endpoint again; records
+		// and attempts; the fresh backlog.
+		if cs.calls["getmany"] != 2 || cs.calls["readmany"] != 1 || cs.calls["get"] != 1 {
 			t.Fatalf("store calls %v for %d rows", cs.calls, len(ids))
 		}
 	})

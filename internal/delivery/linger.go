@@ -1,7 +1,9 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -293,6 +295,10 @@ func (h *Handler) linger(ctx context.Context, w *lingerWatch, f *firing, started
 		}
 		s := &f.stream
 		page, rows, err := h.readArrived(ctx, w, f)
+		if errors.Is(err, outbox.ErrEndpointEdited) {
+			// The rows that arrived go as the edit says, in the next fire.
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -314,13 +320,16 @@ func (h *Handler) linger(ctx context.Context, w *lingerWatch, f *firing, started
 // ended, up to the last row arrived: the log holds nothing further unless
 // another process appended it, which the completion counts. Rows the
 // arrivals named one by one are read by key with their outcomes and
-// attempts (outbox.ReadArrived): they were appended after the fire's page
-// found the queue's end, so their log entries alone queue them. Any other
-// range is read as the queue.
+// attempts (outbox.ReadArrivedUnder): they were appended after the fire's
+// page found the queue's end, so their log entries alone queue them. Any
+// other range is read as the queue. Either way the rows are taken only
+// when accepted under the endpoint row the fire holds (as their ingest
+// guarded it, or as read with them); else outbox.ErrEndpointEdited, and
+// they go as the edit says in the next fire.
 func (h *Handler) readArrived(ctx context.Context, w *lingerWatch, f *firing) (outbox.QueuePage, []*pendingRow, error) {
 	s, from, room := &f.stream, f.page.LogEnd, h.maxRows()-len(f.page.Rows)
 	if refs := w.arrived(from, w.to); refs != nil {
-		page, got, err := outbox.ReadArrived(ctx, f.fc.Store, f.fc.Partition, s.endpoint, refs, room)
+		page, got, err := outbox.ReadArrivedUnder(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.epRaw, refs, room)
 		if err != nil {
 			return outbox.QueuePage{}, nil, err
 		}
@@ -334,9 +343,13 @@ func (h *Handler) readArrived(ctx context.Context, w *lingerWatch, f *firing) (o
 		h.adopt(ctx, s, rows, kept)
 		return page, rows, nil
 	}
-	page, err := outbox.ReadQueueTo(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head, outbox.QueueFrom(s.endpoint, from), room, w.to, s.ep.TakesAll())
+	page, ep, err := outbox.ReadQueueWith(ctx, f.fc.Store, f.fc.Partition, s.endpoint, s.head, outbox.QueueFrom(s.endpoint, from), room, w.to, s.ep.TakesAll(),
+		[]store.Key{s.endpointKey})
 	if err != nil {
 		return outbox.QueuePage{}, nil, err
+	}
+	if !ep[0].Found || !bytes.Equal(ep[0].Value, s.epRaw) {
+		return outbox.QueuePage{}, nil, outbox.ErrEndpointEdited
 	}
 	rows, err := h.prepare(ctx, f.fc, s, page)
 	return page, rows, err

@@ -302,3 +302,177 @@ func TestAnEraseFailsWhenAFireClaimsTheStreamAfterItsRead(t *testing.T) {
 		}
 	})
 }
+
+// editDuring is a sink that, when it takes the row at, edits the endpoint
+// as an operator would, then accepts next, as a producer would once the
+// edit was answered, and tells the fire's Arrivals of it (by its row, or
+// not knowing it).
+type editDuring struct {
+	e      *env
+	admin  *outbox.Admin
+	arr    *Arrivals
+	at     string
+	next   string
+	spec   outbox.EndpointSpec
+	byRows bool
+	once   sync.Once
+
+	mu    sync.Mutex
+	calls []Parcel
+	errs  []error
+}
+
+func (s *editDuring) Deliver(ctx context.Context, p Parcel) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, p)
+	s.mu.Unlock()
+	if p.Outcome.ReservationID != s.at {
+		return nil
+	}
+	s.once.Do(func() {
+		_, err := s.admin.PutEndpoint(ctx, s.e.P, ep, s.spec)
+		var st []outbox.Status
+		if err == nil {
+			os := []outbox.Outcome{committed(s.next)}
+			if st, err = s.e.App.Append(ctx, s.e.P, os); err == nil {
+				refs := refsOf(os, st)
+				if !s.byRows {
+					refs = nil
+				}
+				s.arr.Arrived(s.e.P, refs)
+			}
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.errs = append(s.errs, err)
+			s.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+// An outcome accepted after an edit of its endpoint was answered goes as
+// the edit says, even to a fire that began before the edit and lingers
+// for the next outcome: a new URL, a disable, headers removed, a new
+// secret, a rotated key.
+func TestAnOutcomeAcceptedAfterAnEditGoesAsTheEditSays(t *testing.T) {
+	t.Parallel()
+	const url = "https://hooks.example.com/ep"
+	before := outbox.EndpointSpec{URL: url, Enabled: true, Headers: map[string]outbox.HeaderValue{"x-api-key": "k1"}}
+	v1a := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooksV1a}
+	sw := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooks}
+	edits := []struct {
+		name         string
+		before, edit outbox.EndpointSpec
+		// same reports whether b went as the edit says.
+		same func(old, got outbox.Endpoint) bool
+	}{
+		{"url", before, outbox.EndpointSpec{URL: url + "/v2", Enabled: true, Headers: before.Headers},
+			func(_, got outbox.Endpoint) bool { return got.URL == url+"/v2" }},
+		{"disabled", before, outbox.EndpointSpec{URL: url, Enabled: false}, nil},
+		{"headers", before, outbox.EndpointSpec{URL: url, Enabled: true},
+			func(_, got outbox.Endpoint) bool { return len(got.Headers) == 0 }},
+		{"secret", sw, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooks,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+			func(old, got outbox.Endpoint) bool { return got.Secrets[0] != old.Secrets[0] }},
+		{"key", v1a, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooksV1a, RotateKey: true},
+			func(old, got outbox.Endpoint) bool { return got.SigningKeys[0].PublicKey() != old.SigningKeys[0].PublicKey() }},
+	}
+	for _, ed := range edits {
+		for _, byRows := range []bool{true, false} {
+			name := ed.name + "/unknown"
+			if byRows {
+				name = ed.name + "/rows"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				eachBackend(t, func(t *testing.T, e *env) {
+					admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
+					if _, err := admin.PutEndpoint(e.Ctx, e.P, ep, ed.before); err != nil {
+						t.Fatal(err)
+					}
+					e.seed("a")
+					old := e.endpoint()
+					arr := NewArrivals(4)
+					busy(arr, e.P)
+					sink := &editDuring{e: e, admin: admin, arr: arr, at: "a", next: "b", spec: ed.edit, byRows: byRows}
+					h := lingering(sink, arr, e)
+					e.fire(h)
+					for range 3 {
+						if _, ok := e.timer(); !ok || !e.endpoint().Enabled {
+							break
+						}
+						e.fireAtDue(&Handler{Sink: sink, Clock: e.Clk})
+					}
+					sink.mu.Lock()
+					defer sink.mu.Unlock()
+					if len(sink.errs) > 0 {
+						t.Fatal(sink.errs)
+					}
+					var b []Parcel
+					for _, p := range sink.calls {
+						if p.Outcome.ReservationID == "b" {
+							b = append(b, p)
+						}
+					}
+					if ed.same == nil {
+						if len(b) != 0 {
+							t.Fatalf("b was sent to an endpoint disabled before it was accepted")
+						}
+						if got := e.pending(); !slices.Equal(got, []string{"b"}) {
+							t.Fatalf("pending %v, want b kept", got)
+						}
+						return
+					}
+					if len(b) != 1 {
+						t.Fatalf("b sent %d times, want once", len(b))
+					}
+					if !ed.same(old, b[0].Endpoint) {
+						t.Fatalf("b went the old way: %+v", b[0].Endpoint)
+					}
+				})
+			})
+		}
+	}
+}
+
+// editBeforeQueueRead is a store on which an edit of the endpoint and an
+// outcome accepted after it land between a fire's read of its endpoint and
+// its read of the queue.
+type editBeforeQueueRead struct {
+	store.NamespaceStore
+	once sync.Once
+	edit func()
+}
+
+func (s *editBeforeQueueRead) ReadMany(ctx context.Context, p store.Partition, reads []store.Read) ([]store.ReadResult, error) {
+	s.once.Do(s.edit)
+	return store.ReadMany(ctx, s.NamespaceStore, p, reads)
+}
+
+func TestAnEditBetweenAFiresReadsIsSeenByItsPage(t *testing.T) {
+	t.Parallel()
+	const url = "https://hooks.example.com/ep"
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.seed("a")
+		admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
+		st := &editBeforeQueueRead{NamespaceStore: e.St, edit: func() {
+			if _, err := admin.PutEndpoint(e.Ctx, e.P, ep, outbox.EndpointSpec{URL: url + "/v2", Enabled: true}); err != nil {
+				t.Error(err)
+			}
+			e.append(committed("b"))
+		}}
+		sink := &capture{}
+		e.St = st
+		e.fire(&Handler{Sink: sink, Clock: e.Clk})
+		e.St = st.NamespaceStore
+		for _, p := range sink.seen {
+			if p.Outcome.ReservationID == "b" && p.Endpoint.URL != url+"/v2" {
+				t.Fatalf("b, accepted after the edit, went to %s", p.Endpoint.URL)
+			}
+		}
+		if sink.count("b") != 1 {
+			t.Fatalf("delivered %v, want b once", sink.rids())
+		}
+	})
+}

@@ -94,12 +94,46 @@ type Status struct {
 	// row either, so a fire in this process need read nothing of it. Nil
 	// otherwise.
 	Log store.Value
+	// Endpoints are the endpoint rows the batch that accepted it guarded:
+	// the configuration it is to be sent under. Nil when not known.
+	Endpoints *Endpoints
+}
+
+// Endpoints are the endpoint rows an ingest batch guarded, as it read them
+// and as they stood when it committed.
+type Endpoints struct {
+	rows []store.Precondition
+}
+
+// guardedEndpoints are the endpoint rows b guards.
+func guardedEndpoints(b *store.Batch) *Endpoints {
+	e := &Endpoints{}
+	for _, pc := range b.Preconditions {
+		if pc.Kind == store.Equals && len(pc.Key) > 0 && Class(pc.Key[0]) == ClassEndpoint {
+			e.rows = append(e.rows, pc)
+		}
+	}
+	return e
+}
+
+// Row is endpoint id's row as the batch guarded it; false when it guarded
+// none (e is nil, or the endpoint did not stand).
+func (e *Endpoints) Row(id string) (store.Value, bool) {
+	if e == nil {
+		return nil, false
+	}
+	for _, pc := range e.rows {
+		if string(pc.Key[1:]) == id {
+			return pc.Value, true
+		}
+	}
+	return nil, false
 }
 
 // Ref is the stream row an accepted status names, rid being its outcome's
 // reservation id, as a fire in this process takes it (ReadArrived).
 func (s Status) Ref(rid string) StreamRef {
-	return StreamRef{Seq: s.Seq, RID: rid, Logged: true, Log: s.Log, Fresh: s.Log != nil}
+	return StreamRef{Seq: s.Seq, RID: rid, Logged: true, Log: s.Log, Fresh: s.Log != nil, Endpoints: s.Endpoints}
 }
 
 // Appender accepts outcomes into a namespace's outbox, idempotently: one
@@ -404,9 +438,10 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 				// reads it.
 				snap = nil
 			}
+			eps := guardedEndpoints(&pl.batch)
 			for i := range pl.decided {
 				if st := &pl.decided[i].status; st.Code == Accepted && !st.Due {
-					st.Due, st.Log = due, pl.decided[i].log
+					st.Due, st.Log, st.Endpoints = due, pl.decided[i].log, eps
 				}
 			}
 		}

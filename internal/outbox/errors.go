@@ -27,6 +27,9 @@ var (
 	// store.MaxCounter, a value acknowledgements could never reduce.
 	// Nothing was written; ingest succeeds again once deliveries drain it.
 	ErrBacklogFull = errors.New("outbox: backlog count at its limit")
+	// ErrEndpointEdited: rows were accepted under another endpoint row
+	// than the reader holds (ReadArrivedUnder); nothing was listed.
+	ErrEndpointEdited = errors.New("outbox: endpoint edited since it was read")
 )
 
 // invalidError carries a user-facing message and matches ErrInvalid.

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -135,11 +136,22 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 // page that examined rows not the stream's lists fewer and has a Next, as
 // any page does.
 func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64, dense bool) (QueuePage, error) {
+	page, _, err := ReadQueueWith(ctx, st, p, endpoint, head, after, limit, to, dense, nil)
+	return page, err
+}
+
+// ReadQueueWith is ReadQueueTo that also reads the rows of keys at the
+// same instant: a fire reads its endpoint with its queue, so that no row
+// it sends was accepted after an edit of the endpoint it did not see.
+func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64, dense bool, keys []store.Key) (QueuePage, []store.Row, error) {
 	start, end, err := PendingRange(endpoint)
 	if err != nil {
-		return QueuePage{}, err
+		return QueuePage{}, nil, err
 	}
 	reads := []store.Read{{Start: start, End: end, After: after, Limit: limit}}
+	if len(keys) > 0 {
+		reads = append(reads, store.Read{Keys: keys})
+	}
 	from := head.Seq
 	if head.Found {
 		if pos, ok := queuePos(endpoint, after); ok && pos > from {
@@ -157,7 +169,12 @@ func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition
 	}
 	res, err := store.ReadMany(ctx, st, p, reads)
 	if err != nil {
-		return QueuePage{}, fmt.Errorf("read queue of %s/%s: %w", p, endpoint, err)
+		return QueuePage{}, nil, fmt.Errorf("read queue of %s/%s: %w", p, endpoint, err)
+	}
+	var rows []store.Row
+	if len(keys) > 0 {
+		rows = res[1].Rows
+		res = append(res[:1], res[2:]...)
 	}
 	page := res[0].Page
 	var out QueuePage
@@ -173,7 +190,7 @@ func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition
 	}
 	if page.Next != nil || !head.Found {
 		out.Next = page.Next
-		return out, nil
+		return out, rows, nil
 	}
 	out.FromHead, out.LogEnd = from == head.Seq, from
 	logPage := res[1].Page
@@ -216,7 +233,7 @@ func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition
 	if more {
 		out.Next = store.CursorAfter(queueMark(endpoint, out.LogEnd-1))
 	}
-	return out, nil
+	return out, rows, nil
 }
 
 // QueuePrefix is rows of a stream's queue read over as many pages as it
@@ -311,6 +328,16 @@ func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
 // limit cut the page short, and is nil otherwise. A Fresh ref is taken as
 // it is, with no read: a completion guards its log row all the same.
 func ReadArrived(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef, limit int) (QueuePage, []StreamRow, error) {
+	return ReadArrivedUnder(ctx, st, p, endpoint, nil, refs, limit)
+}
+
+// ReadArrivedUnder is ReadArrived for a reader that holds the stream's
+// endpoint row as ep: it refuses with ErrEndpointEdited, listing nothing,
+// unless each row was accepted under that row, as the ingest that
+// accepted it tells (StreamRef.Endpoints), or else as read with the rows.
+// An outcome accepted after an edit of its endpoint is answered goes as
+// the edit says.
+func ReadArrivedUnder(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, ep store.Value, refs []StreamRef, limit int) (QueuePage, []StreamRow, error) {
 	if len(refs) > store.MaxBatchOps/2 {
 		return QueuePage{}, nil, fmt.Errorf("read %d arrived rows at once", len(refs))
 	}
@@ -322,17 +349,37 @@ func ReadArrived(ctx context.Context, st store.NamespaceStore, p store.Partition
 	if err := ValidateEndpointID(endpoint); err != nil {
 		return QueuePage{}, nil, err
 	}
-	keys := make([]store.Key, 0, 2*len(refs))
+	keys := make([]store.Key, 0, 2*len(refs)+1)
+	readEndpoint := false
 	for _, r := range refs {
 		if !r.fresh() {
 			keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
 		}
+		if ep == nil {
+			continue
+		}
+		v, ok := r.Endpoints.Row(endpoint)
+		switch {
+		case r.Endpoints == nil || !r.fresh():
+			// Read with the row: an edit before it is seen.
+			readEndpoint = true
+		case !ok || !bytes.Equal(v, ep):
+			return QueuePage{}, nil, ErrEndpointEdited
+		}
+	}
+	if readEndpoint {
+		keys = append(keys, tagged(ClassEndpoint, endpoint))
 	}
 	var got []store.Row
 	if len(keys) > 0 {
 		var err error
 		if got, err = st.GetMany(ctx, p, keys); err != nil {
 			return QueuePage{}, nil, fmt.Errorf("read arrived rows of %s/%s: %w", p, endpoint, err)
+		}
+	}
+	if readEndpoint {
+		if row := got[len(got)-1]; !row.Found || !bytes.Equal(row.Value, ep) {
+			return QueuePage{}, nil, ErrEndpointEdited
 		}
 	}
 	var page QueuePage

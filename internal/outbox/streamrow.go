@@ -44,6 +44,9 @@ type StreamRef struct {
 	// a reservation id never accepted before, so the row has no attempt
 	// row either and ReadArrived reads nothing of it.
 	Fresh bool
+	// Endpoints are the endpoint rows the ingest that accepted the row
+	// guarded (Status.Endpoints); nil when not known.
+	Endpoints *Endpoints
 }
 
 func (r StreamRef) fresh() bool { return r.Fresh && r.Log != nil }
