@@ -376,7 +376,9 @@ func TestAnOutcomeAcceptedAfterAnEditGoesAsTheEditSays(t *testing.T) {
 			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 			func(old, got outbox.Endpoint) bool { return got.Secrets[0] != old.Secrets[0] }},
 		{"key", v1a, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooksV1a, RotateKey: true},
-			func(old, got outbox.Endpoint) bool { return got.SigningKeys[0].PublicKey() != old.SigningKeys[0].PublicKey() }},
+			func(old, got outbox.Endpoint) bool {
+				return got.SigningKeys[0].PublicKey() != old.SigningKeys[0].PublicKey()
+			}},
 	}
 	for _, ed := range edits {
 		for _, byRows := range []bool{true, false} {
