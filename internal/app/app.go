@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		if errors.As(err, &skew) {
 			return nil, scrub(err)
 		}
-		log.Warn("could not compare this host's clock with Redis's; /readyz will", "error", scrub(err))
+		log.Warn("could not compare this host's clock with Redis's; /readyz compares them again", "error", scrub(err))
 	}
 	// Namespaces whose endpoints were written before the store kept its
 	// registry; after the first start this reads one key.

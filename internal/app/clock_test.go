@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -119,7 +120,7 @@ func TestNotReadyWhileTheClockIsFarFromRedis(t *testing.T) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		if r["level"] == "ERROR" && strings.Contains(r["msg"].(string), "clock") && r["redis"] == m.Addr() {
+		if r["level"] == "ERROR" && strings.Contains(fmt.Sprint(r["error"]), "clock of Redis at "+m.Addr()) {
 			errorsLogged++
 		}
 	}

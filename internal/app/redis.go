@@ -32,8 +32,7 @@ func ready(st checker, clk clock.Clock, log *slog.Logger) func(ctx context.Conte
 		}
 		var skew *ClockSkewError
 		if err := checkClock(ctx, st, clk); errors.As(err, &skew) {
-			log.ErrorContext(ctx, "this host's clock is too far from Redis's: two relays may fire one timer at once; synchronise the clocks (NTP)",
-				"redis", skew.Addr, "offset", skew.Offset, "max", MaxClockSkew)
+			log.ErrorContext(ctx, "not ready: leases are unsafe", "error", err)
 			return errors.New(readiness(err))
 		}
 		return nil
