@@ -28,9 +28,9 @@ func parse(args []string) (app.Config, error) {
 	f.HiddenFromEnv(&c.RedisURL, "redis", "RELAY_REDIS_URL",
 		"Redis URL (redis[s]://[user:pass@]host:port/db); behind Redis Sentinel redis[s]+sentinel://[user:pass@]sentinel1:port,sentinel2:port/mastername[/db]; a Redis Cluster as comma-separated host:port seeds or redis://[user:pass@]host:port?addr=host2:port2&addr=...; empty starts an embedded in-memory miniredis (env RELAY_REDIS_URL)")
 	f.StringFromEnv(&c.Durability, "durability", "RELAY_DURABILITY", c.Durability,
-		"when an ingest is answered 202: memory (once the Redis master ran it; a failover before replication loses it) or replicas=N (once N replicas also acknowledged it, by WAIT; fewer within the timeout answers 503, and the producer's retry answers duplicate) (env RELAY_DURABILITY)")
+		"when an ingest is answered 202, and an operator's change answered: memory (once the Redis master ran it; a failover before replication loses it) or replicas=N (once N replicas also acknowledged it, by WAIT; fewer within the timeout answers 503, and the producer's retry answers duplicate) (env RELAY_DURABILITY)")
 	f.DurationFromEnv(&c.DurabilityTimeout, "durability-timeout", "RELAY_DURABILITY_TIMEOUT", c.DurabilityTimeout,
-		"how long an ingest waits for replicas with --durability replicas=N, at most 2s (env RELAY_DURABILITY_TIMEOUT)")
+		"how long an ingest or an operator's change waits for replicas with --durability replicas=N, at most 2s (env RELAY_DURABILITY_TIMEOUT)")
 	f.StringFromEnv(&c.Listen, "listen", "RELAY_LISTEN", c.Listen, "HTTP listen address (env RELAY_LISTEN)")
 	f.StringFromEnv(&c.Prefix, "prefix", "RELAY_REDIS_PREFIX", c.Prefix, "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")

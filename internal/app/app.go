@@ -104,6 +104,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := st.Check(ctx); err != nil {
 		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
 	}
+	// Leases are dated by this clock and judged by every relay's: one
+	// too far from Redis's would let two relays fire one timer at once.
+	if err := checkClock(ctx, st, clk); err != nil {
+		var skew *ClockSkewError
+		if errors.As(err, &skew) {
+			return nil, scrub(err)
+		}
+		log.Warn("could not compare this host's clock with Redis's; /readyz compares them again", "error", scrub(err))
+	}
 	// Namespaces whose endpoints were written before the store kept its
 	// registry; after the first start this reads one key.
 	if n, err := st.BackfillRegistry(ctx); err != nil {
@@ -148,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Wake:           driver.WakePartition,
 		Ingested:       driver.Ingested,
 		CheckURL:       channel.CheckURL,
-		Ready:          ready(st),
+		Ready:          ready(st, clk, log),
 		Keys:           hooks.KeysHandler(sign.keys),
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,8 +36,14 @@ func testKeys(t *testing.T) hooks.KeyList {
 }
 
 // routes is the API on st, publishing keys, with the readiness check serve
-// uses.
+// uses on the wall clock.
 func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler {
+	t.Helper()
+	return routesReady(t, st, keys, ready(st, clock.NewSteady(clock.System{}), slog.New(slog.DiscardHandler)))
+}
+
+// routesReady is routes with the readiness check rd.
+func routesReady(t *testing.T, st *redisstore.Store, keys hooks.KeyList, rd func(context.Context) error) http.Handler {
 	t.Helper()
 	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: "http://localhost:8080", HS256Secret: bytes.Repeat([]byte("k"), 32)})
 	if err != nil {
@@ -46,7 +53,7 @@ func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler
 		Appender: &outbox.Appender{Store: st, Clock: clock.NewSteady(clock.System{})},
 		Admin:    &outbox.Admin{Store: st, Clock: clock.NewSteady(clock.System{})},
 		Auth:     auth,
-		Ready:    ready(st),
+		Ready:    rd,
 		Keys:     hooks.KeysHandler(keys),
 	})
 	if err != nil {

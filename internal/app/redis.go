@@ -10,33 +10,46 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
 
 // checker is what readiness needs of the store.
 type checker interface {
 	Check(ctx context.Context) error
+	skewer
 }
 
 // ready is the API's readiness check: the store answers and will not evict
-// rows.
-func ready(st checker) func(ctx context.Context) error {
+// rows, and this host's clock is near enough to Redis's for leases to hold
+// (a clock that drifted away since the start is logged at Error: leases
+// are no longer safe). A clock that cannot be read for another reason is
+// left to the store's check.
+func ready(st checker, clk clock.Clock, log *slog.Logger) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		if err := st.Check(ctx); err != nil {
+			return errors.New(readiness(err))
+		}
+		var skew *ClockSkewError
+		if err := checkClock(ctx, st, clk); errors.As(err, &skew) {
+			log.ErrorContext(ctx, "not ready: leases are unsafe", "error", err)
 			return errors.New(readiness(err))
 		}
 		return nil
 	}
 }
 
-// readiness is what /readyz tells: the eviction warning in full, any other
-// cause without internals.
+// readiness is what /readyz tells: the eviction warning and the clock's
+// offset in full, any other cause without internals.
 func readiness(err error) string {
+	var skew *ClockSkewError
 	switch {
 	case errors.Is(err, redisstore.ErrEvictingPolicy):
 		return "Redis may evict keys (set maxmemory-policy noeviction)"
 	case errors.Is(err, redisstore.ErrScripts):
 		return "Redis does not hold relay's scripts and would not load them"
+	case errors.As(err, &skew):
+		return fmt.Sprintf("this host's clock is %s Redis's, further than %v (synchronise the clocks)", skew.away(), MaxClockSkew)
 	}
 	return "Redis is unreachable"
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -223,4 +224,23 @@ func TestIngestPastTheLargestBacklogIsA503(t *testing.T) {
 			t.Fatalf("a refused ingest wrote: %v, was %v", after, before)
 		}
 	})
+}
+
+// TestAnUnreplicatedErasureOrDeleteIs503: under replicas=1, an erasure or
+// an endpoint's delete that no replica acknowledged (miniredis answers
+// WAIT with 0) is answered 503 unavailable, never done: a failover could
+// bring back what the answer said was gone.
+func TestAnUnreplicatedErasureOrDeleteIs503(t *testing.T) {
+	_, m := redistest.MiniredisServer(t, redisstore.Options{})
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	setup := newHarness(t, client, redisstore.DefaultPrefix)
+	setup.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	want(t, setup.do(http.MethodPost, outcomesPath, setup.token("acme", httpapi.ScopeOutcomesWrite), committedJSON), http.StatusAccepted, "")
+	setup.putEndpoint("acme", "idle", `{"url": "https://idle.example.com/hooks"}`)
+
+	durable := redistest.NewStore(t, client, redisstore.Options{Durability: redisstore.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	h := newHarnessOn(t, durable, apiOptions{})
+	wantUnavailable(t, h.do(http.MethodDelete, "/v1/namespaces/acme/outcomes/r-7f3a", h.admin(), ""))
+	wantUnavailable(t, h.do(http.MethodDelete, "/v1/namespaces/acme/endpoints/idle", h.admin(), ""))
 }

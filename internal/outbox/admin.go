@@ -298,8 +298,10 @@ func viewTimer(r *timers.Row) *StreamTimer {
 	return t
 }
 
-// apply commits b, reporting whether its guards held.
+// apply commits b, reporting whether its guards held. Every operator's
+// change is answered, so it is as durable as an ingest (store.Batch.Answered).
 func (a *Admin) apply(ctx context.Context, p store.Partition, b store.Batch) (bool, error) {
+	b.Answered = true
 	res, err := a.Store.Apply(ctx, p, b)
 	if err != nil {
 		return false, fmt.Errorf("apply to %s: %w", p, err)

@@ -28,9 +28,10 @@ type Item struct {
 // call fails and any batch may have committed. As after any failed Apply,
 // the caller re-reads and re-plans.
 //
-// ApplyAll does not wait for replicas (Options.Durability): a Cluster
-// pipeline spreads batches over nodes and connections, where one WAIT
-// cannot vouch for them. Ingest goes through Apply.
+// ApplyAll does not wait for replicas (Options.Durability), whatever
+// store.Batch.Answered says: a Cluster pipeline spreads batches over nodes
+// and connections, where one WAIT cannot vouch for them. Ingest and the
+// operators' changes go through Apply.
 func (s *Store) ApplyAll(ctx context.Context, items []Item) ([]store.Result, error) {
 	calls := make([]*scriptCall, len(items))
 	for i, it := range items {

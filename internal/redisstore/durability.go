@@ -21,20 +21,22 @@ const (
 	MaxDurabilityTimeout     = 2 * time.Second
 )
 
-// ErrNotReplicated: a growing batch ran on the master but fewer replicas
+// ErrNotReplicated: a batch that waits (see Durability) ran on the master but fewer replicas
 // than Durability.Replicas acknowledged it within the timeout. The batch
 // may still be on the master (a retry then finds it), or may be lost in a
 // failover. An error that matches it also matches store.ErrUnavailable.
 var ErrNotReplicated = errors.New("redisstore: too few replicas acknowledged the batch")
 
 // Durability is when Apply answers a growing batch (one without
-// store.Batch.Drain: ingest and the other writes that add rows). The zero
+// store.Batch.Drain: ingest and the other writes that add rows) and an
+// answered one (store.Batch.Answered: every operator's change). The zero
 // value answers once the script ran on the master, which a failover before
-// replication loses. Drain batches (acknowledgements, deletions) never
-// wait: losing one redelivers, it does not lose an outcome.
+// replication loses. Other Drain batches (a fire's acknowledgements, the
+// sweeps' deletions) never wait: losing one redelivers or sweeps again, it
+// does not lose an outcome.
 type Durability struct {
 	// Replicas, when at least 1, makes Apply send WAIT Replicas Timeout
-	// after a growing batch, on the connection that ran it.
+	// after a growing or answered batch, on the connection that ran it.
 	Replicas int
 	// Timeout bounds the WAIT; DefaultDurabilityTimeout when zero.
 	Timeout time.Duration
@@ -56,7 +58,7 @@ func (d Durability) withDefaults() (Durability, error) {
 	return d, nil
 }
 
-// applyDurable runs a growing batch and WAIT in one pipeline on one
+// applyDurable runs a growing or answered batch and WAIT in one pipeline on one
 // connection to the master that owns the partition's slot. WAIT counts the
 // replicas that acknowledged every write this connection made, so it must
 // follow the script on the same connection: on a Cluster a pipeline routes

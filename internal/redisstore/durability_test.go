@@ -3,9 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +63,41 @@ func TestDurabilityRefusesAGrowingBatchNoReplicaAcknowledged(t *testing.T) {
 	}
 }
 
+// answered is a Drain batch an operator is answered about: it deletes key.
+func answered(key string) store.Batch {
+	b := store.Batch{Drain: true, Answered: true}
+	b.Delete(store.Key(key))
+	return b
+}
+
+// An answered batch waits as a growing one does, though it only deletes:
+// with no replica to acknowledge it, it is refused as unavailable.
+func TestDurabilityRefusesAnAnsweredDrainBatchNoReplicaAcknowledged(t *testing.T) {
+	t.Parallel()
+	st, m := redistest.MiniredisServer(t, redisstore.Options{Durability: redisstore.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	ctx := context.Background()
+	key := st.PartitionKeys(acme)[0]
+	m.HSet(key, "k1", "v")
+	_, err := st.Apply(ctx, acme, answered("k1"))
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("answered drain batch with no replica: %v, want ErrUnavailable and ErrNotReplicated", err)
+	}
+}
+
+// Without a durability policy, an answered batch is applied and answered
+// as any other.
+func TestAnAnsweredBatchWaitsForNothingInMemoryDurability(t *testing.T) {
+	t.Parallel()
+	st := redistest.Miniredis(t)
+	ctx := context.Background()
+	if res, err := st.Apply(ctx, acme, growing("k1")); err != nil || !res.Committed {
+		t.Fatalf("growing batch: %+v, %v", res, err)
+	}
+	if res, err := st.Apply(ctx, acme, answered("k1")); err != nil || !res.Committed {
+		t.Fatalf("answered batch: %+v, %v", res, err)
+	}
+}
+
 // A batch whose guard failed may be the resend of a run that committed
 // (and that the caller will now read and accept): its answer also waits
 // for the replicas.
@@ -89,21 +122,7 @@ func TestDurabilityWaitsEvenWhenTheGuardFailed(t *testing.T) {
 func startPair(t *testing.T) (master, replica *redistest.Server) {
 	t.Helper()
 	master = redistest.StartServer(t)
-	replica = redistest.StartServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		info, _ := replica.Client.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "master_link_status:up") {
-			return master, replica
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("the replica did not link: %s", info)
-		}
-	}
+	return master, redistest.StartReplica(t, master)
 }
 
 // On a real master with one replica: replicas=1 answers once the replica
@@ -127,20 +146,31 @@ func TestDurabilityWaitsForTheReplica(t *testing.T) {
 		t.Fatalf("replicas=2 with one replica: %v", err)
 	}
 
-	pid, err := replica.Client.InfoMap(ctx, "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(pid["Server"]["process_id"])
-	if err := syscall.Kill(n, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = syscall.Kill(n, syscall.SIGCONT) }()
+	replica.Pause()
 	// Another client, so its connections made no write of their own.
 	other := redis.NewClient(&redis.Options{Addr: master.Addr})
 	t.Cleanup(func() { _ = other.Close() })
 	stalled := redistest.NewStore(t, other, redisstore.Options{Durability: redisstore.Durability{Replicas: 1, Timeout: 100 * time.Millisecond}})
 	if _, err := stalled.Apply(ctx, acme, growing("k3")); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Fatalf("replicas=1 with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	if _, err := stalled.Apply(ctx, acme, answered("k1")); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("answered drain batch with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	// A drain batch nobody is answered about does not wait.
+	drain := store.Batch{Drain: true}
+	drain.Delete("k3")
+	if res, err := stalled.Apply(ctx, acme, drain); err != nil || !res.Committed {
+		t.Fatalf("drain batch with the replica stopped: %+v, %v", res, err)
+	}
+	replica.Resume()
+	if res, err := one.Apply(ctx, acme, growing("k4")); err != nil || !res.Committed {
+		t.Fatalf("growing batch with the replica back: %+v, %v", res, err)
+	}
+	if res, err := one.Apply(ctx, acme, answered("k4")); err != nil || !res.Committed {
+		t.Fatalf("answered drain batch with the replica back: %+v, %v", res, err)
+	}
+	if n, err := replica.Client.HExists(ctx, key, "k4").Result(); err != nil || n {
+		t.Fatalf("the replica still holds the row an acknowledged delete removed: %v, %v", n, err)
 	}
 }

@@ -357,8 +357,9 @@ func decodePage(res any) (store.Page, error) {
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
 // by a precondition its first run falsifies, which makes the retry harmless.
 //
-// With Options.Durability.Replicas N ≥ 1, a growing batch (not Drain) is
-// answered only once N replicas acknowledged it (WAIT, see applyDurable);
+// With Options.Durability.Replicas N ≥ 1, a growing batch (not Drain), and
+// any batch marked Answered, is answered only once N replicas acknowledged
+// it (WAIT, see applyDurable);
 // fewer within the timeout is an error matching ErrNotReplicated and
 // store.ErrUnavailable, though the batch may have committed on the master:
 // its resend then fails its guard, as after any lost reply.
@@ -367,7 +368,7 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	if err != nil {
 		return store.Result{}, err
 	}
-	if s.durability.Replicas > 0 && !b.Drain {
+	if s.durability.Replicas > 0 && (!b.Drain || b.Answered) {
 		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
 	sc := s.scripts.applyFor(b)

@@ -250,6 +250,13 @@ type Batch struct {
 	// Redis at maxmemory, so a full store can drain; a batch that grows the
 	// store (ingest) leaves it unset and is refused whole when memory is full.
 	Drain bool
+	// Answered marks a batch whose commit its caller reports to someone: an
+	// operator's change. A store that answers a growing batch only once it
+	// is replicated (redisstore's Durability) answers this one so too, even
+	// when Drain: a lost acknowledgement only redelivers, but a lost erasure
+	// or endpoint delete brings back what an operator was told is gone. A
+	// store with no such policy ignores it.
+	Answered bool
 	// Reads are rows to read once the writes are applied, in the same
 	// atomic step: a committed Apply returns them in Result.Rows, as the
 	// batch left them. A writer that needs a row after its batch so saves

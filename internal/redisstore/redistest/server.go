@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -197,4 +198,47 @@ func (s *Server) launch() error {
 		case <-tick.C:
 		}
 	}
+}
+
+// StartReplica starts a server replicating master and waits until its
+// link is up (and so its first sync done), as StartServer does otherwise.
+func StartReplica(t testing.TB, master *Server, args ...string) *Server {
+	t.Helper()
+	replica := StartServer(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, args...)...)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		info, _ := replica.Client.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return replica
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the replica did not link: %s", info)
+		}
+	}
+}
+
+// Pause stops the server's process (SIGSTOP): it holds its connections
+// and answers nothing, as a host cut off would, until Resume. The test's
+// cleanup resumes it.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("pause redis-server: %v", err)
+	}
+	s.t.Cleanup(s.Resume)
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	_ = r.cmd.Process.Signal(syscall.SIGCONT)
 }

@@ -231,6 +231,25 @@ func testDrainBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
 	mustFailAt(t, s, acme, b, 0)
 }
 
+// testAnsweredBatchIsAppliedLikeAnyOther: Answered asks only for the
+// store's durability policy, which the contract suite's stores leave off.
+func testAnsweredBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
+	put(t, s, acme, "pending/1", "", "backlog", "1")
+	b := store.Batch{Drain: true, Answered: true}
+	b.RequireEquals("backlog", store.Value("1"))
+	b.Delete("pending/1")
+	b.Put("backlog", store.Value("0"))
+	mustCommit(t, s, acme, b)
+	wantAbsent(t, s, acme, "pending/1")
+	wantRow(t, s, acme, "backlog", "0")
+	mustFailAt(t, s, acme, b, 0)
+	grow := store.Batch{Answered: true}
+	grow.RequireAbsent("pending/2")
+	grow.Put("pending/2", store.Value("x"))
+	mustCommit(t, s, acme, grow)
+	wantRow(t, s, acme, "pending/2", "x")
+}
+
 // testReadManyAnswersAsEachReadAlone: store.ReadMany, in one round trip on a
 // MultiReader or one call per read otherwise, answers each read as GetMany
 // or Scan alone would.

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"FailedBatchLeavesDueIndexUnchanged", testFailedBatchLeavesDueIndexUnchanged},
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
 		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
+		{"AnsweredBatchIsAppliedLikeAnyOther", testAnsweredBatchIsAppliedLikeAnyOther},
 		{"ReadManyAnswersAsEachReadAlone", testReadManyAnswersAsEachReadAlone},
 		{"AddToAbsentRowStartsFromZero", testAddToAbsentRowStartsFromZero},
 		{"AddAddsToThePresentCounters", testAddAddsToThePresentCounters},
