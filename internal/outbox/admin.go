@@ -326,7 +326,10 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 		if err != nil {
 			return PutResult{}, err
 		}
-		ok, err := a.apply(ctx, p, b)
+		// Known by the row as this call wrote it: its times, and any
+		// secret or key pair it generated.
+		key := tagged(ClassEndpoint, id)
+		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.holds(ctx, p, key, putOf(&b, key)) })
 		if err != nil {
 			return PutResult{}, err
 		}

@@ -278,6 +278,67 @@ func TestReplayPutsTheRowFirstDueNowWithTheBackoffReset(t *testing.T) {
 	})
 }
 
+// A replay moves the stream's position and resets its backoff, nothing
+// else: the endpoint's limits keep holding (the token bucket, the
+// throttle), and its health keeps when it began failing and the operator
+// event its last fire decided on and has not appended yet.
+func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.put("billing", outbox.EndpointSpec{Enabled: true, RateLimit: 5})
+		e.appendN("r", 4)
+		failing := outbox.Event{Type: outbox.EventFailing, Endpoint: "billing", FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status"}
+		before := outbox.DeliveryState{
+			Attempt: 7,
+			Cursor:  store.CursorAfter(store.Key("p-somewhere")),
+			Bucket:  &outbox.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
+			Throttle: &outbox.Throttle{MaxInFlight: 1, RateMilli: 2_500, CeilingMilli: 5_000, Reason: "429",
+				SinceMs: t0 - 9_000, DecreasedMs: t0 - 1_000, RaisedMs: t0 - 500},
+			Health: &outbox.Health{FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status", ResumeMs: t0 + 64_000,
+				Pending: []outbox.PendingEvent{{Event: failing, AtMs: t0 - 100}}},
+		}
+		tm, _ := e.deliveryTimer("billing")
+		var b store.Batch
+		tm.Replace(&b, t0+64_000, encodeState(t, before))
+		e.Apply(b)
+
+		e.Clk.Set(t0 + 100)
+		got, err := e.admin().Replay(e.Ctx, e.P, "billing", "r-002")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ = e.deliveryTimer("billing")
+		st, err := outbox.DecodeDeliveryState(tm.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.DueAtMs != t0+100 || st.Attempt != 0 {
+			t.Errorf("timer due %d, attempt %d: want due now with no backoff", tm.DueAtMs, st.Attempt)
+		}
+		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
+		if err != nil || len(page.Rows) != 1 || page.Rows[0].RID != "r-002" || page.Rows[0].Seq != got.Seq {
+			t.Errorf("the next fire starts at %+v (%v), want r-002", page.Rows, err)
+		}
+		if !reflect.DeepEqual(st.Bucket, before.Bucket) {
+			t.Errorf("bucket %+v, want %+v kept", st.Bucket, before.Bucket)
+		}
+		if !reflect.DeepEqual(st.Throttle, before.Throttle) {
+			t.Errorf("throttle %+v, want %+v kept", st.Throttle, before.Throttle)
+		}
+		wantHealth := *before.Health
+		wantHealth.ResumeMs = 0 // due now, not when the failing fire chose
+		if !reflect.DeepEqual(st.Health, &wantHealth) {
+			t.Errorf("health %+v, want %+v", st.Health, wantHealth)
+		}
+		view, err := e.admin().Endpoint(e.Ctx, e.P, "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := view.Timer; v == nil || v.DueAtMs != t0+100 || v.FailingSinceMs != t0-9_000 || v.Throttle == nil {
+			t.Errorf("the endpoint's view after the replay: %+v", v)
+		}
+	})
+}
+
 func TestReplayRefusals(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})

@@ -207,9 +207,10 @@ type Seen struct {
 	// AcceptedMs is when it was accepted; the row counts until AcceptedMs
 	// plus the idempotency window.
 	AcceptedMs int64
-	// Writer is a random tag of the Append call that wrote the row, so that
+	// Writer is a random tag of the call that wrote the row (the Append
+	// that accepted the outcome, or the Erase that took its seq), so that
 	// call recognises its own write after a lost reply, and no other call
-	// that happened to accept the same outcome in the same millisecond does.
+	// that happened to write the same row in the same millisecond does.
 	Writer [8]byte
 	// Logged: Seq is the outcome's log row. A row written before the log,
 	// or whose outcome was erased, has none.

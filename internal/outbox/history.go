@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -195,9 +196,13 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 			return Resent{}, ErrNotDelivered
 		}
 		nowMs := a.Clock.Now().UnixMilli()
+		tag, err := newTag()
+		if err != nil {
+			return Resent{}, err
+		}
 		var b store.Batch
 		b.RequireEquals(s.ep.key, s.ep.raw)
-		if err := requeue(&b, id, lo.seq, lo.raw, lo.row, en); err != nil {
+		if err := requeue(&b, id, lo.seq, lo.raw, lo.row, en, tag); err != nil {
 			return Resent{}, err
 		}
 		b.Writes = append(b.Writes, requeueCounts(id, 1, uint64(len(lo.row.Record)))...)
@@ -207,7 +212,7 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 		} else {
 			due = timers.NeverMs
 		}
-		ok, err = a.apply(ctx, p, b)
+		ok, err = a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.resent(ctx, p, id, lo, tag) })
 		if err != nil {
 			return Resent{}, err
 		}
@@ -218,13 +223,32 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 	return Resent{}, fmt.Errorf("%w: %s", ErrContended, p)
 }
 
+// resent reports whether the outcome lo's entry for id is pending under the
+// tag of the Resend that wrote it.
+func (a *Admin) resent(ctx context.Context, p store.Partition, id string, lo loggedOutcome, tag int64) (bool, error) {
+	v, found, err := a.Store.Get(ctx, p, LogKey(lo.seq))
+	if err != nil {
+		return false, fmt.Errorf("read %s/%s: %w", p, lo.row.RID, err)
+	}
+	if !found {
+		return false, nil
+	}
+	l, err := DecodeLog(v)
+	if err != nil || l.RID != lo.row.RID {
+		return false, nil
+	}
+	en, ok := l.Entry(id)
+	return ok && en.State == EntryPending && en.AtMs == tag, nil
+}
+
 // requeue adds to b the guard of the log row as read and the writes that
 // make its entry for id pending again at its own sequence number: three
-// operations.
-func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row LogRow, en LogEntry) error {
+// operations. tag is the entry's at ms while pending (LogEntry.AtMs): 0,
+// or a Resend's tag.
+func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row LogRow, en LogEntry, tag int64) error {
 	b.RequireEquals(LogKey(seq), raw)
 	b.Put(pendingKey(id, seq, row.RID), store.Value{})
-	en.State, en.AtMs, en.DurationMs, en.Status = EntryPending, 0, 0, 0
+	en.State, en.AtMs, en.DurationMs, en.Status = EntryPending, tag, 0, 0
 	putEntry(b, seq, en)
 	return nil
 }
@@ -291,6 +315,10 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 			return Erased{}, err
 		}
 		seen.Logged, seen.Seq = false, 0
+		// A writer tag of this call's own, by which it knows its write.
+		if _, err := rand.Read(seen.Writer[:]); err != nil {
+			return Erased{}, fmt.Errorf("erase %s/%s: %w", p, rid, err)
+		}
 		digestOnly, err := EncodeSeen(seen)
 		if err != nil {
 			return Erased{}, err
@@ -336,7 +364,8 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 			waited += d
 			continue
 		}
-		ok, err := a.apply(ctx, p, b)
+		seenKey := tagged(ClassSeen, rid)
+		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.holds(ctx, p, seenKey, digestOnly) })
 		if err != nil {
 			return Erased{}, err
 		}

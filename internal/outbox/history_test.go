@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -360,6 +361,75 @@ func TestARecoveryRefusesARangeItCannotServe(t *testing.T) {
 		}
 		if rows := e.all(); len(rows) != before {
 			t.Errorf("refused recoveries wrote rows: %d rows", len(rows))
+		}
+	})
+}
+
+// An unreadable log row's acceptance time is unknown: wherever it lies,
+// a time range still starts at its first readable row, neither past the
+// readable rows after the unreadable one nor past those before it. Listing
+// and recovery alike.
+func TestAnUnreadableLogRowHidesNoOutcomeOfARange(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		const n = 24
+		var rids []string
+		for i := range n {
+			e.Append(committed(ridN(i)))
+			rids = append(rids, ridN(i))
+			e.Clk.Advance(time.Minute)
+		}
+		ackRetained(t, e, "billing", n, outbox.Done{AtMs: e.NowMs()})
+		since := t0 + 5*time.Minute.Milliseconds()
+		// corrupt makes the log rows at seqs unreadable, and returns what
+		// the range should list.
+		corrupt := func(seqs ...uint64) []string {
+			var b store.Batch
+			for _, seq := range seqs {
+				b.Put(outbox.LogKey(seq), store.Value{0x01, 0xff})
+			}
+			e.Apply(b)
+			var want []string
+			for i, rid := range rids[5:] {
+				if !slices.Contains(seqs, uint64(5+i)) {
+					want = append(want, rid)
+				}
+			}
+			return want
+		}
+		originals := e.scan(outbox.LogRange())
+		restore := func() {
+			var b store.Batch
+			for _, r := range originals {
+				b.Put(r.Key, r.Value)
+			}
+			e.Apply(b)
+		}
+		a := e.history()
+		for _, seqs := range [][]uint64{
+			{12}, {11}, {6}, {5}, {4}, {0}, {23}, // one, around the middle steps, the range's start and the ends
+			{4, 5, 6}, {9, 10, 11, 12, 13},
+			{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, // more than one look past a row reads
+		} {
+			want := corrupt(seqs...)
+			if got := collect(t, e, a, outbox.OutcomeFilter{SinceMs: since}, 100); !reflect.DeepEqual(got, want) {
+				t.Errorf("unreadable rows %v: listed %v, want %v", seqs, got, want)
+			}
+			restore()
+		}
+
+		want := corrupt(12)
+		if _, err := a.Recover(e.Ctx, e.P, "billing", since, e.NowMs()); err != nil {
+			t.Fatal(err)
+		}
+		runRecovery(t, e, "billing")
+		restore() // the stream reads its queue from the log: read it whole
+		var got []string
+		for _, pk := range e.pending("billing") {
+			got = append(got, pk.RID)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("recovered %v, want %v", got, want)
 		}
 	})
 }

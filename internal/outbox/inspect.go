@@ -197,8 +197,8 @@ type Replayed struct {
 
 // Replay makes the stream's next fire start at the pending row rid, now: in
 // one guarded batch the stream's timer is set due now with its backoff
-// reset and its cursor just before the row (a corrupt timer is replaced; a
-// missing one created). The row is tried first; the rows after it follow,
+// reset and its cursor just before the row, the rest of its state kept
+// (replayState; a corrupt timer is replaced; a missing one created). The row is tried first; the rows after it follow,
 // then those before. A row that is not pending is ErrNotPending; a disabled
 // endpoint ErrDisabled; a stream a fire holds this instant ErrBusy. A
 // synthetic reservation id is ErrInvalid, as at ingest: such a row is
@@ -230,7 +230,7 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		}
 		seq := q.seq
 		nowMs := a.Clock.Now().UnixMilli()
-		state, err := EncodeDeliveryState(DeliveryState{Cursor: pendingCursorBefore(id, seq)})
+		state, err := EncodeDeliveryState(replayState(s.timer, id, seq))
 		if err != nil {
 			return Replayed{}, err
 		}
@@ -262,6 +262,29 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		}
 	}
 	return Replayed{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// replayState is the stream's delivery state with a replay's position
+// and its backoff reset: the cursor just before the row at seq, no failed
+// fires, and no later due time an appending fire would keep for its
+// events. The rest is the stream's own and stays: its token bucket and
+// throttle, so the endpoint's limits hold across a replay, and its health,
+// with the operator events not yet appended. A state that does not decode
+// is replaced by a fresh one.
+func replayState(t *timers.Row, id string, seq uint64) DeliveryState {
+	var st DeliveryState
+	if t != nil && t.Err == nil {
+		if got, err := DecodeDeliveryState(t.State); err == nil {
+			st = got
+		}
+	}
+	st.Cursor, st.Attempt = pendingCursorBefore(id, seq), 0
+	if st.Health != nil {
+		h := *st.Health
+		h.ResumeMs = 0
+		st.Health = &h
+	}
+	return st
 }
 
 // queued is where findPending found a row of a stream's queue: its

@@ -29,8 +29,13 @@ type lEntry struct {
 	inc int
 	// attempts: the entry flags an attempt row for the log sweep.
 	attempts bool
-	atMs     int64
+	// atMs is the entry's at ms; resentTag for a resent entry's, a random
+	// tag of the Resend.
+	atMs int64
 }
+
+// resentTag stands for the random tag a resent entry's at ms holds.
+const resentTag = -1
 
 // lOutcome is the model of one accepted outcome.
 type lOutcome struct {
@@ -299,7 +304,7 @@ func (l *ledger) resend() {
 	if got.Seq != o.seq {
 		l.fatalf("resent %s at %d, want its own sequence number %d", o.rid, got.Seq, o.seq)
 	}
-	en.state, en.atMs = outbox.EntryPending, 0
+	en.state, en.atMs = outbox.EntryPending, resentTag
 	s.delivered--
 }
 
@@ -669,7 +674,7 @@ func (l *ledger) check() {
 		}
 		for _, en := range lr.Entries {
 			m := o.entries[en.Endpoint]
-			if m == nil || en.State != m.state || en.AtMs != m.atMs || (en.State != outbox.EntryPending && en.Attempts != m.attempts) {
+			if m == nil || en.State != m.state || (en.AtMs != m.atMs && (m.atMs != resentTag || en.AtMs <= 0)) || (en.State != outbox.EntryPending && en.Attempts != m.attempts) {
 				l.fatalf("log row %d (%s) entry %+v, want %+v", o.seq, o.rid, en, m)
 			}
 		}

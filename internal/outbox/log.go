@@ -63,7 +63,9 @@ type LogEntry struct {
 	State    EntryState
 	// Attempts: the stream keeps an attempt row for the outcome.
 	Attempts bool
-	// AtMs is when it was delivered or dropped, 0 while pending.
+	// AtMs is when it was delivered or dropped. While pending it is 0, or,
+	// queued again by a Resend, that call's random tag, by which it knows
+	// its own write after a lost reply.
 	AtMs int64
 	// DurationMs and Status are the delivering call's, 0 when not known
 	// (a synthetic row, a drop).

@@ -174,6 +174,13 @@ func (f OutcomeFilter) matches(streams []OutcomeStream) bool {
 // scan per step; the namespace's next sequence number when there is none.
 // Rows gone from the log leave gaps, so each step looks at the first row at
 // or after its middle.
+//
+// A row that does not decode has no known time, so a step that lands on
+// one goes by the first readable row of the few after it (readableAfter),
+// as every step assumes sequence order is acceptance order: that row
+// before atMs puts the unreadable ones before it too, otherwise the range
+// starts no later than the step's middle. Neither skips a readable row in
+// range; at worst the range starts at a few rows it then reads past.
 func firstAcceptedAt(ctx context.Context, st store.NamespaceStore, p store.Partition, atMs int64) (uint64, error) {
 	v, found, err := st.Get(ctx, p, SequenceKey())
 	if err != nil {
@@ -197,15 +204,40 @@ func firstAcceptedAt(ctx context.Context, st store.NamespaceStore, p store.Parti
 			hi = mid
 			continue
 		}
-		pk, _ := Parse(page.Entries[0].Key)
-		l, err := DecodeLog(page.Entries[0].Value)
-		if err != nil || l.AcceptedMs < atMs {
-			// A row that does not decode counts as before: a range then
-			// starts no later than it should.
-			lo = max(pk.Seq, mid) + 1
+		seq, acceptedMs, ok, err := readableAfter(ctx, st, p, page.Entries[0], end)
+		if err != nil {
+			return 0, err
+		}
+		if ok && acceptedMs < atMs {
+			lo = max(seq, mid) + 1
 			continue
 		}
 		hi = mid
 	}
 	return lo, nil
+}
+
+// unreadableLook bounds the rows a step of firstAcceptedAt reads past
+// unreadable ones for one that decodes.
+const unreadableLook = 8
+
+// readableAfter is the sequence number and acceptance time of row e, or,
+// when it does not decode, of the first of the unreadableLook rows after
+// it that does; ok is false when none does.
+func readableAfter(ctx context.Context, st store.NamespaceStore, p store.Partition, e store.Entry, end store.Key) (seq uint64, acceptedMs int64, ok bool, err error) {
+	if l, err := DecodeLog(e.Value); err == nil {
+		pk, _ := Parse(e.Key)
+		return pk.Seq, l.AcceptedMs, true, nil
+	}
+	page, err := st.Scan(ctx, p, e.Key, end, store.CursorAfter(e.Key), unreadableLook)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("scan log of %s: %w", p, err)
+	}
+	for _, e := range page.Entries {
+		if l, err := DecodeLog(e.Value); err == nil {
+			pk, _ := Parse(e.Key)
+			return pk.Seq, l.AcceptedMs, true, nil
+		}
+	}
+	return 0, 0, false, nil
 }

@@ -109,3 +109,75 @@ func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
 		}
 	})
 }
+
+// An ingest leaves a leased timer to its fire, but guards it: a fire that
+// found its stream empty and ends (its completion deletes the timer) before
+// the ingest's batch applies fails that batch, and the ingest plans again
+// with a timer of its own. Unguarded, the outcome would wait with no timer
+// to deliver it.
+func TestAnIngestBesideAFireEndingItsStreamLeavesTheOutcomeATimer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		lease := leasedValue(e.NowMs(), nil)
+		leased := e.putTimer(e.NowMs()+30_000, timers.KindOutcomeDelivery, "billing", lease)
+		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+			if n == 1 {
+				// The fire's completion: done, guarded by its lease.
+				var b store.Batch
+				b.RequireEquals(leased, lease)
+				b.Delete(leased)
+				if res := e.Apply(b); !res.Committed {
+					t.Fatalf("the fire's completion failed precondition %d", res.Failed)
+				}
+			}
+			return apply()
+		}}
+		if got := codes(e.Append(committed("a"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "a" {
+			t.Fatalf("pending %+v, want [a]", p)
+		}
+		row, ok := e.deliveryTimer("billing")
+		if !ok || row.Lease != nil || row.DueAtMs > e.NowMs() {
+			t.Fatalf("delivery timer %+v (present %v), want one due now for the pending outcome", row, ok)
+		}
+	})
+}
+
+// An erasure is guarded by the log row as it read it: a fire that
+// delivered the outcome meanwhile fails the erasure's batch, which plans
+// again and finds it delivered, not pending. Unguarded, the erasure would
+// count it dropped and take it off the backlog a second time, and the
+// stream, its backlog at zero, would end with another row still queued.
+func TestAnErasureOfAnOutcomeDeliveredMeanwhileCountsNothingTwice(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.Append(committed("a"), committed("b"))
+		a := e.history()
+		a.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
+			if n == 1 {
+				ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
+			}
+			return apply()
+		}}
+		got, err := a.Erase(e.Ctx, e.P, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Dropped) != 0 {
+			t.Errorf("dropped on %v, though delivered before the erasure applied", got.Dropped)
+		}
+		bl, _ := e.backlog("billing")
+		var queue []string
+		for _, pk := range e.pending("billing") {
+			queue = append(queue, pk.RID)
+		}
+		if bl.Rows != 1 || len(queue) != 1 || queue[0] != "b" {
+			t.Errorf("backlog %d, queue %v: want 1 and [b]", bl.Rows, queue)
+		}
+		if c := countersOf(t, e, "billing"); c.Delivered != 1 || c.Dropped != 0 {
+			t.Errorf("counters %+v, want a delivered and nothing dropped", c)
+		}
+	})
+}

@@ -180,7 +180,7 @@ func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, since
 		b.Guard(recoveryKey(id), jobRaw, jobFound)
 		b.Put(recoveryKey(id), v)
 		b.Put(timers.Key(nowMs, timers.KindRecovery, id), timers.EncodeIdle(nil))
-		ok, err := a.apply(ctx, p, b)
+		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.isJob(ctx, p, id, r.ID) })
 		if err != nil {
 			return Recovery{}, err
 		}
@@ -189,6 +189,20 @@ func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, since
 		}
 	}
 	return Recovery{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// isJob reports whether the endpoint's job row is the job of id, whatever
+// its fires made of it since.
+func (a *Admin) isJob(ctx context.Context, p store.Partition, endpoint, id string) (bool, error) {
+	v, found, err := a.Store.Get(ctx, p, recoveryKey(endpoint))
+	if err != nil {
+		return false, fmt.Errorf("read recovery of %s/%s: %w", p, endpoint, err)
+	}
+	if !found {
+		return false, nil
+	}
+	r, err := decodeRecovery(endpoint, v)
+	return err == nil && r.ID == id, nil
 }
 
 // Recovery reads the recovery job of the endpoint id: the last one started,
@@ -312,7 +326,7 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 			// Pending already, dropped, or never this endpoint's.
 			continue
 		}
-		if err := requeue(&b, id, pk.Seq, e.Value, l, en); err != nil {
+		if err := requeue(&b, id, pk.Seq, e.Value, l, en, 0); err != nil {
 			return timers.Fired{}, err
 		}
 		queued++
