@@ -49,8 +49,9 @@ const adminRetries = 16
 type Admin struct {
 	Store store.NamespaceStore
 	Clock clock.Clock
-	// MaxEndpoints bounds the endpoints of a namespace; it must equal the
-	// Appender's. DefaultMaxEndpoints when zero.
+	// MaxEndpoints bounds the endpoints a namespace is given: a new one
+	// beyond it is refused. DefaultMaxEndpoints when zero, at most
+	// HardMaxEndpoints.
 	MaxEndpoints int
 	// Window must equal the Appender's: it dates a stream's oldest row (see
 	// BacklogReader). DefaultWindow when zero.
@@ -62,7 +63,7 @@ type Admin struct {
 
 func (a *Admin) maxEndpoints() int {
 	if a.MaxEndpoints > 0 {
-		return a.MaxEndpoints
+		return min(a.MaxEndpoints, HardMaxEndpoints)
 	}
 	return DefaultMaxEndpoints
 }
@@ -139,8 +140,10 @@ type PutResult struct {
 
 // streamRead is one stream's rows as read: the guards of a change to it.
 type streamRead struct {
-	endpoints []endpointRow // every endpoint of the namespace, in id order
-	ep        *endpointRow  // the stream's, nil when not registered
+	// endpoints counts the namespace's endpoints, up to the limit: as many
+	// as were read with the sequence, at one instant.
+	endpoints int
+	ep        *endpointRow // the stream's, nil when not registered
 	backlog   backlogRead
 	counters  Counters
 	timer     *timers.Row // the stream's delivery timer, nil when none
@@ -183,8 +186,12 @@ func (s *streamRead) fence(b *store.Batch) error {
 	return nil
 }
 
-// readStream reads the namespace's endpoints, and the backlog and delivery
-// timer of the stream of id.
+// readStream reads the stream of id (its endpoint, backlog, counters, head
+// and delivery timer), the namespace's sequence and its endpoints, counted
+// up to the limit, in one read at one instant on a store.MultiReader. So a
+// creation's fence, which guards the sequence, guards the count too: an
+// endpoint created after this read moved the sequence. Endpoints beyond the
+// limit are not read: they refuse only the creation of another.
 func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*streamRead, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -192,36 +199,42 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 	if err := ValidateEndpointID(id); err != nil {
 		return nil, err
 	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	es, ee := EndpointRange()
+	ts, te := timers.Range()
+	// The rows by key come first: a store that reads one at a time then
+	// reads the sequence before it counts the endpoints, so an endpoint
+	// created between the two moved the sequence the fence guards.
+	keys := []store.Key{SequenceKey(), tagged(ClassEndpoint, id), tagged(ClassBacklog, id), tagged(ClassCounters, id), tagged(ClassHead, id)}
+	res, err := store.ReadMany(ctx, a.Store, p, []store.Read{
+		{Keys: keys},
+		{Start: es, End: ee, Limit: a.maxEndpoints()},
+		{Start: ts, End: te, Limit: timers.MaxRows + 1},
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read stream %s/%s: %w", p, id, err)
 	}
-	s := &streamRead{endpoints: eps}
-	for i := range eps {
-		if eps[i].id == id {
-			s.ep = &eps[i]
+	rows := res[0].Rows
+	s := &streamRead{endpoints: len(res[1].Page.Entries), seq: rowRead{raw: rows[0].Value, found: rows[0].Found}}
+	if r := rows[1]; r.Found {
+		ep, err := DecodeEndpoint(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s of %s: %w", id, p, err)
 		}
+		s.ep = &endpointRow{id: id, key: keys[1], raw: r.Value, ep: ep}
 	}
-	bk := tagged(ClassBacklog, id)
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey(), tagged(ClassCounters, id), tagged(ClassHead, id)})
-	if err != nil {
-		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
-	}
-	s.head = rowRead{raw: rows[3].Value, found: rows[3].Found}
-	s.headAt, _ = HeadOf(rows[3])
-	if s.counters, err = countersOf(rows[2].Value, rows[2].Found); err != nil {
-		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
-	}
-	s.backlog.rowRead = rowRead{raw: rows[0].Value, found: rows[0].Found}
-	s.seq = rowRead{raw: rows[1].Value, found: rows[1].Found}
-	if s.backlog.backlog, err = backlogOf(rows[0].Value, rows[0].Found); err != nil {
+	s.backlog.rowRead = rowRead{raw: rows[2].Value, found: rows[2].Found}
+	if s.backlog.backlog, err = backlogOf(rows[2].Value, rows[2].Found); err != nil {
 		return nil, fmt.Errorf("backlog of %s/%s: %w", p, id, err)
 	}
-	all, err := timers.All(ctx, a.Store, p)
-	if err != nil {
-		return nil, err
+	if s.counters, err = countersOf(rows[3].Value, rows[3].Found); err != nil {
+		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
 	}
-	s.timer = streamTimer(all, id)
+	s.head = rowRead{raw: rows[4].Value, found: rows[4].Found}
+	s.headAt, _ = HeadOf(rows[4])
+	if res[2].Page.Next != nil {
+		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
+	}
+	s.timer = streamTimer(timers.AppendRows(nil, res[2].Page.Entries), id)
 	return s, nil
 }
 
@@ -235,30 +248,37 @@ func streamTimer(all []timers.Row, id string) *timers.Row {
 	return nil
 }
 
-// readEndpoints reads every endpoint of the namespace, refusing more than
-// max of them.
-func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition, max int) ([]endpointRow, error) {
+// endpointPage is how many endpoint rows readEndpoints scans at once.
+const endpointPage = 64
+
+// readEndpoints reads every endpoint of the namespace, in id order, however
+// many it holds: one over its limit (left by racing registrations of an
+// earlier version, or by a lowered limit) is read like any other.
+func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition) ([]endpointRow, error) {
 	start, end := EndpointRange()
-	page, err := st.Scan(ctx, p, start, end, nil, max+1)
-	if err != nil {
-		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
-	}
-	if len(page.Entries) > max {
-		return nil, fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, max)
-	}
-	out := make([]endpointRow, 0, len(page.Entries))
-	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassEndpoint {
-			return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
-		}
-		ep, err := DecodeEndpoint(e.Value)
+	var out []endpointRow
+	var after *store.Cursor
+	for {
+		page, err := st.Scan(ctx, p, start, end, after, endpointPage)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+			return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
 		}
-		out = append(out, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+		for _, e := range page.Entries {
+			pk, ok := Parse(e.Key)
+			if !ok || pk.Class != ClassEndpoint {
+				return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
+			}
+			ep, err := DecodeEndpoint(e.Value)
+			if err != nil {
+				return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+			}
+			out = append(out, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+		}
+		if page.Next == nil {
+			return out, nil
+		}
+		after = page.Next
 	}
-	return out, nil
 }
 
 func viewTimer(r *timers.Row) *StreamTimer {
@@ -350,8 +370,10 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 			// the operator.
 			e.DisabledReason, e.DisabledMs = prior.DisabledReason, prior.DisabledMs
 		}
-	} else if len(s.endpoints) >= a.maxEndpoints() {
-		return res, b, fmt.Errorf("%w: at most %d", ErrTooManyEndpoints, a.maxEndpoints())
+	} else if s.endpoints >= a.maxEndpoints() {
+		// Only a new endpoint is refused: a namespace over its limit
+		// keeps working, and its endpoints can still be changed.
+		return res, b, &EndpointLimitError{Max: a.maxEndpoints()}
 	}
 	if e.Scheme == SchemeStandardWebhooks {
 		var current []Secret

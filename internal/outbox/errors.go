@@ -13,8 +13,10 @@ var (
 	// invalid outcome or endpoint. The error's text is a user-facing
 	// explanation that names fields, never their secret values.
 	ErrInvalid = errors.New("outbox: invalid input")
-	// ErrTooManyEndpoints: the namespace holds more endpoints than one ingest
-	// batch can fan out to. Nothing was written.
+	// ErrTooManyEndpoints: a new endpoint would pass the namespace's
+	// limit (an *EndpointLimitError), or an ingest found more endpoints
+	// than one outcome's batch can fan out to (MaxIngestEndpoints).
+	// Nothing was written.
 	ErrTooManyEndpoints = errors.New("outbox: namespace has too many endpoints")
 	// ErrContended: every planned batch lost to concurrent writers until the
 	// retry bound ran out. Items answered before were written; the rest were
@@ -28,6 +30,17 @@ var (
 	// Nothing was written; ingest succeeds again once deliveries drain it.
 	ErrBacklogFull = errors.New("outbox: backlog count at its limit")
 )
+
+// EndpointLimitError refuses a new endpoint in a namespace that holds Max
+// endpoints, its limit, or more. It matches ErrTooManyEndpoints.
+type EndpointLimitError struct{ Max int }
+
+func (e *EndpointLimitError) Error() string {
+	return fmt.Sprintf("outbox: a namespace holds at most %d endpoints", e.Max)
+}
+
+// Is matches ErrTooManyEndpoints.
+func (e *EndpointLimitError) Is(target error) bool { return target == ErrTooManyEndpoints }
 
 // invalidError carries a user-facing message and matches ErrInvalid.
 type invalidError struct{ msg string }
