@@ -89,8 +89,8 @@ type apiOptions struct {
 	// coalesce sends ingest through an outbox.Coalescer, as relay does.
 	coalesce bool
 	logger   *slog.Logger
-	// maxEndpoints is the Admin's MaxEndpoints.
-	maxEndpoints int
+	// maxEndpoints and maxNamespaces are the Admin's.
+	maxEndpoints, maxNamespaces int
 }
 
 // newHarnessOn is the API on any store; the harness's Redis fields are
@@ -118,7 +118,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	}
 	h.h, err = httpapi.New(httpapi.Config{
 		Appender: appender,
-		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention, MaxEndpoints: opts.maxEndpoints},
+		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention, MaxEndpoints: opts.maxEndpoints, MaxNamespaces: opts.maxNamespaces},
 		Auth:     auth,
 		Wake:     func(store.Partition) { h.woken.Add(1) },
 		CheckURL: ch.CheckURL,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -122,6 +123,61 @@ func TestANamespaceOverItsEndpointLimitAnswersThroughTheAPI(t *testing.T) {
 			if page := h.listPage("", 10); len(page.Namespaces) != 0 {
 				t.Fatalf("namespaces after the deletes: %+v", page.Namespaces)
 			}
+		})
+	}
+}
+
+// Through the API, the first endpoint of a namespace past the limit is 422
+// too-many-namespaces naming the limit, and writes nothing; namespaces
+// created at once pass the limit by at most their number; the namespaces
+// held take endpoints as before.
+func TestNewNamespacesPastTheLimitAreRefusedThroughTheAPI(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			const limit, racers = 3, 16
+			client, prefix := b.open(t)
+			st := redistest.NewStore(t, client, redisstore.Options{Prefix: prefix})
+			h := newHarnessOn(t, st, apiOptions{maxNamespaces: limit})
+			h.st, h.client, h.prefix = st, client, prefix
+			tok := h.token("", httpapi.ScopeEndpointsWrite)
+			body := `{"url": "https://h.example.com/x"}`
+			codes := make([]int, racers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range racers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					rec := h.do(http.MethodPut, fmt.Sprintf("/v1/namespaces/ns-%02d/endpoints/hooks", i), tok, body)
+					codes[i] = rec.Code
+					if rec.Code != http.StatusCreated {
+						want(t, rec, http.StatusUnprocessableEntity, httpapi.SlugTooManyNamespaces)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			var held []string
+			for i, code := range codes {
+				if code == http.StatusCreated {
+					held = append(held, fmt.Sprintf("ns-%02d", i))
+				}
+			}
+			if len(held) < limit || len(held) > limit+racers-1 {
+				t.Fatalf("%d namespaces created at once; the limit is %d", len(held), limit)
+			}
+			before := h.dump()
+			rec := h.do(http.MethodPut, "/v1/namespaces/late/endpoints/hooks", tok, body)
+			p := want(t, rec, http.StatusUnprocessableEntity, httpapi.SlugTooManyNamespaces)
+			if d := fmt.Sprint(p["detail"]); !strings.Contains(d, fmt.Sprintf("at most %d namespaces", limit)) {
+				t.Fatalf("detail %q does not name the limit", d)
+			}
+			if fmt.Sprint(h.dump()) != fmt.Sprint(before) {
+				t.Fatal("a refused namespace changed the store")
+			}
+			want(t, h.do(http.MethodPut, "/v1/namespaces/"+held[0]+"/endpoints/audit", tok, body), http.StatusCreated, "")
+			want(t, h.do(http.MethodPut, "/v1/namespaces/"+held[0]+"/endpoints/hooks", tok, `{"url": "https://h.example.com/y"}`), http.StatusOK, "")
 		})
 	}
 }

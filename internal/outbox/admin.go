@@ -38,6 +38,14 @@ func (e *BacklogError) Error() string {
 // disabled, ingest no longer gives it rows, and its rows are being dropped.
 const ReasonDeleting = "deleting"
 
+// DefaultMaxNamespaces bounds the namespaces a store holds (those with an
+// endpoint): far more tenants than one relay serves, while one token that
+// may write endpoints cannot grow the store without end, as each new
+// namespace costs Redis about a kilobyte before it takes an outcome, and
+// every walk of the registry (the console's list, the backlog gauges) reads
+// it.
+const DefaultMaxNamespaces = 10_000
+
 // adminRetries bounds re-plans of one admin change that lost its guards to
 // concurrent ingest or delivery.
 const adminRetries = 16
@@ -59,6 +67,10 @@ type Admin struct {
 	// Retention must equal the delivery handler's: a dropped row's log
 	// entry is kept as long as a delivered one's.
 	Retention time.Duration
+	// MaxNamespaces bounds the namespaces of the store: the first
+	// endpoint of a namespace beyond it is refused (roomForNamespace).
+	// DefaultMaxNamespaces when zero.
+	MaxNamespaces int
 }
 
 func (a *Admin) maxEndpoints() int {
@@ -334,6 +346,9 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 		if err != nil {
 			return PutResult{}, err
 		}
+		if err := a.roomForNamespace(ctx, s); err != nil {
+			return PutResult{}, err
+		}
 		ok, err := a.apply(ctx, p, b)
 		if err != nil {
 			return PutResult{}, err
@@ -439,6 +454,38 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	}
 	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog, Counters: s.counters}
 	return res, b, nil
+}
+
+func (a *Admin) maxNamespaces() int {
+	if a.MaxNamespaces > 0 {
+		return a.MaxNamespaces
+	}
+	return DefaultMaxNamespaces
+}
+
+// roomForNamespace refuses the first endpoint of a namespace, read as
+// having none, while the store holds its limit of namespaces. The count is
+// read before the creating batch, not guarded by it: it spans every
+// bucket, which no one batch reaches. So creations of new namespaces in
+// flight at once may each pass the limit, by at most their number. An
+// endpoint of a namespace that has one is never refused by it, nor is any
+// endpoint on a store that keeps no registry.
+func (a *Admin) roomForNamespace(ctx context.Context, s *streamRead) error {
+	if s.ep != nil || s.endpoints > 0 {
+		return nil
+	}
+	reg, ok := a.Store.(store.Registry)
+	if !ok {
+		return nil
+	}
+	n, err := reg.CountRegistered(ctx)
+	if err != nil {
+		return fmt.Errorf("count namespaces: %w", err)
+	}
+	if n >= a.maxNamespaces() {
+		return &NamespaceLimitError{Max: a.maxNamespaces()}
+	}
+	return nil
 }
 
 // planWake makes an enabled stream with rows due now, with its backoff

@@ -18,6 +18,9 @@ var (
 	// than one outcome's batch can fan out to (MaxIngestEndpoints).
 	// Nothing was written.
 	ErrTooManyEndpoints = errors.New("outbox: namespace has too many endpoints")
+	// ErrTooManyNamespaces: a new namespace would pass the store's limit
+	// of them (a *NamespaceLimitError). Nothing was written.
+	ErrTooManyNamespaces = errors.New("outbox: too many namespaces")
 	// ErrContended: every planned batch lost to concurrent writers until the
 	// retry bound ran out. Items answered before were written; the rest were
 	// not, and a retry of the request is safe.
@@ -41,6 +44,18 @@ func (e *EndpointLimitError) Error() string {
 
 // Is matches ErrTooManyEndpoints.
 func (e *EndpointLimitError) Is(target error) bool { return target == ErrTooManyEndpoints }
+
+// NamespaceLimitError refuses the first endpoint of a namespace while the
+// store holds Max namespaces, its limit, or more. It matches
+// ErrTooManyNamespaces.
+type NamespaceLimitError struct{ Max int }
+
+func (e *NamespaceLimitError) Error() string {
+	return fmt.Sprintf("outbox: relay holds at most %d namespaces", e.Max)
+}
+
+// Is matches ErrTooManyNamespaces.
+func (e *NamespaceLimitError) Is(target error) bool { return target == ErrTooManyNamespaces }
 
 // invalidError carries a user-facing message and matches ErrInvalid.
 type invalidError struct{ msg string }
