@@ -24,7 +24,7 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 	ours := []string{
 		TypeUnauthorized, TypeForbidden, TypeNotFound, TypeMethodNotAllowed, TypeInvalidRequest,
 		TypeInvalidOutcome, TypeInvalidEndpoint, TypeUnsafeURL, TypeBodyTooLarge, TypeUnsupportedMediaType,
-		TypeConflict, TypeNoEndpoint, TypeTooManyEndpoints, TypeEndpointHasBacklog, TypeEndpointDeleting,
+		TypeConflict, TypeNoEndpoint, TypeTooManyEndpoints, TypeTooManyNamespaces, TypeEndpointHasBacklog, TypeEndpointDeleting,
 		TypeEndpointDisabled, TypeNotPending, TypeStillPending, TypeNotDelivered, TypeRecoveryRunning, TypeStreamBusy, TypeContended, TypeUnavailable, TypeInternal,
 	}
 	slices.Sort(relays)

@@ -28,6 +28,7 @@ const (
 	TypeConflict             = "urn:hookrelay:problem:conflict"
 	TypeNoEndpoint           = "urn:hookrelay:problem:no-endpoint"
 	TypeTooManyEndpoints     = "urn:hookrelay:problem:too-many-endpoints"
+	TypeTooManyNamespaces    = "urn:hookrelay:problem:too-many-namespaces"
 	TypeEndpointHasBacklog   = "urn:hookrelay:problem:endpoint-has-backlog"
 	TypeEndpointDeleting     = "urn:hookrelay:problem:endpoint-deleting"
 	TypeEndpointDisabled     = "urn:hookrelay:problem:endpoint-disabled"

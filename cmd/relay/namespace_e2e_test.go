@@ -86,3 +86,35 @@ func TestBinaryReceiverRefusesAnotherNamespacesWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// One token that may write endpoints in any namespace creates namespaces
+// only up to RELAY_MAX_NAMESPACES: the first endpoint of one more is 422
+// too-many-namespaces, while the namespaces held take endpoints as before.
+func TestBinaryStopsNewNamespacesAtTheLimit(t *testing.T) {
+	secret := strings.Repeat("k", 32)
+	p, _ := startRelay(t, []string{
+		"RELAY_REDIS_URL=",
+		"RELAY_JWT_SECRET=" + secret,
+		"RELAY_PUBLIC_URL=http://relay.test",
+		"RELAY_MAX_NAMESPACES=2",
+	}, false)
+	tok, err := httpapi.MintHS256([]byte(secret), "http://relay.test", "", httpapi.Principal{
+		Subject: "any", Scopes: []httpapi.Scope{httpapi.ScopeEndpointsWrite},
+	}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := map[string]any{"url": "https://hooks.example.com/relay"}
+	for _, ns := range []string{"ns-0", "ns-1"} {
+		if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/hooks", tok, hook); code != http.StatusCreated {
+			t.Fatalf("%s: %d %v", ns, code, v)
+		}
+	}
+	code, v := p.Call(t, http.MethodPut, "/v1/namespaces/ns-2/endpoints/hooks", tok, hook)
+	if code != http.StatusUnprocessableEntity || v["type"] != httpapi.SlugTooManyNamespaces.Type() || !strings.Contains(fmt.Sprint(v["detail"]), "at most 2 namespaces") {
+		t.Fatalf("a third namespace: %d %v, want 422 too-many-namespaces naming the limit", code, v)
+	}
+	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/ns-0/endpoints/audit", tok, hook); code != http.StatusCreated {
+		t.Fatalf("a second endpoint of a namespace held: %d %v", code, v)
+	}
+}

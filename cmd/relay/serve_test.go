@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
 )
 
 // rawConn is a client connection to the binary, read under a deadline so a
@@ -115,6 +116,7 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 	for _, tc := range []struct{ flag, value, want string }{
 		{"-max-connections", "0", "max connections"},
 		{"-max-connections", "-5", "max connections"},
+		{"-max-namespaces", "0", "max namespaces"},
 		{"-backlog-sample-every", "-1s", "backlog sample interval"},
 		{"-delivery-linger", "-1ms", "delivery linger"},
 		{"-delivery-linger", "2s", "delivery linger"},
@@ -142,8 +144,12 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 	}
 	t.Setenv("RELAY_BACKLOG_SAMPLE_EVERY", "0")
 	c, err = parse(nil)
-	if err != nil || c.MaxConnections != httpapi.DefaultMaxConnections || c.BacklogEvery != 0 {
-		t.Fatalf("defaults: %v, %d connections, backlog every %v", err, c.MaxConnections, c.BacklogEvery)
+	if err != nil || c.MaxConnections != httpapi.DefaultMaxConnections || c.BacklogEvery != 0 || c.MaxNamespaces != outbox.DefaultMaxNamespaces {
+		t.Fatalf("defaults: %v, %d connections, backlog every %v, %d namespaces", err, c.MaxConnections, c.BacklogEvery, c.MaxNamespaces)
+	}
+	t.Setenv("RELAY_MAX_NAMESPACES", "25")
+	if c, err = parse(nil); err != nil || c.MaxNamespaces != 25 {
+		t.Fatalf("RELAY_MAX_NAMESPACES=25: %v, %d", err, c.MaxNamespaces)
 	}
 }
 

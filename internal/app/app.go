@@ -52,6 +52,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxConnections < 1 {
 		return nil, fmt.Errorf("max connections %d must be at least 1", cfg.MaxConnections)
 	}
+	if cfg.MaxNamespaces < 1 {
+		return nil, fmt.Errorf("max namespaces %d must be at least 1", cfg.MaxNamespaces)
+	}
 	durability, err := ParseDurability(cfg.Durability, cfg.DurabilityTimeout)
 	if err != nil {
 		return nil, err
@@ -152,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       ingest,
-		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention},
+		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention, MaxNamespaces: cfg.MaxNamespaces},
 		Auth:           auth,
 		Wake:           driver.WakePartition,
 		Ingested:       driver.Ingested,

@@ -101,6 +101,11 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 		}
 	}
 	c := Defaults()
+	c.MaxNamespaces = 0
+	if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "max namespaces") {
+		t.Errorf("0 namespaces: %v", err)
+	}
+	c = Defaults()
 	c.BacklogEvery, c.Logger = 0, slog.New(slog.DiscardHandler)
 	a, err := New(t.Context(), c)
 	if err != nil {

@@ -33,6 +33,9 @@ type Config struct {
 	DurabilityTimeout time.Duration
 	// MaxConnections bounds the API connections open at once.
 	MaxConnections int
+	// MaxNamespaces bounds the namespaces relay holds: the first endpoint
+	// of one more is refused.
+	MaxNamespaces int
 	// BacklogEvery is how often the backlog gauges are sampled; 0 never.
 	BacklogEvery time.Duration
 	// Retention keeps each delivered outcome's history (its log row and
@@ -123,6 +126,7 @@ func Defaults() Config {
 		Durability:        DurabilityMemory,
 		DurabilityTimeout: redisstore.DefaultDurabilityTimeout,
 		MaxConnections:    httpapi.DefaultMaxConnections,
+		MaxNamespaces:     outbox.DefaultMaxNamespaces,
 		BacklogEvery:      delivery.DefaultBacklogEvery,
 		Retention:         outbox.DefaultRetention,
 		Signing:           Signing{KeyID: "relay-1"},

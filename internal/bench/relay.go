@@ -81,6 +81,7 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		Prefix:         r.prefix,
 		Buckets:        redisstore.DefaultBuckets,
 		MaxConnections: httpapi.DefaultMaxConnections,
+		MaxNamespaces:  outbox.DefaultMaxNamespaces,
 		Signing:        app.Signing{KeyFile: keyFile, KeyID: "bench"},
 		Delivery:       app.Delivery{PublicURL: r.url, AllowCIDRs: "127.0.0.1/32", Concurrency: delivery.DefaultConcurrency, Linger: delivery.DefaultLinger},
 		Auth:           app.Auth{Secret: string(secret), Leeway: app.DefaultLeeway},

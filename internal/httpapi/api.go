@@ -207,6 +207,8 @@ func streamRowParams(r *http.Request) (store.Partition, string, string, *Problem
 // internal error whose cause is logged, never shown.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var backlog *outbox.BacklogError
+	var endpoints *outbox.EndpointLimitError
+	var namespaces *outbox.NamespaceLimitError
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
@@ -235,8 +237,14 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 		p = NewProblem(SlugEndpointDisabled, "the endpoint is disabled; enable it to deliver")
 	case errors.Is(err, outbox.ErrBusy):
 		p = NewProblem(SlugStreamBusy, "the stream is being delivered right now; retry in a second")
+	case errors.As(err, &endpoints):
+		p = NewProblem(SlugTooManyEndpoints, fmt.Sprintf("a namespace holds at most %d endpoints", endpoints.Max))
 	case errors.Is(err, outbox.ErrTooManyEndpoints):
-		p = NewProblem(SlugTooManyEndpoints, fmt.Sprintf("a namespace holds at most %d endpoints", outbox.DefaultMaxEndpoints))
+		// A namespace left over its limit by an earlier version: ingest
+		// fans out to at most one batch's worth of endpoints.
+		p = NewProblem(SlugTooManyEndpoints, fmt.Sprintf("the namespace holds more than %d endpoints, the most an outcome is delivered to; delete some", outbox.MaxIngestEndpoints))
+	case errors.As(err, &namespaces):
+		p = NewProblem(SlugTooManyNamespaces, fmt.Sprintf("relay holds at most %d namespaces; a new one takes the place of one whose endpoints are all deleted", namespaces.Max))
 	case errors.Is(err, outbox.ErrBacklogFull):
 		// Practically unreachable (2^53 rows or bytes waiting): deliveries
 		// draining the backlog clear it, so the producer retries.

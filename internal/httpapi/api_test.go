@@ -89,6 +89,8 @@ type apiOptions struct {
 	// coalesce sends ingest through an outbox.Coalescer, as relay does.
 	coalesce bool
 	logger   *slog.Logger
+	// maxEndpoints and maxNamespaces are the Admin's.
+	maxEndpoints, maxNamespaces int
 }
 
 // newHarnessOn is the API on any store; the harness's Redis fields are
@@ -116,7 +118,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	}
 	h.h, err = httpapi.New(httpapi.Config{
 		Appender: appender,
-		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention},
+		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention, MaxEndpoints: opts.maxEndpoints, MaxNamespaces: opts.maxNamespaces},
 		Auth:     auth,
 		Wake:     func(store.Partition) { h.woken.Add(1) },
 		CheckURL: ch.CheckURL,

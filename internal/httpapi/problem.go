@@ -26,6 +26,7 @@ const (
 	SlugConflict             Slug = "conflict"
 	SlugNoEndpoint           Slug = "no-endpoint"
 	SlugTooManyEndpoints     Slug = "too-many-endpoints"
+	SlugTooManyNamespaces    Slug = "too-many-namespaces"
 	SlugEndpointHasBacklog   Slug = "endpoint-has-backlog"
 	SlugEndpointDeleting     Slug = "endpoint-deleting"
 	SlugEndpointDisabled     Slug = "endpoint-disabled"
@@ -64,6 +65,7 @@ var slugs = map[Slug]slugInfo{
 	SlugConflict:             {http.StatusConflict, "Conflicting outcome"},
 	SlugNoEndpoint:           {http.StatusUnprocessableEntity, "No endpoint takes this outcome"},
 	SlugTooManyEndpoints:     {http.StatusUnprocessableEntity, "Too many endpoints"},
+	SlugTooManyNamespaces:    {http.StatusUnprocessableEntity, "Too many namespaces"},
 	SlugEndpointHasBacklog:   {http.StatusConflict, "Endpoint has a backlog"},
 	SlugEndpointDeleting:     {http.StatusConflict, "Endpoint is being deleted"},
 	SlugEndpointDisabled:     {http.StatusConflict, "Endpoint is disabled"},

@@ -21,7 +21,7 @@ func TestEverySlugHasItsStatusAndATitle(t *testing.T) {
 		"unauthorized": 401, "forbidden": 403, "not-found": 404, "method-not-allowed": 405,
 		"invalid-request": 400, "invalid-outcome": 400, "invalid-endpoint": 400, "unsafe-url": 422,
 		"body-too-large": 413, "unsupported-media-type": 415, "conflict": 409, "no-endpoint": 422,
-		"too-many-endpoints": 422, "endpoint-has-backlog": 409, "endpoint-deleting": 409,
+		"too-many-endpoints": 422, "too-many-namespaces": 422, "endpoint-has-backlog": 409, "endpoint-deleting": 409,
 		"endpoint-disabled": 409, "not-pending": 404, "still-pending": 409, "not-delivered": 409, "recovery-running": 409, "stream-busy": 409, "contended": 503,
 		"unavailable": 503, "internal": 500,
 	}

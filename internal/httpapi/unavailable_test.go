@@ -54,6 +54,7 @@ func (d downStore) BucketOf(store.Partition) int { return 0 }
 func (d downStore) Registered(context.Context, int, string, int) ([]store.Partition, bool, error) {
 	return nil, false, d.err
 }
+func (d downStore) CountRegistered(context.Context) (int, error) { return 0, d.err }
 
 // records are the JSON log lines of b with message msg.
 func records(t *testing.T, b *testlog.Buffer, msg string) []map[string]any {

@@ -38,6 +38,14 @@ func (e *BacklogError) Error() string {
 // disabled, ingest no longer gives it rows, and its rows are being dropped.
 const ReasonDeleting = "deleting"
 
+// DefaultMaxNamespaces bounds the namespaces a store holds (those with an
+// endpoint): far more tenants than one relay serves, while one token that
+// may write endpoints cannot grow the store without end, as each new
+// namespace costs Redis about a kilobyte before it takes an outcome, and
+// every walk of the registry (the console's list, the backlog gauges) reads
+// it.
+const DefaultMaxNamespaces = 10_000
+
 // adminRetries bounds re-plans of one admin change that lost its guards to
 // concurrent ingest or delivery.
 const adminRetries = 16
@@ -49,8 +57,9 @@ const adminRetries = 16
 type Admin struct {
 	Store store.NamespaceStore
 	Clock clock.Clock
-	// MaxEndpoints bounds the endpoints of a namespace; it must equal the
-	// Appender's. DefaultMaxEndpoints when zero.
+	// MaxEndpoints bounds the endpoints a namespace is given: a new one
+	// beyond it is refused. DefaultMaxEndpoints when zero, at most
+	// HardMaxEndpoints.
 	MaxEndpoints int
 	// Window must equal the Appender's: it dates a stream's oldest row (see
 	// BacklogReader). DefaultWindow when zero.
@@ -58,6 +67,10 @@ type Admin struct {
 	// Retention must equal the delivery handler's: a dropped row's log
 	// entry is kept as long as a delivered one's.
 	Retention time.Duration
+	// MaxNamespaces bounds the namespaces of the store: the first
+	// endpoint of a namespace beyond it is refused (roomForNamespace).
+	// DefaultMaxNamespaces when zero.
+	MaxNamespaces int
 	// Wait pauses a change that waits for a fire to end (Erase), returning
 	// early with ctx's error; a timer when nil. Tests make it a signal.
 	Wait func(ctx context.Context, d time.Duration) error
@@ -72,7 +85,7 @@ func (a *Admin) wait(ctx context.Context, d time.Duration) error {
 
 func (a *Admin) maxEndpoints() int {
 	if a.MaxEndpoints > 0 {
-		return a.MaxEndpoints
+		return min(a.MaxEndpoints, HardMaxEndpoints)
 	}
 	return DefaultMaxEndpoints
 }
@@ -149,8 +162,10 @@ type PutResult struct {
 
 // streamRead is one stream's rows as read: the guards of a change to it.
 type streamRead struct {
-	endpoints []endpointRow // every endpoint of the namespace, in id order
-	ep        *endpointRow  // the stream's, nil when not registered
+	// endpoints counts the namespace's endpoints, up to the limit: as many
+	// as were read with the sequence, at one instant.
+	endpoints int
+	ep        *endpointRow // the stream's, nil when not registered
 	backlog   backlogRead
 	counters  Counters
 	timer     *timers.Row // the stream's delivery timer, nil when none
@@ -193,8 +208,12 @@ func (s *streamRead) fence(b *store.Batch) error {
 	return nil
 }
 
-// readStream reads the namespace's endpoints, and the backlog and delivery
-// timer of the stream of id.
+// readStream reads the stream of id (its endpoint, backlog, counters, head
+// and delivery timer), the namespace's sequence and its endpoints, counted
+// up to the limit, in one read at one instant on a store.MultiReader. So a
+// creation's fence, which guards the sequence, guards the count too: an
+// endpoint created after this read moved the sequence. Endpoints beyond the
+// limit are not read: they refuse only the creation of another.
 func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*streamRead, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -202,36 +221,42 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 	if err := ValidateEndpointID(id); err != nil {
 		return nil, err
 	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	es, ee := EndpointRange()
+	ts, te := timers.Range()
+	// The rows by key come first: a store that reads one at a time then
+	// reads the sequence before it counts the endpoints, so an endpoint
+	// created between the two moved the sequence the fence guards.
+	keys := []store.Key{SequenceKey(), tagged(ClassEndpoint, id), tagged(ClassBacklog, id), tagged(ClassCounters, id), tagged(ClassHead, id)}
+	res, err := store.ReadMany(ctx, a.Store, p, []store.Read{
+		{Keys: keys},
+		{Start: es, End: ee, Limit: a.maxEndpoints()},
+		{Start: ts, End: te, Limit: timers.MaxRows + 1},
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read stream %s/%s: %w", p, id, err)
 	}
-	s := &streamRead{endpoints: eps}
-	for i := range eps {
-		if eps[i].id == id {
-			s.ep = &eps[i]
+	rows := res[0].Rows
+	s := &streamRead{endpoints: len(res[1].Page.Entries), seq: rowRead{raw: rows[0].Value, found: rows[0].Found}}
+	if r := rows[1]; r.Found {
+		ep, err := DecodeEndpoint(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s of %s: %w", id, p, err)
 		}
+		s.ep = &endpointRow{id: id, key: keys[1], raw: r.Value, ep: ep}
 	}
-	bk := tagged(ClassBacklog, id)
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{bk, SequenceKey(), tagged(ClassCounters, id), tagged(ClassHead, id)})
-	if err != nil {
-		return nil, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
-	}
-	s.head = rowRead{raw: rows[3].Value, found: rows[3].Found}
-	s.headAt, _ = HeadOf(rows[3])
-	if s.counters, err = countersOf(rows[2].Value, rows[2].Found); err != nil {
-		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
-	}
-	s.backlog.rowRead = rowRead{raw: rows[0].Value, found: rows[0].Found}
-	s.seq = rowRead{raw: rows[1].Value, found: rows[1].Found}
-	if s.backlog.backlog, err = backlogOf(rows[0].Value, rows[0].Found); err != nil {
+	s.backlog.rowRead = rowRead{raw: rows[2].Value, found: rows[2].Found}
+	if s.backlog.backlog, err = backlogOf(rows[2].Value, rows[2].Found); err != nil {
 		return nil, fmt.Errorf("backlog of %s/%s: %w", p, id, err)
 	}
-	all, err := timers.All(ctx, a.Store, p)
-	if err != nil {
-		return nil, err
+	if s.counters, err = countersOf(rows[3].Value, rows[3].Found); err != nil {
+		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
 	}
-	s.timer = streamTimer(all, id)
+	s.head = rowRead{raw: rows[4].Value, found: rows[4].Found}
+	s.headAt, _ = HeadOf(rows[4])
+	if res[2].Page.Next != nil {
+		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
+	}
+	s.timer = streamTimer(timers.AppendRows(nil, res[2].Page.Entries), id)
 	return s, nil
 }
 
@@ -245,30 +270,37 @@ func streamTimer(all []timers.Row, id string) *timers.Row {
 	return nil
 }
 
-// readEndpoints reads every endpoint of the namespace, refusing more than
-// max of them.
-func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition, max int) ([]endpointRow, error) {
+// endpointPage is how many endpoint rows readEndpoints scans at once.
+const endpointPage = 64
+
+// readEndpoints reads every endpoint of the namespace, in id order, however
+// many it holds: one over its limit (left by racing registrations of an
+// earlier version, or by a lowered limit) is read like any other.
+func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition) ([]endpointRow, error) {
 	start, end := EndpointRange()
-	page, err := st.Scan(ctx, p, start, end, nil, max+1)
-	if err != nil {
-		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
-	}
-	if len(page.Entries) > max {
-		return nil, fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, max)
-	}
-	out := make([]endpointRow, 0, len(page.Entries))
-	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassEndpoint {
-			return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
-		}
-		ep, err := DecodeEndpoint(e.Value)
+	var out []endpointRow
+	var after *store.Cursor
+	for {
+		page, err := st.Scan(ctx, p, start, end, after, endpointPage)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+			return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
 		}
-		out = append(out, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+		for _, e := range page.Entries {
+			pk, ok := Parse(e.Key)
+			if !ok || pk.Class != ClassEndpoint {
+				return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
+			}
+			ep, err := DecodeEndpoint(e.Value)
+			if err != nil {
+				return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
+			}
+			out = append(out, endpointRow{id: pk.Endpoint, key: e.Key, raw: e.Value, ep: ep})
+		}
+		if page.Next == nil {
+			return out, nil
+		}
+		after = page.Next
 	}
-	return out, nil
 }
 
 func viewTimer(r *timers.Row) *StreamTimer {
@@ -326,6 +358,9 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 		if err != nil {
 			return PutResult{}, err
 		}
+		if err := a.roomForNamespace(ctx, s); err != nil {
+			return PutResult{}, err
+		}
 		// Known by the row as this call wrote it: its times, and any
 		// secret or key pair it generated.
 		key := tagged(ClassEndpoint, id)
@@ -365,8 +400,10 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 			// the operator.
 			e.DisabledReason, e.DisabledMs = prior.DisabledReason, prior.DisabledMs
 		}
-	} else if len(s.endpoints) >= a.maxEndpoints() {
-		return res, b, fmt.Errorf("%w: at most %d", ErrTooManyEndpoints, a.maxEndpoints())
+	} else if s.endpoints >= a.maxEndpoints() {
+		// Only a new endpoint is refused: a namespace over its limit
+		// keeps working, and its endpoints can still be changed.
+		return res, b, &EndpointLimitError{Max: a.maxEndpoints()}
 	}
 	if e.Scheme == SchemeStandardWebhooks {
 		var current []Secret
@@ -432,6 +469,38 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	}
 	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog, Counters: s.counters}
 	return res, b, nil
+}
+
+func (a *Admin) maxNamespaces() int {
+	if a.MaxNamespaces > 0 {
+		return a.MaxNamespaces
+	}
+	return DefaultMaxNamespaces
+}
+
+// roomForNamespace refuses the first endpoint of a namespace, read as
+// having none, while the store holds its limit of namespaces. The count is
+// read before the creating batch, not guarded by it: it spans every
+// bucket, which no one batch reaches. So creations of new namespaces in
+// flight at once may each pass the limit, by at most their number. An
+// endpoint of a namespace that has one is never refused by it, nor is any
+// endpoint on a store that keeps no registry.
+func (a *Admin) roomForNamespace(ctx context.Context, s *streamRead) error {
+	if s.ep != nil || s.endpoints > 0 {
+		return nil
+	}
+	reg, ok := a.Store.(store.Registry)
+	if !ok {
+		return nil
+	}
+	n, err := reg.CountRegistered(ctx)
+	if err != nil {
+		return fmt.Errorf("count namespaces: %w", err)
+	}
+	if n >= a.maxNamespaces() {
+		return &NamespaceLimitError{Max: a.maxNamespaces()}
+	}
+	return nil
 }
 
 // planWake makes an enabled stream with rows due now, with its backoff

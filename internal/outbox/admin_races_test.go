@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
@@ -30,6 +32,48 @@ func TestConcurrentCreatesStayWithinMaxEndpoints(t *testing.T) {
 		_, _ = racing.PutEndpoint(e.Ctx, e.P, "first", outbox.EndpointSpec{URL: "https://h.example.com/y", Enabled: true})
 		if _, err := e.admin().Endpoints(e.Ctx, e.P); err != nil {
 			t.Fatalf("namespace bricked: %v", err)
+		}
+	})
+}
+
+// Registrations of 64 new ids at once leave at most the limit of
+// endpoints, and the namespace is listed as before: each creation counts
+// the endpoints in the batch that adds its own. Four namespaces a run, as
+// one race lets a namespace pass the limit only most of the time.
+func TestManyConcurrentRegistrationsStayWithinMaxEndpoints(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const racers = 64
+		for round := range 4 {
+			p := store.Partition{Namespace: fmt.Sprintf("race-%d", round)}
+			start := make(chan struct{})
+			errs := make([]error, racers)
+			var wg sync.WaitGroup
+			for i := range racers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					_, errs[i] = e.admin().PutEndpoint(e.Ctx, p, fmt.Sprintf("e%02d", i), outbox.EndpointSpec{URL: "https://h.example.com/x", Enabled: true})
+				}()
+			}
+			close(start)
+			wg.Wait()
+			created := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					created++
+				case !errors.Is(err, outbox.ErrTooManyEndpoints) && !errors.Is(err, outbox.ErrContended):
+					t.Errorf("%s: registration %d: %v", p, i, err)
+				}
+			}
+			list, err := e.admin().Endpoints(e.Ctx, p)
+			if err != nil {
+				t.Fatalf("%s: list: %v", p, err)
+			}
+			if len(list) > outbox.DefaultMaxEndpoints || len(list) != created {
+				t.Fatalf("%s: %d registrations answered created, %d endpoints stored; the limit is %d", p, created, len(list), outbox.DefaultMaxEndpoints)
+			}
 		}
 	})
 }
@@ -169,6 +213,76 @@ func TestForcedDeleteDropsARowWithoutItsRecord(t *testing.T) {
 			if pk, ok := outbox.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
 				t.Fatalf("row %q of the deleted stream is left", row.Key)
 			}
+		}
+	})
+}
+
+// A namespace holding one endpoint more than its limit, as racing
+// registrations of an earlier version left some, or as a lowered limit
+// leaves one, is listed, read, ingested into and emptied like any other:
+// only a new endpoint is refused.
+func TestANamespaceOverItsEndpointLimitKeepsWorking(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		n := outbox.DefaultMaxEndpoints + 1
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("ep%d", i)
+			e.putEndpoint(ids[i], outbox.Endpoint{Enabled: true})
+		}
+		adm := e.admin()
+		if list, err := adm.Endpoints(e.Ctx, e.P); err != nil || len(list) != n {
+			t.Fatalf("list: %d endpoints, %v; want %d", len(list), err, n)
+		}
+		for _, id := range ids {
+			if _, err := adm.Endpoint(e.Ctx, e.P, id); err != nil {
+				t.Fatalf("read %s: %v", id, err)
+			}
+		}
+		page, err := adm.Namespaces(e.Ctx, nil, 10)
+		if err != nil || len(page.Namespaces) != 1 || page.Namespaces[0].Endpoints != n {
+			t.Fatalf("namespaces: %+v, %v", page.Namespaces, err)
+		}
+		if st := e.Append(committed("r-1")); st[0].Code != outbox.Accepted {
+			t.Fatalf("append: %+v", st)
+		}
+		for _, id := range ids {
+			if rows := e.pending(id); len(rows) != 1 {
+				t.Fatalf("%s has %d rows pending, want 1", id, len(rows))
+			}
+		}
+		if view, err := adm.Outcome(e.Ctx, e.P, "r-1"); err != nil || len(view.Streams) != n {
+			t.Fatalf("outcome: %d streams, %v", len(view.Streams), err)
+		}
+		if out, err := adm.Outcomes(e.Ctx, e.P, outbox.OutcomeFilter{}, nil, 10); err != nil || len(out.Outcomes) != 1 {
+			t.Fatalf("outcomes: %+v, %v", out, err)
+		}
+		if bl, err := (&outbox.BacklogReader{Store: e.St}).Read(e.Ctx, e.P, e.NowMs()); err != nil || bl.Rows != uint64(n) {
+			t.Fatalf("backlog: %+v, %v", bl, err)
+		}
+		// An endpoint it holds may still be changed; a new one is refused
+		// at the configured limit, whatever it is.
+		if _, err := adm.PutEndpoint(e.Ctx, e.P, ids[0], outbox.EndpointSpec{URL: "https://h.example.com/changed", Enabled: true}); err != nil {
+			t.Fatalf("change %s: %v", ids[0], err)
+		}
+		before := e.all()
+		for limit, want := range map[int]int{0: outbox.DefaultMaxEndpoints, 2: 2} {
+			low := &outbox.Admin{Store: e.St, Clock: e.Clk, MaxEndpoints: limit}
+			_, err := low.PutEndpoint(e.Ctx, e.P, "one-more", outbox.EndpointSpec{URL: "https://h.example.com/x", Enabled: true})
+			var over *outbox.EndpointLimitError
+			if !errors.Is(err, outbox.ErrTooManyEndpoints) || !errors.As(err, &over) || over.Max != want {
+				t.Fatalf("limit %d: a new endpoint: %v, want the limit %d", limit, err, want)
+			}
+		}
+		if !reflect.DeepEqual(e.all(), before) {
+			t.Fatal("a refused endpoint changed the namespace")
+		}
+		for _, id := range ids {
+			if dropped, err := adm.DeleteEndpoint(e.Ctx, e.P, id, true); err != nil || dropped != 1 {
+				t.Fatalf("delete %s: dropped %d, %v", id, dropped, err)
+			}
+		}
+		if list, err := adm.Endpoints(e.Ctx, e.P); err != nil || len(list) != 0 {
+			t.Fatalf("after the deletes: %d endpoints, %v", len(list), err)
 		}
 	})
 }

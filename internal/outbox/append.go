@@ -19,11 +19,20 @@ const (
 	// DefaultWindow is how long an accepted reservation id answers as a
 	// duplicate or conflict.
 	DefaultWindow = 24 * time.Hour
-	// DefaultMaxEndpoints bounds the endpoints of a namespace, so that one
-	// outcome always fits one batch: IngestOps(8) = 64.
+	// DefaultMaxEndpoints bounds the endpoints a namespace is given
+	// (Admin.MaxEndpoints), so that one outcome fits one batch with room
+	// to spare: IngestOps(8) = 72.
 	DefaultMaxEndpoints = 8
-	// HardMaxEndpoints is the most MaxEndpoints may be: IngestOps(10) = 78.
+	// HardMaxEndpoints is the most Admin.MaxEndpoints may be: IngestOps(10)
+	// = 88.
 	HardMaxEndpoints = 10
+	// MaxIngestEndpoints is the most endpoints an outcome is ingested to,
+	// one batch's worth: IngestOps(31) = 256. A namespace holding more
+	// than its limit, which an earlier version let racing registrations
+	// leave and a lowered limit leaves, is ingested into up to this many;
+	// past it ingest refuses, while reads and deletes still work. A log
+	// row holds at most this many entries.
+	MaxIngestEndpoints = (store.MaxBatchOps - 8) / 8
 	// DefaultMaxRetries bounds consecutive batches of one Append that fail
 	// their guards because another writer changed the namespace. With the
 	// backoff between them, 64 concurrent requests on one namespace all
@@ -153,9 +162,6 @@ type Appender struct {
 	// Window is the idempotency window, DefaultWindow when zero. The seen
 	// sweeper must use the same.
 	Window time.Duration
-	// MaxEndpoints refuses a namespace with more endpoints,
-	// DefaultMaxEndpoints when zero, at most HardMaxEndpoints.
-	MaxEndpoints int
 	// MaxRetries bounds consecutive failed batches, DefaultMaxRetries when
 	// zero.
 	MaxRetries int
@@ -214,28 +220,22 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 type appendConfig struct {
-	windowMs     int64
-	maxEndpoints int
-	maxRetries   int
+	windowMs   int64
+	maxRetries int
 }
 
 func (a *Appender) config() (appendConfig, error) {
-	c := appendConfig{windowMs: DefaultWindow.Milliseconds(), maxEndpoints: DefaultMaxEndpoints, maxRetries: DefaultMaxRetries}
+	c := appendConfig{windowMs: DefaultWindow.Milliseconds(), maxRetries: DefaultMaxRetries}
 	switch {
 	case a.Store == nil || a.Clock == nil:
 		return c, errors.New("outbox: appender needs a store and a clock")
 	case a.Window < 0 || (a.Window > 0 && a.Window < time.Millisecond):
 		return c, fmt.Errorf("outbox: idempotency window %v is not a positive number of milliseconds", a.Window)
-	case a.MaxEndpoints < 0 || a.MaxEndpoints > HardMaxEndpoints:
-		return c, fmt.Errorf("outbox: max endpoints %d out of range 1..%d", a.MaxEndpoints, HardMaxEndpoints)
 	case a.MaxRetries < 0:
 		return c, fmt.Errorf("outbox: max retries %d is negative", a.MaxRetries)
 	}
 	if a.Window > 0 {
 		c.windowMs = a.Window.Milliseconds()
-	}
-	if a.MaxEndpoints > 0 {
-		c.maxEndpoints = a.MaxEndpoints
 	}
 	if a.MaxRetries > 0 {
 		c.maxRetries = a.MaxRetries

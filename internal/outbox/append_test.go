@@ -367,6 +367,9 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		if outbox.IngestOps(outbox.HardMaxEndpoints) > store.MaxBatchOps {
 			t.Error("HardMaxEndpoints does not fit a batch")
 		}
+		if outbox.IngestOps(outbox.MaxIngestEndpoints) > store.MaxBatchOps || outbox.IngestOps(outbox.MaxIngestEndpoints+1) <= store.MaxBatchOps {
+			t.Errorf("MaxIngestEndpoints %d is not the most one outcome's batch takes", outbox.MaxIngestEndpoints)
+		}
 		// With the timers due and the sweep timers in place (each
 		// guarded) and the streams' heads in place, fit outcomes share a
 		// batch (36 shared + 3 each: the seen guard and row, the log row;
@@ -381,9 +384,48 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		if len(spy.applied) != 2 || spy.applied[0].Ops() != 36+3*fit {
 			t.Errorf("%d batches for %d outcomes to 8 endpoints, the first of %d ops", len(spy.applied), fit+1, spy.applied[0].Ops())
 		}
-		e.putEndpoint("ep8", outbox.Endpoint{Enabled: true})
-		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-9")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
-			t.Errorf("nine endpoints: %v", err)
+	})
+}
+
+// A namespace over its limit of endpoints takes outcomes up to the most
+// one outcome's batch fans out to, each endpoint getting the outcome in
+// one batch at the worst case (no heads, every timer pulled); one more
+// endpoint than that is refused and nothing is written.
+func TestIngestFansOutToAsManyEndpointsAsOneBatchTakes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		spy := &spyStore{NamespaceStore: e.St}
+		e.App.Store = spy
+		later := e.NowMs() + 1000
+		for i := range outbox.MaxIngestEndpoints {
+			id := fmt.Sprintf("ep%02d", i)
+			e.putEndpoint(id, outbox.Endpoint{Enabled: true})
+			e.putTimer(later, timers.KindOutcomeDelivery, id, timers.EncodeIdle(nil))
+		}
+		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
+			t.Fatalf("append: %v", got)
+		}
+		if len(spy.applied) != 1 || spy.applied[0].Ops() != outbox.IngestOps(outbox.MaxIngestEndpoints)-1 {
+			t.Fatalf("%d batches, want one of %d ops", len(spy.applied), outbox.IngestOps(outbox.MaxIngestEndpoints)-1)
+		}
+		for i := range outbox.MaxIngestEndpoints {
+			if rows := e.pending(fmt.Sprintf("ep%02d", i)); len(rows) != 1 {
+				t.Fatalf("ep%02d has %d rows pending, want 1", i, len(rows))
+			}
+		}
+		e.putEndpoint("one-more", outbox.Endpoint{Enabled: true})
+		before := e.all()
+		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-2")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
+			t.Fatalf("%d endpoints: %v, want ErrTooManyEndpoints", outbox.MaxIngestEndpoints+1, err)
+		}
+		if !reflect.DeepEqual(e.all(), before) {
+			t.Fatal("a refused ingest changed the namespace")
+		}
+		// Deleting the one too many is the way back.
+		if _, err := (&outbox.Admin{Store: e.St, Clock: e.Clk}).DeleteEndpoint(e.Ctx, e.P, "one-more", false); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if got := codes(e.Append(committed("r-2"))); got[0] != outbox.Accepted {
+			t.Fatalf("append after the delete: %v", got)
 		}
 	})
 }
@@ -588,10 +630,6 @@ func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
 		tooMany := make([]outbox.Outcome, outbox.MaxAppendOutcomes+1)
 		if _, err := e.App.Append(e.Ctx, e.P, tooMany); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("101 outcomes: %v", err)
-		}
-		wide := &outbox.Appender{Store: e.St, Clock: e.Clk, MaxEndpoints: outbox.HardMaxEndpoints + 1}
-		if _, err := wide.Append(e.Ctx, e.P, nil); err == nil {
-			t.Error("MaxEndpoints beyond a batch accepted")
 		}
 	})
 }

@@ -38,7 +38,8 @@ type BacklogReader struct {
 }
 
 // backlogPage bounds one scan of a namespace's backlog rows: there is one
-// per endpoint, at most HardMaxEndpoints.
+// per endpoint, usually within the limit of endpoints; more are read in
+// more pages.
 const backlogPage = 32
 
 // Read reads the backlog of partition p at nowMs, in three round trips at

@@ -115,7 +115,7 @@ func (a *Admin) Outcome(ctx context.Context, p store.Partition, rid string) (Out
 	if err != nil {
 		return OutcomeView{}, err
 	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	eps, err := readEndpoints(ctx, a.Store, p)
 	if err != nil {
 		return OutcomeView{}, err
 	}

@@ -62,7 +62,7 @@ func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	eps, err := readEndpoints(ctx, a.Store, p)
 	if err != nil {
 		return nil, err
 	}

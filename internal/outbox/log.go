@@ -100,8 +100,8 @@ func EncodeLog(l LogRow) (store.Value, error) {
 		return nil, invalidf("log row: bad reservation id")
 	case l.AcceptedMs < 0:
 		return nil, invalidf("log row: accepted time must not be negative")
-	case len(l.Entries) > HardMaxEndpoints:
-		return nil, invalidf("log row: %d entries exceed %d", len(l.Entries), HardMaxEndpoints)
+	case len(l.Entries) > MaxIngestEndpoints:
+		return nil, invalidf("log row: %d entries exceed %d", len(l.Entries), MaxIngestEndpoints)
 	case len(l.Record) == 0:
 		return nil, invalidf("log row: no record")
 	}
@@ -146,7 +146,7 @@ func appendEntryTail(v []byte, e LogEntry) []byte {
 func DecodeLog(v store.Value) (LogRow, error) {
 	r := newReader("log row", v)
 	n := int(r.u8())
-	if n > HardMaxEndpoints {
+	if n > MaxIngestEndpoints {
 		r.fail("%d entries", n)
 	}
 	var l LogRow

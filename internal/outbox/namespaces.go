@@ -36,8 +36,9 @@ type NamespacePage struct {
 }
 
 // summaryPage bounds one scan of a namespace's endpoint or backlog rows:
-// there is one of each per endpoint, at most HardMaxEndpoints. A namespace
-// holding more (a lowered limit, a foreign writer) is read in more pages.
+// there is one of each per endpoint, within the limit of endpoints but for
+// a namespace an earlier version let pass it. One holding more is read in
+// more pages.
 const summaryPage = 32
 
 // summaryReaders bounds the namespaces of a page read at once.

@@ -71,7 +71,7 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 	case f.SinceMs < 0 || f.UntilMs < 0 || (f.UntilMs > 0 && f.UntilMs <= f.SinceMs):
 		return OutcomesPage{}, invalidf("until must be after since")
 	}
-	eps, err := readEndpoints(ctx, a.Store, p, a.maxEndpoints())
+	eps, err := readEndpoints(ctx, a.Store, p)
 	if err != nil {
 		return OutcomesPage{}, err
 	}

@@ -233,9 +233,6 @@ func (a *Admin) Recovery(ctx context.Context, p store.Partition, id, job string)
 
 // RecoveryRunner is the timers.Handler of timers.KindRecovery.
 type RecoveryRunner struct {
-	// MaxEndpoints must equal the Appender's; DefaultMaxEndpoints when
-	// zero.
-	MaxEndpoints int
 	// Clock dates the job's end; clock.System when nil.
 	Clock clock.Clock
 }
@@ -261,7 +258,7 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 	if clk == nil {
 		clk = clock.System{}
 	}
-	adm := &Admin{Store: fc.Store, Clock: clk, MaxEndpoints: r.MaxEndpoints}
+	adm := &Admin{Store: fc.Store, Clock: clk}
 	s, err := adm.readStream(ctx, fc.Partition, id)
 	if err != nil {
 		return timers.Fired{}, err

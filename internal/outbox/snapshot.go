@@ -156,7 +156,7 @@ func readsFor(items []*item, cfg appendConfig) readPlan {
 	}
 	tStart, tEnd := timers.Range()
 	rp.reads = []store.Read{
-		streamRowsRead(cfg),
+		streamRowsRead(),
 		{Start: tStart, End: tEnd, Limit: timers.MaxRows + 1},
 	}
 	for chunk := range slices.Chunk(rp.keys, store.MaxBatchOps) {
@@ -167,12 +167,13 @@ func readsFor(items []*item, cfg appendConfig) readPlan {
 
 // streamRowsRead reads the endpoints, backlogs and heads in one range: the
 // classes from the backlog's to the head's are those and the counters, a
-// row each per endpoint, so one scan of a partition within its endpoint
-// limit costs the store one range read instead of three.
-func streamRowsRead(cfg appendConfig) store.Read {
+// row each per endpoint, so one scan of a partition of up to
+// MaxIngestEndpoints endpoints costs the store one range read instead of
+// three.
+func streamRowsRead() store.Read {
 	start, _ := ClassRange(ClassBacklog)
 	_, end := ClassRange(ClassHead)
-	return store.Read{Start: start, End: end, Limit: 4*cfg.maxEndpoints + 1}
+	return store.Read{Start: start, End: end, Limit: 4*MaxIngestEndpoints + 1}
 }
 
 // snapshotFrom is the snapshot of what rp read (res), at nowMs, taken
@@ -191,8 +192,9 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 		rows = append(rows, r.Rows...)
 	}
 	if res[0].Page.Next != nil {
-		// More stream rows than endpoints allow: too many endpoints, or
-		// orphans never written by relay. Read the endpoints' own.
+		// More stream rows than an ingest takes endpoints: too many
+		// endpoints, or orphans never written by relay. Read the
+		// endpoints' own.
 		return a.readSlow(ctx, p, s, keys, seenAt, cfg)
 	}
 	var endpoints store.Page
@@ -212,7 +214,7 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 			s.heads[pk.Endpoint] = true
 		}
 	}
-	if err := s.endpointsFrom(p, endpoints, cfg); err != nil {
+	if err := s.endpointsFrom(p, endpoints); err != nil {
 		return nil, err
 	}
 	if err := s.backlogsFrom(p, func(i int) rowRead { return backlogs[s.endpoints[i].id] }); err != nil {
@@ -234,12 +236,12 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 // readSlow reads what read does, one read at a time.
 func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot, keys []store.Key, seenAt map[string]int, cfg appendConfig) (*snapshot, error) {
 	start, end := EndpointRange()
-	page, err := a.Store.Scan(ctx, p, start, end, nil, cfg.maxEndpoints+1)
+	page, err := a.Store.Scan(ctx, p, start, end, nil, MaxIngestEndpoints+1)
 	if err != nil {
 		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
 	}
 	s.endpoints = nil
-	if err := s.endpointsFrom(p, page, cfg); err != nil {
+	if err := s.endpointsFrom(p, page); err != nil {
 		return nil, err
 	}
 	blKeys := make([]store.Key, 0, 2*len(s.endpoints))
@@ -275,10 +277,12 @@ func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot,
 	return s, nil
 }
 
-// endpointsFrom decodes the scanned endpoint rows.
-func (s *snapshot) endpointsFrom(p store.Partition, page store.Page, cfg appendConfig) error {
-	if len(page.Entries) > cfg.maxEndpoints {
-		return fmt.Errorf("%w: %s holds more than %d", ErrTooManyEndpoints, p, cfg.maxEndpoints)
+// endpointsFrom decodes the scanned endpoint rows. A namespace over its
+// limit of endpoints is ingested into like any other, up to the most one
+// outcome's batch takes.
+func (s *snapshot) endpointsFrom(p store.Partition, page store.Page) error {
+	if len(page.Entries) > MaxIngestEndpoints {
+		return fmt.Errorf("%w: %s holds more than %d, the most one outcome's batch can take", ErrTooManyEndpoints, p, MaxIngestEndpoints)
 	}
 	for _, e := range page.Entries {
 		pk, ok := Parse(e.Key)

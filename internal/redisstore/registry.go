@@ -41,6 +41,32 @@ func (s *Store) Registered(ctx context.Context, bucket int, after string, limit 
 	return parts, more, nil
 }
 
+// countChunk is how many buckets one pipeline of CountRegistered reads.
+const countChunk = 1024
+
+// CountRegistered sums the ZCARD of every bucket's registry, pipelined: on
+// a Cluster one round trip per master a chunk of buckets, each ZCARD on
+// its bucket's slot.
+func (s *Store) CountRegistered(ctx context.Context) (int, error) {
+	total := 0
+	for start := 0; start < s.buckets; start += countChunk {
+		regs := s.regs[start:min(start+countChunk, s.buckets)]
+		cmds := make([]*redis.IntCmd, len(regs))
+		if _, err := s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, key := range regs {
+				cmds[i] = pipe.ZCard(ctx, key)
+			}
+			return nil
+		}); err != nil {
+			return 0, fmt.Errorf("count registered: %w", classify(ctx, err))
+		}
+		for _, c := range cmds {
+			total += int(c.Val())
+		}
+	}
+	return total, nil
+}
+
 // registeredMarker is set once BackfillRegistry has walked the keyspace.
 func (s *Store) registeredMarker() string { return s.prefix + "registered" }
 

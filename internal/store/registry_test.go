@@ -25,6 +25,8 @@ func (s *sparse) Registered(_ context.Context, bucket int, after string, limit i
 	return nil, false, nil
 }
 
+func (s *sparse) CountRegistered(context.Context) (int, error) { return 1, nil }
+
 func TestListRegisteredReadsABoundedNumberOfBucketsAPage(t *testing.T) {
 	r := &sparse{buckets: 16384}
 	var got []store.Partition

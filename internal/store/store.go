@@ -548,6 +548,11 @@ type Registry interface {
 	// whose names sort strictly after after ("" for the first), in byte
 	// order, and whether the bucket holds more after them.
 	Registered(ctx context.Context, bucket int, after string, limit int) (parts []Partition, more bool, err error)
+	// CountRegistered counts the registered partitions of every bucket. It
+	// reads the buckets one by one rather than at one instant: a partition
+	// registered or unregistered meanwhile may be counted or not, and every
+	// partition registered throughout is counted once.
+	CountRegistered(ctx context.Context) (int, error)
 }
 
 // DuePartition is one entry of a bucket's due index.

@@ -341,3 +341,38 @@ func testForgedRegistryCursorsAreRefused(t *testing.T, s Store) {
 		t.Fatalf("a negative bucket: %v, want ErrInvalidCursor", err)
 	}
 }
+
+func wantCount(t *testing.T, s Store, want int) {
+	t.Helper()
+	if n, err := s.CountRegistered(t.Context()); err != nil || n != want {
+		t.Fatalf("count registered: %d, %v; want %d", n, err, want)
+	}
+}
+
+// testCountRegisteredCountsEachRegisteredPartitionOnce: the count is the
+// registry's, over every bucket: a partition counts once however many
+// registering rows it holds, and not at all with none.
+func testCountRegisteredCountsEachRegisteredPartitionOnce(t *testing.T, s Store) {
+	wantCount(t, s, 0)
+	var parts []store.Partition
+	for i := range 300 {
+		parts = append(parts, store.Partition{Namespace: fmt.Sprintf("ns-%03d", i)})
+	}
+	registerAll(t, s, parts)
+	buckets := map[int]bool{}
+	for _, p := range parts {
+		buckets[s.BucketOf(p)] = true
+	}
+	if len(buckets) < 2 {
+		t.Fatalf("300 partitions in %d bucket: the test proves nothing", len(buckets))
+	}
+	wantCount(t, s, 300)
+	put(t, s, parts[0], string(endpointKey("b")), "{}")
+	put(t, s, acme, "q", "sequence")
+	wantCount(t, s, 300)
+	for _, p := range parts[:100] {
+		unregister(t, s, p)
+	}
+	// parts[0] keeps its second registering row.
+	wantCount(t, s, 201)
+}

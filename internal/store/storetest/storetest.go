@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ListingVisitsEveryRegisteredPartitionOnceInOrder", testListingVisitsEveryRegisteredPartitionOnceInOrder},
 		{"ListingAcrossChangesLosesAndRepeatsNothing", testListingAcrossChangesLosesAndRepeatsNothing},
 		{"ForgedRegistryCursorsAreRefused", testForgedRegistryCursorsAreRefused},
+		{"CountRegisteredCountsEachRegisteredPartitionOnce", testCountRegisteredCountsEachRegisteredPartitionOnce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
