@@ -210,6 +210,10 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		spec.RateLimit = *body.RateLimit
 	}
 	spec.Headers = body.Headers
+	if err := outbox.ValidateNewURL(body.URL); err != nil {
+		WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, err.Error()))
+		return
+	}
 	if prob := a.checkURL(body.URL); prob != nil {
 		WriteProblem(w, r, prob)
 		return
