@@ -283,8 +283,13 @@ func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
+	q, prob := readQuery(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
 	force := false
-	if q := r.URL.Query(); q.Has("force") {
+	if q.Has("force") {
 		// Exactly the contract's boolean: not strconv.ParseBool's 1, t, T,
 		// TRUE or True, on the one flag that drops data.
 		switch q.Get("force") {
