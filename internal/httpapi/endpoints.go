@@ -55,7 +55,7 @@ type endpointView struct {
 	// TimeoutMs is the endpoint's call timeout, the default when it set none.
 	TimeoutMs int `json:"timeout_ms"`
 	// Headers shows every header's name, and the value of those that are
-	// not secret (outbox.SecretHeader).
+	// not secret by name or value (outbox.SecretHeader).
 	Headers map[string]string `json:"headers"`
 	// RateLimit is the endpoint's calls per second; absent when unlimited.
 	RateLimit int `json:"rate_limit,omitempty"`
@@ -149,7 +149,7 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	v.Headers = make(map[string]string, len(e.Headers))
 	for name, value := range e.Headers {
-		if outbox.SecretHeader(name) {
+		if outbox.SecretHeader(name, value) {
 			v.Headers[name] = outbox.RedactedHeader
 			continue
 		}
