@@ -271,7 +271,7 @@ func fullAnswer() []byte {
 	id := newRequestID()
 	body, _ := NewProblem(SlugUnavailable, "relay has as many connections open as it is configured to take; retry shortly").marshal(id)
 	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nX-Content-Type-Options: nosniff\r\n%s: %s\r\nRetry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n%s: %s\r\nRetry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		ContentTypeProblem, HeaderRequestID, id, retryAfter[SlugUnavailable], len(body), body)
 }
 

@@ -272,8 +272,8 @@ func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
 		c.send(t, getHealthz)
 		resp, body := c.response(t)
 		wantProblem(t, resp, body, http.StatusServiceUnavailable, httpapi.SlugUnavailable)
-		if resp.Header.Get("Retry-After") == "" || !resp.Close || resp.Header.Get(httpapi.HeaderRequestID) == "" {
-			t.Fatalf("503 without Retry-After, Connection: close or a request id: %v", resp.Header)
+		if resp.Header.Get("Retry-After") == "" || !resp.Close || resp.Header.Get(httpapi.HeaderRequestID) == "" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("503 without Retry-After, Connection: close, a request id or Cache-Control: no-store: %v", resp.Header)
 		}
 		c.closedAfter(t, "the 503")
 	}
