@@ -34,7 +34,7 @@ func parse(args []string) (app.Config, error) {
 	f.StringFromEnv(&c.Listen, "listen", "RELAY_LISTEN", c.Listen, "HTTP listen address (env RELAY_LISTEN)")
 	f.StringFromEnv(&c.Prefix, "prefix", "RELAY_REDIS_PREFIX", c.Prefix, "prefix of every Redis key (env RELAY_REDIS_PREFIX)")
 	f.IntFromEnv(&c.Buckets, "buckets", "RELAY_BUCKETS", c.Buckets, "due-index buckets; fixed when a keyspace is first used (env RELAY_BUCKETS)")
-	f.IntFromEnv(&c.MaxConnections, "max-connections", "RELAY_MAX_CONNECTIONS", c.MaxConnections, "API connections open at once; at the limit a new one closes the one idle longest, or with none idle is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
+	f.IntFromEnv(&c.MaxConnections, "max-connections", "RELAY_MAX_CONNECTIONS", c.MaxConnections, "API connections open at once; at the limit a new one closes one silent for a second or the one idle longest, or with neither is answered 503 and closed (env RELAY_MAX_CONNECTIONS)")
 	f.IntFromEnv(&c.MaxNamespaces, "max-namespaces", "RELAY_MAX_NAMESPACES", c.MaxNamespaces, "namespaces relay holds (those with an endpoint); at the limit the first endpoint of another is refused with 422 too-many-namespaces (env RELAY_MAX_NAMESPACES)")
 	f.DurationFromEnv(&c.BacklogEvery, "backlog-sample-every", "RELAY_BACKLOG_SAMPLE_EVERY", c.BacklogEvery, "how often the backlog gauges are sampled from Redis; 0 turns them off (env RELAY_BACKLOG_SAMPLE_EVERY)")
 	f.StringFromEnv(&c.LogLevel, "log-level", "RELAY_LOG_LEVEL", "info",

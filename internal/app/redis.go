@@ -81,6 +81,11 @@ func open(addr string) (redis.UniversalClient, error) {
 	if err := checkCredentials(credentials(addr)); err != nil {
 		return nil, err
 	}
+	if !isSentinelURL(addr) && strings.Contains(urlHosts(addr), ",") {
+		// go-redis would take "h1:p1,h2:p2" for one host name, and fail
+		// only when it looks the name up.
+		return nil, errors.New("a Redis URL names one host: give a Redis Cluster's seeds as host1:port,host2:port, or as redis://[user:pass@]host1:port?addr=host2:port&addr=host3:port")
+	}
 	switch {
 	case isSentinelURL(addr):
 		// redis+sentinel://user:pass@host1:26379,host2:26379/mymaster/0

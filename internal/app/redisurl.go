@@ -30,6 +30,23 @@ func credentials(addr string) string {
 	return rest[:at]
 }
 
+// urlHosts is the host part of a URL addr, between its credentials and its
+// path or query; empty when addr is not a URL. Credentials are checked
+// first, so they hold none of "/?#".
+func urlHosts(addr string) string {
+	_, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	return rest
+}
+
 // missingSlashes reports a redis, rediss or unix URL without "//" after
 // its scheme. url.Parse reads "redis:pass@host:6380/2" as opaque, with no
 // host, user or path, and go-redis then connects to localhost:6379, db 0,

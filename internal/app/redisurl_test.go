@@ -76,3 +76,40 @@ func TestARedisURLWithoutSlashesIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A URL naming several hosts is not taken for one host name, which would
+// fail only at its lookup: it is refused with the forms that do name a
+// cluster's seeds, quoting nothing of it. A comma in a password is no host
+// list.
+func TestARedisURLNamingSeveralHostsIsRefusedNamingTheForms(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const secret = "Zq8KvWm3Jx"
+	for _, addr := range []string{
+		"redis://h1.internal:6379,h2.internal:6379",
+		"redis://relay:" + secret + "@h1.internal:6379,h2.internal:6379/0",
+		"rediss://h1.internal:6379,h2.internal:6379?addr=h3.internal:6379",
+		"redis://:" + secret + "@h1.internal:6379,h2.internal:6379",
+	} {
+		c, closeFn, err := Connect(addr, log)
+		if err == nil {
+			closeFn()
+			t.Fatalf("%s accepted as %T", addr, c)
+		}
+		for _, f := range append(redistest.Fragments(secret), "internal") {
+			if strings.Contains(err.Error(), f) {
+				t.Fatalf("%s: the error quotes %q: %v", addr, f, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "host1:port,host2:port") || !strings.Contains(err.Error(), "?addr=") {
+			t.Errorf("%s: the error does not name the accepted forms: %v", addr, err)
+		}
+	}
+	c, closeFn, err := Connect("redis://relay:a,b"+secret+"@127.0.0.1:6379/0", log)
+	if err != nil {
+		t.Fatalf("a password holding a comma: %v", err)
+	}
+	defer closeFn()
+	if o := c.(*redis.Client).Options(); o.Addr != "127.0.0.1:6379" || o.Password != "a,b"+secret {
+		t.Fatalf("a password holding a comma: addr %q, password as given %v", o.Addr, o.Password == "a,b"+secret)
+	}
+}

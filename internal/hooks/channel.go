@@ -274,6 +274,9 @@ func (c *Channel) CheckURL(u *url.URL) error {
 	if u.Opaque != "" || u.Host == "" {
 		return bad("no host")
 	}
+	if !validTarget(u.RequestURI()) {
+		return bad(targetReason)
+	}
 	host := u.Hostname()
 	if host == "" {
 		return bad("no host")

@@ -28,7 +28,8 @@ const (
 	ClassRedirect Class = "redirect"
 	// ClassURL: the endpoint URL breaks a rule that needs no DNS (scheme,
 	// userinfo, missing host, plain http to anything but an allowed loopback,
-	// an origin with a second spelling such as a port with a leading zero).
+	// an origin with a second spelling such as a port with a leading zero,
+	// a path or query a request line cannot carry).
 	ClassURL Class = "url"
 	// ClassRefused: the SSRF guard refused every address of the endpoint.
 	ClassRefused Class = "refused"
@@ -82,6 +83,10 @@ func (e *Error) Error() string {
 	return "webhook: " + string(e.Class) + ": " + e.reason
 }
 
+// targetReason is why an endpoint whose path or query holds a byte a
+// request line cannot carry is not called.
+const targetReason = "the URL's path or query holds a space, a control byte, a byte that is not ASCII or one of \"<>\\^`{|}; register it percent-encoded"
+
 // errNotPermitted marks a dial the SSRF guard stopped, wherever in the
 // transport's error chain it ends up.
 var errNotPermitted = errors.New("destination address not permitted")
@@ -117,6 +122,8 @@ func transportError(ctx context.Context, err error) *Error {
 	switch {
 	case errors.Is(err, errHostNotASCII):
 		return &Error{Class: ClassURL, reason: "host is not ASCII; register its punycode form"}
+	case errors.Is(err, errTargetInvalid):
+		return &Error{Class: ClassURL, reason: targetReason}
 	case errors.Is(err, errHeaderInvalid):
 		return &Error{Class: ClassTransport, reason: "a request header is not valid in HTTP"}
 	case errors.Is(err, errAnswerMalformed):

@@ -194,8 +194,12 @@ func appendRequest(buf []byte, req *http.Request, body []byte) ([]byte, error) {
 			return buf, errHostNotASCII
 		}
 	}
+	target := req.URL.RequestURI()
+	if !validTarget(target) {
+		return buf, errTargetInvalid
+	}
 	buf = append(buf, "POST "...)
-	buf = append(buf, req.URL.RequestURI()...)
+	buf = append(buf, target...)
 	buf = append(buf, " HTTP/1.1\r\nHost: "...)
 	buf = append(buf, host...)
 	buf = append(buf, "\r\n"...)
@@ -222,6 +226,33 @@ func appendRequest(buf []byte, req *http.Request, body []byte) ([]byte, error) {
 	buf = append(buf, "\r\n\r\n"...)
 	return append(buf, body...), nil
 }
+
+// validTarget: only bytes a URI holds unencoded (RFC 3986: unreserved,
+// gen-delims, sub-delims and '%'). A space would end the request target,
+// and what follows it pass for the line's version; url.URL keeps a query as
+// written, so an endpoint's query could carry one.
+func validTarget(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c >= 0x80 || !isTargetByte[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var isTargetByte = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "-._~:/?#[]@!$&'()*+,;=%" {
+		t[c] = true
+	}
+	return t
+}()
 
 // validHeaderName: a token (RFC 9110 5.6.2).
 func validHeaderName(name []byte) bool {

@@ -82,6 +82,7 @@ var (
 	errAnswerHeaders   = errors.New("hooks: answer headers too large")
 	errHeaderInvalid   = errors.New("hooks: request header not valid in HTTP")
 	errHostNotASCII    = errors.New("hooks: host is not ASCII")
+	errTargetInvalid   = errors.New("hooks: request target not valid in HTTP")
 	// aLongTimeAgo is a deadline that has passed: set on a connection, it
 	// ends the read or write under way.
 	aLongTimeAgo = time.Unix(1, 0)

@@ -266,6 +266,32 @@ func TestARequestHTTPCannotCarryIsRefused(t *testing.T) {
 	}
 }
 
+// A path or query holding a byte a request target cannot carry, as an
+// endpoint stored before registration refused them may, is refused before
+// a connection is made: its text never reaches a request line.
+func TestATargetARequestLineCannotCarryIsRefused(t *testing.T) {
+	t.Parallel()
+	r := newRawReceiver(t, func(int64, *http.Request) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false
+	})
+	c := loopbackChannel(t, ChannelOptions{})
+	for _, target := range []string{"/w?q=x HTTP/1.0 y", "/w?q=é", `/w?q="x"`, "/w?q=<x>", "/w?q={x}|y^z`"} {
+		u := mustURL(t, "http://"+r.ln.Addr().String()+target)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := c.Post(ctx, u, nil, []byte("{}"))
+		cancel()
+		wantClass(t, err, ClassURL)
+		// The last guard, where the line is written.
+		req := &http.Request{URL: u, Host: u.Host}
+		if _, err := appendRequest(nil, req, nil); !errors.Is(err, errTargetInvalid) {
+			t.Errorf("%q: appendRequest: %v", target, err)
+		}
+	}
+	if n := r.accepted.Load(); n != 0 {
+		t.Fatalf("the receiver accepted %d connections", n)
+	}
+}
+
 // The request is the POST net/http would write: the request line of the
 // URL's path and query, Host, the caller's header, Content-Length and the
 // body, in one request the receiver's parser reads without complaint.

@@ -83,7 +83,7 @@ func New(cfg Config) (http.Handler, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	r := chi.NewRouter()
-	r.Use(AssignRequestID, AccessLog(a.log), cfg.Metrics.instrument, checkFraming, Recover(a.log))
+	r.Use(noStore, AssignRequestID, AccessLog(a.log), cfg.Metrics.instrument, checkFraming, Recover(a.log))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NewProblem(SlugNotFound, "no such route"))
 	})

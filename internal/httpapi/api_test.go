@@ -91,6 +91,8 @@ type apiOptions struct {
 	logger   *slog.Logger
 	// maxEndpoints and maxNamespaces are the Admin's.
 	maxEndpoints, maxNamespaces int
+	// configure changes the API's configuration before it is built.
+	configure func(*httpapi.Config)
 }
 
 // newHarnessOn is the API on any store; the harness's Redis fields are
@@ -116,7 +118,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	if opts.coalesce {
 		appender = &outbox.Coalescer{Appender: appender.(*outbox.Appender)}
 	}
-	h.h, err = httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Appender: appender,
 		Admin:    &outbox.Admin{Store: st, Clock: clk, Retention: outbox.DefaultRetention, MaxEndpoints: opts.maxEndpoints, MaxNamespaces: opts.maxNamespaces},
 		Auth:     auth,
@@ -126,7 +128,11 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 		Clock:    clk,
 		Metrics:  metrics,
 		Logger:   opts.logger,
-	})
+	}
+	if opts.configure != nil {
+		opts.configure(&cfg)
+	}
+	h.h, err = httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hookrelay/relay/internal/clock"
 )
 
 // Connection limits of the server relay runs the API on.
@@ -28,6 +31,12 @@ const (
 	// send a request head, so a slot costs a client that stops reading no
 	// less effort to hold than one that stops sending.
 	DefaultWriteStall = 10 * time.Second
+	// DefaultHeadGrace is how long a new connection keeps its slot at the
+	// limit while it has not sent a whole request head. A client sends
+	// its request as soon as it connects, so a second is many round trips;
+	// without it, connections that send nothing would hold every slot for
+	// the 10 s a head may take.
+	DefaultHeadGrace = time.Second
 )
 
 // NewServer is the HTTP server relay runs h on when h is served from ln:
@@ -66,6 +75,12 @@ type ListenerConfig struct {
 	// client taking none of it, DefaultWriteStall when zero; the
 	// connection is closed then. A client reading slowly is not cut.
 	WriteStall time.Duration
+	// HeadGrace is how long a connection waiting for its first whole
+	// request head keeps its slot at the limit, DefaultHeadGrace when
+	// zero; past it, a new connection takes the slot.
+	HeadGrace time.Duration
+	// Clock dates connections for HeadGrace; the system clock when nil.
+	Clock clock.Clock
 	// Metrics counts open and refused connections; optional.
 	Metrics *Metrics
 }
@@ -77,11 +92,15 @@ type ListenerConfig struct {
 // http.Server.ConnContext set to the Listener's ConnContext). It must see
 // the bytes as the client sent them: plain HTTP/1.x, no TLS beneath it.
 //
-// At the limit, a new connection takes the slot of the connection idle
-// longest, which is closed, as IdleTimeout would close it later: an idle
+// At the limit, a new connection takes the slot of the connection that has
+// waited longest for its first whole request head, once it has waited
+// HeadGrace: connections that send nothing must not keep out clients with
+// a request to send, nor health checks. A connection that has sent a whole
+// head is never closed so. Failing that, it takes the slot of the
+// connection idle longest, as IdleTimeout would close it later: an idle
 // keep-alive connection must not keep out a client with a request to send
-// (a client's request crossing the close is retried as after any idle
-// close). With none idle, a connection over the limit is answered at once,
+// either (a client's request crossing the close is retried as after any
+// idle close). With neither, a connection over the limit is answered at once,
 // before it is read, with a 503 problem and Retry-After, then closed: a
 // client or load balancer learns to retry or go elsewhere instead of
 // hanging in the accept queue, and the connection never costs a header
@@ -93,10 +112,14 @@ type Listener struct {
 	refusing   chan struct{}
 	metrics    *Metrics
 	writeStall time.Duration
+	headGrace  time.Duration
+	clock      clock.Clock
 
 	mu sync.Mutex
-	// idle holds the idle connections, longest idle first.
-	idle list.List
+	// waiting holds the connections that have not sent a whole request
+	// head yet, oldest first; idle holds the idle connections, longest
+	// idle first.
+	waiting, idle list.List
 }
 
 // NewListener wraps inner.
@@ -113,12 +136,23 @@ func NewListener(inner net.Listener, cfg ListenerConfig) (*Listener, error) {
 	if cfg.WriteStall == 0 {
 		cfg.WriteStall = DefaultWriteStall
 	}
+	if cfg.HeadGrace < 0 {
+		return nil, fmt.Errorf("httpapi: head grace %v must not be negative", cfg.HeadGrace)
+	}
+	if cfg.HeadGrace == 0 {
+		cfg.HeadGrace = DefaultHeadGrace
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
 	return &Listener{
 		Listener:   inner,
 		slots:      make(chan struct{}, cfg.MaxConnections),
 		refusing:   make(chan struct{}, max(16, cfg.MaxConnections/8)),
 		metrics:    cfg.Metrics,
 		writeStall: cfg.WriteStall,
+		headGrace:  cfg.HeadGrace,
+		clock:      cfg.Clock,
 	}, nil
 }
 
@@ -132,14 +166,26 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		if l.takeSlot() {
 			l.metrics.connOpened()
-			return &conn{Conn: c, l: l}, nil
+			return l.track(c), nil
 		}
 		l.metrics.connRefused()
 		l.refuse(c)
 	}
 }
 
-// takeSlot takes a free slot, or the slot of the connection idle longest.
+// track is c, holding the slot just taken, listed as waiting for its first
+// request head.
+func (l *Listener) track(c net.Conn) *conn {
+	tc := &conn{Conn: c, l: l, acceptedAt: l.clock.Now()}
+	l.mu.Lock()
+	tc.waitingAt = l.waiting.PushBack(tc)
+	l.mu.Unlock()
+	return tc
+}
+
+// takeSlot takes a free slot, or the slot of a connection it closes: the
+// one waiting longest for its first request head, past the grace, else the
+// one idle longest.
 func (l *Listener) takeSlot() bool {
 	for {
 		select {
@@ -147,14 +193,7 @@ func (l *Listener) takeSlot() bool {
 			return true
 		default:
 		}
-		l.mu.Lock()
-		e := l.idle.Front()
-		var c *conn
-		if e != nil {
-			c = l.idle.Remove(e).(*conn)
-			c.idleAt = nil
-		}
-		l.mu.Unlock()
+		c := l.evictable()
 		if c == nil {
 			return false
 		}
@@ -163,9 +202,39 @@ func (l *Listener) takeSlot() bool {
 	}
 }
 
-// ConnState follows which connections are idle, for Accept to close the
-// longest idle when at the limit: serve with http.Server.ConnState calling
-// it.
+// evictable takes off its list and returns the connection takeSlot closes,
+// or nil when none may be.
+func (l *Listener) evictable() *conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.waiting.Front(); e != nil {
+		if c := e.Value.(*conn); l.clock.Now().Sub(c.acceptedAt) >= l.headGrace {
+			l.waiting.Remove(e)
+			c.waitingAt = nil
+			return c
+		}
+	}
+	if e := l.idle.Front(); e != nil {
+		c := l.idle.Remove(e).(*conn)
+		c.idleAt = nil
+		return c
+	}
+	return nil
+}
+
+// headRead takes c off the waiting list: it has sent a whole request head.
+func (l *Listener) headRead(c *conn) {
+	l.mu.Lock()
+	if c.waitingAt != nil {
+		l.waiting.Remove(c.waitingAt)
+		c.waitingAt = nil
+	}
+	l.mu.Unlock()
+}
+
+// ConnState follows which connections are idle, and which have had a
+// request head read, for Accept to choose the connection it closes at the
+// limit: serve with http.Server.ConnState calling it.
 func (l *Listener) ConnState(nc net.Conn, s http.ConnState) {
 	c, ok := nc.(*conn)
 	if !ok || c.l != l {
@@ -173,6 +242,12 @@ func (l *Listener) ConnState(nc net.Conn, s http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if s != http.StateNew && c.waitingAt != nil {
+		// net/http read a head (or gave up on one) before the watch saw
+		// it end: the watch only ever lags.
+		l.waiting.Remove(c.waitingAt)
+		c.waitingAt = nil
+	}
 	switch {
 	case s == http.StateIdle && c.idleAt == nil && !c.closed:
 		c.idleAt = l.idle.PushBack(c)
@@ -196,7 +271,7 @@ func fullAnswer() []byte {
 	id := newRequestID()
 	body, _ := NewProblem(SlugUnavailable, "relay has as many connections open as it is configured to take; retry shortly").marshal(id)
 	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nX-Content-Type-Options: nosniff\r\n%s: %s\r\nRetry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n%s: %s\r\nRetry-After: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		ContentTypeProblem, HeaderRequestID, id, retryAfter[SlugUnavailable], len(body), body)
 }
 
@@ -229,19 +304,27 @@ type connKey struct{}
 // the framing of the requests read from it, and bounds each write.
 type conn struct {
 	net.Conn
-	l       *Listener
-	once    sync.Once
-	framing framing
-	// idleAt is its place in l.idle while idle; closed is set once it is
-	// closed, so it is never listed again. Both are guarded by l.mu.
-	idleAt *list.Element
-	closed bool
+	l          *Listener
+	once       sync.Once
+	framing    framing
+	acceptedAt time.Time
+	// headSeen is set once the first whole request head is read.
+	headSeen atomic.Bool
+	// waitingAt is its place in l.waiting until its first request head is
+	// read; idleAt its place in l.idle while idle; closed is set once it is
+	// closed, so it is never listed again. All are guarded by l.mu.
+	waitingAt *list.Element
+	idleAt    *list.Element
+	closed    bool
 }
 
 func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.framing.observe(p[:n])
+	// The connection leaves the waiting list before net/http is handed the
+	// end of its first head, so one whose request is being served is never
+	// closed as silent.
+	if n > 0 && c.framing.observe(p[:n]) && !c.headSeen.Swap(true) {
+		c.l.headRead(c)
 	}
 	return n, err
 }
@@ -269,6 +352,10 @@ func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		c.closed = true
+		if c.waitingAt != nil {
+			c.l.waiting.Remove(c.waitingAt)
+			c.waitingAt = nil
+		}
 		if c.idleAt != nil {
 			c.l.idle.Remove(c.idleAt)
 			c.idleAt = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 )
@@ -28,10 +29,10 @@ type wire struct {
 	addr string
 	// closed learns of every connection the server closed.
 	closed chan struct{}
-	// opened and idle learn of connections accepted and gone idle, while
-	// there is room in them: a test that waits on one reads it from the
-	// start.
-	opened, idle chan struct{}
+	// opened, active and idle learn of connections accepted, with a
+	// request head read and gone idle, while there is room in them: a test
+	// that waits on one reads it from the start.
+	opened, active, idle chan struct{}
 }
 
 func serveWire(t *testing.T, maxConns int) *wire {
@@ -54,7 +55,7 @@ func serveWireWith(t *testing.T, cfg httpapi.ListenerConfig) *wire {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{t: t, h: h, addr: ln.Addr().String(), closed: make(chan struct{}, 64), opened: make(chan struct{}, 64), idle: make(chan struct{}, 64)}
+	w := &wire{t: t, h: h, addr: ln.Addr().String(), closed: make(chan struct{}, 64), opened: make(chan struct{}, 64), active: make(chan struct{}, 64), idle: make(chan struct{}, 64)}
 	srv := httpapi.NewServer(h.h, l)
 	listenerState := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
@@ -64,6 +65,8 @@ func serveWireWith(t *testing.T, cfg httpapi.ListenerConfig) *wire {
 			w.closed <- struct{}{}
 		case http.StateNew:
 			signal(w.opened)
+		case http.StateActive:
+			signal(w.active)
 		case http.StateIdle:
 			signal(w.idle)
 		}
@@ -255,7 +258,9 @@ func TestAHeadOverTheCapIs431AndClosed(t *testing.T) {
 // a new one is served.
 func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
 	const limit = 3
-	w := serveWire(t, limit)
+	// The held connections send nothing, and their clock never moves: they
+	// stay within the grace however slowly the test runs.
+	w := serveWireWith(t, httpapi.ListenerConfig{MaxConnections: limit, Clock: clock.NewManual(0)})
 	held := make([]*clientConn, limit)
 	for i := range held {
 		// Open, its first request not sent yet: not idle.
@@ -267,8 +272,8 @@ func TestConnectionsOverTheLimitAreAnswered503AndClosed(t *testing.T) {
 		c.send(t, getHealthz)
 		resp, body := c.response(t)
 		wantProblem(t, resp, body, http.StatusServiceUnavailable, httpapi.SlugUnavailable)
-		if resp.Header.Get("Retry-After") == "" || !resp.Close || resp.Header.Get(httpapi.HeaderRequestID) == "" {
-			t.Fatalf("503 without Retry-After, Connection: close or a request id: %v", resp.Header)
+		if resp.Header.Get("Retry-After") == "" || !resp.Close || resp.Header.Get(httpapi.HeaderRequestID) == "" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("503 without Retry-After, Connection: close, a request id or Cache-Control: no-store: %v", resp.Header)
 		}
 		c.closedAfter(t, "the 503")
 	}
@@ -349,6 +354,65 @@ func TestAtTheLimitTheLongestIdleConnectionMakesRoom(t *testing.T) {
 	}
 	if n := gauge(t, w.h, "relay_http_connections_open"); n != limit {
 		t.Errorf("open connections %v, want %d", n, limit)
+	}
+}
+
+// At the limit a new connection takes the slot of the connection that has
+// waited longest for its first whole request head, once it has waited the
+// grace, before any idle one; a connection that has sent a whole head, its
+// request still being read, is never closed so.
+func TestAtTheLimitAConnectionSilentPastTheGraceMakesRoom(t *testing.T) {
+	const limit = 3
+	clk := clock.NewManual(0)
+	w := serveWireWith(t, httpapi.ListenerConfig{MaxConnections: limit, Clock: clk})
+	// A whole head, its body not sent: net/http reads the body before it
+	// answers, so the connection is neither idle nor waiting for a head.
+	headed := w.dial()
+	headed.send(t, "POST /healthz HTTP/1.1\r\nHost: relay\r\nContent-Length: 5\r\n\r\n")
+	await(t, w.active, 1, "the POST's head read")
+	// Part of a head, then nothing at all: both waiting for a whole head.
+	partial := w.dial()
+	partial.send(t, "GET /healthz HTTP/1.1\r\nHost: relay\r\n")
+	await(t, w.opened, 2, "connections accepted")
+	silent := w.dial()
+	await(t, w.opened, 1, "the silent connection accepted")
+
+	clk.Advance(httpapi.DefaultHeadGrace - time.Millisecond)
+	c := w.dial()
+	c.send(t, getHealthz)
+	resp, body := c.response(t)
+	wantProblem(t, resp, body, http.StatusServiceUnavailable, httpapi.SlugUnavailable)
+	c.closedAfter(t, "the 503")
+
+	clk.Advance(time.Millisecond)
+	first := w.dial()
+	first.send(t, getHealthz)
+	if resp, body := first.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a connection at the limit, one waiting past the grace: %d %s", resp.StatusCode, body)
+	}
+	partial.closedAfter(t, "making room")
+	await(t, w.idle, 1, "the served connection idle")
+	// The silent one goes next, before the connection idle meanwhile.
+	second := w.dial()
+	second.send(t, getHealthz)
+	if resp, body := second.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the next connection at the limit: %d %s", resp.StatusCode, body)
+	}
+	silent.closedAfter(t, "making room")
+	first.send(t, getHealthz)
+	if resp, _ := first.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the connection idle meanwhile: %d", resp.StatusCode)
+	}
+	// The connection whose head was read is still served.
+	headed.send(t, "hello"+getHealthz)
+	if resp, _ := headed.response(t); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("the POST whose head was read: %d", resp.StatusCode)
+	}
+	if resp, _ := headed.response(t); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the connection whose head was read: %d", resp.StatusCode)
+	}
+	if n := gauge(t, w.h, "relay_http_connections_refused_total"); n != 1 {
+		t.Errorf("refused connections counted %v, want 1", n)
 	}
 }
 

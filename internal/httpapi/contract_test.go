@@ -21,10 +21,14 @@ func contract(t *testing.T) routers.Router { return apitest.Router(t) }
 // contract: every answer must be one the contract lists, in its schema; a
 // request the API accepted (2xx) must be one the contract accepts. Refused
 // requests are malformed on purpose, so only their answers are checked.
+// Every answer, problems included, must say Cache-Control: no-store.
 func checkContract(t *testing.T) func(req *http.Request, body []byte, rec *httptest.ResponseRecorder) {
 	router := contract(t)
 	return func(req *http.Request, body []byte, rec *httptest.ResponseRecorder) {
 		t.Helper()
+		if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("contract: %s %s answered %d with Cache-Control %q, want no-store", req.Method, req.URL.Path, rec.Code, cc)
+		}
 		route, params, err := router.FindRoute(req)
 		if err != nil {
 			if rec.Code == http.StatusNotFound || rec.Code == http.StatusMethodNotAllowed {

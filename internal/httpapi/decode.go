@@ -8,11 +8,23 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
 // maxJSONDepth bounds nesting; an outcome is four levels deep.
 const maxJSONDepth = 16
+
+// readQuery is the request's query, or the problem of one that does not
+// parse: r.URL.Query drops a pair with a bad %-escape or a ';', so
+// limit=1%zz would read as no limit, and failing=tru%zz as no filter.
+func readQuery(r *http.Request) (url.Values, *Problem) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, NewProblem(SlugInvalidRequest, "the query string does not parse: each name and value must be percent-encoded, pairs separated by '&'")
+	}
+	return q, nil
+}
 
 // readJSON reads a request body that must be exactly one strict JSON value:
 // application/json, no duplicate key at any depth, no unknown field, no

@@ -146,6 +146,55 @@ func TestSecretHeaderValuesAreStoredButNeverShown(t *testing.T) {
 	}
 }
 
+// A credential under a name that does not look secret is not shown either,
+// to a reader of the outbox or the endpoint's owner, and is still sent.
+func TestCredentialLookingHeaderValuesAreNotShown(t *testing.T) {
+	h, logs := newLoggedHarness(t)
+	const path = "/v1/namespaces/acme/endpoints/billing"
+	secrets := map[string]string{
+		"x-jwt":    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJzM2NyM3QifQ.s3cr3t",
+		"x-bearer": "Bearer sk_live_s3cr3t",
+		"x-gh":     "ghp_s3cr3t",
+		"x-stripe": "sk_live_s3cr3t",
+		"x-random": "Zq8KvWm3JxT2pL9sNc4Rs3cr3t",
+	}
+	headers := map[string]string{"x-tenant": "acme"}
+	wantShown := map[string]any{"x-tenant": "acme"}
+	for n, v := range secrets {
+		headers[n] = v
+		wantShown[n] = outbox.RedactedHeader
+	}
+	body, err := json.Marshal(map[string]any{"url": "https://billing.example.com/hooks", "headers": headers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := want(t, h.do(http.MethodPut, path, h.admin(), string(body)), http.StatusCreated, "")
+	reader := h.token("acme", httpapi.ScopeOutboxRead)
+	got := want(t, h.do(http.MethodGet, path, reader, ""), http.StatusOK, "")
+	list := want(t, h.do(http.MethodGet, "/v1/namespaces/acme/endpoints", reader, ""), http.StatusOK, "")
+	eps, _ := list["endpoints"].([]any)
+	if len(eps) != 1 {
+		t.Fatalf("list: %v", list)
+	}
+	for name, view := range map[string]map[string]any{"PUT": created, "GET": got, "list": eps[0].(map[string]any)} {
+		if !reflect.DeepEqual(view["headers"], wantShown) {
+			t.Errorf("%s shows headers %v, want %v", name, view["headers"], wantShown)
+		}
+		if raw, _ := json.Marshal(view); strings.Contains(string(raw), "s3cr3t") {
+			t.Errorf("%s shows a credential: %s", name, raw)
+		}
+	}
+	dump := fmt.Sprint(h.dump())
+	for n, v := range secrets {
+		if !strings.Contains(dump, v) {
+			t.Errorf("%s was not stored", n)
+		}
+	}
+	if strings.Contains(logs.String(), "s3cr3t") {
+		t.Fatalf("the log holds a credential:\n%s", logs)
+	}
+}
+
 func TestRateLimitIsOptionalBoundedAndShown(t *testing.T) {
 	h, _ := newLoggedHarness(t)
 	path := "/v1/namespaces/acme/endpoints/billing"

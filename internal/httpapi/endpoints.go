@@ -55,7 +55,7 @@ type endpointView struct {
 	// TimeoutMs is the endpoint's call timeout, the default when it set none.
 	TimeoutMs int `json:"timeout_ms"`
 	// Headers shows every header's name, and the value of those that are
-	// not secret (outbox.SecretHeader).
+	// not secret by name or value (outbox.SecretHeader).
 	Headers map[string]string `json:"headers"`
 	// RateLimit is the endpoint's calls per second; absent when unlimited.
 	RateLimit int `json:"rate_limit,omitempty"`
@@ -149,7 +149,7 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	v.Headers = make(map[string]string, len(e.Headers))
 	for name, value := range e.Headers {
-		if outbox.SecretHeader(name) {
+		if outbox.SecretHeader(name, value) {
 			v.Headers[name] = outbox.RedactedHeader
 			continue
 		}
@@ -210,6 +210,10 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		spec.RateLimit = *body.RateLimit
 	}
 	spec.Headers = body.Headers
+	if err := outbox.ValidateNewURL(body.URL); err != nil {
+		WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, err.Error()))
+		return
+	}
 	if prob := a.checkURL(body.URL); prob != nil {
 		WriteProblem(w, r, prob)
 		return
@@ -279,8 +283,13 @@ func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
+	q, prob := readQuery(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
 	force := false
-	if q := r.URL.Query(); q.Has("force") {
+	if q.Has("force") {
 		// Exactly the contract's boolean: not strconv.ParseBool's 1, t, T,
 		// TRUE or True, on the one flag that drops data.
 		switch q.Get("force") {

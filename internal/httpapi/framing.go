@@ -54,16 +54,20 @@ type framing struct {
 	hasLength bool
 	chunked   bool
 	doubtful  bool
+	// ended counts the heads read in full.
+	ended int
 	// heads read in full whose requests a handler has not taken yet, in
 	// order. net/http reads at most a buffer ahead of the request it
 	// serves, so this stays short.
 	heads []verdict
 }
 
-// observe takes the next bytes net/http read from the connection.
-func (f *framing) observe(p []byte) {
+// observe takes the next bytes net/http read from the connection, and
+// reports whether a request head ended within them.
+func (f *framing) observe(p []byte) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ended := f.ended
 	for len(p) > 0 && !f.lost {
 		if f.bodyLeft > 0 {
 			n := min(f.bodyLeft, int64(len(p)))
@@ -74,12 +78,13 @@ func (f *framing) observe(p []byte) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			f.keep(p)
-			return
+			break
 		}
 		f.keep(p[:i])
 		p = p[i+1:]
 		f.endLine()
 	}
+	return f.ended != ended
 }
 
 // keep adds p to the line being read. The length is judged before p is
@@ -128,6 +133,7 @@ func (f *framing) endLine() {
 }
 
 func (f *framing) endHead() {
+	f.ended++
 	v := framedByLength
 	switch {
 	case f.chunked && f.hasLength:

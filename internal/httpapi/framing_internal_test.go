@@ -66,3 +66,26 @@ func TestFramingWatchFollowsHeadsAndBodies(t *testing.T) {
 		})
 	}
 }
+
+// The watch says which read ended a head, for the Listener to stop
+// counting the connection as silent before net/http is handed that head.
+func TestTheWatchSaysWhichReadEndedAHead(t *testing.T) {
+	var f framing
+	for _, step := range []struct {
+		read  string
+		ended bool
+	}{
+		{"\r\n", false},
+		{"POST /x HTTP/1.1\r\nHost: a\r\n", false},
+		{"Content-Length: 5\r\n", false},
+		{"\r", false},
+		{"\n", true},
+		{"hel", false},
+		{"lo", false},
+		{"GET / HTTP/1.1\r\n\r\nGET", true},
+	} {
+		if got := f.observe([]byte(step.read)); got != step.ended {
+			t.Fatalf("after %q: ended %v, want %v", step.read, got, step.ended)
+		}
+	}
+}

@@ -150,7 +150,11 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	q := r.URL.Query()
+	q, prob := readQuery(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
 	var f outbox.OutcomeFilter
 	if q.Has("endpoint") {
 		f.Endpoint = q.Get("endpoint")

@@ -40,6 +40,18 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return x
 }
 
+// noStore marks every answer Cache-Control: no-store, so that no browser
+// or proxy keeps one: answers hold endpoints, rows and problems that only
+// a token may see, and health that is true only now. A handler whose
+// answer may be kept sets its own (the key list, the console's files). It
+// goes outermost, so every problem carries it.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
 // AssignRequestID gives every request an id: the client's X-Request-Id when
 // it is 1..128 of [A-Za-z0-9._-], so callers can correlate, else a random
 // one. The id is in the context (RequestID) and the response header. It

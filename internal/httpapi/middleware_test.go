@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,11 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hookrelay/relay/internal/console"
+	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
@@ -271,5 +275,60 @@ func TestAccessLogCutsWhatTheClientChose(t *testing.T) {
 	_ = json.Unmarshal([]byte(lines[0]), &first)
 	if method, _ := first["method"].(string); !strings.HasPrefix(method, "MMM") || !strings.HasSuffix(method, "…(1048576 bytes)") {
 		t.Errorf("logged method %q", method)
+	}
+}
+
+// No answer may be kept by a browser or proxy, problems and the routes
+// without a token included, but the key list, cached for its rotation
+// rule, and the console's files, revalidated by ETag.
+func TestOnlyTheKeyListAndTheConsoleFilesMayBeKept(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := hooks.NewPublicKey("relay-1", pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := hooks.NewKeyList(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	st := redistest.NewStore(t, client, redisstore.Options{Prefix: redisstore.DefaultPrefix})
+	h := newHarnessOn(t, st, apiOptions{ready: st.Check, configure: func(c *httpapi.Config) {
+		c.Keys = hooks.KeysHandler(keys)
+		c.MetricsHandler = promhttp.Handler()
+		c.Console = console.Handler()
+	}})
+	reader := "Bearer " + h.token("acme", httpapi.ScopeOutboxRead)
+	for _, c := range []struct {
+		method, path, auth string
+		status             int
+		cache              string
+	}{
+		{"GET", "/healthz", "", 200, "no-store"},
+		{"GET", "/readyz", "", 200, "no-store"},
+		{"GET", "/metrics", "", 200, "no-store"},
+		{"GET", "/v1/namespaces/acme/endpoints", reader, 200, "no-store"},
+		{"GET", "/v1/namespaces/acme/endpoints", "", 401, "no-store"},
+		{"GET", "/v1/namespaces/acme/endpoints/none", reader, 404, "no-store"},
+		{"GET", "/v1/namespaces/acme/outcomes?limit=%zz", reader, 400, "no-store"},
+		{"PATCH", "/v1/namespaces/acme/endpoints/x", reader, 405, "no-store"},
+		{"GET", "/nothing", "", 404, "no-store"},
+		{"GET", "/.well-known/mkit-hook-keys.json", "", 200, "max-age=300"},
+		{"GET", "/console/", "", 200, "no-cache"},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		rec := httptest.NewRecorder()
+		h.h.ServeHTTP(rec, req)
+		if rec.Code != c.status || rec.Header().Get("Cache-Control") != c.cache {
+			t.Errorf("%s %s: %d with Cache-Control %q, want %d with %q", c.method, c.path, rec.Code, rec.Header().Get("Cache-Control"), c.status, c.cache)
+		}
 	}
 }

@@ -36,7 +36,11 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NewProblem(SlugForbidden, "the token is bound to a namespace; listing every namespace takes a token bound to none"))
 		return
 	}
-	q := r.URL.Query()
+	q, prob := readQuery(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
 	limit := defaultNamespacePage
 	if q.Has("limit") {
 		n, err := strconv.Atoi(q.Get("limit"))

@@ -90,7 +90,11 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	q := r.URL.Query()
+	q, prob := readQuery(r)
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
+	}
 	id := q.Get("endpoint")
 	if err := outbox.ValidateEndpointID(id); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "endpoint: "+err.Error()))
