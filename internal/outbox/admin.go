@@ -349,6 +349,9 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 	if spec.Secret != "" && !spec.Secret.valid() {
 		return PutResult{}, invalidf("secret must be %q followed by the base64 of %d to %d bytes", SecretPrefix, minSecretBytes, maxSecretBytes)
 	}
+	if err := ValidateNewURL(spec.URL); err != nil {
+		return PutResult{}, err
+	}
 	for range adminRetries {
 		s, err := a.readStream(ctx, p, id)
 		if err != nil {

@@ -63,3 +63,19 @@ func TestANewEndpointURLMustBeWrittenAsAURI(t *testing.T) {
 		t.Fatalf("an endpoint stored before the rule reads as %q, %v", got.URL, err)
 	}
 }
+
+// Every registration checks the rule, whatever calls it, and writes
+// nothing when it breaks it.
+func TestARegistrationWithAURLARequestLineCannotCarryWritesNothing(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env) {
+		_, err := e.admin().PutEndpoint(e.Ctx, e.P, "billing", outbox.EndpointSpec{URL: "https://billing.acme.example/w?q=x HTTP/1.0 y", Enabled: true})
+		if !errors.Is(err, outbox.ErrInvalid) {
+			t.Fatalf("put: %v, want ErrInvalid", err)
+		}
+		key, _ := outbox.EndpointKey("billing")
+		if _, found := e.Get(key); found {
+			t.Fatal("the endpoint was stored")
+		}
+	})
+}
