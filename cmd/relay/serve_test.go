@@ -239,7 +239,7 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 	base := "http://" + attr(listening, "addr").String()
 	build := buildinfo.Read()
 	if v, c, g := attr(listening, "version").String(), attr(listening, "commit").String(), attr(listening, "go_version").String(); v != build.Version || c != build.Commit || g != build.GoVersion {
-		t.Errorf("the start-up line says version %q, commit %q, go_version %q; want %+v", v, c, g, build)
+		t.Errorf("the start-up line says version %q, commit %q, go_version %q; want %#v", v, c, g, build)
 	}
 	next("backlog sampled", anyRecord)
 	_, tok, ok := strings.Cut(stdout.String(), "export RELAY_TOKEN=")

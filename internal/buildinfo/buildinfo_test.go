@@ -56,7 +56,7 @@ func TestFromReadsVersionCommitAndGoVersion(t *testing.T) {
 	} {
 		got := From(tc.bi)
 		if got != tc.want {
-			t.Errorf("%s: From = %+v, want %+v", tc.name, got, tc.want)
+			t.Errorf("%s: From = %#v, want %#v", tc.name, got, tc.want)
 		}
 		if got.String() != tc.line {
 			t.Errorf("%s: String = %q, want %q", tc.name, got.String(), tc.line)
@@ -69,6 +69,6 @@ func TestFromReadsVersionCommitAndGoVersion(t *testing.T) {
 func TestReadNamesEveryField(t *testing.T) {
 	info := Read()
 	if info.Version == "" || info.Commit == "" || info.GoVersion != runtime.Version() {
-		t.Fatalf("Read = %+v", info)
+		t.Fatalf("Read = %#v", info)
 	}
 }
