@@ -1,5 +1,6 @@
 // Command relay runs the webhook relay. With no Redis configured it starts
-// an embedded, in-memory miniredis for development.
+// an embedded, in-memory miniredis for development. relay version (or
+// -version) says which relay it is.
 package main
 
 import (
@@ -31,9 +32,13 @@ func main() {
 }
 
 // run dispatches a subcommand; with none, or only flags, relay serves.
+// -version and --version, as the first argument, are relay version.
 func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	switch {
+	case len(args) > 0 && (args[0] == "-version" || args[0] == "--version"):
+		cmd, args = "version", args[1:]
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -47,8 +52,10 @@ func run(ctx context.Context, args []string, log *slog.Logger, stdout io.Writer)
 		return receive(ctx, args, stdout)
 	case "bench":
 		return bench.Main(ctx, args, slog.New(app.AtLeast(log.Handler(), slog.LevelInfo)), stdout)
+	case "version":
+		return version(args, stdout)
 	}
 	// The word is not quoted: "relay redis://:pass@host" puts a password
 	// here.
-	return errors.New("unknown command (known: serve, token, keygen, receive, bench; with none, or only flags, relay serves)")
+	return errors.New("unknown command (known: serve, token, keygen, receive, bench, version; with none, or only flags, relay serves)")
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/envflag"
 )
@@ -133,8 +134,10 @@ func serve(ctx context.Context, args []string, log *slog.Logger, stdout io.Write
 		_ = tcp.Close()
 		return err
 	}
+	build := buildinfo.Read()
 	log.Info("relay listening", "addr", ln.Addr().String(), "buckets", a.Buckets(), "durability", cfg.Durability, "audience", a.Audience(),
-		"gc_percent", gcPercent(), "memory_limit", memoryLimit())
+		"gc_percent", gcPercent(), "memory_limit", memoryLimit(),
+		"version", build.Version, "commit", build.Commit, "go_version", build.GoVersion)
 	if tok := a.DevToken(); tok != "" {
 		// The console where this process answers: the listen address may
 		// have asked for any port.

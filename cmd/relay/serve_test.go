@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/app"
+	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 )
@@ -199,6 +201,7 @@ func (s *syncBuffer) String() string {
 
 // relay serve samples the backlog in the background and exports it on
 // /metrics: an outcome waiting on a disabled endpoint shows as one row.
+// The start-up line and /metrics say which relay it is.
 func TestServeExportsTheBacklogGauges(t *testing.T) {
 	t.Setenv("RELAY_REDIS_URL", "")
 	logs := make(records, 1024)
@@ -232,7 +235,12 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 		}
 	}
 	anyRecord := func(slog.Record) bool { return true }
-	base := "http://" + attr(next("relay listening", anyRecord), "addr").String()
+	listening := next("relay listening", anyRecord)
+	base := "http://" + attr(listening, "addr").String()
+	build := buildinfo.Read()
+	if v, c, g := attr(listening, "version").String(), attr(listening, "commit").String(), attr(listening, "go_version").String(); v != build.Version || c != build.Commit || g != build.GoVersion {
+		t.Errorf("the start-up line says version %q, commit %q, go_version %q; want %#v", v, c, g, build)
+	}
 	next("backlog sampled", anyRecord)
 	_, tok, ok := strings.Cut(stdout.String(), "export RELAY_TOKEN=")
 	if !ok {
@@ -274,7 +282,8 @@ func TestServeExportsTheBacklogGauges(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	text, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"\nrelay_backlog_rows 1\n", "\nrelay_backlog_unread_namespaces 0\n", "\nrelay_backlog_oldest_age_seconds "} {
+	for _, want := range []string{"\nrelay_backlog_rows 1\n", "\nrelay_backlog_unread_namespaces 0\n", "\nrelay_backlog_oldest_age_seconds ",
+		fmt.Sprintf("\nrelay_build_info{commit=%q,go_version=%q,version=%q} 1\n", build.Commit, build.GoVersion, build.Version)} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/delivery"
@@ -125,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildGauge(buildinfo.Read()))
 	channel, err := newChannel(cfg.Delivery, allow)
 	if err != nil {
 		return nil, err
@@ -270,4 +271,16 @@ func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error 
 	}
 	a.log.Info("relay stopped cleanly")
 	return nil
+}
+
+// buildGauge is relay_build_info, 1 with the build as its labels, so that
+// a dashboard can tell which relay each process runs.
+func buildGauge(b buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "relay_build_info",
+		Help:        "Always 1; its labels say which relay this process runs: its version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "go_version": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

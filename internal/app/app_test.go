@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
@@ -114,5 +116,26 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 	defer a.Close()
 	if a.backlog != nil {
 		t.Error("a zero backlog interval still samples")
+	}
+}
+
+// /metrics says which relay answers: relay_build_info, 1, labelled with
+// this binary's version, commit and Go version.
+func TestMetricsCarryTheBuild(t *testing.T) {
+	c := Defaults()
+	c.Logger = slog.New(slog.DiscardHandler)
+	a, err := New(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	code, body := get(t, a.Handler(), "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d", code)
+	}
+	b := buildinfo.Read()
+	want := fmt.Sprintf("\nrelay_build_info{commit=%q,go_version=%q,version=%q} 1\n", b.Commit, b.GoVersion, b.Version)
+	if !strings.Contains(body, want) {
+		t.Fatalf("/metrics lacks %q:\n%s", strings.TrimSpace(want), body)
 	}
 }
