@@ -19,7 +19,7 @@ BENCHFLAGS ?=
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-test: ## the whole suite with the race detector (real servers from RELAY_TEST_*)
+test: ## go test -race ./...: every package under the race detector, slower than go test ./... (real servers from RELAY_TEST_*)
 	go test -race ./...
 
 ci: ## everything CI does: real Redis and Cluster, lint, fuzz, tests (.ci/run)
