@@ -23,7 +23,7 @@ import (
 //
 //	go test ./internal/hooks -run TestSignatureVectors -update-vectors
 //
-// and check the canonical string against the README (Receive webhooks) by
+// and check the canonical string against docs/signing.md by
 // hand before committing.
 var updateVectors = flag.Bool("update-vectors", false, "rewrite "+vectorsPath)
 
@@ -126,7 +126,7 @@ func vectorInputs() vectorFile {
 	}
 	const body = `{"type":"outcome.committed","timestamp":"2025-11-30T00:00:00Z","data":{"reservation_id":"r-7f3a","namespace":"acme","audience":"https://relay.example.com","repository":"acme/widgets","occurred_unix_ms":1764460800000,"committed":{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,"refs":[{"name":"refs/heads/main","new":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","deleted":false}]}}}`
 	return vectorFile{
-		Description: "Signatures of relay webhooks for fixed inputs (see README.md, Receive webhooks). " +
+		Description: "Signatures of relay webhooks for fixed inputs (see docs/signing.md). " +
 			"mkitHookV2: Ed25519 key from seedHex; canonical is the exact string whose BLAKE3 is signed " +
 			"(nine fields joined by \\n, no final newline: mkit-hook:v2, key id, namespace, audience, path, " +
 			"body digest, created ms, expiry ms, nonce); the endpoint's query is not signed. A receiver " +

@@ -16,7 +16,7 @@ import (
 // instead of one each, on both ends of each connection. A call that finds
 // no round in flight goes at once, alone, so an idle process waits for
 // nothing. A busy one spends less on system calls, on its side and on
-// Redis's (docs/development.md, "Rounds"). A large batch goes past the
+// Redis's (docs/benchmarks.md, "Rounds"). A large batch goes past the
 // lane (maxRoundOps).
 type lane struct {
 	client redis.UniversalClient
