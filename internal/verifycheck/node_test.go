@@ -1,4 +1,4 @@
-package hookverify_test
+package verifycheck_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 // The Standard Webhooks library for Node (npm standardwebhooks,
 // pinned in testdata/node/package-lock.json) checks relay's signatures.
-// Install it with `npm ci --prefix hookverify/testdata/node`.
+// Install it with `npm ci --prefix internal/verifycheck/testdata/node`.
 const nodeDir = "testdata/node"
 
 // needNode skips without node or the installed package, and fails instead
@@ -31,7 +31,7 @@ func needNode(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		missing = "node is not on PATH"
 	} else if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "standardwebhooks", "package.json")); err != nil {
-		missing = "standardwebhooks is not installed (npm ci --prefix hookverify/testdata/node)"
+		missing = "standardwebhooks is not installed (npm ci --prefix internal/verifycheck/testdata/node)"
 	}
 	if missing == "" {
 		return

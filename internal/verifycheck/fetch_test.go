@@ -1,4 +1,4 @@
-package hookverify_test
+package verifycheck_test
 
 import (
 	"context"

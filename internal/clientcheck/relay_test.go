@@ -1,4 +1,4 @@
-package relayclient_test
+package clientcheck_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package hookverify_test
+package verifycheck_test
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ type vectors struct {
 
 func loadVectors(t testing.TB) vectors {
 	t.Helper()
-	raw, err := os.ReadFile("../api/testdata/webhook-signatures.json")
+	raw, err := os.ReadFile("../../api/testdata/webhook-signatures.json")
 	if err != nil {
 		t.Fatal(err)
 	}

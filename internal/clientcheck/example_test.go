@@ -1,4 +1,4 @@
-package relayclient_test
+package clientcheck_test
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func Example() {
 // New takes the relay's base URL, which may carry a path prefix, and the
 // token; the client copies the *http.Client it is given, following no
 // redirect.
-func ExampleNew() {
+func Example_new() {
 	c, err := relayclient.New("https://relay.example.com/relay", relayclient.Options{
 		Token:        "eyJ...",
 		HTTPClient:   &httpClient,
@@ -91,7 +91,7 @@ func ExampleNew() {
 	// relayclient: the base URL must not hold credentials
 }
 
-func ExampleClient_Ingest() {
+func Example_clientIngest() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -112,7 +112,7 @@ func ExampleClient_Ingest() {
 
 // IngestBatch sends any number of outcomes, 100 a request, and answers
 // each in input order.
-func ExampleClient_IngestBatch() {
+func Example_clientIngestBatch() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -135,7 +135,7 @@ func ExampleClient_IngestBatch() {
 	// 250 r-249 map[accepted:250]
 }
 
-func ExampleClient_PutEndpoint() {
+func Example_clientPutEndpoint() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -153,7 +153,7 @@ func ExampleClient_PutEndpoint() {
 	// audit true [committed aborted] true
 }
 
-func ExampleClient_ListEndpoints() {
+func Example_clientListEndpoints() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -168,7 +168,7 @@ func ExampleClient_ListEndpoints() {
 	// billing http://127.0.0.1:9/hooks mkit-hook-v2 true 0
 }
 
-func ExampleClient_Endpoint() {
+func Example_clientEndpoint() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -190,7 +190,7 @@ func ExampleClient_Endpoint() {
 
 // An endpoint with pending rows is deleted only when forced, which drops
 // them.
-func ExampleClient_DeleteEndpoint() {
+func Example_clientDeleteEndpoint() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -214,7 +214,7 @@ func ExampleClient_DeleteEndpoint() {
 }
 
 // Outbox pages through a stream's pending rows.
-func ExampleClient_Outbox() {
+func Example_clientOutbox() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -249,7 +249,7 @@ func ExampleClient_Outbox() {
 // Replay makes a stuck row the first its stream tries, now.
 // An operator lists every namespace with its endpoints and backlog, a page
 // at a time.
-func ExampleClient_Namespaces() {
+func Example_clientNamespaces() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -275,7 +275,7 @@ func ExampleClient_Namespaces() {
 	// acme 1 1
 }
 
-func ExampleClient_Replay() {
+func Example_clientReplay() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -301,7 +301,7 @@ func ExampleClient_Replay() {
 	// urn:hookrelay:problem:not-pending
 }
 
-func ExampleClient_Healthz() {
+func Example_clientHealthz() {
 	c, stop := exampleClient()
 	defer stop()
 	fmt.Println(c.Healthz(context.Background()))
@@ -309,7 +309,7 @@ func ExampleClient_Healthz() {
 	// <nil>
 }
 
-func ExampleClient_Readyz() {
+func Example_clientReadyz() {
 	c, stop := exampleClient()
 	defer stop()
 	if err := c.Readyz(context.Background()); err != nil {
@@ -322,7 +322,7 @@ func ExampleClient_Readyz() {
 }
 
 // A receiver fetches the key list its mkit-hook verifier checks with.
-func ExampleClient_HookKeys() {
+func Example_clientHookKeys() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -339,7 +339,7 @@ func ExampleClient_HookKeys() {
 	// 1 ed25519
 }
 
-func ExampleProblemType() {
+func Example_problemType() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -357,7 +357,7 @@ func ExampleProblemType() {
 }
 
 // The caller's request id goes to relay, whose logs and problems carry it.
-func ExampleWithRequestID() {
+func Example_withRequestID() {
 	c, stop := exampleClient()
 	defer stop()
 

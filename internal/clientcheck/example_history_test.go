@@ -1,4 +1,4 @@
-package relayclient_test
+package clientcheck_test
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func waitDelivered(c *relayclient.Client, rid string) relayclient.OutcomeStory {
 
 // Outcome shows a retained outcome as it was accepted and its state on
 // every endpoint.
-func ExampleClient_Outcome() {
+func Example_clientOutcome() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -90,7 +90,7 @@ func ExampleClient_Outcome() {
 
 // Outcomes pages through a namespace's retained outcomes in acceptance
 // order.
-func ExampleClient_Outcomes() {
+func Example_clientOutcomes() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -124,7 +124,7 @@ func ExampleClient_Outcomes() {
 
 // Resend delivers an outcome an endpoint took once again, at its own place
 // in the namespace's order.
-func ExampleClient_Resend() {
+func Example_clientResend() {
 	c, stop := deliveringClient()
 	defer stop()
 	ctx := context.Background()
@@ -148,7 +148,7 @@ func ExampleClient_Resend() {
 }
 
 // EraseOutcome removes an outcome at once, wherever it is pending.
-func ExampleClient_EraseOutcome() {
+func Example_clientEraseOutcome() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
@@ -170,7 +170,7 @@ func ExampleClient_EraseOutcome() {
 
 // Recover queues again every outcome an endpoint took in a time range,
 // after it lost them; Recovery follows the job.
-func ExampleClient_Recover() {
+func Example_clientRecover() {
 	c, stop := deliveringClient()
 	defer stop()
 	ctx := context.Background()
@@ -201,7 +201,7 @@ func ExampleClient_Recover() {
 
 // Recovery shows a recovery's progress; a second recovery of the endpoint
 // waits for the first.
-func ExampleClient_Recovery() {
+func Example_clientRecovery() {
 	c, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
