@@ -14,11 +14,15 @@ WORKDIR /src
 
 # Modules first, as their own layer: it is rebuilt only when go.mod or
 # go.sum change, not on every source edit.
+# hookverify and relayclient are modules of their own that go.mod replaces
+# with their directories. go.work is left out: the build list is go.mod's.
 COPY go.mod go.sum ./
-RUN go mod download
+COPY hookverify/go.mod hookverify/go.sum ./hookverify/
+COPY relayclient/go.mod ./relayclient/
+RUN GOWORK=off go mod download
 
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/relay ./cmd/relay
+RUN GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/relay ./cmd/relay
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/relay /relay

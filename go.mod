@@ -8,6 +8,8 @@ require (
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/hookrelay/relay/hookverify v0.0.0-00010101000000-000000000000
+	github.com/hookrelay/relay/relayclient v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/zeebo/blake3 v0.2.4
@@ -40,3 +42,10 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+// hookverify and relayclient are modules of their own, in this repository;
+// relay builds with the copies beside it, with or without go.work.
+replace (
+	github.com/hookrelay/relay/hookverify => ./hookverify
+	github.com/hookrelay/relay/relayclient => ./relayclient
+)

@@ -40,8 +40,7 @@
 //
 // Importing this package builds in the standard library, BLAKE3 and its
 // CPU feature detection (github.com/klauspost/cpuid/v2), nothing else: no
-// Redis, Prometheus or router package. Those two are the only modules a
-// receiver's build downloads; its module graph still lists every module
-// relay's go.mod requires (go mod graph, go list -m all), whose go.mod files
-// only are read, not their source.
+// Redis, Prometheus or router package. It is a module of its own
+// (github.com/hookrelay/relay/hookverify, Go 1.22 or later) whose go.mod
+// requires BLAKE3 only.
 package hookverify

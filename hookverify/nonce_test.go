@@ -11,6 +11,9 @@ import (
 	"github.com/hookrelay/relay/hookverify"
 )
 
+// t0 is the instant the tests start at.
+var t0 = time.UnixMilli(1_764_460_800_000)
+
 // manual is a clock tests move by hand; safe for concurrent reads.
 type manual struct {
 	mu  sync.Mutex
@@ -89,7 +92,9 @@ func TestConcurrentRecordsAcceptANonceOnce(t *testing.T) {
 	var accepted atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 64 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := range 100 {
 				err := c.Record(fmt.Sprint("nonce-", i), t0.Add(time.Minute))
 				switch {
@@ -99,7 +104,7 @@ func TestConcurrentRecordsAcceptANonceOnce(t *testing.T) {
 					t.Errorf("goroutine %d: %v", g, err)
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if got := accepted.Load(); got != 100 {

@@ -96,7 +96,10 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 		signed = make([]byte, 0, len(id)+len(tsS)+2+len(body))
 		signed = append(append(append(append(append(signed, id...), '.'), tsS...), '.'), body...)
 	}
-	for entry := range strings.SplitSeq(sigs, " ") {
+	// strings.Cut rather than strings.SplitSeq: the module builds with Go 1.22.
+	for rest, more := sigs, true; more; {
+		var entry string
+		entry, rest, more = strings.Cut(rest, " ")
 		if b64, ok := strings.CutPrefix(entry, "v1a,"); ok {
 			got, err := base64.StdEncoding.DecodeString(b64)
 			if err != nil || len(got) != ed25519.SignatureSize {

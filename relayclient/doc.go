@@ -1,7 +1,9 @@
 // Package relayclient is a Go client of relay's REST API, for producers
 // (ingest outcomes) and operators (endpoints, the outbox view, replay,
 // health). api/openapi.yaml is the contract; the types here mirror its JSON.
-// It depends on the standard library only, so producers can import it alone.
+// It depends on the standard library only, so producers can import it alone:
+// it is a module of its own (github.com/hookrelay/relay/relayclient, Go 1.22
+// or later) that requires no other module.
 //
 //	c, err := relayclient.New("https://relay.example.com", relayclient.Options{Token: token})
 //	if err != nil { ... }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,19 +81,19 @@ func TestGarbageAnswers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, _, _ := hostile(t, answer(http.StatusAccepted, "application/json", body))
-			res, err := c.IngestBatch(t.Context(), "acme", outcomes("r", 1))
+			res, err := c.IngestBatch(context.Background(), "acme", outcomes("r", 1))
 			clean(t, err)
 			if res != nil {
 				t.Fatalf("results %v from a garbage answer", res)
 			}
-			if _, err := c.Ingest(t.Context(), "acme", committed("r-0")); err == nil {
+			if _, err := c.Ingest(context.Background(), "acme", committed("r-0")); err == nil {
 				t.Fatal("one outcome: no error")
 			}
 		})
 	}
 	for _, body := range []string{`[1,2`, `null`, ``, `{"endpoint":"billing"} {}`} {
 		c, _, _ := hostile(t, answer(http.StatusOK, "application/json", body))
-		_, err := c.Outbox(t.Context(), "acme", "billing", relayclient.OutboxQuery{})
+		_, err := c.Outbox(context.Background(), "acme", "billing", relayclient.OutboxQuery{})
 		clean(t, err)
 	}
 }
@@ -119,7 +120,7 @@ func TestHugeAnswers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, _, n := hostile(t, h)
-			_, err := c.ListEndpoints(t.Context(), "acme")
+			_, err := c.ListEndpoints(context.Background(), "acme")
 			clean(t, err)
 			if !strings.Contains(err.Error(), "larger than") {
 				t.Fatalf("%v, want the answer refused for its size", err)
@@ -136,7 +137,7 @@ const unavailable = `{"type":"urn:hookrelay:problem:unavailable","title":"Servic
 // A 503 is retried after its Retry-After, MaxAttempts times in all.
 func TestA503ForeverIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	c, w, n := hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", "2"))
-	_, err := c.IngestBatch(t.Context(), "acme", outcomes("r", 1))
+	_, err := c.IngestBatch(context.Background(), "acme", outcomes("r", 1))
 	p := wantStatus(t, err, http.StatusServiceUnavailable)
 	if p.Type != relayclient.TypeUnavailable || p.RetryAfter != 2*time.Second {
 		t.Fatalf("problem %+v", p)
@@ -149,18 +150,18 @@ func TestA503ForeverIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	// Every /v1 call retries; the unauthenticated ones say how relay is
 	// and are not retried.
 	c, w, n = hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", "1"), func(o *relayclient.Options) { o.MaxAttempts = 2 })
-	_, err = c.DeleteEndpoint(t.Context(), "acme", "billing", true)
+	_, err = c.DeleteEndpoint(context.Background(), "acme", "billing", true)
 	wantStatus(t, err, http.StatusServiceUnavailable)
 	if n.Load() != 2 || len(w.all()) != 1 {
 		t.Fatalf("delete: %d attempts, waits %v", n.Load(), w.all())
 	}
 	n.Store(0)
-	if err := c.Readyz(t.Context()); err == nil || n.Load() != 1 {
+	if err := c.Readyz(context.Background()); err == nil || n.Load() != 1 {
 		t.Fatalf("readyz: %v after %d attempts", err, n.Load())
 	}
 
 	c, _, n = hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", "0"), func(o *relayclient.Options) { o.MaxAttempts = 1 })
-	if _, err := c.Ingest(t.Context(), "acme", committed("r-1")); err == nil || n.Load() != 1 {
+	if _, err := c.Ingest(context.Background(), "acme", committed("r-1")); err == nil || n.Load() != 1 {
 		t.Fatalf("MaxAttempts 1: %v after %d attempts", err, n.Load())
 	}
 }
@@ -198,7 +199,7 @@ func TestRetryAfterHostileOrMalformed(t *testing.T) {
 	} {
 		c, w, n := hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", tc.retryAfter))
 		relayclient.SetNow(c, func() time.Time { return now })
-		_, err := c.Ingest(t.Context(), "acme", committed("r-1"))
+		_, err := c.Ingest(context.Background(), "acme", committed("r-1"))
 		p := wantStatus(t, err, http.StatusServiceUnavailable)
 		if n.Load() != tc.attempts || fmt.Sprint(w.all()) != tc.waits || p.RetryAfter != tc.read {
 			t.Errorf("Retry-After %q: %d attempts, waits %v, read %v; want %d, %s, %v", tc.retryAfter, n.Load(), w.all(), p.RetryAfter, tc.attempts, tc.waits, tc.read)
@@ -209,7 +210,7 @@ func TestRetryAfterHostileOrMalformed(t *testing.T) {
 // The wait ends with the context: the error says both why it stopped and
 // what relay answered.
 func TestTheWaitEndsWithTheContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +246,7 @@ func TestTheWaitEndsWithTheContext(t *testing.T) {
 
 	// A deadline sooner than the Retry-After: no wait, no retry.
 	c2, w, n2 := hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", "20"))
-	dctx, dcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
 	_, err = c2.Ingest(dctx, "acme", committed("r-1"))
 	wantStatus(t, err, http.StatusServiceUnavailable)
@@ -266,10 +267,10 @@ func TestARedirectIsNotFollowed(t *testing.T) {
 		c, _, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, elsewhere.URL+r.URL.Path, status)
 		})
-		_, err := c.Ingest(t.Context(), "acme", committed("r-1"))
+		_, err := c.Ingest(context.Background(), "acme", committed("r-1"))
 		wantStatus(t, err, status)
 		clean(t, err)
-		if _, err := c.HookKeys(t.Context()); err == nil {
+		if _, err := c.HookKeys(context.Background()); err == nil {
 			t.Fatalf("%d: the key list redirected is no key list", status)
 		}
 		if n.Load() != 2 || leaked.Load() != 0 {
@@ -287,7 +288,7 @@ func TestARedirectIsNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ListEndpoints(t.Context(), "acme")
+	_, err = c.ListEndpoints(context.Background(), "acme")
 	wantStatus(t, err, http.StatusTemporaryRedirect)
 	if leaked.Load() != 0 {
 		t.Fatalf("%d requests elsewhere", leaked.Load())
@@ -314,7 +315,7 @@ func TestProblemsWithoutTheirFields(t *testing.T) {
 		{"another status in the body", "application/problem+json", `{"type":"urn:hookrelay:problem:conflict","status":200}`, 409, relayclient.TypeConflict, "relayclient: 409 conflict"},
 	} {
 		c, _, _ := hostile(t, answer(tc.status, tc.contentType, tc.body))
-		_, err := c.Ingest(t.Context(), "acme", committed("r-1"))
+		_, err := c.Ingest(context.Background(), "acme", committed("r-1"))
 		p := wantStatus(t, err, tc.status)
 		if p.Type != tc.typ || err.Error() != tc.text {
 			t.Errorf("%s: type %q, %q; want %q, %q", tc.name, p.Type, err, tc.typ, tc.text)
@@ -354,7 +355,7 @@ func TestTenThousandOutcomes(t *testing.T) {
 		answer(http.StatusAccepted, "application/json", b.String())(w, r)
 	})
 	in := outcomes("r", 10_000)
-	res, err := c.IngestBatch(t.Context(), "acme", in)
+	res, err := c.IngestBatch(context.Background(), "acme", in)
 	if err != nil || len(res) != len(in) {
 		t.Fatalf("%d results, %v", len(res), err)
 	}
@@ -409,10 +410,10 @@ func TestTheTokenGoesOnlyWhereItIsNeeded(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	})
-	_ = c.Healthz(t.Context())
-	_ = c.Readyz(t.Context())
-	_, _ = c.HookKeys(t.Context())
-	_, _ = c.ListEndpoints(t.Context(), "acme")
+	_ = c.Healthz(context.Background())
+	_ = c.Readyz(context.Background())
+	_, _ = c.HookKeys(context.Background())
+	_, _ = c.ListEndpoints(context.Background(), "acme")
 	want := map[string]string{
 		"/healthz": "", "/readyz": "", "/.well-known/mkit-hook-keys.json": "",
 		"/v1/namespaces/acme/endpoints": "Bearer " + secretToken,
@@ -434,7 +435,7 @@ func TestStreamBusyIsRetriedAndOtherConflictsAreNot(t *testing.T) {
 		}
 		answer(http.StatusAccepted, "application/json", `{"endpoint":"billing","reservation_id":"r-1","sequence":3,"next_attempt_at":"2025-11-30T00:00:00.000Z"}`)(rw, r)
 	})
-	res, err := c.Replay(t.Context(), "acme", "billing", "r-1")
+	res, err := c.Replay(context.Background(), "acme", "billing", "r-1")
 	if err != nil || res.Sequence != 3 || !res.NextAttemptAt.Equal(time.Date(2025, 11, 30, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -443,7 +444,7 @@ func TestStreamBusyIsRetriedAndOtherConflictsAreNot(t *testing.T) {
 	}
 
 	c, _, n = hostile(t, answer(http.StatusConflict, "application/problem+json", `{"type":"urn:hookrelay:problem:endpoint-disabled","status":409}`, "Retry-After", "1"))
-	_, err = c.Replay(t.Context(), "acme", "billing", "r-1")
+	_, err = c.Replay(context.Background(), "acme", "billing", "r-1")
 	if relayclient.ProblemType(err) != relayclient.TypeEndpointDisabled || n.Load() != 1 {
 		t.Fatalf("%v after %d attempts", err, n.Load())
 	}
@@ -452,13 +453,61 @@ func TestStreamBusyIsRetriedAndOtherConflictsAreNot(t *testing.T) {
 // Not ready says why, as relay's text does.
 func TestNotReadySaysWhy(t *testing.T) {
 	c, _, _ := hostile(t, answer(http.StatusServiceUnavailable, "text/plain; charset=utf-8", "not ready: maxmemory-policy must be noeviction\n"))
-	err := c.Readyz(t.Context())
+	err := c.Readyz(context.Background())
 	p := wantStatus(t, err, http.StatusServiceUnavailable)
 	if p.Detail != "maxmemory-policy must be noeviction" {
 		t.Fatalf("detail %q", p.Detail)
 	}
 	c, _, _ = hostile(t, answer(http.StatusInternalServerError, "text/plain", "boom"))
-	if err := c.Healthz(t.Context()); err == nil {
+	if err := c.Healthz(context.Background()); err == nil {
 		t.Fatal("healthz 500 is no error")
 	}
+}
+
+// waits records the waits a client would make, making none.
+type waits struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (w *waits) sleep(ctx context.Context, d time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.d = append(w.d, d)
+	return ctx.Err()
+}
+
+func (w *waits) all() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.d)
+}
+
+func committed(rid string) relayclient.Outcome {
+	return relayclient.Outcome{
+		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: time.Now().UnixMilli(),
+		Committed: &relayclient.Committed{BytesStored: 1024, Refs: []relayclient.Ref{
+			{Name: "refs/heads/main", New: strings.Repeat("ab", 32)},
+			{Name: "refs/heads/old", Deleted: true},
+		}},
+	}
+}
+
+// outcomes are n outcomes of every kind but read_served, ids prefix-0 ...
+func outcomes(prefix string, n int) []relayclient.Outcome {
+	out := make([]relayclient.Outcome, n)
+	now := time.Now().UnixMilli()
+	for i := range out {
+		o := relayclient.Outcome{ReservationID: fmt.Sprintf("%s-%d", prefix, i), Repository: "acme/widgets", OccurredUnixMs: now}
+		switch i % 3 {
+		case 0:
+			o.Committed = &relayclient.Committed{NewToRepo: uint64(i)}
+		case 1:
+			o.Aborted = &relayclient.Aborted{Reason: "client_cancelled", Detail: "gone"}
+		default:
+			o.Expired = &relayclient.Expired{}
+		}
+		out[i] = o
+	}
+	return out
 }

@@ -1,0 +1,3 @@
+module github.com/hookrelay/relay/relayclient
+
+go 1.22
