@@ -12,7 +12,6 @@
 //	<prefix>{b}:ns:<ns>:keys     ZSET  row keys, score 0 (byte-ordered by ZRANGEBYLEX)
 //	<prefix>{b}:due              ZSET  namespace -> earliest timer due ms
 //	<prefix>{b}:namespaces       ZSET  registered namespace -> 0 (byte-ordered by ZRANGEBYLEX)
-//	<prefix>registered           string, set once the partitions written before the registry are registered
 package redisstore
 
 import (
