@@ -199,34 +199,6 @@ func TestEndpointRoundTripsAndFiltersKinds(t *testing.T) {
 	}
 }
 
-func TestEndpointDecoderReadsTheRetiredMkitSchemeAsV2(t *testing.T) {
-	v1 := outbox.Endpoint{URL: "https://x.example/in", Scheme: outbox.SchemeMkitHookV2, Enabled: true, MaxInFlight: 1}
-	v, err := outbox.EncodeEndpoint(&v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy := strings.Replace(string(v), `"mkit-hook-v2"`, `"mkit-hook-v1"`, 1)
-	got, err := outbox.DecodeEndpoint(store.Value(legacy))
-	if err != nil || !reflect.DeepEqual(got, v1) {
-		t.Fatalf("legacy row: %+v, %v; want %+v", got, err, v1)
-	}
-	// Still only canonical rows, and no secrets with it.
-	for name, b := range map[string]string{
-		"whitespace":   strings.Replace(legacy, `,"scheme"`, `, "scheme"`, 1),
-		"with secrets": strings.Replace(legacy, `"mkit-hook-v1",`, `"mkit-hook-v1","secrets":["`+string(secret(1))+`"],`, 1),
-		"other case":   strings.Replace(legacy, `"mkit-hook-v1"`, `"MKIT-HOOK-V1"`, 1),
-	} {
-		if _, err := outbox.DecodeEndpoint(store.Value(b)); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	// A new endpoint cannot choose it.
-	v1.Scheme = outbox.SchemeMkitHookV1
-	if _, err := outbox.EncodeEndpoint(&v1); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "mkit-hook-v2") {
-		t.Errorf("encode mkit-hook-v1: %v, want ErrInvalid naming mkit-hook-v2", err)
-	}
-}
-
 func TestEndpointDecoderAcceptsOnlyCanonicalJSON(t *testing.T) {
 	ep := testEndpoint()
 	v, _ := outbox.EncodeEndpoint(&ep)
@@ -268,7 +240,6 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 		"bad secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{"whsec_hunter2"} }),
 		"dup secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{secret(1), secret(1)} }),
 		"mkit secret": mod(func(e *outbox.Endpoint) { e.Scheme = outbox.SchemeMkitHookV2 }),
-		"mkit v1":     mod(func(e *outbox.Endpoint) { e.Scheme, e.Secrets = outbox.SchemeMkitHookV1, nil }),
 		"kind":        mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"merged"} }),
 		"dup kind":    mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"expired", "expired"} }),
 		"in flight":   mod(func(e *outbox.Endpoint) { e.MaxInFlight = 0 }),
