@@ -98,18 +98,10 @@ func TestSmallCodecsRoundTrip(t *testing.T) {
 	if got, err := outbox.DecodeSequence(outbox.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
 		t.Errorf("sequence %d, %v", got, err)
 	}
-	s := outbox.Seen{Digest: [32]byte{9: 9}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}}
-	v, _ := outbox.EncodeSeen(s)
-	if got, err := outbox.DecodeSeen(v); err != nil || got != s {
-		t.Errorf("seen %+v, %v", got, err)
-	}
-	if len(v) != 49 {
-		t.Errorf("seen row is %d bytes", len(v))
-	}
 	// As ingest writes it: 16 bytes of the digest, and the log row's seq;
 	// erased, without the seq. Each decodes as written.
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, Short: true, AcceptedMs: 5, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
-	for _, s := range []outbox.Seen{short, {Digest: short.Digest, Short: true, AcceptedMs: 5}} {
+	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
+	for _, s := range []outbox.Seen{short, {Digest: short.Digest, AcceptedMs: 5}} {
 		v, _ := outbox.EncodeSeen(s)
 		if got, err := outbox.DecodeSeen(v); err != nil || got != s {
 			t.Errorf("short seen %+v: decoded %+v, %v", s, got, err)
@@ -120,21 +112,16 @@ func TestSmallCodecsRoundTrip(t *testing.T) {
 	}
 }
 
-// A short seen row matches a digest by the 16 bytes it keeps; a full one
-// by all 32, as it always did.
+// A seen row matches a digest by the 16 bytes it keeps.
 func TestASeenRowMatchesTheDigestItKeeps(t *testing.T) {
 	d := [32]byte{0: 1, 15: 2, 31: 3}
 	tail := d
 	tail[31] ^= 1
 	head := d
 	head[15] ^= 1
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, Short: true}
+	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}}
 	if !short.Matches(d) || !short.Matches(tail) || short.Matches(head) {
-		t.Errorf("short row: matches %v, %v beyond its bytes, %v within them", short.Matches(d), short.Matches(tail), short.Matches(head))
-	}
-	full := outbox.Seen{Digest: d}
-	if !full.Matches(d) || full.Matches(tail) || full.Matches(head) {
-		t.Errorf("full row: matches %v, %v, %v", full.Matches(d), full.Matches(tail), full.Matches(head))
+		t.Errorf("matches %v, %v beyond its bytes, %v within them", short.Matches(d), short.Matches(tail), short.Matches(head))
 	}
 }
 

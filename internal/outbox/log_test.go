@@ -341,16 +341,22 @@ func TestSeenRowsOfBothVersionsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := outbox.DecodeSeen(v); err != nil || got != s {
-		t.Errorf("version 2: %+v %v", got, err)
+	if got, err := outbox.DecodeSeen(v); v[0] != 3 || err != nil || got != s {
+		t.Errorf("version 3: % x: %+v %v", v, got, err)
 	}
 	s.Logged, s.Seq = false, 0
-	v1, _ := outbox.EncodeSeen(s)
-	if v1[0] != 1 || len(v1) != 49 {
-		t.Errorf("unlogged seen row %x, want version 1 of 49 bytes", v1)
+	v4, _ := outbox.EncodeSeen(s)
+	if v4[0] != 4 || len(v4) != 33 {
+		t.Errorf("unlogged seen row %x, want version 4 of 33 bytes", v4)
 	}
-	if got, err := outbox.DecodeSeen(v1); err != nil || got != s {
-		t.Errorf("version 1: %+v %v", got, err)
+	if got, err := outbox.DecodeSeen(v4); err != nil || got != s {
+		t.Errorf("version 4: %+v %v", got, err)
+	}
+	// Versions no release wrote are corrupt.
+	for _, old := range []byte{1, 2} {
+		if _, err := outbox.DecodeSeen(append([]byte{old}, v4[1:]...)); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("version %d: %v", old, err)
+		}
 	}
 	if _, err := outbox.DecodeSeen(append(v, 0)); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("trailing byte: %v", err)
