@@ -356,30 +356,21 @@ func TestKeyLayout(t *testing.T) {
 }
 
 // An unordered row is in the values hash alone, which is the memory it
-// saves; its delete also removes the order entry a row put by an earlier
-// version has, so such entries do not outlive their rows.
+// saves.
 func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		ctx := t.Context()
 		keys := s.PartitionKeys(acme)
-		fresh, legacy := "s"+"fresh", "s"+"legacy"
+		fresh := "s" + "fresh"
 		var b store.Batch
 		b.Put(store.Key(fresh), store.Value("v"))
 		b.Put("ordered", store.Value("v"))
 		mustCommit(t, s, acme, b)
-		// As an earlier version wrote it: a value and an order entry.
-		if err := s.Client().HSet(ctx, keys[0], legacy, "old").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.Client().ZRange(ctx, keys[1], 0, -1).Val(); !slices.Equal(got, []string{"ordered", legacy}) {
-			t.Fatalf("order index %q, want the ordered row and the legacy entry", got)
+		if got := s.Client().ZRange(ctx, keys[1], 0, -1).Val(); !slices.Equal(got, []string{"ordered"}) {
+			t.Fatalf("order index %q, want the ordered row alone", got)
 		}
 		b = store.Batch{}
 		b.Delete(store.Key(fresh))
-		b.Delete(store.Key(legacy))
 		b.Delete("ordered")
 		mustCommit(t, s, acme, b)
 		wantEmpty(t, s, acme)
@@ -388,8 +379,7 @@ func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
 
 // Rows of the block-ordered class take one order entry per block of 64
 // numbers, which is the memory they save, and it goes with the block's
-// last row. A row an earlier version indexed by its own key is still
-// listed once beside the block's entry, and its delete takes that entry.
+// last row.
 func TestBlockedRowsShareTheirBlocksOrderEntry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		ctx := t.Context()
@@ -405,11 +395,6 @@ func TestBlockedRowsShareTheirBlocksOrderEntry(t *testing.T) {
 		mustCommit(t, s, acme, b)
 		if n := s.Client().ZCard(ctx, keys[1]).Val(); n != 3 {
 			t.Fatalf("order index of %d entries for 130 rows, want 3 blocks", n)
-		}
-		// As an earlier version indexed row 70: by its own key.
-		legacy := string(storetest.BlockedKey(70))
-		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
-			t.Fatal(err)
 		}
 		start, end := store.Key([]byte{store.BlockTag}), store.Key([]byte{store.BlockTag + 1})
 		page, err := s.Scan(ctx, acme, start, end, nil, 200)
