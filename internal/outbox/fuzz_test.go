@@ -47,7 +47,6 @@ func FuzzBuildThenParse(f *testing.F) {
 			build func() (store.Key, error)
 			want  outbox.ParsedKey
 		}{
-			{func() (store.Key, error) { return outbox.RecordKey(endpoint, rid) }, outbox.ParsedKey{Class: outbox.ClassRecord, Endpoint: endpoint, RID: rid}},
 			{func() (store.Key, error) { return outbox.PendingKey(endpoint, seq, rid) }, outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: endpoint, Seq: seq, RID: rid}},
 			{func() (store.Key, error) { return outbox.AttemptKey(endpoint, rid) }, outbox.ParsedKey{Class: outbox.ClassAttempt, Endpoint: endpoint, RID: rid}},
 			{func() (store.Key, error) { return outbox.BacklogKey(endpoint) }, outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: endpoint}},

@@ -75,10 +75,6 @@ func TestTheLogHoldsEachOutcomeOnceForEveryStream(t *testing.T) {
 		if !reflect.DeepEqual(ids, []string{"audit", "billing"}) {
 			t.Errorf("entries %v: the endpoint whose kinds do not take it has none", ids)
 		}
-		start, end := outbox.ClassRange(outbox.ClassRecord)
-		if rows := e.scan(start, end); len(rows) != 0 {
-			t.Errorf("%d per-stream record rows written", len(rows))
-		}
 		seenKey, _ := outbox.SeenKey("r-1")
 		v, _ := e.Get(seenKey)
 		if s, err := outbox.DecodeSeen(v); err != nil || !s.Logged || s.Seq != 0 {
@@ -242,34 +238,6 @@ func TestTheLogSweepKeepsARowChangedSinceItRead(t *testing.T) {
 		}
 		if _, ok := e.logRow(0); !ok {
 			t.Fatal("log row gone")
-		}
-	})
-}
-
-// A stream row accepted before the log, with its own record row, is still
-// delivered and acknowledged.
-func TestARowOlderThanTheLogIsAcknowledged(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		rec := mustRecord(t, committed("old"))
-		pk, _ := outbox.PendingKey("billing", 7, "old")
-		rk, _ := outbox.RecordKey("billing", "old")
-		bk, _ := outbox.BacklogKey("billing")
-		var b store.Batch
-		b.Put(pk, store.Value{})
-		b.Put(rk, rec)
-		b.Put(bk, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: uint64(len(rec))}))
-		e.Apply(b)
-		got, found := e.record("billing", "old")
-		if !found || string(got.Record) != string(rec) {
-			t.Fatalf("read %+v %v", got, found)
-		}
-		ackAll(t, e, "billing")
-		if _, found := e.Get(rk); found {
-			t.Error("record row kept")
-		}
-		if len(e.pending("billing")) != 0 {
-			t.Error("pending row kept")
 		}
 	})
 }
