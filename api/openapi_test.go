@@ -407,7 +407,7 @@ func TestEndpointSchemas(t *testing.T) {
 			"max_in_flight": 16, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
 		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "max_in_flight": 1}`, true},
 
-		{"retired mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v1"}`, false},
+		{"unknown mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v3"}`, false},
 		{"no url", `{"scheme": "mkit-hook-v2"}`, false},
 		{"empty url", `{"url": ""}`, false},
 		{"url over 2048", `{"url": "https://h.example/` + strings.Repeat("a", 2031) + `"}`, false},

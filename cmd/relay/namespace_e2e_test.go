@@ -38,11 +38,6 @@ func TestBinaryReceiverRefusesAnotherNamespacesWebhooks(t *testing.T) {
 
 	rp := relaytest.StartReceive(t, "-keys", p.URL+"/.well-known/mkit-hook-keys.json", "-namespace", "victim-b")
 	hook := map[string]any{"url": rp.URL + "/hooks/victim"}
-	// The retired scheme, which signed no namespace, cannot be chosen.
-	retired := map[string]any{"url": hook["url"], "scheme": "mkit-hook-v1"}
-	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, retired); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v["detail"]), "mkit-hook-v2") {
-		t.Fatalf("an endpoint of scheme mkit-hook-v1: %d %v, want 400 naming mkit-hook-v2", code, v)
-	}
 	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/victim-b/endpoints/hooks", victim, hook); code != http.StatusCreated || v["scheme"] != "mkit-hook-v2" {
 		t.Fatalf("victim's endpoint: %d %v, want 201 with scheme mkit-hook-v2", code, v)
 	}

@@ -117,13 +117,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		log.Warn("could not compare this host's clock with Redis's; /readyz compares them again", "error", scrub(err))
 	}
-	// Namespaces whose endpoints were written before the store kept its
-	// registry; after the first start this reads one key.
-	if n, err := st.BackfillRegistry(ctx); err != nil {
-		return nil, scrub(fmt.Errorf("backfill the namespace registry: %w", err))
-	} else if n > 0 {
-		log.Info("registered the namespaces of an older keyspace", "namespaces", n)
-	}
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildGauge(buildinfo.Read()))

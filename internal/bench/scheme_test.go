@@ -18,7 +18,7 @@ func TestBenchSchemeFlagTakesEveryRegisteredScheme(t *testing.T) {
 			t.Errorf("-scheme %s read as %q", scheme, c.scheme)
 		}
 	}
-	for _, scheme := range []string{"mkit-hook-v1", "standard-webhooks-v2", "v1a", ""} {
+	for _, scheme := range []string{"mkit-hook-v3", "standard-webhooks-v2", "v1a", ""} {
 		if _, err := parseBench([]string{"-scheme", scheme}); err == nil {
 			t.Errorf("-scheme %q: accepted", scheme)
 		}

@@ -87,10 +87,8 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 	}
 	var scheme hooks.Scheme
 	switch o.Endpoint.Scheme {
-	case outbox.SchemeMkitHookV2, outbox.SchemeMkitHookV1, "":
-		// An unset scheme is the default, as Endpoint.WithDefaults has it;
-		// the retired v1 is signed as v2 (DecodeEndpoint reads it so too),
-		// so its rows keep delivering.
+	case outbox.SchemeMkitHookV2, "":
+		// An unset scheme is the default, as Endpoint.WithDefaults has it.
 		scheme = hooks.SchemeMkit
 	case outbox.SchemeStandardWebhooks:
 		scheme = hooks.SchemeStandard

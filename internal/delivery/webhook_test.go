@@ -270,23 +270,6 @@ func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
 	}
 }
 
-// An endpoint stored while relay signed mkit-hook v1 keeps delivering,
-// signed as relay signs now.
-func TestWebhooksRetiredMkitSchemeIsSignedAsV2(t *testing.T) {
-	t.Parallel()
-	b := whSetup(t, nil)
-	if err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV1)); err != nil {
-		t.Fatalf("Deliver: %v", err)
-	}
-	got := b.one(t)
-	if v := got.header.Get(hookverify.HeaderMkitVersion); v != "2" {
-		t.Errorf("X-Mkit-Hook-Version %q, want 2", v)
-	}
-	if err := b.mkitVerifier(t).Verify(got.header, got.path, got.body); err != nil {
-		t.Errorf("receiver refuses it: %v", err)
-	}
-}
-
 func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 	t.Parallel()
 	t.Run("standard-webhooks", func(t *testing.T) {

@@ -59,7 +59,7 @@ var (
 // value: field names, enumerations and the words of type errors.
 var echoVocabulary = strings.Join(slices.Concat(outcomeFields, endpointFields, []string{
 	"secrets disabled_reason created_ms updated_ms",
-	`"mkit-hook-v1" "mkit-hook-v2" "standard-webhooks" "whsec_"`,
+	`"mkit-hook-v2" "standard-webhooks" "whsec_"`,
 	"must be a JSON string boolean array object number of the right range",
 }), " ")
 

@@ -133,7 +133,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			{"endpoint: max_in_flight 0", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "max_in_flight": 0}`, 400, httpapi.SlugInvalidEndpoint},
 			{"endpoint: max_in_flight 17", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "max_in_flight": 17}`, 400, httpapi.SlugInvalidEndpoint},
 			{"endpoint: unknown kind", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "kinds": ["deleted"]}`, 400, httpapi.SlugInvalidEndpoint},
-			{"endpoint: no url", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"scheme": "mkit-hook-v1"}`, 400, httpapi.SlugInvalidEndpoint},
+			{"endpoint: no url", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"scheme": "mkit-hook-v2"}`, 400, httpapi.SlugInvalidEndpoint},
 			{"endpoint: plain http", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "http://a.example.com/"}`, 400, httpapi.SlugInvalidEndpoint},
 			{"endpoint: private address", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://10.0.0.8/hook"}`, 422, httpapi.SlugUnsafeURL},
 			{"endpoint: metadata address", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://169.254.169.254/latest"}`, 422, httpapi.SlugUnsafeURL},

@@ -24,8 +24,7 @@ const MaxAcksPerBatch = (store.MaxBatchOps - 12) / 4
 // rewrite and its attempt row's deletion; three for a row the log alone
 // queues, whose entry's guard stands for the pending row's; or, for the last stream of a log
 // row kept for no retention, the row's guard and the deletion of it, the
-// pending and the attempt rows; or, for a row older than the log, the guard
-// and the deletions of its record, pending and attempt rows), for the backlog its guard and deletion when the plan acknowledges every
+// pending and the attempt rows), for the backlog its guard and deletion when the plan acknowledges every
 // row it counts, or one relative update when rows remain, one Add to
 // the stream's counters, and MinuteOps for its minute (minutes.go).
 func AckOps(n int) int { return 4*n + 3 + MinuteOps }
@@ -264,7 +263,7 @@ func (a *Acks) Plan(b *store.Batch) {
 		}
 		switch {
 		case !r.rec.logged:
-			b.Delete(streamKey(ClassRecord, a.endpoint, r.rid))
+			// Its record is gone (a forced drop): no log entry to change.
 		case a.last(r):
 			b.Delete(LogKey(r.seq))
 		default:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
@@ -74,7 +73,6 @@ func TestPutEndpointRefusesBadInputWritingNothing(t *testing.T) {
 		before := e.all()
 		cases := map[string]outbox.EndpointSpec{
 			"a secret for mkit-hook-v2": {URL: "https://h.example.com/", Secret: "whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"},
-			"the retired mkit-hook-v1":  {URL: "https://h.example.com/", Scheme: outbox.SchemeMkitHookV1},
 			"a malformed secret":        {URL: "https://h.example.com/", Scheme: outbox.SchemeStandardWebhooks, Secret: "whsec_nope"},
 			"an unknown kind":           {URL: "https://h.example.com/", Kinds: []outbox.Kind{"bogus"}},
 			"max_in_flight 17":          {URL: "https://h.example.com/", MaxInFlight: 17},
@@ -404,50 +402,6 @@ func TestIngestReadsPastOrphanBacklogRows(t *testing.T) {
 		}
 		if bl, _ := e.backlog("billing"); bl.Rows != 1 {
 			t.Fatalf("backlog %+v, want 1 row", bl)
-		}
-	})
-}
-
-// legacyMkitRow is an endpoint row as relay wrote it while it signed
-// mkit-hook v1, byte for byte.
-const legacyMkitRow = "\x01" + `{"url":"https://hooks.example.com/legacy","scheme":"mkit-hook-v1","enabled":true,"max_in_flight":1,"created_ms":1764460800000,"updated_ms":1764460800000}`
-
-// An endpoint stored with the retired scheme keeps its place: it reads as
-// mkit-hook-v2, which is how its deliveries are signed now, and a change to
-// it, guarded by its stored bytes, writes it so.
-func TestEndpointStoredAsMkitHookV1ReadsAndRewritesAsV2(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e *env) {
-		key, err := outbox.EndpointKey("legacy")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b store.Batch
-		b.Put(key, store.Value(legacyMkitRow))
-		if res, err := e.St.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
-			t.Fatalf("store the legacy row: %+v %v", res, err)
-		}
-		got, err := e.admin().Endpoint(e.Ctx, e.P, "legacy")
-		if err != nil || got.Endpoint.Scheme != outbox.SchemeMkitHookV2 {
-			t.Fatalf("legacy row reads as %q (%v), want %q", got.Endpoint.Scheme, err, outbox.SchemeMkitHookV2)
-		}
-		list, err := e.admin().Endpoints(e.Ctx, e.P)
-		if err != nil || len(list) != 1 || list[0].Endpoint.Scheme != outbox.SchemeMkitHookV2 {
-			t.Fatalf("listed as %+v (%v)", list, err)
-		}
-		// Ingest fans out to it as to any endpoint.
-		if st := e.Append(committed("r-1")); st[0].Code != outbox.Accepted {
-			t.Fatalf("append: %+v", st)
-		}
-		if rows := e.pending("legacy"); len(rows) != 1 {
-			t.Fatalf("pending rows of the legacy endpoint: %d, want 1", len(rows))
-		}
-		res := e.put("legacy", outbox.EndpointSpec{URL: "https://hooks.example.com/legacy", Scheme: outbox.SchemeMkitHookV2, Enabled: true})
-		if res.Created || res.Endpoint.Scheme != outbox.SchemeMkitHookV2 {
-			t.Fatalf("put over the legacy row: %+v", res)
-		}
-		stored := e.scan(key, key+"\x00")
-		if len(stored) != 1 || !strings.Contains(string(stored[0].Value), `"scheme":"mkit-hook-v2"`) {
-			t.Fatalf("rewritten row %q", stored)
 		}
 	})
 }

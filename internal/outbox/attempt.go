@@ -148,37 +148,28 @@ func EncodeAttempts(h Attempts) (store.Value, error) {
 	return v, nil
 }
 
-// DecodeAttempts decodes an attempt row of either version. A version 1
-// row, one failed attempt and the count of the row's failed attempts,
-// reads as that attempt with the count as the total.
+// DecodeAttempts decodes an attempt row.
 func DecodeAttempts(v store.Value) (Attempts, error) {
 	var h Attempts
-	var r *reader
+	r := &reader{what: "attempt", b: v}
 	switch {
-	case len(v) > 0 && v[0] == attemptsV2:
-		r = &reader{what: "attempt", b: v[1:]}
-		h.Total = r.u32()
-		n := int(r.u8())
-		if r.err == nil && (n == 0 || n > MaxAttempts) {
-			r.fail("%d attempts held", n)
-		}
-		for i := 0; i < n && r.err == nil; i++ {
-			h.Last = append(h.Last, Attempt{
-				AtMs: r.ms(), DurationMs: r.u32(), Status: int(r.u16()),
-				ErrorClass: r.str(MaxErrorClassBytes), Excerpt: r.str(MaxExcerptBytes),
-			})
-		}
+	case len(v) == 0:
+		r.fail("empty value")
+	case v[0] != attemptsV2:
+		r.fail("unknown version %d", v[0])
 	default:
-		// Version 1: at ms u64, status u16, count u32, error class. Its
-		// attempt failed, so it has a class, and its count is at least 1.
-		r = newReader("attempt", v)
-		a := Attempt{AtMs: r.ms(), Status: int(r.u16())}
-		h.Total = r.u32()
-		a.ErrorClass = r.str(MaxErrorClassBytes)
-		if r.err == nil && (a.ErrorClass == "" || h.Total == 0) {
-			r.fail("version 1 row without a class or a count")
-		}
-		h.Last = []Attempt{a}
+		r.b = v[1:]
+	}
+	h.Total = r.u32()
+	n := int(r.u8())
+	if r.err == nil && (n == 0 || n > MaxAttempts) {
+		r.fail("%d attempts held", n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		h.Last = append(h.Last, Attempt{
+			AtMs: r.ms(), DurationMs: r.u32(), Status: int(r.u16()),
+			ErrorClass: r.str(MaxErrorClassBytes), Excerpt: r.str(MaxExcerptBytes),
+		})
 	}
 	if err := r.end(); err != nil {
 		return Attempts{}, err

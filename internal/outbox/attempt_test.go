@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"math"
 	"strings"
@@ -12,17 +11,6 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 )
-
-// v1Attempt is an attempt row as version 1 wrote it: 0x01, at ms u64,
-// status u16, count u32, error class (uvarint length and bytes).
-func v1Attempt(atMs int64, status int, count uint32, class string) []byte {
-	v := []byte{0x01}
-	v = binary.BigEndian.AppendUint64(v, uint64(atMs))
-	v = binary.BigEndian.AppendUint16(v, uint16(status))
-	v = binary.BigEndian.AppendUint32(v, count)
-	v = binary.AppendUvarint(v, uint64(len(class)))
-	return append(v, class...)
-}
 
 func failedAt(ms int64) outbox.Attempt {
 	return outbox.Attempt{AtMs: ms, DurationMs: 40, Status: 503, ErrorClass: "status", Excerpt: "busy"}
@@ -73,42 +61,9 @@ func TestTheTotalKeepsCountingPastTheAttemptsKept(t *testing.T) {
 	if h.Total != 37 || len(h.Last) != outbox.MaxAttempts {
 		t.Fatalf("total %d, %d kept; want 37 and %d", h.Total, len(h.Last), outbox.MaxAttempts)
 	}
-	// An old row's count carries on.
-	old, err := outbox.DecodeAttempts(v1Attempt(t0, 503, 36, "status"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := old.With(failedAt(t0 + 1)); got.Total != 37 || len(got.Last) != 2 {
-		t.Fatalf("after a version 1 row of 36: total %d, %d kept", got.Total, len(got.Last))
-	}
 	full := outbox.Attempts{Total: math.MaxUint32, Last: []outbox.Attempt{failedAt(t0)}}
 	if got := full.With(failedAt(t0 + 1)); got.Total != math.MaxUint32 {
 		t.Fatalf("total wrapped to %d", got.Total)
-	}
-}
-
-func TestAVersion1AttemptRowStillDecodes(t *testing.T) {
-	// The bytes version 1 wrote for a third failure, 503, at t0.
-	v := v1Attempt(t0, 503, 3, "status")
-	h, err := outbox.DecodeAttempts(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := outbox.Attempt{AtMs: t0, Status: 503, ErrorClass: "status"}
-	if h.Total != 3 || len(h.Last) != 1 || h.Last[0] != want {
-		t.Fatalf("version 1 row read as %+v", h)
-	}
-	for name, bad := range map[string][]byte{
-		"count 0":      v1Attempt(t0, 503, 0, "status"),
-		"no class":     v1Attempt(t0, 200, 1, ""),
-		"status 42":    v1Attempt(t0, 42, 1, "status"),
-		"trailing":     append(v1Attempt(t0, 503, 1, "status"), 0),
-		"truncated":    v1Attempt(t0, 503, 1, "status")[:14],
-		"invalid type": v1Attempt(t0, 503, 1, "Status"),
-	} {
-		if _, err := outbox.DecodeAttempts(bad); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("%s: %v", name, err)
-		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -24,13 +23,9 @@ type NamespaceBacklog struct {
 //
 // A stream's oldest row is its first pending row: sequence numbers are
 // handed out in acceptance order and a row keeps its own. Its log row says
-// when it was accepted. For a row older than the log, neither the row nor
-// its record says; its seen row does, written in the same batch and kept
-// for the idempotency window. A seen row that is
-// gone, or that no longer holds this record's digest (the reservation id
-// was accepted again once the window had passed), means the row was
-// accepted more than a window ago: it is then reported as accepted exactly
-// a window ago, a lower bound on its age, never a made-up figure.
+// when it was accepted. A row whose log row is gone (erased) is reported as
+// accepted exactly a window ago, a lower bound on its age, never a made-up
+// figure.
 type BacklogReader struct {
 	Store store.NamespaceStore
 	// Window must equal the Appender's; DefaultWindow when zero.
@@ -82,8 +77,7 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 // oldestAccepted is when the oldest row of each of streams' queues was
 // accepted (see BacklogReader), 0 for a stream found empty, in two round
 // trips: each stream's first pending row and its head, then the first
-// row's log row (and, for a row older than the log, its record and seen
-// row), or, for a stream with no pending row, up to queueDateRows log rows
+// row's log row, or, for a stream with no pending row, up to queueDateRows log rows
 // from its head. A stream with none of its own among those is dated by the
 // last, which is no later than its oldest.
 func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partition, streams []string, nowMs int64, window time.Duration) ([]int64, error) {
@@ -125,7 +119,7 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 		if !ok || pk.Class != ClassPending || pk.Endpoint != streams[i] {
 			return nil, fmt.Errorf("pending row of %s/%s: %w", p, streams[i], corruptf("bad pending key"))
 		}
-		keys = append(keys, LogKey(pk.Seq), streamKey(ClassRecord, pk.Endpoint, pk.RID), tagged(ClassSeen, pk.RID))
+		keys = append(keys, LogKey(pk.Seq))
 		at = append(at, i)
 	}
 	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
@@ -156,20 +150,12 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	}
 	floor := nowMs - window.Milliseconds()
 	for j, i := range at {
-		accepted := floor
-		if l := rows[3*j]; l.Found {
+		out[i] = floor
+		if l := rows[j]; l.Found {
 			if row, err := DecodeLog(l.Value); err == nil {
 				out[i] = row.AcceptedMs
-				continue
 			}
 		}
-		// A row older than the log: its seen row dates it.
-		if rec, seen := rows[3*j+1], rows[3*j+2]; rec.Found && seen.Found {
-			if s, err := DecodeSeen(seen.Value); err == nil && s.Matches(digest.Sum256(rec.Value)) {
-				accepted = s.AcceptedMs
-			}
-		}
-		out[i] = accepted
 	}
 	return out, nil
 }

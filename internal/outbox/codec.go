@@ -198,12 +198,10 @@ func DecodeSequence(v store.Value) (uint64, error) {
 
 // Seen is the idempotency row of an accepted reservation id.
 type Seen struct {
-	// Digest is the BLAKE3 of the accepted outcome's record encoding; only
-	// its first SeenDigestBytes when Short.
+	// Digest is the BLAKE3 of the accepted outcome's record encoding, of
+	// which the row keeps the first SeenDigestBytes; the rest is zero once
+	// decoded.
 	Digest [32]byte
-	// Short: the row keeps SeenDigestBytes of the digest, as ingest writes
-	// it; rows of earlier versions keep all 32.
-	Short bool
 	// AcceptedMs is when it was accepted; the row counts until AcceptedMs
 	// plus the idempotency window.
 	AcceptedMs int64
@@ -212,18 +210,17 @@ type Seen struct {
 	// call recognises its own write after a lost reply, and no other call
 	// that happened to write the same row in the same millisecond does.
 	Writer [8]byte
-	// Logged: Seq is the outcome's log row. A row written before the log,
-	// or whose outcome was erased, has none.
+	// Logged: Seq is the outcome's log row. A row whose outcome was erased
+	// has none.
 	Logged bool
 	Seq    uint64
 }
 
-// Seen row versions: 2 adds the sequence of the outcome's log row to 1;
-// 3 and 4 are 2 and 1 with a short digest.
+// Seen row versions: 3 with the sequence of the outcome's log row, 4
+// without.
 const (
-	seenV2      = 0x02
-	seenV3Short = 0x03
-	seenV4Short = 0x04
+	seenV3 = 0x03
+	seenV4 = 0x04
 )
 
 // SeenDigestBytes is how much of its digest a seen row keeps. It tells a
@@ -234,32 +231,23 @@ const SeenDigestBytes = 16
 
 // Matches reports whether d is the digest the row keeps.
 func (s Seen) Matches(d [32]byte) bool {
-	if s.Short {
-		return [SeenDigestBytes]byte(s.Digest[:SeenDigestBytes]) == [SeenDigestBytes]byte(d[:SeenDigestBytes])
-	}
-	return s.Digest == d
+	return [SeenDigestBytes]byte(s.Digest[:SeenDigestBytes]) == [SeenDigestBytes]byte(d[:SeenDigestBytes])
 }
 
 // EncodeSeen is the version its fields call for (see the constants), then
-// the digest (16 when Short, else 32), accepted ms u64, writer (8) and,
-// when Logged, the seq u64.
+// SeenDigestBytes of the digest, accepted ms u64, writer (8) and, when
+// Logged, the seq u64.
 func EncodeSeen(s Seen) (store.Value, error) {
 	if s.AcceptedMs < 0 {
 		return nil, invalidf("seen: accepted time must not be negative")
 	}
-	v := make([]byte, 0, 1+32+8+8+8)
-	digest := s.Digest[:]
-	switch {
-	case s.Short && s.Logged:
-		v, digest = append(v, seenV3Short), digest[:SeenDigestBytes]
-	case s.Short:
-		v, digest = append(v, seenV4Short), digest[:SeenDigestBytes]
-	case s.Logged:
-		v = append(v, seenV2)
-	default:
-		v = append(v, codecV1)
+	v := make([]byte, 0, 1+SeenDigestBytes+8+8+8)
+	if s.Logged {
+		v = append(v, seenV3)
+	} else {
+		v = append(v, seenV4)
 	}
-	v = append(v, digest...)
+	v = append(v, s.Digest[:SeenDigestBytes]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(s.AcceptedMs))
 	v = append(v, s.Writer[:]...)
 	if s.Logged {
@@ -268,22 +256,21 @@ func EncodeSeen(s Seen) (store.Value, error) {
 	return v, nil
 }
 
-// DecodeSeen decodes an idempotency row of any version.
+// DecodeSeen decodes an idempotency row.
 func DecodeSeen(v store.Value) (Seen, error) {
-	var r *reader
+	r := &reader{what: "seen", b: v}
 	var s Seen
-	digest := 32
 	switch {
-	case len(v) > 0 && v[0] == seenV2:
-		r, s.Logged = &reader{what: "seen", b: v[1:]}, true
-	case len(v) > 0 && v[0] == seenV3Short:
-		r, s.Logged, s.Short, digest = &reader{what: "seen", b: v[1:]}, true, true, SeenDigestBytes
-	case len(v) > 0 && v[0] == seenV4Short:
-		r, s.Short, digest = &reader{what: "seen", b: v[1:]}, true, SeenDigestBytes
+	case len(v) > 0 && v[0] == seenV3:
+		r.b, s.Logged = v[1:], true
+	case len(v) > 0 && v[0] == seenV4:
+		r.b = v[1:]
+	case len(v) == 0:
+		r.fail("empty value")
 	default:
-		r = newReader("seen", v)
+		r.fail("unknown version %d", v[0])
 	}
-	copy(s.Digest[:], r.take(uint64(digest)))
+	copy(s.Digest[:], r.take(SeenDigestBytes))
 	s.AcceptedMs = r.ms()
 	copy(s.Writer[:], r.take(8))
 	if s.Logged {

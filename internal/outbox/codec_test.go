@@ -98,18 +98,10 @@ func TestSmallCodecsRoundTrip(t *testing.T) {
 	if got, err := outbox.DecodeSequence(outbox.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
 		t.Errorf("sequence %d, %v", got, err)
 	}
-	s := outbox.Seen{Digest: [32]byte{9: 9}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}}
-	v, _ := outbox.EncodeSeen(s)
-	if got, err := outbox.DecodeSeen(v); err != nil || got != s {
-		t.Errorf("seen %+v, %v", got, err)
-	}
-	if len(v) != 49 {
-		t.Errorf("seen row is %d bytes", len(v))
-	}
 	// As ingest writes it: 16 bytes of the digest, and the log row's seq;
 	// erased, without the seq. Each decodes as written.
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, Short: true, AcceptedMs: 5, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
-	for _, s := range []outbox.Seen{short, {Digest: short.Digest, Short: true, AcceptedMs: 5}} {
+	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
+	for _, s := range []outbox.Seen{short, {Digest: short.Digest, AcceptedMs: 5}} {
 		v, _ := outbox.EncodeSeen(s)
 		if got, err := outbox.DecodeSeen(v); err != nil || got != s {
 			t.Errorf("short seen %+v: decoded %+v, %v", s, got, err)
@@ -120,21 +112,16 @@ func TestSmallCodecsRoundTrip(t *testing.T) {
 	}
 }
 
-// A short seen row matches a digest by the 16 bytes it keeps; a full one
-// by all 32, as it always did.
+// A seen row matches a digest by the 16 bytes it keeps.
 func TestASeenRowMatchesTheDigestItKeeps(t *testing.T) {
 	d := [32]byte{0: 1, 15: 2, 31: 3}
 	tail := d
 	tail[31] ^= 1
 	head := d
 	head[15] ^= 1
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, Short: true}
+	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}}
 	if !short.Matches(d) || !short.Matches(tail) || short.Matches(head) {
-		t.Errorf("short row: matches %v, %v beyond its bytes, %v within them", short.Matches(d), short.Matches(tail), short.Matches(head))
-	}
-	full := outbox.Seen{Digest: d}
-	if !full.Matches(d) || full.Matches(tail) || full.Matches(head) {
-		t.Errorf("full row: matches %v, %v, %v", full.Matches(d), full.Matches(tail), full.Matches(head))
+		t.Errorf("matches %v, %v beyond its bytes, %v within them", short.Matches(d), short.Matches(tail), short.Matches(head))
 	}
 }
 
@@ -199,34 +186,6 @@ func TestEndpointRoundTripsAndFiltersKinds(t *testing.T) {
 	}
 }
 
-func TestEndpointDecoderReadsTheRetiredMkitSchemeAsV2(t *testing.T) {
-	v1 := outbox.Endpoint{URL: "https://x.example/in", Scheme: outbox.SchemeMkitHookV2, Enabled: true, MaxInFlight: 1}
-	v, err := outbox.EncodeEndpoint(&v1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy := strings.Replace(string(v), `"mkit-hook-v2"`, `"mkit-hook-v1"`, 1)
-	got, err := outbox.DecodeEndpoint(store.Value(legacy))
-	if err != nil || !reflect.DeepEqual(got, v1) {
-		t.Fatalf("legacy row: %+v, %v; want %+v", got, err, v1)
-	}
-	// Still only canonical rows, and no secrets with it.
-	for name, b := range map[string]string{
-		"whitespace":   strings.Replace(legacy, `,"scheme"`, `, "scheme"`, 1),
-		"with secrets": strings.Replace(legacy, `"mkit-hook-v1",`, `"mkit-hook-v1","secrets":["`+string(secret(1))+`"],`, 1),
-		"other case":   strings.Replace(legacy, `"mkit-hook-v1"`, `"MKIT-HOOK-V1"`, 1),
-	} {
-		if _, err := outbox.DecodeEndpoint(store.Value(b)); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	// A new endpoint cannot choose it.
-	v1.Scheme = outbox.SchemeMkitHookV1
-	if _, err := outbox.EncodeEndpoint(&v1); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "mkit-hook-v2") {
-		t.Errorf("encode mkit-hook-v1: %v, want ErrInvalid naming mkit-hook-v2", err)
-	}
-}
-
 func TestEndpointDecoderAcceptsOnlyCanonicalJSON(t *testing.T) {
 	ep := testEndpoint()
 	v, _ := outbox.EncodeEndpoint(&ep)
@@ -268,7 +227,6 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 		"bad secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{"whsec_hunter2"} }),
 		"dup secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{secret(1), secret(1)} }),
 		"mkit secret": mod(func(e *outbox.Endpoint) { e.Scheme = outbox.SchemeMkitHookV2 }),
-		"mkit v1":     mod(func(e *outbox.Endpoint) { e.Scheme, e.Secrets = outbox.SchemeMkitHookV1, nil }),
 		"kind":        mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"merged"} }),
 		"dup kind":    mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"expired", "expired"} }),
 		"in flight":   mod(func(e *outbox.Endpoint) { e.MaxInFlight = 0 }),

@@ -97,25 +97,23 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 // with its nine other operations it stays within store.MaxBatchOps.
 const maxLeftovers = store.MaxBatchOps - 9
 
-// leftovers is up to maxLeftovers attempt, record and minute rows of the
+// leftovers is up to maxLeftovers attempt and minute rows of the
 // stream of id; more reports that there are others. The minute rows go in
 // the final batch, which guards the timer, so no fire adds to them after.
 func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (keys []store.Key, more bool, err error) {
-	for _, r := range []func(string) (store.Key, store.Key, error){AttemptRange, RecordRange} {
-		start, end, err := r(id)
-		if err != nil {
-			return nil, false, err
-		}
-		page, err := a.Store.Scan(ctx, p, start, end, nil, maxLeftovers+1-len(keys))
-		if err != nil {
-			return nil, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
-		}
-		for _, e := range page.Entries {
-			keys = append(keys, e.Key)
-		}
-		if len(keys) > maxLeftovers {
-			return keys[:maxLeftovers], true, nil
-		}
+	start, end, err := AttemptRange(id)
+	if err != nil {
+		return nil, false, err
+	}
+	page, err := a.Store.Scan(ctx, p, start, end, nil, maxLeftovers+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
+	}
+	for _, e := range page.Entries {
+		keys = append(keys, e.Key)
+	}
+	if len(keys) > maxLeftovers {
+		return keys[:maxLeftovers], true, nil
 	}
 	minutes, err := minuteLeftovers(ctx, a.Store, p, id, a.Clock.Now().UnixMilli())
 	if err != nil {

@@ -3,9 +3,9 @@
 // acknowledgement plan (Acks).
 //
 // A namespace is one store partition. Each endpoint of it is a stream with its
-// own record rows, pending index, backlog and delivery timer, so one stream
-// never waits on another; the sequence and the idempotency (seen) rows are
-// shared by the streams of the namespace.
+// own pending index, backlog and delivery timer, so one stream never waits
+// on another; the sequence, the outcome log and the idempotency (seen) rows
+// are shared by the streams of the namespace.
 //
 // Every decoder is strict: a truncated, trailing, non-canonical or
 // unknown-version value is an error wrapping store.ErrCorrupt, never a panic

@@ -21,12 +21,6 @@ const (
 	// SchemeMkitHookV2 signs with relay's Ed25519 key, naming the
 	// endpoint's namespace; it needs no secret.
 	SchemeMkitHookV2 Scheme = "mkit-hook-v2"
-	// SchemeMkitHookV1 is retired: it signed no namespace, so one tenant
-	// could send webhooks another's receiver took as its own. Endpoint rows
-	// stored with it are read as SchemeMkitHookV2, so they keep delivering
-	// (signed as relay now signs) and show what is signed; a new
-	// registration with it is refused.
-	SchemeMkitHookV1 Scheme = "mkit-hook-v1"
 	// SchemeStandardWebhooks signs with HMAC-SHA256 under whsec_ secrets.
 	SchemeStandardWebhooks Scheme = "standard-webhooks"
 	// SchemeStandardWebhooksV1a signs with Ed25519 under the endpoint's own
@@ -178,8 +172,6 @@ func (e *Endpoint) Validate() error {
 				return invalidf("signing_keys[%d] repeats an earlier key", i)
 			}
 		}
-	case SchemeMkitHookV1:
-		return invalidf("scheme mkit-hook-v1 is retired, since it does not sign the namespace: use %q", SchemeMkitHookV2)
 	case SchemeStandardWebhooks:
 		if len(e.Secrets) == 0 || len(e.Secrets) > MaxSecrets {
 			return invalidf("scheme standard-webhooks needs 1 to %d secrets", MaxSecrets)
@@ -310,10 +302,8 @@ func EncodeEndpoint(e *Endpoint) (store.Value, error) {
 
 // DecodeEndpoint decodes an endpoint row. Only the exact bytes EncodeEndpoint
 // writes (or wrote) are accepted: unknown fields, other spellings of field
-// names, whitespace, trailing data and invalid endpoints are corrupt. A row
-// stored with the retired mkit-hook-v1 scheme reads as mkit-hook-v2, what
-// relay signs its deliveries with now; it is written so when it next
-// changes. Callers guard writes with the row's bytes, never a re-encoding.
+// names, whitespace, trailing data and invalid endpoints are corrupt.
+// Callers guard writes with the row's bytes, never a re-encoding.
 func DecodeEndpoint(v store.Value) (Endpoint, error) {
 	if len(v) == 0 || v[0] != codecV1 {
 		return Endpoint{}, corruptf("endpoint: unknown version")
@@ -330,9 +320,6 @@ func DecodeEndpoint(v store.Value) (Endpoint, error) {
 	canon, err := json.Marshal(&e)
 	if err != nil || !bytes.Equal(canon, v[1:]) {
 		return Endpoint{}, corruptf("endpoint: not canonical")
-	}
-	if e.Scheme == SchemeMkitHookV1 {
-		e.Scheme = SchemeMkitHookV2
 	}
 	if err := e.Validate(); err != nil {
 		return Endpoint{}, corruptf("endpoint: %v", err)

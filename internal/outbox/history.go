@@ -14,8 +14,8 @@ import (
 // Errors of an outcome's history.
 var (
 	// ErrOutcomeNotFound: the namespace holds no outcome under this
-	// reservation id: never accepted, swept after its retention, erased,
-	// or accepted before the log and still waiting.
+	// reservation id: never accepted, swept after its retention, or
+	// erased.
 	ErrOutcomeNotFound = errors.New("outbox: no outcome under this reservation id")
 	// ErrStillPending: the outcome still waits on that stream; a replay,
 	// not a resend, hurries it.

@@ -284,7 +284,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 			if v, err = EncodeLog(l); err != nil {
 				return store.Batch{}, err
 			}
-			seen, _ = EncodeSeen(Seen{Digest: it.digest, Short: true, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
+			seen, _ = EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
 			if enc != nil {
 				enc.logs, enc.seen = append(enc.logs, v), append(enc.seen, seen)
 			}

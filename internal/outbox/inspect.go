@@ -307,58 +307,34 @@ func (q queued) guard(b *store.Batch, id, rid string) {
 
 // findPending finds the row rid of the stream's queue. The seen row names
 // its sequence number: the row is queued when its pending row is there,
-// or, at or after the head, when its log entry is pending. A row older
-// than the log has a pending key that leads with its sequence number, so
-// the stream is scanned from its start; a stuck row is usually near it.
-// The record tells first whether the row is pending at all.
+// or, at or after the head, when its log entry is pending.
 func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string, head Head) (queued, bool, error) {
-	rows, err := a.Store.GetMany(ctx, p, []store.Key{tagged(ClassSeen, rid), streamKey(ClassRecord, id, rid)})
+	v, found, err := a.Store.Get(ctx, p, tagged(ClassSeen, rid))
 	if err != nil {
 		return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
 	}
-	if rows[0].Found {
-		if seen, err := DecodeSeen(rows[0].Value); err == nil && seen.Logged {
-			got, err := a.Store.GetMany(ctx, p, []store.Key{pendingKey(id, seen.Seq, rid), LogKey(seen.Seq)})
-			if err != nil {
-				return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
-			}
-			if got[0].Found {
-				return queued{seq: seen.Seq}, true, nil
-			}
-			if head.Found && seen.Seq >= head.Seq && got[1].Found {
-				if l, err := DecodeLog(got[1].Value); err == nil && l.RID == rid {
-					if en, ok := l.Entry(id); ok && en.State == EntryPending {
-						return queued{seq: seen.Seq, logged: true, entry: en}, true, nil
-					}
-				}
-			}
-			return queued{}, false, nil
-		}
-	}
-	if !rows[1].Found {
-		// Not pending as an outcome older than the log either.
+	if !found {
 		return queued{}, false, nil
 	}
-	start, end, err := PendingRange(id)
-	if err != nil {
-		return queued{}, false, err
+	seen, err := DecodeSeen(v)
+	if err != nil || !seen.Logged {
+		return queued{}, false, nil
 	}
-	var after *store.Cursor
-	for {
-		page, err := a.Store.Scan(ctx, p, start, end, after, 256)
-		if err != nil {
-			return queued{}, false, fmt.Errorf("scan stream %s/%s: %w", p, id, err)
-		}
-		for _, e := range page.Entries {
-			if pk, ok := Parse(e.Key); ok && pk.RID == rid {
-				return queued{seq: pk.Seq}, true, nil
+	got, err := a.Store.GetMany(ctx, p, []store.Key{pendingKey(id, seen.Seq, rid), LogKey(seen.Seq)})
+	if err != nil {
+		return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
+	}
+	if got[0].Found {
+		return queued{seq: seen.Seq}, true, nil
+	}
+	if head.Found && seen.Seq >= head.Seq && got[1].Found {
+		if l, err := DecodeLog(got[1].Value); err == nil && l.RID == rid {
+			if en, ok := l.Entry(id); ok && en.State == EntryPending {
+				return queued{seq: seen.Seq, logged: true, entry: en}, true, nil
 			}
 		}
-		if page.Next == nil {
-			return queued{}, false, nil
-		}
-		after = page.Next
 	}
+	return queued{}, false, nil
 }
 
 // head reads the stream's head; one that does not decode reads as none,

@@ -123,10 +123,6 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 			if b, found := e.backlog(ep); found {
 				t.Errorf("%s backlog %+v left after every row was acknowledged", ep, b)
 			}
-			start, end, _ := outbox.RecordRange(ep)
-			if rows := e.scan(start, end); len(rows) != 0 {
-				t.Errorf("%s keeps %d records", ep, len(rows))
-			}
 		}
 	})
 }

@@ -16,8 +16,6 @@ type Class byte
 // parts shown; integers are fixed-width big-endian so that numeric order is
 // byte order.
 const (
-	// ClassRecord: 'r' endpoint '/' rid -> the outcome record of that stream.
-	ClassRecord Class = 'r'
 	// ClassPending: 'p' endpoint '/' seq(8) rid -> empty; the stream's queue
 	// in sequence order.
 	ClassPending Class = 'p'
@@ -120,14 +118,6 @@ func checkStream(endpoint, rid string) error {
 	return ValidateReservationID(rid)
 }
 
-// RecordKey is the key of a stream's outcome record.
-func RecordKey(endpoint, rid string) (store.Key, error) {
-	if err := checkStream(endpoint, rid); err != nil {
-		return "", err
-	}
-	return streamKey(ClassRecord, endpoint, rid), nil
-}
-
 // PendingKey is the key of a stream's pending index row at seq.
 func PendingKey(endpoint string, seq uint64, rid string) (store.Key, error) {
 	if err := checkStream(endpoint, rid); err != nil {
@@ -196,11 +186,6 @@ func PendingRange(endpoint string) (start, end store.Key, err error) {
 	return streamRange(ClassPending, endpoint)
 }
 
-// RecordRange is the key range of one stream's records, in rid order.
-func RecordRange(endpoint string) (start, end store.Key, err error) {
-	return streamRange(ClassRecord, endpoint)
-}
-
 // AttemptRange is the key range of one stream's attempt rows, in rid order.
 func AttemptRange(endpoint string) (start, end store.Key, err error) {
 	return streamRange(ClassAttempt, endpoint)
@@ -245,7 +230,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 	c, rest := Class(key[0]), string(key[1:])
 	pk := ParsedKey{Class: c}
 	switch c {
-	case ClassRecord, ClassAttempt:
+	case ClassAttempt:
 		ep, rid, ok := strings.Cut(rest, "/")
 		if !ok || !validEndpointID(ep) || !validRID(rid) {
 			return ParsedKey{}, false
@@ -297,7 +282,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 // Parse, it builds from the fields without validating them.
 func (k ParsedKey) Key() store.Key {
 	switch k.Class {
-	case ClassRecord, ClassAttempt:
+	case ClassAttempt:
 		return streamKey(k.Class, k.Endpoint, k.RID)
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)

@@ -13,8 +13,8 @@ import (
 func TestKeyBuildersRefuseBadIDs(t *testing.T) {
 	badEndpoints := []string{"", "A", "-a", "_a", "a/b", "a.b", strings.Repeat("a", 64), "é"}
 	for _, ep := range badEndpoints {
-		if _, err := outbox.RecordKey(ep, "r1"); !errors.Is(err, outbox.ErrInvalid) {
-			t.Errorf("RecordKey(%q): %v", ep, err)
+		if _, err := outbox.AttemptKey(ep, "r1"); !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("AttemptKey(%q): %v", ep, err)
 		}
 		if _, err := outbox.BacklogKey(ep); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("BacklogKey(%q): %v", ep, err)
@@ -59,7 +59,6 @@ func TestEveryClassParsesBackToItsKey(t *testing.T) {
 		key  store.Key
 		want outbox.ParsedKey
 	}{
-		{must(outbox.RecordKey("billing", "r-7f3a")), outbox.ParsedKey{Class: outbox.ClassRecord, Endpoint: "billing", RID: "r-7f3a"}},
 		// A sequence whose bytes hold '/' still parses: the endpoint ends at the first '/'.
 		{must(outbox.PendingKey("billing", 0x2f2f2f2f2f2f2f2f, "s:x")), outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: "billing", Seq: 0x2f2f2f2f2f2f2f2f, RID: "s:x"}},
 		{must(outbox.BacklogKey("billing")), outbox.ParsedKey{Class: outbox.ClassBacklog, Endpoint: "billing"}},
@@ -99,8 +98,8 @@ func TestRangesHoldExactlyTheirRows(t *testing.T) {
 	first, _ := outbox.PendingKey("ab", 0, "A")
 	other, _ := outbox.PendingKey("ab-c", 0, "r")
 	prefix, _ := outbox.PendingKey("a", 5, "r")
-	record, _ := outbox.RecordKey("ab", "r")
-	if !in(own) || !in(first) || in(other) || in(prefix) || in(record) {
+	attempt, _ := outbox.AttemptKey("ab", "r")
+	if !in(own) || !in(first) || in(other) || in(prefix) || in(attempt) {
 		t.Errorf("pending range [%q, %q) membership wrong", start, end)
 	}
 	// Pending rows sort by sequence.

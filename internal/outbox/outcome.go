@@ -31,8 +31,8 @@ func (k Kind) Valid() bool {
 	return false
 }
 
-// Limits of an outcome. They bound a record row and the webhook body built
-// from it.
+// Limits of an outcome. They bound its record in the log row and the webhook
+// body built from it.
 const (
 	MaxRepositoryBytes = 256
 	MaxRefs            = 64

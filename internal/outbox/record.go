@@ -107,7 +107,7 @@ func recordSizeHint(o *Outcome) int {
 	return n
 }
 
-// DecodeRecord decodes the record row of reservation rid. A value that is
+// DecodeRecord decodes the outcome record of reservation rid. A value that is
 // malformed, not canonical or not a valid outcome is an error wrapping
 // store.ErrCorrupt.
 func DecodeRecord(rid string, v store.Value) (Outcome, error) {

@@ -9,17 +9,16 @@ import (
 	"github.com/hookrelay/relay/internal/store"
 )
 
-// StreamRecord is the outcome of one stream row as read: from its log row,
-// or, for a row accepted before the log, from the stream's own record row.
+// StreamRecord is the outcome of one stream row as read from its log row.
 type StreamRecord struct {
 	// Record is the outcome's record encoding.
 	Record store.Value
-	// AcceptedMs is when the log row says it was accepted, 0 for a row
-	// older than the log.
+	// AcceptedMs is when the log row says it was accepted.
 	AcceptedMs int64
 	// HasAttempts: the stream keeps an attempt row for it.
 	HasAttempts bool
 
+	// logged: read from a log row; false when the row was not found.
 	logged bool
 	// queued: the row has no pending row; its log entry alone queues it
 	// (queue.go), so its entry, not a pending row, guards its
@@ -52,7 +51,7 @@ type StreamRef struct {
 func (r StreamRef) fresh() bool { return r.Fresh && r.Log != nil }
 
 // StreamRow is one stream row's outcome and attempts as read. Found is false
-// when neither a log row nor a record row holds it; Err says why a row that
+// when no log row holds it; Err says why a row that
 // was found cannot be used (it does not decode, or is another outcome's).
 type StreamRow struct {
 	Found    bool
@@ -65,8 +64,7 @@ type StreamRow struct {
 }
 
 // ReadStreamRows reads the outcomes and attempt rows of rows of the stream
-// of endpoint, in one round trip for rows in the log and one more for rows
-// older than it. At most MaxBatchOps/2 rows.
+// of endpoint, in one round trip. At most MaxBatchOps/2 rows.
 func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, refs []StreamRef) ([]StreamRow, error) {
 	if len(refs) > store.MaxBatchOps/2 {
 		return nil, fmt.Errorf("read %d stream rows at once", len(refs))
@@ -89,7 +87,6 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 	if err != nil {
 		return nil, fmt.Errorf("read stream rows of %s/%s: %w", p, endpoint, err)
 	}
-	var legacy []int
 	for i, r := range refs {
 		logRow, attempt := store.Row{Value: r.Log, Found: true}, got[at[i]]
 		if r.Log == nil {
@@ -100,9 +97,6 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 			out[i].Record.HasAttempts = true
 		}
 		if !logRow.Found {
-			if !r.Logged {
-				legacy = append(legacy, i)
-			}
 			continue
 		}
 		out[i].Found = true
@@ -110,24 +104,6 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 		if out[i].Err == nil {
 			out[i].Outcome, out[i].Err = DecodeRecord(r.RID, out[i].Record.Record)
 		}
-	}
-	if len(legacy) == 0 {
-		return out, nil
-	}
-	keys = keys[:0]
-	for _, i := range legacy {
-		keys = append(keys, streamKey(ClassRecord, endpoint, refs[i].RID))
-	}
-	if got, err = st.GetMany(ctx, p, keys); err != nil {
-		return nil, fmt.Errorf("read records of %s/%s: %w", p, endpoint, err)
-	}
-	for j, i := range legacy {
-		if !got[j].Found {
-			continue
-		}
-		out[i].Found = true
-		out[i].Record.Record = got[j].Value
-		out[i].Outcome, out[i].Err = DecodeRecord(refs[i].RID, got[j].Value)
 	}
 	return out, nil
 }
@@ -172,8 +148,8 @@ func (r StreamRecord) Shared() bool {
 	return r.logged && r.row.pendingElsewhere(r.entry.Endpoint)
 }
 
-// LogKey is the key of the record's log row; ok is false for a row older
-// than the log.
+// LogKey is the key of the record's log row; ok is false for a record
+// that was not found.
 func (r StreamRecord) LogKey() (key store.Key, ok bool) {
 	if !r.logged {
 		return "", false
@@ -184,8 +160,8 @@ func (r StreamRecord) LogKey() (key store.Key, ok bool) {
 // Reread is r as its log row reads now, and whether the stream still has
 // it pending: false when the row is gone (erased), holds another outcome or
 // does not decode, or its entry is no longer pending (dropped), so that
-// there is nothing left for the stream to acknowledge. A row older than the
-// log is not in it and reads as it was.
+// there is nothing left for the stream to acknowledge. A record that was
+// not found reads as it was.
 func (r StreamRecord) Reread(row store.Row) (StreamRecord, bool) {
 	if !r.logged {
 		return r, true

@@ -412,8 +412,7 @@ for i = 1, nw do
       hset[#hset + 1] = key
       hset[#hset + 1] = v
       local entry = b or key
-      -- A row that stood keeps the entry it has (a blocked row written by
-      -- an earlier version may have its own, which stands for its block).
+      -- A row that stood has its entry already.
       local stands = at[key] and stood[at[key]]
       if first ~= unorderedByte and not stands and not ordered[entry] then
         ordered[entry] = true
@@ -435,12 +434,7 @@ for i = 1, nw do
         elseif pos > was then
           emptied[b] = pos
         end
-        -- An earlier version's own entry for the row; the block's entry
-        -- stays while the block holds a row.
-        if key ~= b then
-          zrem[#zrem + 1] = key
-        end
-      else
+      elseif first ~= unorderedByte then
         zrem[#zrem + 1] = key
       end
     end
@@ -459,8 +453,7 @@ if #dels > 0 then
   end
 end
 -- A block keeps its entry while any of its 64 rows is left, and loses it
--- with the last. (Rows an earlier version indexed each by its own entry
--- keep theirs, which stand for the block.) Only a removal, so a full
+-- with the last. Only a removal, so a full
 -- memory does not refuse it after the writes above.
 -- The rows after the last one deleted are looked at first, eight at a
 -- time: a stream deletes its oldest rows, and the next is usually there.

@@ -370,14 +370,11 @@ func memorySetup(b *testing.B, endpoints int) (*redisstore.Store, store.Partitio
 }
 
 // checkLayout fails the benchmark unless each outcome is one log row and
-// one seen row, with no per-stream record row.
+// one seen row.
 func checkLayout(b *testing.B, c rowCensus, endpoints int) {
 	b.Helper()
 	if got := c[outbox.ClassLog].rows; got != memoryOutcomes {
 		b.Errorf("%d log rows for %d outcomes to %d endpoints, want one each", got, memoryOutcomes, endpoints)
-	}
-	if got := c[outbox.ClassRecord].rows; got != 0 {
-		b.Errorf("%d per-stream record rows, want none", got)
 	}
 	if got := c[outbox.ClassSeen].rows; got != memoryOutcomes {
 		b.Errorf("%d seen rows, want %d", got, memoryOutcomes)

@@ -29,12 +29,6 @@ func (s *Store) ScriptSHAs() []string {
 // Classify is how the store reports a Redis error.
 func Classify(ctx context.Context, err error) error { return classify(ctx, err) }
 
-// RegistryKeys are the registry ZSETs, by bucket.
-func (s *Store) RegistryKeys() []string { return s.regs }
-
-// RegisteredMarker is the key BackfillRegistry sets once it has run.
-func (s *Store) RegisteredMarker() string { return s.registeredMarker() }
-
 // MaxRoundOps is the most operations of a batch sent in a round.
 const MaxRoundOps = maxRoundOps
 

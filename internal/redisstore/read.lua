@@ -21,9 +21,7 @@
 -- order set holds not its key but its block's, the key with the low six
 -- bits of its last byte cleared, one entry for up to 64 rows. A scan reads
 -- a block's 64 keys and keeps the rows there, so such a key's entry is
--- never missing a value. An entry of 9 bytes with the tag whose last byte
--- is not so aligned is a blocked row's own, as an earlier version wrote
--- it: it stands for its block too, once.
+-- never missing a value.
 --
 -- One script instead of one command per read: an ingest plan needs four
 -- reads, and one round trip instead of four is most of its cost.

@@ -257,6 +257,70 @@ func TestBucketCountIsFixedOnFirstUse(t *testing.T) {
 	}
 }
 
+// A keyspace records its format version at first use; one that records
+// another, or holds rows but records none, is refused with both versions
+// named, and left as it was.
+func TestFormatVersionIsRecordedAndChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"miniredis", func(t *testing.T) redis.UniversalClient {
+			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
+			return s.Client()
+		}},
+		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client := tc.client(t)
+			prefix := redistest.Prefix(t, client)
+			ctx := t.Context()
+			s, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
+			if err != nil {
+				t.Fatalf("first New: %v", err)
+			}
+			if got, err := client.Get(ctx, prefix+"format").Result(); err != nil || got != strconv.Itoa(redisstore.Format) {
+				t.Fatalf("recorded format %q (%v), want %d", got, err, redisstore.Format)
+			}
+			var b store.Batch
+			b.Put("row", store.Value("v"))
+			mustCommit(t, s, acme, b)
+			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
+				t.Fatalf("New on a keyspace of this format: %v", err)
+			}
+
+			refused := func(set func(), wants ...string) {
+				t.Helper()
+				set()
+				before, err := redistest.Dump(ctx, client, prefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
+				if !errors.Is(err, redisstore.ErrFormat) {
+					t.Fatalf("New = %v, want ErrFormat", err)
+				}
+				for _, want := range wants {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				after, err := redistest.Dump(ctx, client, prefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !maps.Equal(before, after) {
+					t.Errorf("a refused New changed the keyspace:\n%v\n%v", before, after)
+				}
+			}
+			refused(func() { client.Set(ctx, prefix+"format", "2", 0) }, `format "2"`, "format 1")
+			refused(func() { client.Del(ctx, prefix+"format") }, "holds rows but records no format version", "format 1")
+		})
+	}
+}
+
 func TestNewRefusesBadOptions(t *testing.T) {
 	s := redistest.Miniredis(t)
 	for _, opts := range []redisstore.Options{
@@ -285,37 +349,28 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatalf("bucket of acme = %d, want FNV-1a %% 64 = %d", got, bucket)
 	}
 	tag := fmt.Sprintf("relay:{%d}", bucket)
-	want := []string{"relay:buckets", tag + ":due", tag + ":ns:acme:keys", tag + ":ns:acme:rows"}
+	want := []string{"relay:buckets", "relay:format", tag + ":due", tag + ":ns:acme:keys", tag + ":ns:acme:rows"}
 	if got := m.Keys(); !slices.Equal(got, want) {
 		t.Fatalf("redis keys %q, want %q", got, want)
 	}
 }
 
 // An unordered row is in the values hash alone, which is the memory it
-// saves; its delete also removes the order entry a row put by an earlier
-// version has, so such entries do not outlive their rows.
+// saves.
 func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		ctx := t.Context()
 		keys := s.PartitionKeys(acme)
-		fresh, legacy := "s"+"fresh", "s"+"legacy"
+		fresh := "s" + "fresh"
 		var b store.Batch
 		b.Put(store.Key(fresh), store.Value("v"))
 		b.Put("ordered", store.Value("v"))
 		mustCommit(t, s, acme, b)
-		// As an earlier version wrote it: a value and an order entry.
-		if err := s.Client().HSet(ctx, keys[0], legacy, "old").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.Client().ZRange(ctx, keys[1], 0, -1).Val(); !slices.Equal(got, []string{"ordered", legacy}) {
-			t.Fatalf("order index %q, want the ordered row and the legacy entry", got)
+		if got := s.Client().ZRange(ctx, keys[1], 0, -1).Val(); !slices.Equal(got, []string{"ordered"}) {
+			t.Fatalf("order index %q, want the ordered row alone", got)
 		}
 		b = store.Batch{}
 		b.Delete(store.Key(fresh))
-		b.Delete(store.Key(legacy))
 		b.Delete("ordered")
 		mustCommit(t, s, acme, b)
 		wantEmpty(t, s, acme)
@@ -324,8 +379,7 @@ func TestUnorderedRowsStayOutOfTheOrderIndex(t *testing.T) {
 
 // Rows of the block-ordered class take one order entry per block of 64
 // numbers, which is the memory they save, and it goes with the block's
-// last row. A row an earlier version indexed by its own key is still
-// listed once beside the block's entry, and its delete takes that entry.
+// last row.
 func TestBlockedRowsShareTheirBlocksOrderEntry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *redisstore.Store) {
 		ctx := t.Context()
@@ -341,11 +395,6 @@ func TestBlockedRowsShareTheirBlocksOrderEntry(t *testing.T) {
 		mustCommit(t, s, acme, b)
 		if n := s.Client().ZCard(ctx, keys[1]).Val(); n != 3 {
 			t.Fatalf("order index of %d entries for 130 rows, want 3 blocks", n)
-		}
-		// As an earlier version indexed row 70: by its own key.
-		legacy := string(storetest.BlockedKey(70))
-		if err := s.Client().ZAdd(ctx, keys[1], redis.Z{Member: legacy}).Err(); err != nil {
-			t.Fatal(err)
 		}
 		start, end := store.Key([]byte{store.BlockTag}), store.Key([]byte{store.BlockTag + 1})
 		page, err := s.Scan(ctx, acme, start, end, nil, 200)

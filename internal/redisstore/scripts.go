@@ -20,8 +20,6 @@ var (
 	applyBody string
 	//go:embed read.lua
 	readBody string
-	//go:embed register.lua
-	registerBody string
 )
 
 // Shebang lines. A growing batch has no flags: a Redis at maxmemory with
@@ -63,9 +61,6 @@ type scripts struct {
 	apply   *script // growing batches
 	drain   *script // Batch.Drain: allow-oom
 	read    *script
-	// register sets one partition's registry entry from its rows: the
-	// backfill. It may grow the registry, so it has no flags.
-	register *script
 }
 
 func (sc *scripts) applyFor(b store.Batch) *script {
@@ -76,7 +71,7 @@ func (sc *scripts) applyFor(b store.Batch) *script {
 }
 
 func (sc *scripts) all() []*script {
-	return []*script{sc.apply, sc.drain, sc.read, sc.register}
+	return []*script{sc.apply, sc.drain, sc.read}
 }
 
 // ensure loads on node c every script it does not hold.
@@ -110,8 +105,6 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		apply:   newScript(applyShebang + applyBody),
 		drain:   newScript(applyDrainShebang + applyBody),
 		read:    newScript(readShebang + readBody),
-		// No flags, like a growing batch.
-		register: newScript(applyShebang + registerBody),
 	}
 	err := with.load(ctx, c)
 	if err == nil {
@@ -121,7 +114,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		return nil, err
 	}
 	plain := newScript(applyBody)
-	without := &scripts{shebang: false, apply: plain, drain: plain, read: newScript(readBody), register: newScript(registerBody)}
+	without := &scripts{shebang: false, apply: plain, drain: plain, read: newScript(readBody)}
 	if err := without.load(ctx, c); err != nil {
 		return nil, err
 	}

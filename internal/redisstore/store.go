@@ -6,12 +6,12 @@
 //
 // Redis keys, for namespace ns in bucket b = FNV-1a(ns) mod buckets:
 //
+//	<prefix>format               the stored format's version, recorded on first use
 //	<prefix>buckets              the bucket count, recorded on first use
 //	<prefix>{b}:ns:<ns>:rows     HASH  row key -> value
 //	<prefix>{b}:ns:<ns>:keys     ZSET  row keys, score 0 (byte-ordered by ZRANGEBYLEX)
 //	<prefix>{b}:due              ZSET  namespace -> earliest timer due ms
 //	<prefix>{b}:namespaces       ZSET  registered namespace -> 0 (byte-ordered by ZRANGEBYLEX)
-//	<prefix>registered           string, set once the partitions written before the registry are registered
 package redisstore
 
 import (
@@ -35,12 +35,18 @@ const (
 	MaxBuckets = 16384
 	// MaxScanLimit caps one Scan page; a larger limit is clamped to it.
 	MaxScanLimit = 1000
+	// Format is the version of the stored format this code reads and
+	// writes, recorded in a keyspace at its first use.
+	Format = 1
 )
 
 var (
 	// ErrBucketMismatch: the keyspace was first used with another bucket
 	// count. Changing it would move namespaces between due indexes.
 	ErrBucketMismatch = errors.New("redisstore: bucket count mismatch")
+	// ErrFormat: the keyspace records a format version this code does not
+	// know, or holds rows but records none. Reading it would misread rows.
+	ErrFormat = errors.New("redisstore: keyspace format")
 	// ErrOutOfMemory: Redis is at maxmemory with noeviction and refused a
 	// batch that could grow it. Nothing was written. An error that matches
 	// it also matches store.ErrUnavailable.
@@ -88,8 +94,8 @@ var (
 	_ store.Registry       = (*Store)(nil)
 )
 
-// New checks the options, records or checks the keyspace's bucket count, and
-// loads the scripts on every master.
+// New checks the options, records or checks the keyspace's format version
+// and bucket count, and loads the scripts on every master.
 func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -113,6 +119,9 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 		s.dues[b] = s.tags[b] + ":due"
 		s.regs[b] = s.tags[b] + ":namespaces"
 	}
+	if err := s.checkFormat(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.checkBuckets(ctx); err != nil {
 		return nil, err
 	}
@@ -123,6 +132,40 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 	s.scripts = sc
 	s.applies = newLanes(client)
 	return s, nil
+}
+
+// checkFormat records Format in an empty keyspace and refuses one that
+// records another version, or none while it holds rows. Every relay records
+// the bucket count at first use, so a keyspace with a bucket count and no
+// version was written before versions were recorded: one GET tells, where
+// a SCAN for any key under the prefix would walk a whole shared database.
+// The version is written before the bucket count, and the count read before
+// the version, so a relay starting beside another's first start never sees
+// the count without the version.
+func (s *Store) checkFormat(ctx context.Context) error {
+	key, bucketsKey := s.prefix+"format", s.prefix+"buckets"
+	used, err := s.client.Exists(ctx, bucketsKey).Result()
+	if err != nil {
+		return fmt.Errorf("redisstore: read bucket count: %w", err)
+	}
+	got, err := s.client.Get(ctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil) && used > 0:
+		return fmt.Errorf("%w: keyspace %q holds rows but records no format version (%s is unset); this relay reads format %d only", ErrFormat, s.prefix, key, Format)
+	case errors.Is(err, redis.Nil):
+		if err := s.client.SetNX(ctx, key, Format, 0).Err(); err != nil {
+			return fmt.Errorf("redisstore: record format version: %w", err)
+		}
+		if got, err = s.client.Get(ctx, key).Result(); err != nil {
+			return fmt.Errorf("redisstore: read format version: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("redisstore: read format version: %w", err)
+	}
+	if got != strconv.Itoa(Format) {
+		return fmt.Errorf("%w: keyspace %q is of format %q; this relay reads format %d only", ErrFormat, s.prefix, got, Format)
+	}
+	return nil
 }
 
 func (s *Store) checkBuckets(ctx context.Context) error {
