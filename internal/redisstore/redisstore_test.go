@@ -223,102 +223,74 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 }
 
 func TestBucketCountIsFixedOnFirstUse(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"miniredis", func(t *testing.T) redis.UniversalClient {
-			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
-			return s.Client()
-		}},
-		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			client := tc.client(t)
-			prefix := redistest.Prefix(t, client)
-			ctx := t.Context()
-			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 64}); err != nil {
-				t.Fatalf("first New: %v", err)
-			}
-			_, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 32})
-			if !errors.Is(err, redisstore.ErrBucketMismatch) {
-				t.Fatalf("New with 32 buckets after 64 = %v, want ErrBucketMismatch", err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "64") || !strings.Contains(msg, "32") {
-				t.Fatalf("mismatch error %q does not name both counts", msg)
-			}
-			// The default is 64, so a store without options still opens.
-			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
-				t.Fatalf("New with the default bucket count: %v", err)
-			}
-		})
-	}
+	eachClient(t, func(t *testing.T, client redis.UniversalClient) {
+		prefix := redistest.Prefix(t, client)
+		ctx := t.Context()
+		if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 64}); err != nil {
+			t.Fatalf("first New: %v", err)
+		}
+		_, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix, Buckets: 32})
+		if !errors.Is(err, redisstore.ErrBucketMismatch) {
+			t.Fatalf("New with 32 buckets after 64 = %v, want ErrBucketMismatch", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "64") || !strings.Contains(msg, "32") {
+			t.Fatalf("mismatch error %q does not name both counts", msg)
+		}
+		// The default is 64, so a store without options still opens.
+		if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
+			t.Fatalf("New with the default bucket count: %v", err)
+		}
+	})
 }
 
 // A keyspace records its format version at first use; one that records
 // another, or holds rows but records none, is refused with both versions
 // named, and left as it was.
 func TestFormatVersionIsRecordedAndChecked(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"miniredis", func(t *testing.T) redis.UniversalClient {
-			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
-			return s.Client()
-		}},
-		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			client := tc.client(t)
-			prefix := redistest.Prefix(t, client)
-			ctx := t.Context()
-			s, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
-			if err != nil {
-				t.Fatalf("first New: %v", err)
-			}
-			if got, err := client.Get(ctx, prefix+"format").Result(); err != nil || got != strconv.Itoa(redisstore.Format) {
-				t.Fatalf("recorded format %q (%v), want %d", got, err, redisstore.Format)
-			}
-			var b store.Batch
-			b.Put("row", store.Value("v"))
-			mustCommit(t, s, acme, b)
-			if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
-				t.Fatalf("New on a keyspace of this format: %v", err)
-			}
+	eachClient(t, func(t *testing.T, client redis.UniversalClient) {
+		prefix := redistest.Prefix(t, client)
+		ctx := t.Context()
+		s, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatalf("first New: %v", err)
+		}
+		if got, err := client.Get(ctx, prefix+"format").Result(); err != nil || got != strconv.Itoa(redisstore.Format) {
+			t.Fatalf("recorded format %q (%v), want %d", got, err, redisstore.Format)
+		}
+		var b store.Batch
+		b.Put("row", store.Value("v"))
+		mustCommit(t, s, acme, b)
+		if _, err := redisstore.New(ctx, client, redisstore.Options{Prefix: prefix}); err != nil {
+			t.Fatalf("New on a keyspace of this format: %v", err)
+		}
 
-			refused := func(set func(), wants ...string) {
-				t.Helper()
-				set()
-				before, err := redistest.Dump(ctx, client, prefix)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
-				if !errors.Is(err, redisstore.ErrFormat) {
-					t.Fatalf("New = %v, want ErrFormat", err)
-				}
-				for _, want := range wants {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q does not say %q", err, want)
-					}
-				}
-				after, err := redistest.Dump(ctx, client, prefix)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !maps.Equal(before, after) {
-					t.Errorf("a refused New changed the keyspace:\n%v\n%v", before, after)
+		refused := func(set func(), wants ...string) {
+			t.Helper()
+			set()
+			before, err := redistest.Dump(ctx, client, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = redisstore.New(ctx, client, redisstore.Options{Prefix: prefix})
+			if !errors.Is(err, redisstore.ErrFormat) {
+				t.Fatalf("New = %v, want ErrFormat", err)
+			}
+			for _, want := range wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
 				}
 			}
-			refused(func() { client.Set(ctx, prefix+"format", "2", 0) }, `format "2"`, "format 1")
-			refused(func() { client.Del(ctx, prefix+"format") }, "holds rows but records no format version", "format 1")
-		})
-	}
+			after, err := redistest.Dump(ctx, client, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(before, after) {
+				t.Errorf("a refused New changed the keyspace:\n%v\n%v", before, after)
+			}
+		}
+		refused(func() { client.Set(ctx, prefix+"format", "2", 0) }, `format "2"`, "format 1")
+		refused(func() { client.Del(ctx, prefix+"format") }, "holds rows but records no format version", "format 1")
+	})
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
@@ -945,4 +917,25 @@ func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
 			}
 		}
 	})
+}
+
+// eachClient runs f in parallel on a client of every backend: an embedded
+// miniredis of its own, and the real Redis and Cluster when configured.
+func eachClient(t *testing.T, f func(t *testing.T, client redis.UniversalClient)) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"miniredis", func(t *testing.T) redis.UniversalClient {
+			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
+			return s.Client()
+		}},
+		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, tc.client(t))
+		})
+	}
 }
