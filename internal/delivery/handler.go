@@ -33,29 +33,9 @@ const (
 // plans their acknowledgement. The sink deduplicates by reservation id: a row
 // may be delivered more than once, never lost.
 //
-// Its rules, each for a reason:
-//   - a stream due again now is due at max(now, due), not a millisecond
-//     later, so a scan in the same millisecond finds it;
-//   - now is when the calls ended, not when the fire began, so a backoff
-//     counts from the failure;
-//   - the jitter is added to the capped backoff, so streams failing for
-//     long do not all retry at the same instant; Retry-After is capped at
-//     the same 15 min, and holds even when the fire delivered rows too;
-//   - a budget cut before the first row resumes at the same cursor rather
-//     than skipping the page;
-//   - a timer state that does not decode restarts the stream from its head
-//     rather than holding it;
-//   - a plan that acknowledges rows and leaves others subtracts them from
-//     the backlog instead of guarding it: ingest adds to the backlog with
-//     every outcome, and under steady ingest a guard on it would keep
-//     failing and send the delivered rows again. Only a plan that ends the
-//     stream (Done) is guarded by the backlog as read after the calls, or,
-//     for a fire handed its whole stream with nothing arriving since, as
-//     its ingest handed it;
-//   - up to max_in_flight calls at once; a 410 Gone disables the endpoint,
-//     planned against the endpoint row as read after the calls (see
-//     disable); each failed call is recorded on its row's attempt row, the
-//     last MaxAttempts of them kept.
+// Its rules, each with the reason for it and the function that keeps it,
+// are the table "One fire of a stream" in docs/design.md, the one place
+// they are written (a test checks that every function it names exists).
 type Handler struct {
 	Sink Sink
 	// Clock bounds the fire and dates failed attempts; clock.System when nil.
