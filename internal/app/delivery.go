@@ -17,6 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -105,7 +106,7 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 	}
 	// Both lanes' calls: those waiting on a slow host must not take the
 	// connections of the fires beside them.
-	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * outbox.MaxMaxInFlight})
+	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * schema.MaxMaxInFlight})
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome

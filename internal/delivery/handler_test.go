@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -69,7 +69,7 @@ func (g *gated) Deliver(ctx context.Context, o Parcel) error {
 func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOnce(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 2})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 2})
 		e.seed("a", "b", "c", "d", "e")
 		sink := newGated()
 		sink.hold["a"] = true
@@ -123,7 +123,7 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 	for _, width := range []int{1, 4, 16} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: width})
 				ids := rids("row", MaxRowsCeiling)
 				e.seed(ids...)
 				sink := newGated()
@@ -256,7 +256,7 @@ func TestADisabledEndpointsStreamIsParkedWithoutACall(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
-		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		e.putEndpoint(schema.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if len(sink.seen) != 0 || e.backlogRows() != 1 {
@@ -326,8 +326,8 @@ func TestAStreamWithNoBacklogIsDoneAndItsEmptyBacklogRowRemoved(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
-		key, _ := outbox.BacklogKey(ep)
-		e.put(key, outbox.EncodeBacklog(outbox.Backlog{}))
+		key, _ := schema.BacklogKey(ep)
+		e.put(key, schema.EncodeBacklog(schema.Backlog{}))
 		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.Clk}); rep.Done != 1 {
 			t.Fatalf("report %+v, want Done", rep)
 		}
@@ -426,13 +426,13 @@ func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *t
 		var b store.Batch
 		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
 		e.Apply(b)
-		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		e.putEndpoint(schema.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if due := e.timerDue(); due != timers.NeverMs {
 			t.Fatalf("timer due %d, want parked", due)
 		}
-		e.putEndpoint(outbox.Endpoint{Enabled: true})
+		e.putEndpoint(schema.Endpoint{Enabled: true})
 		e.append(committed("b"))
 		if due := e.timerDue(); due > e.NowMs() {
 			t.Fatalf("timer due %d after the endpoint was enabled and an outcome accepted, want now", due)
@@ -455,7 +455,7 @@ type appendAfterBacklogRead struct {
 
 func (s *appendAfterBacklogRead) Get(ctx context.Context, p store.Partition, key store.Key) (store.Value, bool, error) {
 	v, found, err := s.NamespaceStore.Get(ctx, p, key)
-	if bk, _ := outbox.BacklogKey(ep); string(key) == string(bk) {
+	if bk, _ := schema.BacklogKey(ep); string(key) == string(bk) {
 		s.once.Do(func() { s.e.append(aborted("landed")) })
 	}
 	return v, found, err
@@ -624,7 +624,7 @@ func TestRetryAfterHoldsWhenTheSameFireDeliveredRows(t *testing.T) {
 	for _, width := range []int{1, 3} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: width})
 				e.seed("a", "b", "c")
 				sink := newGated()
 				sink.fail["b"] = &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second, Reason: "slow down"}

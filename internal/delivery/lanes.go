@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -92,7 +93,7 @@ func failedLast(e store.Entry) bool {
 	if err != nil || row.Kind != timers.KindOutcomeDelivery {
 		return false
 	}
-	s, err := outbox.DecodeDeliveryState(row.State)
+	s, err := schema.DecodeDeliveryState(row.State)
 	return err == nil && s.Attempt > 0
 }
 

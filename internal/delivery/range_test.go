@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/testlog"
 )
@@ -21,7 +21,7 @@ import (
 func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
-		key, _ := outbox.BacklogKey(ep)
+		key, _ := schema.BacklogKey(ep)
 		v := []byte{1}
 		v = binary.BigEndian.AppendUint64(v, 3)
 		v = binary.BigEndian.AppendUint64(v, 1<<53)
@@ -55,7 +55,7 @@ func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) 
 		}
 
 		// Repaired (the bytes need not be exact: they stop at 0).
-		e.put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 3}))
+		e.put(key, schema.EncodeBacklog(schema.Backlog{Rows: 3}))
 		e.fireAtDue(h)
 		if sink.count("a") != 1 || e.backlogRows() != 2 || len(e.pending()) != 2 {
 			t.Fatalf("after the repair: a sent %d times, backlog %d rows, pending %v", sink.count("a"), e.backlogRows(), e.pending())
@@ -73,7 +73,7 @@ type deleting struct {
 
 func (d *deleting) Deliver(ctx context.Context, o Parcel) error {
 	d.once.Do(func() {
-		key, _ := outbox.BacklogKey(ep)
+		key, _ := schema.BacklogKey(ep)
 		var b store.Batch
 		b.Delete(key)
 		d.e.Apply(b)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // Error classes Webhooks assigns before or instead of a call. A failed call
@@ -87,12 +88,12 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 	}
 	var scheme hooks.Scheme
 	switch o.Endpoint.Scheme {
-	case outbox.SchemeMkitHookV2, "":
+	case schema.SchemeMkitHookV2, "":
 		// An unset scheme is the default, as Endpoint.WithDefaults has it.
 		scheme = hooks.SchemeMkit
-	case outbox.SchemeStandardWebhooks:
+	case schema.SchemeStandardWebhooks:
 		scheme = hooks.SchemeStandard
-	case outbox.SchemeStandardWebhooksV1a:
+	case schema.SchemeStandardWebhooksV1a:
 		scheme = hooks.SchemeStandardV1a
 	default:
 		return 0, unsignable()

@@ -1,4 +1,4 @@
-package outbox_test
+package schema_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -19,13 +19,13 @@ func decoders(t *testing.T) map[string]struct {
 	valid  store.Value
 	decode func(store.Value) error
 } {
-	seen, _ := outbox.EncodeSeen(outbox.Seen{Digest: [32]byte{1, 2, 3}, AcceptedMs: t0})
-	attempt, err := outbox.EncodeAttempts(outbox.Attempts{Total: 3, Last: []outbox.Attempt{{AtMs: t0, DurationMs: 12, Status: 503, ErrorClass: "status", Excerpt: "busy"}}})
+	seen, _ := schema.EncodeSeen(schema.Seen{Digest: [32]byte{1, 2, 3}, AcceptedMs: t0})
+	attempt, err := schema.EncodeAttempts(schema.Attempts{Total: 3, Last: []schema.Attempt{{AtMs: t0, DurationMs: 12, Status: 503, ErrorClass: "status", Excerpt: "busy"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep := testEndpoint()
-	endpoint, err := outbox.EncodeEndpoint(&ep)
+	endpoint, err := schema.EncodeEndpoint(&ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,15 +33,15 @@ func decoders(t *testing.T) map[string]struct {
 		valid  store.Value
 		decode func(store.Value) error
 	}{
-		"record": {mustRecord(t, committed("r")), func(v store.Value) error { _, err := outbox.DecodeRecord("r", v); return err }},
-		"backlog": {outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 300}), func(v store.Value) error {
-			_, err := outbox.DecodeBacklog(v)
+		"record": {mustRecord(t, committed("r")), func(v store.Value) error { _, err := schema.DecodeRecord("r", v); return err }},
+		"backlog": {schema.EncodeBacklog(schema.Backlog{Rows: 3, Bytes: 300}), func(v store.Value) error {
+			_, err := schema.DecodeBacklog(v)
 			return err
 		}},
-		"sequence": {outbox.EncodeSequence(7), func(v store.Value) error { _, err := outbox.DecodeSequence(v); return err }},
-		"seen":     {seen, func(v store.Value) error { _, err := outbox.DecodeSeen(v); return err }},
-		"attempt":  {attempt, func(v store.Value) error { _, err := outbox.DecodeAttempts(v); return err }},
-		"endpoint": {endpoint, func(v store.Value) error { _, err := outbox.DecodeEndpoint(v); return err }},
+		"sequence": {schema.EncodeSequence(7), func(v store.Value) error { _, err := schema.DecodeSequence(v); return err }},
+		"seen":     {seen, func(v store.Value) error { _, err := schema.DecodeSeen(v); return err }},
+		"attempt":  {attempt, func(v store.Value) error { _, err := schema.DecodeAttempts(v); return err }},
+		"endpoint": {endpoint, func(v store.Value) error { _, err := schema.DecodeEndpoint(v); return err }},
 	}
 }
 
@@ -81,32 +81,32 @@ func TestRecordDecoderIsStrict(t *testing.T) {
 	badRepo := mustRecord(t, control)
 	badRepo[3] = '\n'
 	for name, v := range map[string][]byte{"overlong varint": overlong, "unknown kind": badKind, "control char": badRepo} {
-		if _, err := outbox.DecodeRecord("r", v); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := schema.DecodeRecord("r", v); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := outbox.DecodeRecord("bad/rid", valid); !errors.Is(err, store.ErrCorrupt) {
+	if _, err := schema.DecodeRecord("bad/rid", valid); !errors.Is(err, store.ErrCorrupt) {
 		t.Errorf("bad rid: %v", err)
 	}
 }
 
 func TestSmallCodecsRoundTrip(t *testing.T) {
-	b := outbox.Backlog{Rows: 1 << 40, Bytes: 1<<64 - 1}
-	if got, err := outbox.DecodeBacklog(outbox.EncodeBacklog(b)); err != nil || got != b {
+	b := schema.Backlog{Rows: 1 << 40, Bytes: 1<<64 - 1}
+	if got, err := schema.DecodeBacklog(schema.EncodeBacklog(b)); err != nil || got != b {
 		t.Errorf("backlog %+v, %v", got, err)
 	}
-	if got, err := outbox.DecodeSequence(outbox.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
+	if got, err := schema.DecodeSequence(schema.EncodeSequence(1<<64 - 1)); err != nil || got != 1<<64-1 {
 		t.Errorf("sequence %d, %v", got, err)
 	}
 	// As ingest writes it: 16 bytes of the digest, and the log row's seq;
 	// erased, without the seq. Each decodes as written.
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
-	for _, s := range []outbox.Seen{short, {Digest: short.Digest, AcceptedMs: 5}} {
-		v, _ := outbox.EncodeSeen(s)
-		if got, err := outbox.DecodeSeen(v); err != nil || got != s {
+	short := schema.Seen{Digest: [32]byte{0: 1, 15: 2}, AcceptedMs: 1<<63 - 1, Writer: [8]byte{7: 7}, Logged: true, Seq: 9}
+	for _, s := range []schema.Seen{short, {Digest: short.Digest, AcceptedMs: 5}} {
+		v, _ := schema.EncodeSeen(s)
+		if got, err := schema.DecodeSeen(v); err != nil || got != s {
 			t.Errorf("short seen %+v: decoded %+v, %v", s, got, err)
 		}
-		if want := 1 + outbox.SeenDigestBytes + 8 + 8 + map[bool]int{true: 8}[s.Logged]; len(v) != want {
+		if want := 1 + schema.SeenDigestBytes + 8 + 8 + map[bool]int{true: 8}[s.Logged]; len(v) != want {
 			t.Errorf("short seen row is %d bytes, want %d", len(v), want)
 		}
 	}
@@ -119,76 +119,76 @@ func TestASeenRowMatchesTheDigestItKeeps(t *testing.T) {
 	tail[31] ^= 1
 	head := d
 	head[15] ^= 1
-	short := outbox.Seen{Digest: [32]byte{0: 1, 15: 2}}
+	short := schema.Seen{Digest: [32]byte{0: 1, 15: 2}}
 	if !short.Matches(d) || !short.Matches(tail) || short.Matches(head) {
 		t.Errorf("matches %v, %v beyond its bytes, %v within them", short.Matches(d), short.Matches(tail), short.Matches(head))
 	}
 }
 
 func TestDeliveryStateIsTheReferenceLayout(t *testing.T) {
-	s, err := outbox.DecodeDeliveryState(nil)
+	s, err := schema.DecodeDeliveryState(nil)
 	if err != nil || s.Attempt != 0 || s.Cursor != nil {
 		t.Errorf("empty state: %+v, %v", s, err)
 	}
-	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 0x01020304, Cursor: store.NewCursor([]byte("pa/x"))})
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 0x01020304, Cursor: store.NewCursor([]byte("pa/x"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []byte{1, 2, 3, 4, 0, 4, 'p', 'a', '/', 'x'}; !bytes.Equal(v, want) {
 		t.Errorf("encoded % x, want % x", v, want)
 	}
-	got, err := outbox.DecodeDeliveryState(v)
+	got, err := schema.DecodeDeliveryState(v)
 	if err != nil || got.Attempt != 0x01020304 || string(got.Cursor.Bytes()) != "pa/x" {
 		t.Errorf("decoded %+v, %v", got, err)
 	}
-	none, _ := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 2})
-	if got, err := outbox.DecodeDeliveryState(none); err != nil || got.Cursor != nil || got.Attempt != 2 {
+	none, _ := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 2})
+	if got, err := schema.DecodeDeliveryState(none); err != nil || got.Cursor != nil || got.Attempt != 2 {
 		t.Errorf("no cursor: %+v, %v", got, err)
 	}
 	for _, bad := range [][]byte{{0}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 2, 'a'}, {0, 0, 0, 0, 0, 1, 'a', 'b'}, append([]byte{0, 0, 0, 0, 0x10, 0x01}, make([]byte, 4097)...)} {
-		if _, err := outbox.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := schema.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("% x: %v", bad[:min(len(bad), 8)], err)
 		}
 	}
-	if _, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.NewCursor(make([]byte, 4097))}); err == nil {
+	if _, err := schema.EncodeDeliveryState(schema.DeliveryState{Cursor: store.NewCursor(make([]byte, 4097))}); err == nil {
 		t.Error("oversized cursor encoded")
 	}
 }
 
-func secret(b byte) outbox.Secret {
-	return outbox.Secret(outbox.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)))
+func secret(b byte) schema.Secret {
+	return schema.Secret(schema.SecretPrefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)))
 }
 
-func testEndpoint() outbox.Endpoint {
-	return outbox.Endpoint{
-		URL: "https://billing.acme.example/hooks/relay?a=1&b=<2>", Scheme: outbox.SchemeStandardWebhooks,
-		Secrets: []outbox.Secret{secret(1), secret(2)}, Kinds: []outbox.Kind{outbox.KindCommitted, outbox.KindAborted},
+func testEndpoint() schema.Endpoint {
+	return schema.Endpoint{
+		URL: "https://billing.acme.example/hooks/relay?a=1&b=<2>", Scheme: schema.SchemeStandardWebhooks,
+		Secrets: []schema.Secret{secret(1), secret(2)}, Kinds: []schema.Kind{schema.KindCommitted, schema.KindAborted},
 		Enabled: true, MaxInFlight: 4, CreatedMs: t0, UpdatedMs: t0 + 1,
 	}
 }
 
 func TestEndpointRoundTripsAndFiltersKinds(t *testing.T) {
 	ep := testEndpoint()
-	v, err := outbox.EncodeEndpoint(&ep)
+	v, err := schema.EncodeEndpoint(&ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := outbox.DecodeEndpoint(v)
+	got, err := schema.DecodeEndpoint(v)
 	if err != nil || !reflect.DeepEqual(got, ep) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	if !got.Accepts(outbox.KindAborted) || got.Accepts(outbox.KindExpired) {
+	if !got.Accepts(schema.KindAborted) || got.Accepts(schema.KindExpired) {
 		t.Error("kind filter")
 	}
-	all := outbox.Endpoint{URL: "https://x.example"}.WithDefaults()
-	if all.Scheme != outbox.SchemeMkitHookV2 || all.MaxInFlight != 1 || !all.Accepts(outbox.KindReadServed) {
+	all := schema.Endpoint{URL: "https://x.example"}.WithDefaults()
+	if all.Scheme != schema.SchemeMkitHookV2 || all.MaxInFlight != 1 || !all.Accepts(schema.KindReadServed) {
 		t.Errorf("defaults: %+v", all)
 	}
 }
 
 func TestEndpointDecoderAcceptsOnlyCanonicalJSON(t *testing.T) {
 	ep := testEndpoint()
-	v, _ := outbox.EncodeEndpoint(&ep)
+	v, _ := schema.EncodeEndpoint(&ep)
 	body := string(v[1:])
 	for name, b := range map[string]string{
 		"unknown field":  strings.Replace(body, `"enabled"`, `"colour":1,"enabled"`, 1),
@@ -203,43 +203,43 @@ func TestEndpointDecoderAcceptsOnlyCanonicalJSON(t *testing.T) {
 		if b == body {
 			t.Fatalf("%s: replacement did nothing", name)
 		}
-		if _, err := outbox.DecodeEndpoint(append([]byte{1}, b...)); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := schema.DecodeEndpoint(append([]byte{1}, b...)); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
 
 func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
-	mod := func(f func(e *outbox.Endpoint)) outbox.Endpoint {
+	mod := func(f func(e *schema.Endpoint)) schema.Endpoint {
 		e := testEndpoint()
 		f(&e)
 		return e
 	}
-	cases := map[string]outbox.Endpoint{
-		"no url":      mod(func(e *outbox.Endpoint) { e.URL = "" }),
-		"relative":    mod(func(e *outbox.Endpoint) { e.URL = "/hooks" }),
-		"ftp":         mod(func(e *outbox.Endpoint) { e.URL = "ftp://x.example/" }),
-		"credentials": mod(func(e *outbox.Endpoint) { e.URL = "https://user:hunter2@x.example/" }),
-		"fragment":    mod(func(e *outbox.Endpoint) { e.URL = "https://x.example/#frag" }),
-		"bad parse":   mod(func(e *outbox.Endpoint) { e.URL = "https://x.example:port/" }),
-		"scheme":      mod(func(e *outbox.Endpoint) { e.Scheme = "hmac" }),
-		"no secret":   mod(func(e *outbox.Endpoint) { e.Secrets = nil }),
-		"bad secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{"whsec_hunter2"} }),
-		"dup secret":  mod(func(e *outbox.Endpoint) { e.Secrets = []outbox.Secret{secret(1), secret(1)} }),
-		"mkit secret": mod(func(e *outbox.Endpoint) { e.Scheme = outbox.SchemeMkitHookV2 }),
-		"kind":        mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"merged"} }),
-		"dup kind":    mod(func(e *outbox.Endpoint) { e.Kinds = []outbox.Kind{"expired", "expired"} }),
-		"in flight":   mod(func(e *outbox.Endpoint) { e.MaxInFlight = 0 }),
-		"reason":      mod(func(e *outbox.Endpoint) { e.DisabledReason = "gone" }),
-		"bad reason":  mod(func(e *outbox.Endpoint) { e.Enabled = false; e.DisabledReason = "Gone Away" }),
-		"times":       mod(func(e *outbox.Endpoint) { e.UpdatedMs = e.CreatedMs - 1 }),
-		"too many sec": mod(func(e *outbox.Endpoint) {
-			e.Secrets = []outbox.Secret{secret(1), secret(2), secret(3), secret(4), secret(5)}
+	cases := map[string]schema.Endpoint{
+		"no url":      mod(func(e *schema.Endpoint) { e.URL = "" }),
+		"relative":    mod(func(e *schema.Endpoint) { e.URL = "/hooks" }),
+		"ftp":         mod(func(e *schema.Endpoint) { e.URL = "ftp://x.example/" }),
+		"credentials": mod(func(e *schema.Endpoint) { e.URL = "https://user:hunter2@x.example/" }),
+		"fragment":    mod(func(e *schema.Endpoint) { e.URL = "https://x.example/#frag" }),
+		"bad parse":   mod(func(e *schema.Endpoint) { e.URL = "https://x.example:port/" }),
+		"scheme":      mod(func(e *schema.Endpoint) { e.Scheme = "hmac" }),
+		"no secret":   mod(func(e *schema.Endpoint) { e.Secrets = nil }),
+		"bad secret":  mod(func(e *schema.Endpoint) { e.Secrets = []schema.Secret{"whsec_hunter2"} }),
+		"dup secret":  mod(func(e *schema.Endpoint) { e.Secrets = []schema.Secret{secret(1), secret(1)} }),
+		"mkit secret": mod(func(e *schema.Endpoint) { e.Scheme = schema.SchemeMkitHookV2 }),
+		"kind":        mod(func(e *schema.Endpoint) { e.Kinds = []schema.Kind{"merged"} }),
+		"dup kind":    mod(func(e *schema.Endpoint) { e.Kinds = []schema.Kind{"expired", "expired"} }),
+		"in flight":   mod(func(e *schema.Endpoint) { e.MaxInFlight = 0 }),
+		"reason":      mod(func(e *schema.Endpoint) { e.DisabledReason = "gone" }),
+		"bad reason":  mod(func(e *schema.Endpoint) { e.Enabled = false; e.DisabledReason = "Gone Away" }),
+		"times":       mod(func(e *schema.Endpoint) { e.UpdatedMs = e.CreatedMs - 1 }),
+		"too many sec": mod(func(e *schema.Endpoint) {
+			e.Secrets = []schema.Secret{secret(1), secret(2), secret(3), secret(4), secret(5)}
 		}),
 	}
 	for name, e := range cases {
-		_, err := outbox.EncodeEndpoint(&e)
-		if !errors.Is(err, outbox.ErrInvalid) {
+		_, err := schema.EncodeEndpoint(&e)
+		if !errors.Is(err, schema.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
@@ -249,8 +249,8 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 			}
 		}
 	}
-	disabled := mod(func(e *outbox.Endpoint) { e.Enabled = false; e.DisabledReason = "gone" })
-	if _, err := outbox.EncodeEndpoint(&disabled); err != nil {
+	disabled := mod(func(e *schema.Endpoint) { e.Enabled = false; e.DisabledReason = "gone" })
+	if _, err := schema.EncodeEndpoint(&disabled); err != nil {
 		t.Errorf("disabled as gone: %v", err)
 	}
 	ep := testEndpoint()
@@ -266,31 +266,31 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 // bucket, unthrottled.
 func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 	old := []byte{0, 0, 0, 2, 0, 1, 'c'}
-	s, err := outbox.DecodeDeliveryState(old)
+	s, err := schema.DecodeDeliveryState(old)
 	if err != nil || s.Bucket != nil || s.Throttle != nil || s.Paced() {
 		t.Fatalf("state without the extension: %+v, %v", s, err)
 	}
-	full := outbox.DeliveryState{
+	full := schema.DeliveryState{
 		Attempt: 2, Cursor: store.NewCursor([]byte("c")),
-		Bucket:   &outbox.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
-		Throttle: &outbox.Throttle{MaxInFlight: 2, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: t0 - 5, DecreasedMs: t0 - 1, RaisedMs: t0},
+		Bucket:   &schema.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
+		Throttle: &schema.Throttle{MaxInFlight: 2, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: t0 - 5, DecreasedMs: t0 - 1, RaisedMs: t0},
 	}
-	v, err := outbox.EncodeDeliveryState(full)
+	v, err := schema.EncodeDeliveryState(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.HasPrefix(v, old) || v[len(old)] != 0x01 || v[len(old)+1] != 0x07 {
 		t.Errorf("encoded % x", v)
 	}
-	got, err := outbox.DecodeDeliveryState(v)
+	got, err := schema.DecodeDeliveryState(v)
 	if err != nil || !reflect.DeepEqual(got.Bucket, full.Bucket) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.Attempt != 2 {
 		t.Errorf("decoded %+v %+v %+v, %v", got, got.Bucket, got.Throttle, err)
 	}
 	onlyThrottle := full
 	onlyThrottle.Bucket = nil
 	{
-		v, _ := outbox.EncodeDeliveryState(onlyThrottle)
-		if got, err := outbox.DecodeDeliveryState(v); err != nil || got.Bucket != nil || got.Throttle == nil {
+		v, _ := schema.EncodeDeliveryState(onlyThrottle)
+		if got, err := schema.DecodeDeliveryState(v); err != nil || got.Bucket != nil || got.Throttle == nil {
 			t.Errorf("throttle only: %+v, %v", got, err)
 		}
 	}
@@ -302,13 +302,13 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 		append(slices.Clone(v), 0),                        // trailing byte
 		append(slices.Clone(old), 0x01, 0x10, 0, 0, 0, 0), // unknown flag
 	} {
-		if _, err := outbox.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := schema.DecodeDeliveryState(bad); !errors.Is(err, store.ErrCorrupt) {
 			t.Errorf("% x: %v", bad, err)
 		}
 	}
 	long := full
-	long.Throttle = &outbox.Throttle{Reason: strings.Repeat("x", outbox.MaxThrottleReason+1)}
-	if _, err := outbox.EncodeDeliveryState(long); err == nil {
+	long.Throttle = &schema.Throttle{Reason: strings.Repeat("x", schema.MaxThrottleReason+1)}
+	if _, err := schema.EncodeDeliveryState(long); err == nil {
 		t.Error("oversized reason encoded")
 	}
 }
@@ -316,61 +316,61 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 // The health rides after the throttle, its pending events encoded as
 // their records are.
 func TestDeliveryStateCarriesTheHealth(t *testing.T) {
-	ev := outbox.Event{Type: outbox.EventDisabled, Endpoint: "billing", Reason: "failing", FailingSinceMs: t0 - 9, LastStatus: 503, LastError: "status"}
-	full := outbox.DeliveryState{
+	ev := schema.Event{Type: schema.EventDisabled, Endpoint: "billing", Reason: "failing", FailingSinceMs: t0 - 9, LastStatus: 503, LastError: "status"}
+	full := schema.DeliveryState{
 		Attempt:  4,
-		Throttle: &outbox.Throttle{MaxInFlight: 1, Reason: "503", SinceMs: t0},
-		Health: &outbox.Health{FailingSinceMs: t0 - 9, NotifiedMs: t0, ResumeMs: t0 + 60_000, LastStatus: 503, LastError: "status",
-			Pending: []outbox.PendingEvent{{Event: ev, AtMs: t0}, {Event: outbox.Event{Type: outbox.EventRecovered, Endpoint: "billing"}, AtMs: t0 + 1}}},
+		Throttle: &schema.Throttle{MaxInFlight: 1, Reason: "503", SinceMs: t0},
+		Health: &schema.Health{FailingSinceMs: t0 - 9, NotifiedMs: t0, ResumeMs: t0 + 60_000, LastStatus: 503, LastError: "status",
+			Pending: []schema.PendingEvent{{Event: ev, AtMs: t0}, {Event: schema.Event{Type: schema.EventRecovered, Endpoint: "billing"}, AtMs: t0 + 1}}},
 	}
-	v, err := outbox.EncodeDeliveryState(full)
+	v, err := schema.EncodeDeliveryState(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := outbox.DecodeDeliveryState(v)
+	got, err := schema.DecodeDeliveryState(v)
 	if err != nil || !reflect.DeepEqual(got.Health, full.Health) || got.Throttle == nil || got.Attempt != 4 {
 		t.Fatalf("decoded %+v %+v, %v", got, got.Health, err)
 	}
 	for i := range len(v) - 1 {
-		if _, err := outbox.DecodeDeliveryState(v[:i+1]); !errors.Is(err, store.ErrCorrupt) && i+1 > 6 {
+		if _, err := schema.DecodeDeliveryState(v[:i+1]); !errors.Is(err, store.ErrCorrupt) && i+1 > 6 {
 			t.Fatalf("cut at %d: %v", i+1, err)
 		}
 	}
 	bad := full
 	h := *full.Health
-	h.Pending = make([]outbox.PendingEvent, outbox.MaxPendingEvents+1)
+	h.Pending = make([]schema.PendingEvent, schema.MaxPendingEvents+1)
 	for i := range h.Pending {
-		h.Pending[i] = outbox.PendingEvent{Event: ev, AtMs: t0}
+		h.Pending[i] = schema.PendingEvent{Event: ev, AtMs: t0}
 	}
 	bad.Health = &h
-	if _, err := outbox.EncodeDeliveryState(bad); err == nil {
+	if _, err := schema.EncodeDeliveryState(bad); err == nil {
 		t.Error("too many pending events encoded")
 	}
-	h.Pending = []outbox.PendingEvent{{Event: outbox.Event{Type: "endpoint.exploded", Endpoint: "billing"}, AtMs: t0}}
-	if _, err := outbox.EncodeDeliveryState(bad); err == nil {
+	h.Pending = []schema.PendingEvent{{Event: schema.Event{Type: "endpoint.exploded", Endpoint: "billing"}, AtMs: t0}}
+	if _, err := schema.EncodeDeliveryState(bad); err == nil {
 		t.Error("an invalid event encoded")
 	}
 }
 
 func TestRateLimitIsOptionalAndBounded(t *testing.T) {
-	for _, rl := range []int{0, outbox.MinRateLimit, 50, outbox.MaxRateLimit} {
+	for _, rl := range []int{0, schema.MinRateLimit, 50, schema.MaxRateLimit} {
 		ep := testEndpoint()
 		ep.RateLimit = rl
-		v, err := outbox.EncodeEndpoint(&ep)
+		v, err := schema.EncodeEndpoint(&ep)
 		if err != nil {
 			t.Fatalf("rate_limit %d: %v", rl, err)
 		}
-		if got, err := outbox.DecodeEndpoint(v); err != nil || got.RateLimit != rl {
+		if got, err := schema.DecodeEndpoint(v); err != nil || got.RateLimit != rl {
 			t.Errorf("rate_limit %d read back as %d, %v", rl, got.RateLimit, err)
 		}
 		if rl == 0 && bytes.Contains(v, []byte("rate_limit")) {
 			t.Error("an endpoint without a rate_limit stores one")
 		}
 	}
-	for _, rl := range []int{-1, outbox.MaxRateLimit + 1} {
+	for _, rl := range []int{-1, schema.MaxRateLimit + 1} {
 		ep := testEndpoint()
 		ep.RateLimit = rl
-		if _, err := outbox.EncodeEndpoint(&ep); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "rate_limit") {
+		if _, err := schema.EncodeEndpoint(&ep); !errors.Is(err, schema.ErrInvalid) || !strings.Contains(err.Error(), "rate_limit") {
 			t.Errorf("rate_limit %d: %v", rl, err)
 		}
 	}
