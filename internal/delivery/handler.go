@@ -329,8 +329,8 @@ func (h *Handler) hold(ctx context.Context, fc timers.FireContext, t timers.DueT
 		"namespace", s.ns, "endpoint", s.endpoint)
 	h.Metrics.held()
 	next := state
-	if next.Attempt < ^uint32(0) {
-		next.Attempt++
+	if next.FailedFires < ^uint32(0) {
+		next.FailedFires++
 	}
 	value, err := schema.EncodeDeliveryState(next)
 	if err != nil {
@@ -338,7 +338,7 @@ func (h *Handler) hold(ctx context.Context, fc timers.FireContext, t timers.DueT
 	}
 	nowMs := max(fc.NowMs, h.clock().Now().UnixMilli())
 	return timers.Fired{
-		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.Attempt), t.DueAtMs),
+		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.FailedFires), t.DueAtMs),
 		State:   value,
 		Batch:   store.Batch{Drain: true},
 		Backoff: true,

@@ -204,7 +204,7 @@ func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.Due
 	next := *hl
 	next.Pending, next.ResumeMs = nil, 0
 	state.Health = stateHealth(next, nowMs)
-	if resume <= nowMs || resume >= timers.NeverMs || (state.Attempt == 0 && !state.Paced()) {
+	if resume <= nowMs || resume >= timers.NeverMs || (state.FailedFires == 0 && !state.Paced()) {
 		// Due now, parked, or due later with nothing to wait for (no
 		// backoff, no tokens): rows ingested meanwhile go now, as the
 		// ingest would have pulled the timer to now.

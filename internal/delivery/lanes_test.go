@@ -88,7 +88,7 @@ func recv[T any](t *testing.T, c <-chan T, what string) T {
 
 // lanesFleet seeds one row for each namespace's billing endpoint, due in
 // the order given (the first the oldest); those listed in failed have a
-// timer whose state counts a failed attempt, as after a fire that timed out.
+// timer whose state counts a failed fire, as after a fire that timed out.
 func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 	f.t.Helper()
 	now := time.Now().UnixMilli()
@@ -105,7 +105,7 @@ func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 		if err != nil || !found {
 			f.t.Fatalf("timer of %s: %v %v", ns, found, err)
 		}
-		state, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 1})
+		state, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 1})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestStreamsThatStartHangingHoldAMainWorkerOnlyUntilTheyMoveToTheSlowLane(t 
 	})
 }
 
-// A stream whose last fire failed (its timer counts a failed attempt) is
+// A stream whose last fire failed (its timer counts a failed fire) is
 // fired in the slow lane from the start: hanging again, it never holds a
 // main worker, even for SlowAfter. With one main worker and the slow-lane
 // threshold never ending, a healthy stream due after three such hangers is

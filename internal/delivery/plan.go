@@ -213,7 +213,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			resume = f.page.Cursor(run.last)
 		}
 	}
-	next := schema.DeliveryState{Attempt: f.state.Attempt, Cursor: resume, Bucket: bucket, Throttle: throttle}
+	next := schema.DeliveryState{FailedFires: f.state.FailedFires, Cursor: resume, Bucket: bucket, Throttle: throttle}
 	// A Retry-After the endpoint gave is a floor whatever else the fire
 	// did: rows delivered before the call told to wait do not cut it
 	// short, or a rate-limited endpoint would be called again at once.
@@ -223,11 +223,11 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	case delivered > 0:
 		// The endpoint took something, so its count of failing fires
 		// starts afresh and the rest are due now, unless it asked to wait.
-		// Then this fire counts as the first failing one: a stream at
-		// attempt 0 is not backing off, and an ingest would pull it to now.
-		next.Attempt = 0
+		// Then this fire counts as the first failing one: a stream with no
+		// failed fire is not backing off, and an ingest would pull it to now.
+		next.FailedFires = 0
 		if floorMs > 0 {
-			next.Attempt = 1
+			next.FailedFires = 1
 		}
 		delayMs = floorMs
 	case run.paced && !run.callFailed:
@@ -244,9 +244,9 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		// in each fire and must still back off. Only a failed call raises
 		// the count: a page of rows that cannot be sent is no fault of the
 		// endpoint.
-		delayMs = max(backoffMs(s.ns, s.endpoint, f.state.Attempt), floorMs)
-		if run.callFailed && next.Attempt < ^uint32(0) {
-			next.Attempt++
+		delayMs = max(backoffMs(s.ns, s.endpoint, f.state.FailedFires), floorMs)
+		if run.callFailed && next.FailedFires < ^uint32(0) {
+			next.FailedFires++
 		}
 	}
 	next.Health = stateHealth(health, nowMs)

@@ -36,8 +36,8 @@ func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) 
 			if sink.count("a") != 0 {
 				t.Fatalf("round %d: row a sent %d times while its acknowledgement cannot commit", round, sink.count("a"))
 			}
-			if st := e.state(); st.Attempt != uint32(round+1) {
-				t.Fatalf("round %d: attempt %d, want %d", round, st.Attempt, round+1)
+			if st := e.state(); st.FailedFires != uint32(round+1) {
+				t.Fatalf("round %d: failed fires %d, want %d", round, st.FailedFires, round+1)
 			}
 			waits = append(waits, e.timerDue()-max(before, e.NowMs()))
 		}

@@ -136,7 +136,7 @@ func TestRateLimitHoldsOverAMinuteAcrossProcesses(t *testing.T) {
 					}
 				}
 				// Pacing is not backing off.
-				if st := e.state(); st.Attempt != 0 || st.Throttle != nil {
+				if st := e.state(); st.FailedFires != 0 || st.Throttle != nil {
 					t.Errorf("state %+v", st)
 				}
 			})

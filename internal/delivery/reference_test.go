@@ -304,7 +304,7 @@ func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
 				t.Fatalf("gaps %v ms, want each within 1 s plus 20 %%", gaps)
 			}
 		}
-		if got := e.state().Attempt; got != 0 {
+		if got := e.state().FailedFires; got != 0 {
 			t.Fatalf("attempt %d, want 0", got)
 		}
 	})

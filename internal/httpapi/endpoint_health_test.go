@@ -26,7 +26,7 @@ func TestTheEndpointShowsItsHealth(t *testing.T) {
 		}
 	}
 	p := store.Partition{Namespace: "acme"}
-	v, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 3, Health: &schema.Health{
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 3, Health: &schema.Health{
 		FailingSinceMs: outboxtest.T0 - 60_000, NotifiedMs: outboxtest.T0 - 60_000, LastStatus: 503, LastError: "status"}})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestTheNextAttemptOfAStreamWithEventsToAppendIsItsOwn(t *testing.T) {
 	path := "/v1/namespaces/acme/endpoints/billing"
 	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
 	resume := outboxtest.T0 + 10*60_000
-	v, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 1, Health: &schema.Health{
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 1, Health: &schema.Health{
 		FailingSinceMs: outboxtest.T0, NotifiedMs: outboxtest.T0, LastStatus: 503, LastError: "status", ResumeMs: resume,
 		Pending: []schema.PendingEvent{{AtMs: outboxtest.T0, Event: schema.Event{Type: schema.EventFailing, Endpoint: "billing", FailingSinceMs: outboxtest.T0}}}}})
 	if err != nil {

@@ -167,7 +167,7 @@ func nextAttempt(t *outbox.StreamTimer, backlog schema.Backlog) *string {
 	if t == nil || t.DueAtMs == timers.NeverMs {
 		return nil
 	}
-	if backlog.Rows == 0 && !t.Leased && t.Attempt == 0 && t.FailingSinceMs == 0 {
+	if backlog.Rows == 0 && !t.Leased && t.FailedFires == 0 && t.FailingSinceMs == 0 {
 		return nil
 	}
 	s := rfc3339(t.DueAtMs)

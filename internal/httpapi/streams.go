@@ -75,7 +75,7 @@ func streamState(t *outbox.StreamTimer, nowMs int64) string {
 		return "delivering"
 	case t.DueAtMs == timers.NeverMs:
 		return "parked"
-	case t.Attempt > 0:
+	case t.FailedFires > 0:
 		return "backing_off"
 	case t.DueAtMs <= nowMs:
 		return "due"
@@ -132,7 +132,7 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		Rows:          make([]pendingRowView, len(page.Rows)),
 	}
 	if page.Timer != nil {
-		v.FailedFires = page.Timer.Attempt
+		v.FailedFires = page.Timer.FailedFires
 	}
 	for i, row := range page.Rows {
 		rv := pendingRowView{ReservationID: row.RID, Sequence: row.Seq, Kind: row.Kind, OccurredUnixMs: row.OccurredUnixMs, Corrupt: row.Corrupt}

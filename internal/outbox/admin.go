@@ -132,9 +132,10 @@ type Stream struct {
 // StreamTimer is a stream's delivery timer as operators see it.
 type StreamTimer struct {
 	DueAtMs int64
-	// Attempt is how many fires in a row delivered nothing; one told to
-	// wait by a Retry-After counts whatever it delivered.
-	Attempt uint32
+	// FailedFires is how many fires in a row delivered nothing; one told
+	// to wait by a Retry-After counts whatever it delivered
+	// (schema.DeliveryState.FailedFires).
+	FailedFires uint32
 	// Leased: a fire holds it now.
 	Leased bool
 	// Throttle is the stream's limits lowered after its endpoint refused
@@ -316,7 +317,7 @@ func viewTimer(r *timers.Row) *StreamTimer {
 		t.Corrupt = true
 		return t
 	}
-	t.Attempt = st.Attempt
+	t.FailedFires = st.FailedFires
 	t.Throttle = st.Throttle
 	if h := st.Health; h != nil && h.FailingSinceMs != 0 {
 		t.FailingSinceMs, t.LastStatus, t.LastError = h.FailingSinceMs, h.LastStatus, h.LastError
@@ -525,7 +526,7 @@ func planWake(b *store.Batch, s *streamRead, id string, nowMs int64) {
 			b.RequireEquals(t.Key, t.Raw)
 			return
 		}
-		st.Attempt = 0
+		st.FailedFires = 0
 		state, _ := schema.EncodeDeliveryState(st)
 		t.Replace(b, nowMs, state)
 	}

@@ -125,8 +125,8 @@ func TestEnablingAParkedStreamPullsItWithItsBackoffReset(t *testing.T) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		tm, _ = e.deliveryTimer("billing")
 		st, err := schema.DecodeDeliveryState(tm.State)
-		if err != nil || tm.DueAtMs != t0+9000 || st.Attempt != 0 {
-			t.Fatalf("want due now with attempt 0, got due %d, state %+v, %v", tm.DueAtMs, st, err)
+		if err != nil || tm.DueAtMs != t0+9000 || st.FailedFires != 0 {
+			t.Fatalf("want due now with no failed fire, got due %d, state %+v, %v", tm.DueAtMs, st, err)
 		}
 	})
 }
@@ -264,7 +264,7 @@ func TestReplayPutsTheRowFirstDueNowWithTheBackoffReset(t *testing.T) {
 		}
 		tm, _ = e.deliveryTimer("billing")
 		st, err := schema.DecodeDeliveryState(tm.State)
-		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.Attempt != 0 || st.Cursor == nil {
+		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.FailedFires != 0 || st.Cursor == nil {
 			t.Fatalf("timer after replay: due %d, state %+v, %v", tm.DueAtMs, st, err)
 		}
 		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
@@ -287,9 +287,9 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 		e.appendN("r", 4)
 		failing := schema.Event{Type: schema.EventFailing, Endpoint: "billing", FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status"}
 		before := schema.DeliveryState{
-			Attempt: 7,
-			Cursor:  store.CursorAfter(store.Key("p-somewhere")),
-			Bucket:  &schema.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
+			FailedFires: 7,
+			Cursor:      store.CursorAfter(store.Key("p-somewhere")),
+			Bucket:      &schema.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
 			Throttle: &schema.Throttle{MaxInFlight: 1, RateMilli: 2_500, CeilingMilli: 5_000, Reason: "429",
 				SinceMs: t0 - 9_000, DecreasedMs: t0 - 1_000, RaisedMs: t0 - 500},
 			Health: &schema.Health{FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status", ResumeMs: t0 + 64_000,
@@ -310,8 +310,8 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tm.DueAtMs != t0+100 || st.Attempt != 0 {
-			t.Errorf("timer due %d, attempt %d: want due now with no backoff", tm.DueAtMs, st.Attempt)
+		if tm.DueAtMs != t0+100 || st.FailedFires != 0 {
+			t.Errorf("timer due %d, failed fires %d: want due now with no backoff", tm.DueAtMs, st.FailedFires)
 		}
 		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
 		if err != nil || len(page.Rows) != 1 || page.Rows[0].RID != "r-002" || page.Rows[0].Seq != got.Seq {

@@ -209,7 +209,7 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		later := now + 60_000
 		// created: enabled, no timer.
 		e.putEndpoint("fresh", schema.Endpoint{Enabled: true})
-		// pulled: idle, attempt 0, due later.
+		// pulled: idle, no failed fire, due later.
 		e.putEndpoint("idle", schema.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "idle", timers.EncodeIdle(deliveryState(t, 0)))
 		// left: backing off.
@@ -665,7 +665,7 @@ func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
 }
 
 // A stream parked when its endpoint was disabled is woken by the next ingest
-// once the endpoint is enabled, with its attempt count reset.
+// once the endpoint is enabled, with its count of failed fires reset.
 func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
@@ -678,8 +678,8 @@ func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 			t.Fatalf("timer %+v %v, want due now", r, ok)
 		}
 		st, err := schema.DecodeDeliveryState(r.State)
-		if err != nil || st.Attempt != 0 {
-			t.Fatalf("state %+v %v, want attempt 0", st, err)
+		if err != nil || st.FailedFires != 0 {
+			t.Fatalf("state %+v %v, want no failed fire", st, err)
 		}
 		if n := len(e.timers(timers.KindOutcomeDelivery, "billing")); n != 1 {
 			t.Fatalf("%d delivery timers, want 1", n)

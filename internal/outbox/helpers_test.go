@@ -191,9 +191,9 @@ func leasedValue(priorDueMs int64, state []byte) store.Value {
 	return append(v, state...)
 }
 
-func deliveryState(t *testing.T, attempt uint32) []byte {
+func deliveryState(t *testing.T, failedFires uint32) []byte {
 	t.Helper()
-	s, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: attempt})
+	s, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: failedFires})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func replayState(t *timers.Row, id string, seq uint64) schema.DeliveryState {
 			st = got
 		}
 	}
-	st.Cursor, st.Attempt = pendingCursorBefore(id, seq), 0
+	st.Cursor, st.FailedFires = pendingCursorBefore(id, seq), 0
 	if st.Health != nil {
 		h := *st.Health
 		h.ResumeMs = 0

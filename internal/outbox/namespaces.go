@@ -167,5 +167,5 @@ func failingStream(e store.Entry) (string, bool) {
 		return "", false
 	}
 	st, err := schema.DecodeDeliveryState(row.State)
-	return row.Reference, err != nil || st.Attempt > 0
+	return row.Reference, err != nil || st.FailedFires > 0
 }

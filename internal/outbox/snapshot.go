@@ -369,7 +369,7 @@ func (s *snapshot) matching(kind schema.Kind) []int {
 //     the backlog) and the runner re-plans, or it reschedules;
 //   - disabled: leave it, parked until the endpoint is enabled;
 //   - parked (due never) while the endpoint is enabled: pull it to now with
-//     its attempt count reset, or nothing would ever wake it.
+//     its count of failed fires reset, or nothing would ever wake it.
 //
 // A timer whose state does not decode is left for its handler to report.
 func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
@@ -413,13 +413,13 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	if idle.DueAtMs == timers.NeverMs {
 		// Parked (its endpoint was disabled) though the endpoint is enabled
 		// now: nothing else would ever wake it, so start afresh.
-		st.Attempt = 0
+		st.FailedFires = 0
 		if state, err := schema.EncodeDeliveryState(st); err == nil {
 			idle.Replace(b, s.nowMs, state)
 		}
 		return
 	}
-	if st.Attempt > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
+	if st.FailedFires > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
 		b.RequireEquals(idle.Key, idle.Raw)
 		return
 	}

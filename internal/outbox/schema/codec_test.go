@@ -127,10 +127,10 @@ func TestASeenRowMatchesTheDigestItKeeps(t *testing.T) {
 
 func TestDeliveryStateIsTheReferenceLayout(t *testing.T) {
 	s, err := schema.DecodeDeliveryState(nil)
-	if err != nil || s.Attempt != 0 || s.Cursor != nil {
+	if err != nil || s.FailedFires != 0 || s.Cursor != nil {
 		t.Errorf("empty state: %+v, %v", s, err)
 	}
-	v, err := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 0x01020304, Cursor: store.NewCursor([]byte("pa/x"))})
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 0x01020304, Cursor: store.NewCursor([]byte("pa/x"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,11 +138,11 @@ func TestDeliveryStateIsTheReferenceLayout(t *testing.T) {
 		t.Errorf("encoded % x, want % x", v, want)
 	}
 	got, err := schema.DecodeDeliveryState(v)
-	if err != nil || got.Attempt != 0x01020304 || string(got.Cursor.Bytes()) != "pa/x" {
+	if err != nil || got.FailedFires != 0x01020304 || string(got.Cursor.Bytes()) != "pa/x" {
 		t.Errorf("decoded %+v, %v", got, err)
 	}
-	none, _ := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 2})
-	if got, err := schema.DecodeDeliveryState(none); err != nil || got.Cursor != nil || got.Attempt != 2 {
+	none, _ := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 2})
+	if got, err := schema.DecodeDeliveryState(none); err != nil || got.Cursor != nil || got.FailedFires != 2 {
 		t.Errorf("no cursor: %+v, %v", got, err)
 	}
 	for _, bad := range [][]byte{{0}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 2, 'a'}, {0, 0, 0, 0, 0, 1, 'a', 'b'}, append([]byte{0, 0, 0, 0, 0x10, 0x01}, make([]byte, 4097)...)} {
@@ -271,7 +271,7 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 		t.Fatalf("state without the extension: %+v, %v", s, err)
 	}
 	full := schema.DeliveryState{
-		Attempt: 2, Cursor: store.NewCursor([]byte("c")),
+		FailedFires: 2, Cursor: store.NewCursor([]byte("c")),
 		Bucket:   &schema.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
 		Throttle: &schema.Throttle{MaxInFlight: 2, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: t0 - 5, DecreasedMs: t0 - 1, RaisedMs: t0},
 	}
@@ -283,7 +283,7 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 		t.Errorf("encoded % x", v)
 	}
 	got, err := schema.DecodeDeliveryState(v)
-	if err != nil || !reflect.DeepEqual(got.Bucket, full.Bucket) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.Attempt != 2 {
+	if err != nil || !reflect.DeepEqual(got.Bucket, full.Bucket) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.FailedFires != 2 {
 		t.Errorf("decoded %+v %+v %+v, %v", got, got.Bucket, got.Throttle, err)
 	}
 	onlyThrottle := full
@@ -318,8 +318,8 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 func TestDeliveryStateCarriesTheHealth(t *testing.T) {
 	ev := schema.Event{Type: schema.EventDisabled, Endpoint: "billing", Reason: "failing", FailingSinceMs: t0 - 9, LastStatus: 503, LastError: "status"}
 	full := schema.DeliveryState{
-		Attempt:  4,
-		Throttle: &schema.Throttle{MaxInFlight: 1, Reason: "503", SinceMs: t0},
+		FailedFires: 4,
+		Throttle:    &schema.Throttle{MaxInFlight: 1, Reason: "503", SinceMs: t0},
 		Health: &schema.Health{FailingSinceMs: t0 - 9, NotifiedMs: t0, ResumeMs: t0 + 60_000, LastStatus: 503, LastError: "status",
 			Pending: []schema.PendingEvent{{Event: ev, AtMs: t0}, {Event: schema.Event{Type: schema.EventRecovered, Endpoint: "billing"}, AtMs: t0 + 1}}},
 	}
@@ -328,7 +328,7 @@ func TestDeliveryStateCarriesTheHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := schema.DecodeDeliveryState(v)
-	if err != nil || !reflect.DeepEqual(got.Health, full.Health) || got.Throttle == nil || got.Attempt != 4 {
+	if err != nil || !reflect.DeepEqual(got.Health, full.Health) || got.Throttle == nil || got.FailedFires != 4 {
 		t.Fatalf("decoded %+v %+v, %v", got, got.Health, err)
 	}
 	for i := range len(v) - 1 {

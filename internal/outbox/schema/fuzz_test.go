@@ -279,7 +279,7 @@ func FuzzDecodeEndpoint(f *testing.F) {
 func FuzzDecodeDeliveryState(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 3, 0, 2, 'p', 'x'})
-	withHealth, _ := schema.EncodeDeliveryState(schema.DeliveryState{Attempt: 2, Health: &schema.Health{
+	withHealth, _ := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 2, Health: &schema.Health{
 		FailingSinceMs: 5, NotifiedMs: 6, ResumeMs: 7, LastStatus: 503, LastError: "status",
 		Pending: []schema.PendingEvent{{AtMs: 8, Event: schema.Event{Type: schema.EventFailing, Endpoint: "e", FailingSinceMs: 5, LastStatus: 503}}},
 	}})
