@@ -134,7 +134,7 @@ func (e *Endpoints) Row(id string) (store.Value, bool) {
 		return nil, false
 	}
 	for _, pc := range e.rows {
-		if string(pc.Key[1:]) == id {
+		if got, _ := schema.ClassEndpoint.ID(pc.Key); got == id {
 			return pc.Value, true
 		}
 	}

@@ -120,9 +120,10 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 			case es:
 				s.Endpoints += len(r.Page.Entries)
 				for _, e := range r.Page.Entries {
-					ids[string(e.Key[1:])] = true
+					id, _ := schema.ClassEndpoint.ID(e.Key)
+					ids[id] = true
 					if ep, err := schema.DecodeEndpoint(e.Value); err != nil || !ep.Enabled {
-						failing[string(e.Key[1:])] = true
+						failing[id] = true
 					}
 				}
 			case ts:

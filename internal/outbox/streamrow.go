@@ -213,7 +213,8 @@ func streamsRead(b *store.Batch, rows []store.Row) map[string]StreamRows {
 	}
 	out := make(map[string]StreamRows, len(rows)/3)
 	for i := 0; i < len(rows); i += 3 {
-		out[string(b.Reads[i][1:])] = StreamRows{Backlog: rows[i], Endpoint: rows[i+1], Head: rows[i+2]}
+		id, _ := schema.ClassBacklog.ID(b.Reads[i])
+		out[id] = StreamRows{Backlog: rows[i], Endpoint: rows[i+1], Head: rows[i+2]}
 	}
 	return out
 }

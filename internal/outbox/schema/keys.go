@@ -315,6 +315,15 @@ func (c Class) Key(id string) store.Key {
 	return store.Key(append(b, id...))
 }
 
+// ID is the id in k, a key Class.Key built for class c; false when k is of
+// another class.
+func (c Class) ID(k store.Key) (string, bool) {
+	if len(k) == 0 || Class(k[0]) != c {
+		return "", false
+	}
+	return string(k[1:]), true
+}
+
 // AttemptKeyOf is AttemptKey of ids already checked.
 func AttemptKeyOf(endpoint, rid string) store.Key { return streamKey(ClassAttempt, endpoint, rid) }
 
