@@ -42,7 +42,6 @@ type fleet struct {
 }
 
 func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
-	t.Helper()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		st := b.New(t)
 		f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})

@@ -29,7 +29,6 @@ type env struct{ *outboxtest.Env }
 
 // eachBackend runs f on a fresh env of every configured backend.
 func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, setup(t, b.New(t))) })
 }
 

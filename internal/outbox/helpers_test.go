@@ -29,7 +29,6 @@ type env struct{ *outboxtest.Env }
 // forEachBackend runs f on every store backend; backends that are not
 // configured skip.
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, newEnv(t, b.New(t))) })
 }
 

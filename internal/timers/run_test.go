@@ -38,7 +38,6 @@ func (h handlerFunc) Fire(_ context.Context, fc timers.FireContext, t timers.Due
 
 // eachBackend runs f on a fresh store of every backend.
 func eachBackend(t *testing.T, f func(t *testing.T, st *redisstore.Store)) {
-	t.Helper()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, b.New(t)) })
 }
 

@@ -80,18 +80,15 @@ func Flushable() []Backend {
 // together; a backend that is not configured skips its subtest at New or
 // Client.
 func Each(t *testing.T, fn func(t *testing.T, b Backend)) {
-	t.Helper()
 	each(t, Backends(t), fn)
 }
 
 // EachFlushable is Each over the backends of Flushable.
 func EachFlushable(t *testing.T, fn func(t *testing.T, b Backend)) {
-	t.Helper()
 	each(t, Flushable(), fn)
 }
 
 func each(t *testing.T, backends []Backend, fn func(t *testing.T, b Backend)) {
-	t.Helper()
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
