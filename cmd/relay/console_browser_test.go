@@ -185,17 +185,12 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	}
 	wait := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.After(settle)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for !ok() {
-			select {
-			case <-notify:
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s within %s", what, settle)
+		relaytest.Eventually(t, settle, notify, func() error {
+			if !ok() {
+				return fmt.Errorf("%s within %s", what, settle)
 			}
-		}
+			return nil
+		})
 	}
 	// Delivered first: behind the stuck row it would wait.
 	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(done)}); err != nil {

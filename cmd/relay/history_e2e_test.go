@@ -44,20 +44,15 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	}
 	wait := func(what string, done func() bool) {
 		t.Helper()
-		deadline := time.After(settle)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for !done() {
+		relaytest.Eventually(t, settle, notify, func() error {
+			if done() {
+				return nil
+			}
 			if errs := rc.Rejections(); len(errs) > 0 {
 				t.Fatalf("a webhook failed verification: %v", errs[0])
 			}
-			select {
-			case <-notify:
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s within %s", what, settle)
-			}
-		}
+			return fmt.Errorf("%s within %s", what, settle)
+		})
 	}
 	delivered := func(rids []string, times int) func() bool {
 		return func() bool {

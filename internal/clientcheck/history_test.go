@@ -2,12 +2,14 @@ package clientcheck_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
 
@@ -57,19 +59,18 @@ func TestTheHistoryOfDeliveredOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for job.State == relayclient.RecoveryRunning {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("the recovery does not end: %+v", job)
+	relaytest.Eventually(t, 30*time.Second, nil, func() error {
+		if job.State != relayclient.RecoveryRunning {
+			return nil
 		}
 		if job, err = c.Recovery(ctx, "acme", "billing", job.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if job.State == relayclient.RecoveryRunning {
+			return fmt.Errorf("the recovery does not end: %+v", job)
+		}
+		return nil
+	})
 	if job.State != relayclient.RecoveryDone || job.Queued != 1 || job.FinishedAt == nil || job.Examined < 1 {
 		t.Fatalf("recovery %+v", job)
 	}

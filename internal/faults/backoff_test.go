@@ -41,14 +41,12 @@ func TestADeadEndpointBacksOff(t *testing.T) {
 	}
 	put(http.StatusOK, true)
 
-	deadline := time.After(settleWithin)
-	for len(arrivals(rc)) < calls {
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d calls after %v, want %d", len(arrivals(rc)), settleWithin, calls)
+	relaytest.Eventually(t, settleWithin, notify, func() error {
+		if got := len(arrivals(rc)); got < calls {
+			return fmt.Errorf("%d calls after %v, want %d", got, settleWithin, calls)
 		}
-	}
+		return nil
+	})
 	at := arrivals(rc)
 	var line strings.Builder
 	for _, a := range at {

@@ -60,18 +60,14 @@ func startCluster(t testing.TB) *cluster {
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for _, n := range c.nodes {
-		for !strings.Contains(n.Client.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
-			select {
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("cluster node %s never reached cluster_state:ok", n.Addr)
+	relaytest.Eventually(t, 30*time.Second, nil, func() error {
+		for _, n := range c.nodes {
+			if !strings.Contains(n.Client.ClusterInfo(context.Background()).Val(), "cluster_state:ok") {
+				return fmt.Errorf("cluster node %s never reached cluster_state:ok", n.Addr)
 			}
 		}
-	}
+		return nil
+	})
 	return c
 }
 

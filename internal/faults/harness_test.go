@@ -307,8 +307,7 @@ func rids(prefix string, n int) []string {
 // target of another namespace.
 func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target) {
 	t.Helper()
-	deadline := time.After(settleWithin)
-	for {
+	relaytest.Eventually(t, settleWithin, notify, func() error {
 		left := 0
 		for _, tg := range targets {
 			if errs := tg.rc.Rejections(); len(errs) > 0 {
@@ -316,15 +315,11 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 			}
 			left += tg.rc.Missing(p.acceptedOf(tg.ns))
 		}
-		if left == 0 {
-			break
+		if left > 0 {
+			return fmt.Errorf("%d deliveries missing after %s", left, settleWithin)
 		}
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d deliveries missing after %s", left, settleWithin)
-		}
-	}
+		return nil
+	})
 	for _, tg := range targets {
 		if s := tg.rc.Strangers(p.postedTo(tg.ns)); len(s) > 0 {
 			t.Fatalf("receiver %s had outcomes it should not: %v", tg.rc.Name, s[:min(len(s), 5)])

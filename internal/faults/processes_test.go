@@ -61,29 +61,23 @@ func deliveredSoFar(targets []target) int {
 // awaitDeliveries waits until the targets' receivers answered n deliveries.
 func awaitDeliveries(t testing.TB, notify <-chan struct{}, targets []target, n int) {
 	t.Helper()
-	deadline := time.After(settleWithin)
-	for deliveredSoFar(targets) < n {
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("only %d of %d deliveries arrived", deliveredSoFar(targets), n)
+	relaytest.Eventually(t, settleWithin, notify, func() error {
+		if got := deliveredSoFar(targets); got < n {
+			return fmt.Errorf("only %d of %d deliveries arrived", got, n)
 		}
-	}
+		return nil
+	})
 }
 
 // awaitAccepted waits until the producer has n outcomes accepted.
 func awaitAccepted(t testing.TB, p *producer, n int) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleWithin)
-	for p.total() < n {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("only %d of %d outcomes accepted", p.total(), n)
+	relaytest.Eventually(t, settleWithin, nil, func() error {
+		if got := p.total(); got < n {
+			return fmt.Errorf("only %d of %d outcomes accepted", got, n)
 		}
-	}
+		return nil
+	})
 }
 
 // slowish answers after 2 ms, so that delivery trails ingest and fires are
@@ -240,25 +234,21 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 // too.)
 func emptyOutbox(t testing.TB, r *relayProc, targets []target) {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleWithin)
-	for _, tg := range targets {
-		for {
+	// One bound for all: the targets found empty are not asked again.
+	next := 0
+	relaytest.Eventually(t, settleWithin, nil, func() error {
+		for ; next < len(targets); next++ {
+			tg := targets[next]
 			v := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+tg.ns+"/outbox?endpoint=hook", nil)
 			ep := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+tg.ns+"/endpoints/hook", nil)
 			rows, _ := v["rows"].([]any)
 			bl, _ := ep["backlog"].(map[string]any)
-			if len(rows) == 0 && bl["rows"] == float64(0) && bl["bytes"] == float64(0) {
-				break
-			}
-			select {
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s: %d rows left in the outbox, backlog %v", tg.ns, len(rows), bl)
+			if len(rows) != 0 || bl["rows"] != float64(0) || bl["bytes"] != float64(0) {
+				return fmt.Errorf("%s: %d rows left in the outbox, backlog %v", tg.ns, len(rows), bl)
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // TestNoFault is the control: steady ingest and delivery with nothing

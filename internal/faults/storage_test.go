@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -215,19 +216,14 @@ func ptr[T any](v T) *T { return &v }
 // the fires under way acknowledge what they delivered, and returns them.
 func outboxRows(t testing.TB, r *relayProc, ns, endpoint string, want int) []any {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleWithin)
-	for {
+	var rows []any
+	relaytest.Eventually(t, settleWithin, nil, func() error {
 		v := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/outbox?endpoint="+endpoint, nil)
-		rows, _ := v["rows"].([]any)
-		if len(rows) == want {
-			return rows
+		rows, _ = v["rows"].([]any)
+		if len(rows) != want {
+			return fmt.Errorf("%s: outbox view %v, want %d rows", endpoint, v, want)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: outbox view %v, want %d rows", endpoint, v, want)
-		}
-	}
+		return nil
+	})
+	return rows
 }
