@@ -34,6 +34,19 @@ func startRelay(t *testing.T, env []string, dev bool) (*relaytest.Relay, string)
 	return p, p.Token
 }
 
+// startOnRealRedis runs the binary, named name, on the Redis at
+// RELAY_TEST_REDIS_URL under a key prefix of the test's own, and returns it
+// with the credentials it takes; it skips the test where that Redis is not
+// configured.
+func startOnRealRedis(t *testing.T, name, subject string) (*relaytest.Relay, relaytest.Credentials) {
+	t.Helper()
+	client := redistest.RealClient(t)
+	prefix := redistest.Prefix(t, client)
+	creds := relaytest.NewCredentials(t, subject)
+	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
+	return relaytest.Start(t, relaytest.Config{Name: name, Env: env}), creds
+}
+
 // receiver verifies every request with both schemes; while refused is set,
 // it answers 503 to that reservation id.
 type receiver struct {
@@ -213,11 +226,7 @@ func TestBinaryDeliversEveryKindWithTheEmbeddedStore(t *testing.T) {
 }
 
 func TestBinaryDeliversEveryKindOnRealRedis(t *testing.T) {
-	client := redistest.RealClient(t)
-	prefix := redistest.Prefix(t, client)
-	creds := relaytest.NewCredentials(t, "e2e")
-	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
-	p, _ := startRelay(t, env, false)
+	p, creds := startOnRealRedis(t, "", "e2e")
 	deliveryFlow(t, p, creds.Token)
 	p.Stop()
 }

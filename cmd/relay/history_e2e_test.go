@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
@@ -177,11 +175,7 @@ func TestHistoryResendAndRecoveryWithTheEmbeddedStore(t *testing.T) {
 }
 
 func TestHistoryResendAndRecoveryOnRealRedis(t *testing.T) {
-	client := redistest.RealClient(t)
-	prefix := redistest.Prefix(t, client)
-	creds := relaytest.NewCredentials(t, "e2e")
-	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
-	p, _ := startRelay(t, env, false)
+	p, creds := startOnRealRedis(t, "", "e2e")
 	historyFlow(t, p, creds.Token)
 	p.Stop()
 }

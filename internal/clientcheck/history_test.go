@@ -1,7 +1,6 @@
 package clientcheck_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,22 +16,10 @@ import (
 // resend and a recovery deliver it again, and every exchange is the
 // contract's.
 func TestTheHistoryOfDeliveredOutcomes(t *testing.T) {
-	r := startRelay(t)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
-	if err := r.app.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.app.Stop(ctx)
-	})
-	c, _ := client(t, r.url, r.token(httpapi.ScopeAdmin))
+	r, c := startDelivering(t, receiver.URL)
 	ctx := t.Context()
-	if _, err := c.PutEndpoint(ctx, "acme", "billing", relayclient.EndpointConfig{URL: receiver.URL + "/hooks"}); err != nil {
-		t.Fatal(err)
-	}
 	since := time.Now().Add(-time.Minute)
 	if _, err := c.Ingest(ctx, "acme", committed("r-1")); err != nil {
 		t.Fatal(err)
