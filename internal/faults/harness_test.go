@@ -53,6 +53,8 @@ func startRedis(t testing.TB, extra ...string) *redistest.Server {
 type suite struct {
 	t     testing.TB
 	redis *redistest.Server
+	// cluster is the Redis Cluster of the suite's own, if it runs on one.
+	cluster *cluster
 	// redisURL is what relays connect to: redis's, or a cluster's seeds.
 	redisURL string
 	relaytest.Credentials
@@ -71,6 +73,15 @@ func newSuite(t testing.TB, redisArgs ...string) *suite {
 func newSuiteOn(t testing.TB, redis *redistest.Server, url string) *suite {
 	t.Helper()
 	return &suite{t: t, redis: redis, redisURL: url, Credentials: relaytest.NewCredentials(t, "faults")}
+}
+
+// newCase is the start of most cases: a suite on a redis-server of its
+// own, one relay, "a", and the channel the case's receivers notify of
+// each request.
+func newCase(t testing.TB) (*suite, *relayProc, chan struct{}) {
+	t.Helper()
+	s := newSuite(t)
+	return s, s.startRelay("a"), make(chan struct{}, 1)
 }
 
 // relayProc is one relay process of the suite, restartable on the same
@@ -266,6 +277,13 @@ func (p *producer) postedTo(ns string) map[string]bool {
 		out[rid] = true
 	}
 	return out
+}
+
+// count is how many requests the API answered with code.
+func (p *producer) count(code int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.codes[code]
 }
 
 func (p *producer) total() int {

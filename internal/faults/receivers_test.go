@@ -15,9 +15,7 @@ import (
 // TestMisbehavingReceivers delivers one namespace's outcomes to seven
 // endpoints at once, each with a receiver that misbehaves in its own way.
 func TestMisbehavingReceivers(t *testing.T) {
-	s := newSuite(t)
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns, n = "receivers", 32
 
 	// Refusing each outcome twice, the stream fails throughout its first

@@ -14,9 +14,7 @@ import (
 // outcome of the range reaches the receiver again: none is lost, none
 // queued twice by the job.
 func TestKillNineDuringARecovery(t *testing.T) {
-	s := newSuite(t)
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns, n = "recover", 5000
 	rc := newReceiver(t, ns, notify, relaytest.OK)
 	r.endpoint(ns, "hook", rc, 16)
