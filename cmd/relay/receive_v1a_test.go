@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/testlog"
 )
 
@@ -22,11 +23,11 @@ import (
 // the whpk_ public key the API shows for it.
 func v1aKeyPair(t *testing.T, seed byte) (private, public string) {
 	t.Helper()
-	private, err := hooks.GenerateStandardKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 32)))
+	private, err := signing.GenerateStandardKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	public, err = hooks.StandardPublicKey(private)
+	public, err = signing.StandardPublicKey(private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +75,16 @@ func TestReceiveVerifiesV1aWithThePublicKeyAndRefusesTheRest(t *testing.T) {
 	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, keys := range [][]string{{current}, {previous}, {current, previous}} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
+		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
 			t.Fatalf("signed by %d of the endpoint's keys: %v", len(keys), err)
 		}
 	}
 	refused := map[string]hooks.Target{
-		"another key":     {URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: []string{stranger}},
-		"a v1 signature":  {URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{receiveSecret}},
-		"an mkit-hook v2": {URL: u, Scheme: hooks.SchemeMkit, Namespace: "acme"},
+		"another key":     {URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{stranger}},
+		"a v1 signature":  {URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
+		"an mkit-hook v2": {URL: u, Scheme: signing.SchemeMkit, Namespace: "acme"},
 	}
-	mkit, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	mkit, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +119,8 @@ func TestReceiveVerifiesV1AndV1aTogether(t *testing.T) {
 	sender := loopbackSender(t)
 	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"namespace":"acme"}}`)}
 	for _, target := range []hooks.Target{
-		{URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{receiveSecret}},
-		{URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: []string{private}},
+		{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
+		{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{private}},
 	} {
 		if err := sender.Send(context.Background(), target, msg); err != nil {
 			t.Fatalf("%s: %v", target.Scheme, err)

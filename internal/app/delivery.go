@@ -18,6 +18,7 @@ import (
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -110,7 +111,7 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 
 // newDriver builds the delivery driver and the timers it fires: outcome
 // delivery, the idempotency sweep and the log sweep.
-func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err

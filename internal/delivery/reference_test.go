@@ -24,6 +24,7 @@ import (
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -524,11 +525,11 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ch.CloseIdleConnections()
-		key, err := hooks.GenerateKey(rand.Reader)
+		key, err := signing.GenerateKey(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		signer, err := hooks.NewMkitSigner("relay-1", key)
+		signer, err := signing.NewMkitSigner("relay-1", key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +545,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}
 		first, second := <-seen, <-seen
-		for _, h := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitSignature} {
+		for _, h := range []string{signing.HeaderMkitNonce, signing.HeaderMkitCreatedAt, signing.HeaderMkitSignature} {
 			if first.Get(h) == "" || first.Get(h) == second.Get(h) {
 				t.Fatalf("%s: %q then %q, want a fresh value on the retry", h, first.Get(h), second.Get(h))
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Error classes Webhooks assigns before or instead of a call. A failed call
@@ -85,15 +86,15 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 		// url.Error's text holds the URL, whose query may carry a token.
 		return 0, &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}
 	}
-	var scheme hooks.Scheme
+	var scheme signing.Scheme
 	switch o.Endpoint.Scheme {
 	case outbox.SchemeMkitHookV2, "":
 		// An unset scheme is the default, as Endpoint.WithDefaults has it.
-		scheme = hooks.SchemeMkit
+		scheme = signing.SchemeMkit
 	case outbox.SchemeStandardWebhooks:
-		scheme = hooks.SchemeStandard
+		scheme = signing.SchemeStandard
 	case outbox.SchemeStandardWebhooksV1a:
-		scheme = hooks.SchemeStandardV1a
+		scheme = signing.SchemeStandardV1a
 	default:
 		return 0, unsignable()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // BenchmarkWebhooksDeliver is one delivery call as the handler makes it:
@@ -30,7 +31,7 @@ func BenchmarkWebhooksDeliver(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(ch.CloseIdleConnections)
-	signer, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	signer, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Helpers of the webhook sink's tests; names start with wh so they stay
@@ -53,7 +54,7 @@ type whBundle struct {
 	srv    *httptest.Server
 	reqs   chan whReceived
 	now    time.Time
-	signer *hooks.MkitSigner
+	signer *signing.MkitSigner
 	sink   *delivery.Webhooks
 }
 
@@ -87,7 +88,7 @@ func whSetup(t *testing.T, answer func(w http.ResponseWriter)) *whBundle {
 	for i := range seed {
 		seed[i] = 1 + byte(i)
 	}
-	if b.signer, err = hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(seed)); err != nil {
+	if b.signer, err = signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(seed)); err != nil {
 		t.Fatal(err)
 	}
 	b.sink = &delivery.Webhooks{
@@ -141,12 +142,12 @@ func (b *whBundle) none(t *testing.T) {
 // list as relay serves it.
 func (b *whBundle) mkitVerifier(t *testing.T) *hookverify.MkitVerifier {
 	t.Helper()
-	list, err := hooks.NewKeyList(b.signer.PublicKey())
+	list, err := signing.NewKeyList(b.signer.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	signing.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	keys, err := hookverify.ParseKeyList(rec.Body.Bytes())
 	if err != nil {
 		t.Fatalf("receiver cannot parse the served key list: %v", err)

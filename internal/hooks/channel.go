@@ -283,8 +283,8 @@ func (c *Channel) CheckURL(u *url.URL) error {
 	}
 	// A port with a leading zero, a trailing dot and a non-canonical IPv6
 	// literal give the origin a second spelling: refused, so the audience
-	// relay signs (Origin) is the one a receiver configures (hookverify.Origin
-	// refuses the same forms).
+	// relay signs (signing.Origin) is the one a receiver configures
+	// (hookverify.Origin refuses the same forms).
 	if p := u.Port(); p != "" {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Network rule for these tests: traffic goes only to loopback. The stub
@@ -835,6 +837,53 @@ func TestCheckURL(t *testing.T) {
 	}
 	if err := strict.CheckURL(nil); err == nil {
 		t.Error("CheckURL(nil) = nil")
+	}
+}
+
+// A URL the channel accepts is one relay can sign for; one it cannot sign
+// for (an origin with a second spelling) is refused at registration as a
+// bad URL. signing's tests hold the signer to the receiver's Origin.
+func TestCheckURLRefusesWhatTheSignerCannotSign(t *testing.T) {
+	t.Parallel()
+	// Every address is permitted, so CheckURL judges only the URL's form.
+	c := newTestChannel(t, ChannelOptions{Allow: []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"),
+	}})
+	for raw, accepted := range map[string]bool{
+		"https://h.example:443/x":          true,
+		"https://h.example:8443/x":         true,
+		"https://h.example:65535/x":        true,
+		"https://h.example:0443/x":         false,
+		"https://h.example:08443/x":        false,
+		"https://h.example:00/x":           false,
+		"https://H.Example/x":              true,
+		"https://example.com./x":           false,
+		"https://example.com.:443/x":       false,
+		"https://localhost./x":             false,
+		"http://127.0.0.1:8080/x":          true,
+		"https://[2001:db8::1]/x":          true,
+		"https://[2001:DB8::1]:8443/x":     true,
+		"https://[2001:0db8::1]/x":         false,
+		"https://[2001:db8:0:0:0:0:0:1]/x": false,
+		"https://[2001:db8::0:1]/x":        false,
+		"https://[::ffff:93.184.216.34]/x": true,
+		"https://[::ffff:5db8:d822]/x":     false,
+		"https://[fe80::1%25eth0]/x":       false,
+		"https://xn--bcher-kva.example/x":  true,
+		"https://h.example:443/x?q=1#frag": true,
+	} {
+		u := mustURL(t, raw)
+		if _, err := signing.Origin(u); (err == nil) != accepted {
+			t.Errorf("signing.Origin(%s): %v, want accepted %t", raw, err, accepted)
+		}
+		err := c.CheckURL(u)
+		var e *Error
+		switch {
+		case accepted && err != nil:
+			t.Errorf("CheckURL(%s) = %v, want nil", raw, err)
+		case !accepted && (!errors.As(err, &e) || e.Class != ClassURL):
+			t.Errorf("CheckURL(%s) = %v, want class %q", raw, err, ClassURL)
+		}
 	}
 }
 

@@ -7,20 +7,22 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Target is where and how one endpoint receives webhooks.
 type Target struct {
 	URL    *url.URL
-	Scheme Scheme
-	// Namespace is the namespace the endpoint belongs to; SchemeMkit signs
-	// it, so a receiver can refuse other tenants' webhooks.
+	Scheme signing.Scheme
+	// Namespace is the namespace the endpoint belongs to; signing.SchemeMkit
+	// signs it, so a receiver can refuse other tenants' webhooks.
 	Namespace string
-	// Secrets are the endpoint's whsec_ secrets for SchemeStandard; during a
-	// rotation every active one signs.
-	Secrets []string
-	// PrivateKeys are the endpoint's whsk_ keys for SchemeStandardV1a;
+	// Secrets are the endpoint's whsec_ secrets for signing.SchemeStandard;
 	// during a rotation every active one signs.
+	Secrets []string
+	// PrivateKeys are the endpoint's whsk_ keys for
+	// signing.SchemeStandardV1a; during a rotation every active one signs.
 	PrivateKeys []string
 	// Headers are the endpoint's own headers, sent with every attempt. One
 	// that names a header relay sets (a signature header, Content-Type,
@@ -39,8 +41,8 @@ type Message struct {
 // nonce, created-at and signature, never a replay of an earlier request.
 type Sender struct {
 	Channel *Channel
-	// Mkit signs SchemeMkit targets; nil refuses them.
-	Mkit *MkitSigner
+	// Mkit signs signing.SchemeMkit targets; nil refuses them.
+	Mkit *signing.MkitSigner
 	// Now is the clock of created-at and webhook-timestamp (time.Now when nil).
 	Now func() time.Time
 }
@@ -72,11 +74,11 @@ func (s *Sender) SendStatus(ctx context.Context, t Target, m Message) (int, erro
 		err error
 	)
 	switch t.Scheme {
-	case SchemeStandard:
-		h, err = SignStandard(m.ID, t.Secrets, m.Body, now())
-	case SchemeStandardV1a:
-		h, err = SignStandardV1a(m.ID, t.PrivateKeys, m.Body, now())
-	case SchemeMkit, "":
+	case signing.SchemeStandard:
+		h, err = signing.SignStandard(m.ID, t.Secrets, m.Body, now())
+	case signing.SchemeStandardV1a:
+		h, err = signing.SignStandardV1a(m.ID, t.PrivateKeys, m.Body, now())
+	case signing.SchemeMkit, "":
 		if s.Mkit == nil {
 			return 0, fmt.Errorf("%w: no mkit-hook signing key", ErrUnsignable)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // BenchmarkDeliver measures signed deliveries per second to a loopback
@@ -29,7 +30,7 @@ func BenchmarkDeliver(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("x"), 1024)
-	for _, scheme := range []hooks.Scheme{hooks.SchemeStandard, hooks.SchemeMkit} {
+	for _, scheme := range []signing.Scheme{signing.SchemeStandard, signing.SchemeMkit} {
 		b.Run(string(scheme), func(b *testing.B) {
 			s := &hooks.Sender{Channel: loopbackChannel(b), Mkit: mkitSigner(b)}
 			target := hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}

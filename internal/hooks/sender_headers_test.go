@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // An endpoint's header that names one relay sets never replaces relay's:
@@ -22,7 +23,7 @@ func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 		"content-type": "text/plain", "user-agent": "forged", "host": "forged.example",
 		"x-tenant": "acme",
 	}
-	for _, scheme := range []hooks.Scheme{hooks.SchemeStandard, hooks.SchemeMkit} {
+	for _, scheme := range []signing.Scheme{signing.SchemeStandard, signing.SchemeMkit} {
 		target := hooks.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}, Headers: forged}
 		if err := s.Send(context.Background(), target, msg); err != nil {
 			t.Fatalf("%s: %v", scheme, err)
@@ -38,9 +39,9 @@ func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 		{std.Get("webhook-id"), "msg_forged"},
 		{std.Get("webhook-timestamp"), "1"},
 		{std.Get("webhook-signature"), "v1,Zm9yZ2Vk"},
-		{mkit.Get(hooks.HeaderMkitNamespace), "other"},
-		{mkit.Get(hooks.HeaderMkitSignature), "00"},
-		{mkit.Get(hooks.HeaderMkitNonce), "00"},
+		{mkit.Get(signing.HeaderMkitNamespace), "other"},
+		{mkit.Get(signing.HeaderMkitSignature), "00"},
+		{mkit.Get(signing.HeaderMkitNonce), "00"},
 	} {
 		if h.got == h.forged || h.got == "" {
 			t.Errorf("receiver saw %q, want relay's value rather than the endpoint's %q", h.got, h.forged)
@@ -53,7 +54,7 @@ func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 		if got := r.header.Values("X-Tenant"); len(got) != 1 || got[0] != "acme" {
 			t.Errorf("request %d: x-tenant %q, want [acme]", i, got)
 		}
-		for _, h := range []string{"Webhook-Id", "Webhook-Signature", hooks.HeaderMkitSignature} {
+		for _, h := range []string{"Webhook-Id", "Webhook-Signature", signing.HeaderMkitSignature} {
 			if n := len(r.header.Values(h)); n > 1 {
 				t.Errorf("request %d: %d values of %s", i, n, h)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // receiver is a loopback endpoint that records every request it gets.
@@ -59,9 +60,9 @@ func loopbackChannel(t testing.TB) *hooks.Channel {
 	return c
 }
 
-func mkitSigner(t testing.TB) *hooks.MkitSigner {
+func mkitSigner(t testing.TB) *signing.MkitSigner {
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
-	s, err := hooks.NewMkitSigner("relay-test-1", key)
+	s, err := signing.NewMkitSigner("relay-test-1", key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 	s := &hooks.Sender{Channel: loopbackChannel(t), Mkit: signer, Now: func() time.Time { return now }}
 	msg := hooks.Message{ID: "msg_7f3a", Body: []byte(`{"type":"outcome.expired","timestamp":"2025-11-30T00:00:00Z","data":{"namespace":"acme"}}`)}
 	ctx := context.Background()
-	for _, scheme := range []hooks.Scheme{hooks.SchemeMkit, hooks.SchemeStandard} {
+	for _, scheme := range []signing.Scheme{signing.SchemeMkit, signing.SchemeStandard} {
 		target := hooks.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
 		for range 2 {
 			if err := s.Send(ctx, target, msg); err != nil {
@@ -98,9 +99,9 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 	}
 
 	keys, err := json.Marshal(struct {
-		Version int               `json:"version"`
-		Keys    []hooks.PublicKey `json:"keys"`
-	}{1, []hooks.PublicKey{signer.PublicKey()}})
+		Version int                 `json:"version"`
+		Keys    []signing.PublicKey `json:"keys"`
+	}{1, []signing.PublicKey{signer.PublicKey()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +112,12 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 	verifyAt := time.UnixMilli(1_764_460_800_000 + 5_000)
 	mkit := &hookverify.MkitVerifier{Keys: list, Audience: rcv.srv.URL, Namespaces: []string{"acme"}, Now: func() time.Time { return verifyAt }}
 	a, b := rcv.seen[0].header, rcv.seen[1].header
-	for _, h := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitSignature} {
+	for _, h := range []string{signing.HeaderMkitNonce, signing.HeaderMkitCreatedAt, signing.HeaderMkitSignature} {
 		if a.Get(h) == "" || a.Get(h) == b.Get(h) {
 			t.Errorf("%s is %q then %q, want two different values", h, a.Get(h), b.Get(h))
 		}
 	}
-	if a.Get(hooks.HeaderMkitDigest) != b.Get(hooks.HeaderMkitDigest) {
+	if a.Get(signing.HeaderMkitDigest) != b.Get(signing.HeaderMkitDigest) {
 		t.Error("the digest of one body differs between attempts")
 	}
 	for i, r := range rcv.seen[:2] {
@@ -144,8 +145,8 @@ func TestAnAttemptThatCannotBeSignedIsNotSent(t *testing.T) {
 	rcv := newReceiver(t)
 	s := &hooks.Sender{Channel: loopbackChannel(t)}
 	for _, target := range []hooks.Target{
-		{URL: rcv.url, Scheme: hooks.SchemeMkit, Namespace: "acme"},                  // no signing key
-		{URL: rcv.url, Scheme: hooks.SchemeStandard, Secrets: []string{"not-whsec"}}, // malformed secret
+		{URL: rcv.url, Scheme: signing.SchemeMkit, Namespace: "acme"},                  // no signing key
+		{URL: rcv.url, Scheme: signing.SchemeStandard, Secrets: []string{"not-whsec"}}, // malformed secret
 		{URL: rcv.url, Scheme: "rot13"},
 	} {
 		err := s.Send(context.Background(), target, hooks.Message{ID: "msg_1", Body: []byte("{}")})

@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"bytes"
@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/zeebo/blake3"
 )
 
 // The test vectors receivers in any language test against. Regenerate with
 //
-//	go test ./internal/hooks -run TestSignatureVectors -update-vectors
+//	go test ./internal/signing -run TestSignatureVectors -update-vectors
 //
 // and check the canonical string against docs/signing.md by
 // hand before committing.
@@ -53,7 +53,7 @@ type mkitVector struct {
 	Path         string          `json:"path"`
 	Canonical    string          `json:"canonical"`
 	CanonicalB3  string          `json:"canonicalBlake3Hex"`
-	KeyList      hooks.KeyList   `json:"keyList"`
+	KeyList      signing.KeyList `json:"keyList"`
 	Headers      mkitHeaderOrder `json:"headers"`
 }
 
@@ -177,17 +177,17 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 		t.Fatal(err)
 	}
 	key := ed25519.NewKeyFromSeed(seed)
-	s := sigSigner(t, m.KeyID, key, hooks.WithValidity(time.Duration(m.ValidityMs)*time.Millisecond), hooks.WithRand(bytes.NewReader(nonce)))
+	s := sigSigner(t, m.KeyID, key, signing.WithValidity(time.Duration(m.ValidityMs)*time.Millisecond), signing.WithRand(bytes.NewReader(nonce)))
 	ep := sigURL(t, m.Endpoint)
 	h, err := s.Sign(ep, m.Namespace, []byte(m.Body), time.UnixMilli(m.CreatedMs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.PublicKeyHex = s.PublicKey().PublicKey
-	if m.Audience, err = hooks.Origin(ep); err != nil {
+	if m.Audience, err = signing.Origin(ep); err != nil {
 		t.Fatal(err)
 	}
-	m.Path = hooks.SignedPath(ep)
+	m.Path = signing.SignedPath(ep)
 	m.Headers = mkitHeaderOrder{
 		Version: h.Get("X-Mkit-Hook-Version"), KeyID: h.Get("X-Mkit-Hook-Key-Id"),
 		Namespace: h.Get("X-Mkit-Hook-Namespace"), Audience: h.Get("X-Mkit-Hook-Audience"), CreatedAt: h.Get("X-Mkit-Hook-Created-At"),
@@ -201,12 +201,12 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 		m.Headers.CreatedAt, m.Headers.ExpiresAt, m.Headers.Nonce}, "\n")
 	sum := blake3.Sum256([]byte(m.Canonical))
 	m.CanonicalB3 = hex.EncodeToString(sum[:])
-	if m.KeyList, err = hooks.NewKeyList(s.PublicKey()); err != nil {
+	if m.KeyList, err = signing.NewKeyList(s.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
 
 	sv := &v.Standard
-	sh, err := hooks.SignStandard(sv.MsgID, []string{sv.Secret}, []byte(sv.Body), time.Unix(sv.Timestamp, 0))
+	sh, err := signing.SignStandard(sv.MsgID, []string{sv.Secret}, []byte(sv.Body), time.Unix(sv.Timestamp, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +214,11 @@ func signVectors(t *testing.T, v vectorFile) vectorFile {
 	sv.Headers = standardHeaderOrder{ID: sh.Get("webhook-id"), Timestamp: sh.Get("webhook-timestamp"), Signature: sh.Get("webhook-signature")}
 
 	av := &v.StandardV1a
-	ah, err := hooks.SignStandardV1a(av.MsgID, []string{av.PrivateKey}, []byte(av.Body), time.Unix(av.Timestamp, 0))
+	ah, err := signing.SignStandardV1a(av.MsgID, []string{av.PrivateKey}, []byte(av.Body), time.Unix(av.Timestamp, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if av.PublicKey, err = hooks.StandardPublicKey(av.PrivateKey); err != nil {
+	if av.PublicKey, err = signing.StandardPublicKey(av.PrivateKey); err != nil {
 		t.Fatal(err)
 	}
 	av.SignedContent = av.MsgID + "." + ah.Get("webhook-timestamp") + "." + av.Body

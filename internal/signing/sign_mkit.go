@@ -1,7 +1,4 @@
-// Package hooks signs webhook attempts (mkit-hook v2 and Standard Webhooks)
-// and sends them. It imports no other relay package: it signs and sends
-// bytes, with time and randomness passed in so tests are deterministic.
-package hooks
+package signing
 
 import (
 	"crypto/ed25519"
@@ -70,12 +67,12 @@ const mkitVersion = "2"
 // rule (key id syntax, validity bound, key size, secret format, message id,
 // namespace).
 // The text names the rule, never the key or secret.
-var ErrInvalidSigner = errors.New("hooks: invalid signing configuration")
+var ErrInvalidSigner = errors.New("signing: invalid signing configuration")
 
 // ErrInvalidEndpoint marks an endpoint URL that cannot be signed for: not
 // absolute http(s), no host, a host that is not ASCII, or an origin with
 // more than one spelling (see Origin).
-var ErrInvalidEndpoint = errors.New("hooks: invalid endpoint URL")
+var ErrInvalidEndpoint = errors.New("signing: invalid endpoint URL")
 
 // MkitSigner signs attempts with mkit-hook v2. Sign is safe for concurrent
 // use when its random source is (crypto/rand is).
@@ -166,12 +163,12 @@ func (s *MkitSigner) Sign(endpoint *url.URL, namespace string, body []byte, now 
 	}
 	created := now.UnixMilli()
 	if created < 0 {
-		return nil, fmt.Errorf("hooks: sign at %v: time before 1970 has no mkit-hook timestamp", now)
+		return nil, fmt.Errorf("signing: sign at %v: time before 1970 has no mkit-hook timestamp", now)
 	}
 	expires := created + s.validity.Milliseconds()
 	var nonce [32]byte
 	if _, err := io.ReadFull(s.rand, nonce[:]); err != nil {
-		return nil, fmt.Errorf("hooks: read nonce: %w", err)
+		return nil, fmt.Errorf("signing: read nonce: %w", err)
 	}
 	bodySum := digest.Sum256(body)
 	c := mkitCanonical{

@@ -1,4 +1,4 @@
-package hooks
+package signing
 
 import (
 	"crypto/ed25519"
@@ -118,7 +118,7 @@ func KeysHandler(list KeyList) http.Handler {
 	body, err := json.Marshal(list)
 	if err != nil {
 		// A KeyList holds strings and integers only; Marshal cannot fail.
-		panic(fmt.Sprintf("hooks: encode key list: %v", err))
+		panic(fmt.Sprintf("signing: encode key list: %v", err))
 	}
 	body = append(body, '\n')
 	length := strconv.Itoa(len(body))

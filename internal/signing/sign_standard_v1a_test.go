@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"crypto/ed25519"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // sigPrivate is the whsk_ key of sigKey(first).
@@ -18,11 +18,11 @@ func sigPrivate(first byte) string {
 func TestSignStandardV1aSignsWhatV1SignsWithEd25519(t *testing.T) {
 	t.Parallel()
 	body := []byte(sigBody)
-	h, err := hooks.SignStandardV1a("msg_r-7f3a_billing", []string{sigPrivate(1)}, body, sigT0)
+	h, err := signing.SignStandardV1a("msg_r-7f3a_billing", []string{sigPrivate(1)}, body, sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, err := hooks.SignStandard("msg_r-7f3a_billing", []string{sigSecret(1)}, body, sigT0)
+	v1, err := signing.SignStandard("msg_r-7f3a_billing", []string{sigSecret(1)}, body, sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestSignStandardV1aSignsWhatV1SignsWithEd25519(t *testing.T) {
 	if ed25519.Verify(sigKey(2).Public().(ed25519.PublicKey), []byte(signed), sig) {
 		t.Error("the signature verifies under another endpoint's key")
 	}
-	pub, err := hooks.StandardPublicKey(sigPrivate(1))
+	pub, err := signing.StandardPublicKey(sigPrivate(1))
 	if want := "whpk_" + base64.StdEncoding.EncodeToString(sigKey(1).Public().(ed25519.PublicKey)); err != nil || pub != want {
 		t.Errorf("public key %q (%v), want %q", pub, err, want)
 	}
@@ -57,7 +57,7 @@ func TestSignStandardV1aSignsWhatV1SignsWithEd25519(t *testing.T) {
 
 func TestSignStandardV1aSignsWithEveryKeyDuringRotation(t *testing.T) {
 	t.Parallel()
-	h, err := hooks.SignStandardV1a("msg_1", []string{sigPrivate(1), sigPrivate(2)}, []byte(sigBody), sigT0)
+	h, err := signing.SignStandardV1a("msg_1", []string{sigPrivate(1), sigPrivate(2)}, []byte(sigBody), sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestSignStandardV1aRefusesMalformedKeysWithoutShowingThem(t *testing.T) {
 		"foreign public":  "whsk_" + base64.StdEncoding.EncodeToString(mismatched),
 		"public key only": "whpk_" + base64.StdEncoding.EncodeToString(raw[32:]),
 	} {
-		_, err := hooks.SignStandardV1a("msg_1", []string{key}, []byte(sigBody), sigT0)
-		if !errors.Is(err, hooks.ErrInvalidSigner) {
+		_, err := signing.SignStandardV1a("msg_1", []string{key}, []byte(sigBody), sigT0)
+		if !errors.Is(err, signing.ErrInvalidSigner) {
 			t.Errorf("%s: got %v, want ErrInvalidSigner", name, err)
 			continue
 		}
@@ -97,25 +97,25 @@ func TestSignStandardV1aRefusesMalformedKeysWithoutShowingThem(t *testing.T) {
 			t.Errorf("%s: error %q shows the key", name, err)
 		}
 	}
-	if _, err := hooks.SignStandardV1a("msg_1", nil, []byte(sigBody), sigT0); !errors.Is(err, hooks.ErrInvalidSigner) {
+	if _, err := signing.SignStandardV1a("msg_1", nil, []byte(sigBody), sigT0); !errors.Is(err, signing.ErrInvalidSigner) {
 		t.Errorf("no key: got %v", err)
 	}
-	if _, err := hooks.SignStandardV1a("msg.1", []string{good}, []byte(sigBody), sigT0); !errors.Is(err, hooks.ErrInvalidSigner) {
+	if _, err := signing.SignStandardV1a("msg.1", []string{good}, []byte(sigBody), sigT0); !errors.Is(err, signing.ErrInvalidSigner) {
 		t.Errorf("id with a dot: got %v", err)
 	}
 }
 
 func TestGenerateStandardKeyMakesDistinctUsableKeys(t *testing.T) {
 	t.Parallel()
-	a, err := hooks.GenerateStandardKey(nil)
+	a, err := signing.GenerateStandardKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := hooks.GenerateStandardKey(nil)
+	b, err := signing.GenerateStandardKey(nil)
 	if err != nil || a == b {
 		t.Fatalf("two keys %v equal: %v", err, a == b)
 	}
-	if _, err := hooks.SignStandardV1a("msg_1", []string{a, b}, []byte(sigBody), sigT0); err != nil {
+	if _, err := signing.SignStandardV1a("msg_1", []string{a, b}, []byte(sigBody), sigT0); err != nil {
 		t.Fatal(err)
 	}
 }

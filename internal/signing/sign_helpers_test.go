@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"crypto/ed25519"
@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
-// Helpers of the signing tests; names start with sig so they stay apart
-// from the channel's tests in this package.
+// Helpers of the signing tests.
 
 var sigT0 = time.UnixMilli(1_764_460_800_000)
 
@@ -38,9 +37,9 @@ func sigURL(t testing.TB, raw string) *url.URL {
 	return u
 }
 
-func sigSigner(t testing.TB, keyID string, key ed25519.PrivateKey, opts ...hooks.MkitOption) *hooks.MkitSigner {
+func sigSigner(t testing.TB, keyID string, key ed25519.PrivateKey, opts ...signing.MkitOption) *signing.MkitSigner {
 	t.Helper()
-	s, err := hooks.NewMkitSigner(keyID, key, opts...)
+	s, err := signing.NewMkitSigner(keyID, key, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +48,9 @@ func sigSigner(t testing.TB, keyID string, key ed25519.PrivateKey, opts ...hooks
 
 // sigVerifier is a receiver of namespace sigNS at audience trusting the
 // given signers' keys, its clock read from *now.
-func sigVerifier(t testing.TB, audience string, now *time.Time, signers ...*hooks.MkitSigner) *hookverify.MkitVerifier {
+func sigVerifier(t testing.TB, audience string, now *time.Time, signers ...*signing.MkitSigner) *hookverify.MkitVerifier {
 	t.Helper()
-	var entries []hooks.PublicKey
+	var entries []signing.PublicKey
 	for _, s := range signers {
 		entries = append(entries, s.PublicKey())
 	}
@@ -65,14 +64,14 @@ func sigVerifier(t testing.TB, audience string, now *time.Time, signers ...*hook
 
 // sigReceiverKeys is the key list as a receiver sees it: served by
 // KeysHandler, parsed by hookverify.ParseKeyList.
-func sigReceiverKeys(t testing.TB, entries ...hooks.PublicKey) hookverify.KeyList {
+func sigReceiverKeys(t testing.TB, entries ...signing.PublicKey) hookverify.KeyList {
 	t.Helper()
-	list, err := hooks.NewKeyList(entries...)
+	list, err := signing.NewKeyList(entries...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	signing.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("key list served with status %d", rec.Code)
 	}

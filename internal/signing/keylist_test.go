@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"crypto/ed25519"
@@ -11,21 +11,21 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func TestKeysHandlerServesTheListCacheable(t *testing.T) {
 	t.Parallel()
 	a := sigSigner(t, "relay-a", sigKey(1)).PublicKey().ValidUntil(sigT0)
 	b := sigSigner(t, "relay-b", sigKey(2)).PublicKey().ValidFrom(sigT0.Add(-time.Hour))
-	list, err := hooks.NewKeyList(a, b)
+	list, err := signing.NewKeyList(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(hooks.KeysHandler(list))
+	srv := httptest.NewServer(signing.KeysHandler(list))
 	t.Cleanup(srv.Close)
 
-	resp, err := http.Get(srv.URL + hooks.KeysPath)
+	resp, err := http.Get(srv.URL + signing.KeysPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestKeysHandlerServesTheListCacheable(t *testing.T) {
 		t.Errorf("served %s\nwant   %s", g, w)
 	}
 
-	resp, err = http.Head(srv.URL + hooks.KeysPath)
+	resp, err = http.Head(srv.URL + signing.KeysPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestKeysHandlerServesTheListCacheable(t *testing.T) {
 	}
 
 	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
-		req, _ := http.NewRequest(method, srv.URL+hooks.KeysPath, strings.NewReader("{}"))
+		req, _ := http.NewRequest(method, srv.URL+signing.KeysPath, strings.NewReader("{}"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,7 @@ func TestNewKeyListRefusesWhatReceiversWouldRefuse(t *testing.T) {
 	badID := good
 	badID.KeyID = "relay/a"
 	inverted := good.ValidFrom(sigT0).ValidUntil(sigT0.Add(-time.Millisecond))
-	cases := map[string][]hooks.PublicKey{
+	cases := map[string][]signing.PublicKey{
 		"no keys":         nil,
 		"duplicate id":    {good, good},
 		"uppercase hex":   {upper},
@@ -99,14 +99,14 @@ func TestNewKeyListRefusesWhatReceiversWouldRefuse(t *testing.T) {
 		"inverted bounds": {inverted},
 	}
 	for name, keys := range cases {
-		if _, err := hooks.NewKeyList(keys...); !errors.Is(err, hooks.ErrInvalidSigner) {
+		if _, err := signing.NewKeyList(keys...); !errors.Is(err, signing.ErrInvalidSigner) {
 			t.Errorf("%s: got %v, want ErrInvalidSigner", name, err)
 		}
 	}
-	if _, err := hooks.NewPublicKey("relay-a", make([]byte, 31)); !errors.Is(err, hooks.ErrInvalidSigner) {
+	if _, err := signing.NewPublicKey("relay-a", make([]byte, 31)); !errors.Is(err, signing.ErrInvalidSigner) {
 		t.Errorf("31-byte public key: got %v", err)
 	}
-	if k, err := hooks.NewPublicKey("relay-a", sigKey(1).Public().(ed25519.PublicKey)); err != nil || k != good {
+	if k, err := signing.NewPublicKey("relay-a", sigKey(1).Public().(ed25519.PublicKey)); err != nil || k != good {
 		t.Errorf("NewPublicKey = %+v, %v; want %+v", k, err, good)
 	}
 }
@@ -120,7 +120,7 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	oldS := sigSigner(t, "relay-2025-10", sigKey(1))
 	newS := sigSigner(t, "relay-2025-11", sigKey(2))
 	now := sigT0
-	verifier := func(keys ...hooks.PublicKey) *hookverify.MkitVerifier {
+	verifier := func(keys ...signing.PublicKey) *hookverify.MkitVerifier {
 		return &hookverify.MkitVerifier{Keys: sigReceiverKeys(t, keys...), Audience: "https://hooks.example.com", Namespaces: []string{sigNS}, Now: func() time.Time { return now }}
 	}
 
@@ -147,7 +147,7 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	both := verifier(oldS.PublicKey().ValidUntil(now.Add(hooks.MaxValidity)), newS.PublicKey())
+	both := verifier(oldS.PublicKey().ValidUntil(now.Add(signing.MaxValidity)), newS.PublicKey())
 	for name, h := range map[string]http.Header{"old key": inFlight, "new key": after} {
 		if err := both.Verify(h, "/in", body); err != nil {
 			t.Errorf("%s with both published: %v", name, err)
@@ -159,7 +159,7 @@ func TestRotationPublishesNewKeyBesideOld(t *testing.T) {
 
 	// Step 3: past the old key's notAfter it is refused even while listed,
 	// then dropped from the list.
-	now = now.Add(hooks.MaxValidity + time.Millisecond)
+	now = now.Add(signing.MaxValidity + time.Millisecond)
 	late, err := oldS.Sign(ep, sigNS, body, now)
 	if err != nil {
 		t.Fatal(err)

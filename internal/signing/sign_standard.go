@@ -1,4 +1,4 @@
-package hooks
+package signing
 
 import (
 	"crypto/ed25519"
@@ -76,7 +76,7 @@ func signStandardWith(msgID string, now time.Time, keys int, what string, entry 
 		return nil, fmt.Errorf("%w: no Standard Webhooks %s", ErrInvalidSigner, what)
 	}
 	if now.Unix() < 0 {
-		return nil, fmt.Errorf("hooks: sign at %v: time before 1970 has no webhook-timestamp", now)
+		return nil, fmt.Errorf("signing: sign at %v: time before 1970 has no webhook-timestamp", now)
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
 	var sig strings.Builder
@@ -121,7 +121,7 @@ func GenerateStandardSecret(r io.Reader) (string, error) {
 	}
 	var b [StandardSecretSize]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return "", fmt.Errorf("hooks: generate secret: %w", err)
+		return "", fmt.Errorf("signing: generate secret: %w", err)
 	}
 	return StandardSecretPrefix + base64.StdEncoding.EncodeToString(b[:]), nil
 }

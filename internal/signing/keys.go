@@ -1,4 +1,4 @@
-package hooks
+package signing
 
 import (
 	"crypto/ed25519"
@@ -21,12 +21,12 @@ const pemPrivateKey = "PRIVATE KEY"
 // ErrKeyFile marks a signing key file that cannot be used: unreadable, not
 // PEM, not PKCS#8 or not Ed25519. The text names the file and the problem,
 // never the key's bytes.
-var ErrKeyFile = errors.New("hooks: unusable signing key file")
+var ErrKeyFile = errors.New("signing: unusable signing key file")
 
 // ErrKeyFileMode marks a signing key file that group or others may read or
 // write. CheckKeyFileMode returns it; callers decide whether to warn or
 // refuse (relay warns: mounted secrets are often 0644).
-var ErrKeyFileMode = errors.New("hooks: signing key file is accessible to group or others")
+var ErrKeyFileMode = errors.New("signing: signing key file is accessible to group or others")
 
 // LoadKey reads an Ed25519 signing key from a PEM "PRIVATE KEY" (PKCS#8)
 // file. It does not check the file's permissions; see CheckKeyFileMode.
@@ -96,7 +96,7 @@ func CheckKeyFileMode(path string) error {
 func GenerateKey(r io.Reader) (ed25519.PrivateKey, error) {
 	_, key, err := ed25519.GenerateKey(r)
 	if err != nil {
-		return nil, fmt.Errorf("hooks: generate Ed25519 key: %w", err)
+		return nil, fmt.Errorf("signing: generate Ed25519 key: %w", err)
 	}
 	return key, nil
 }
@@ -109,7 +109,7 @@ func EncodeKeyPEM(key ed25519.PrivateKey) ([]byte, error) {
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("hooks: encode Ed25519 key: %w", err)
+		return nil, fmt.Errorf("signing: encode Ed25519 key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: pemPrivateKey, Bytes: der}), nil
 }

@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"crypto/hmac"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // sigSecret is a whsec_ secret of 32 bytes starting at first.
@@ -27,7 +27,7 @@ func TestSignStandardMatchesTheSpecificationExample(t *testing.T) {
 	t.Parallel()
 	// The example of the Standard Webhooks specification and its libraries'
 	// test suites.
-	h, err := hooks.SignStandard("msg_p5jXN8AQM9LWM0D4loKWxJek", []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+	h, err := signing.SignStandard("msg_p5jXN8AQM9LWM0D4loKWxJek", []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 		[]byte(`{"test": 2432232314}`), time.Unix(1614265330, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +51,11 @@ func TestStandardRetriesShareIDButNotTimestampOrSignature(t *testing.T) {
 	t.Parallel()
 	secrets := []string{sigSecret(1)}
 	body := []byte(sigBody)
-	first, err := hooks.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0)
+	first, err := signing.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := hooks.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0.Add(30*time.Second))
+	second, err := signing.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestStandardRetriesShareIDButNotTimestampOrSignature(t *testing.T) {
 func TestSignStandardSignsWithEverySecretInOrder(t *testing.T) {
 	t.Parallel()
 	oldS, newS := sigSecret(1), sigSecret(100)
-	h, err := hooks.SignStandard("msg_1", []string{oldS, newS}, []byte(sigBody), sigT0)
+	h, err := signing.SignStandard("msg_1", []string{oldS, newS}, []byte(sigBody), sigT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSignStandardRefusesBadIDsAndSecrets(t *testing.T) {
 	t.Parallel()
 	ok := []string{sigSecret(1)}
 	for _, id := range []string{"", "msg.1", "msg 1", "msg\n1", "msg\x001", "méssage"} {
-		if _, err := hooks.SignStandard(id, ok, nil, sigT0); !errors.Is(err, hooks.ErrInvalidSigner) {
+		if _, err := signing.SignStandard(id, ok, nil, sigT0); !errors.Is(err, signing.ErrInvalidSigner) {
 			t.Errorf("id %q: got %v, want ErrInvalidSigner", id, err)
 		}
 	}
@@ -119,8 +119,8 @@ func TestSignStandardRefusesBadIDsAndSecrets(t *testing.T) {
 		"65 bytes":      {long},
 		"second is bad": {sigSecret(1), "whsec_"},
 	} {
-		_, err := hooks.SignStandard("msg_1", secrets, nil, sigT0)
-		if !errors.Is(err, hooks.ErrInvalidSigner) {
+		_, err := signing.SignStandard("msg_1", secrets, nil, sigT0)
+		if !errors.Is(err, signing.ErrInvalidSigner) {
 			t.Errorf("%s: got %v, want ErrInvalidSigner", name, err)
 			continue
 		}
@@ -130,29 +130,29 @@ func TestSignStandardRefusesBadIDsAndSecrets(t *testing.T) {
 			}
 		}
 	}
-	if _, err := hooks.SignStandard("msg_1", ok, nil, time.Unix(-1, 0)); err == nil {
+	if _, err := signing.SignStandard("msg_1", ok, nil, time.Unix(-1, 0)); err == nil {
 		t.Error("signed a negative timestamp")
 	}
 }
 
 func TestGenerateStandardSecretIsUsable(t *testing.T) {
 	t.Parallel()
-	a, err := hooks.GenerateStandardSecret(nil)
+	a, err := signing.GenerateStandardSecret(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := hooks.GenerateStandardSecret(nil)
+	b, err := signing.GenerateStandardSecret(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a == b {
 		t.Error("two generated secrets are equal")
 	}
-	if err := hooks.CheckStandardSecret(a); err != nil {
+	if err := signing.CheckStandardSecret(a); err != nil {
 		t.Errorf("generated secret refused: %v", err)
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
-	if !strings.HasPrefix(a, "whsec_") || err != nil || len(key) != hooks.StandardSecretSize {
-		t.Errorf("generated secret is not whsec_ and %d base64 bytes", hooks.StandardSecretSize)
+	if !strings.HasPrefix(a, "whsec_") || err != nil || len(key) != signing.StandardSecretSize {
+		t.Errorf("generated secret is not whsec_ and %d base64 bytes", signing.StandardSecretSize)
 	}
 }

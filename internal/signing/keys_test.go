@@ -1,4 +1,4 @@
-package hooks_test
+package signing_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // sigOpenSSLKey was written by `openssl genpkey -algorithm ed25519` (3.0);
@@ -42,7 +42,7 @@ func sigWriteFile(t *testing.T, data []byte, mode os.FileMode) string {
 
 func TestLoadKeyReadsWhatOpenSSLWrites(t *testing.T) {
 	t.Parallel()
-	key, err := hooks.LoadKey(sigWriteFile(t, []byte(sigOpenSSLKey), 0o600))
+	key, err := signing.LoadKey(sigWriteFile(t, []byte(sigOpenSSLKey), 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,39 +57,39 @@ func TestLoadKeyReadsWhatOpenSSLWrites(t *testing.T) {
 
 func TestEncodedKeyLoadsBack(t *testing.T) {
 	t.Parallel()
-	key, err := hooks.GenerateKey(nil)
+	key, err := signing.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := hooks.EncodeKeyPEM(key)
+	data, err := signing.EncodeKeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.HasPrefix(data, []byte("-----BEGIN PRIVATE KEY-----\n")) {
 		t.Errorf("encoded key does not start with a PRIVATE KEY block:\n%.40s", data)
 	}
-	back, err := hooks.LoadKey(sigWriteFile(t, data, 0o600))
+	back, err := signing.LoadKey(sigWriteFile(t, data, 0o600))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !key.Equal(back) {
 		t.Error("loaded key differs from the encoded one")
 	}
-	if _, err := hooks.EncodeKeyPEM(key[:10]); err == nil {
+	if _, err := signing.EncodeKeyPEM(key[:10]); err == nil {
 		t.Error("encoded a truncated key")
 	}
 }
 
 func TestGenerateKeyReadsItsSeedFromTheReader(t *testing.T) {
 	t.Parallel()
-	a, err := hooks.GenerateKey(&sigSeq{next: 1})
+	a, err := signing.GenerateKey(&sigSeq{next: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !a.Equal(sigKey(1)) {
 		t.Error("key is not the one seeded by the reader")
 	}
-	b, err := hooks.GenerateKey(nil)
+	b, err := signing.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +120,8 @@ func TestLoadKeyRefusesOtherFilesWithoutShowingThem(t *testing.T) {
 		"too large":       bytes.Repeat([]byte("#"), 65<<10),
 	}
 	for name, data := range cases {
-		_, err := hooks.LoadKey(sigWriteFile(t, data, 0o600))
-		if !errors.Is(err, hooks.ErrKeyFile) {
+		_, err := signing.LoadKey(sigWriteFile(t, data, 0o600))
+		if !errors.Is(err, signing.ErrKeyFile) {
 			t.Errorf("%s: got %v, want ErrKeyFile", name, err)
 			continue
 		}
@@ -132,21 +132,21 @@ func TestLoadKeyRefusesOtherFilesWithoutShowingThem(t *testing.T) {
 			}
 		}
 	}
-	if _, err := hooks.LoadKey(filepath.Join(t.TempDir(), "absent.pem")); !errors.Is(err, hooks.ErrKeyFile) || !errors.Is(err, os.ErrNotExist) {
+	if _, err := signing.LoadKey(filepath.Join(t.TempDir(), "absent.pem")); !errors.Is(err, signing.ErrKeyFile) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("absent file: got %v, want ErrKeyFile and ErrNotExist", err)
 	}
 }
 
 func TestCheckKeyFileModeFlagsGroupOrOtherAccess(t *testing.T) {
 	t.Parallel()
-	if err := hooks.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), 0o600)); err != nil {
+	if err := signing.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), 0o600)); err != nil {
 		t.Errorf("0600: %v", err)
 	}
-	if err := hooks.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), 0o400)); err != nil {
+	if err := signing.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), 0o400)); err != nil {
 		t.Errorf("0400: %v", err)
 	}
 	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
-		if err := hooks.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), mode)); !errors.Is(err, hooks.ErrKeyFileMode) {
+		if err := signing.CheckKeyFileMode(sigWriteFile(t, []byte(sigOpenSSLKey), mode)); !errors.Is(err, signing.ErrKeyFileMode) {
 			t.Errorf("%#o: got %v, want ErrKeyFileMode", mode, err)
 		}
 	}

@@ -1,10 +1,10 @@
-package hooks_test
+package signing_test
 
 import (
 	"bytes"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // The signing cost alone, apart from HTTP: one attempt of a 1 KiB body.
@@ -27,7 +27,7 @@ func BenchmarkSignStandard(b *testing.B) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := hooks.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0); err != nil {
+		if _, err := signing.SignStandard("msg_r-7f3a_billing", secrets, body, sigT0); err != nil {
 			b.Fatal(err)
 		}
 	}

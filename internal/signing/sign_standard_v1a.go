@@ -1,4 +1,4 @@
-package hooks
+package signing
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func GenerateStandardKey(r io.Reader) (string, error) {
 	}
 	_, priv, err := ed25519.GenerateKey(r)
 	if err != nil {
-		return "", fmt.Errorf("hooks: generate key: %w", err)
+		return "", fmt.Errorf("signing: generate key: %w", err)
 	}
 	return StandardPrivateKeyPrefix + base64.StdEncoding.EncodeToString(priv), nil
 }
