@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/testlog"
 )
@@ -47,29 +47,29 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	channel, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	channel, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender := &hooks.Sender{Channel: channel, Mkit: signer}
+	sender := &outbound.Sender{Channel: channel, Mkit: signer}
 	u, _ := url.Parse(srv.URL + "/hooks")
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, scheme := range []signing.Scheme{signing.SchemeMkit, signing.SchemeStandard} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{receiveSecret}}, msg); err != nil {
+		if err := sender.Send(ctx, outbound.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{receiveSecret}}, msg); err != nil {
 			t.Fatalf("%s: %v", scheme, err)
 		}
 	}
 	// Signed by relay's key for another namespace.
-	forged := hooks.Message{ID: "msg_2", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"attacker-a"}}`)}
-	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: signing.SchemeMkit, Namespace: "attacker-a"}, forged)
-	if herr, ok := errors.AsType[*hooks.Error](err); !ok || herr.Status != 401 {
+	forged := outbound.Message{ID: "msg_2", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"attacker-a"}}`)}
+	err = sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeMkit, Namespace: "attacker-a"}, forged)
+	if herr, ok := errors.AsType[*outbound.Error](err); !ok || herr.Status != 401 {
 		t.Fatalf("another namespace's webhook: %v, want a 401", err)
 	}
 	// Signed with a secret the receiver does not hold.
 	other := "whsec_" + strings.Repeat("A", 32)
-	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{other}}, msg)
-	var herr *hooks.Error
+	err = sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{other}}, msg)
+	var herr *outbound.Error
 	if !errors.As(err, &herr) || herr.Status != 401 {
 		t.Fatalf("wrongly signed webhook: %v, want a 401", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/testlog"
 )
@@ -53,13 +53,13 @@ func startReceive(t *testing.T, args ...string) (*url.URL, *testlog.Buffer) {
 	return u, out
 }
 
-func loopbackSender(t *testing.T) *hooks.Sender {
+func loopbackSender(t *testing.T) *outbound.Sender {
 	t.Helper()
-	channel, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	channel, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hooks.Sender{Channel: channel}
+	return &outbound.Sender{Channel: channel}
 }
 
 // relay receive -public-key verifies what relay signs for a v1a endpoint,
@@ -72,14 +72,14 @@ func TestReceiveVerifiesV1aWithThePublicKeyAndRefusesTheRest(t *testing.T) {
 	u, out := startReceive(t, "-public-key", currentPub, "-public-key", previousPub)
 
 	sender := loopbackSender(t)
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, keys := range [][]string{{current}, {previous}, {current, previous}} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
+		if err := sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
 			t.Fatalf("signed by %d of the endpoint's keys: %v", len(keys), err)
 		}
 	}
-	refused := map[string]hooks.Target{
+	refused := map[string]outbound.Target{
 		"another key":     {URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{stranger}},
 		"a v1 signature":  {URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
 		"an mkit-hook v2": {URL: u, Scheme: signing.SchemeMkit, Namespace: "acme"},
@@ -91,7 +91,7 @@ func TestReceiveVerifiesV1aWithThePublicKeyAndRefusesTheRest(t *testing.T) {
 	sender.Mkit = mkit
 	for name, target := range refused {
 		err := sender.Send(ctx, target, msg)
-		if herr, ok := errors.AsType[*hooks.Error](err); !ok || herr.Status != 401 {
+		if herr, ok := errors.AsType[*outbound.Error](err); !ok || herr.Status != 401 {
 			t.Errorf("%s: %v, want a 401", name, err)
 		}
 	}
@@ -117,8 +117,8 @@ func TestReceiveVerifiesV1AndV1aTogether(t *testing.T) {
 	private, public := v1aKeyPair(t, 1)
 	u, out := startReceive(t, "-secret", receiveSecret, "-public-key", public)
 	sender := loopbackSender(t)
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"namespace":"acme"}}`)}
-	for _, target := range []hooks.Target{
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"namespace":"acme"}}`)}
+	for _, target := range []outbound.Target{
 		{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
 		{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{private}},
 	} {

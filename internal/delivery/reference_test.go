@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/signing"
@@ -520,7 +520,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}))
 		defer srv.Close()
-		ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -537,7 +537,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 		e.seed("retry")
 		// The sender shares the test's clock, so a retry's window moves.
 		sink := &Webhooks{Audience: "https://relay.example.com",
-			Sender: &hooks.Sender{Channel: ch, Mkit: signer, Now: e.Clk.Now}}
+			Sender: &outbound.Sender{Channel: ch, Mkit: signer, Now: e.Clk.Now}}
 		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 || e.backlogRows() != 1 {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}

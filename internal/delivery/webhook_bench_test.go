@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/signing"
 )
@@ -26,7 +26,7 @@ func BenchmarkWebhooksDeliver(b *testing.B) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	b.Cleanup(srv.Close)
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func BenchmarkWebhooksDeliver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink := &Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: "https://relay.example.com"}
+	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch, Mkit: signer}, Audience: "https://relay.example.com"}
 	secret := outbox.Secret(outbox.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
 	for _, scheme := range []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2} {
 		parcel := Parcel{

@@ -14,7 +14,7 @@ import (
 	"github.com/hookrelay/relay/internal/signing"
 )
 
-// keysServer serves the key list of entries at hooks.KeysPath, as relay
+// keysServer serves the key list of entries at signing.KeysPath, as relay
 // does; rotate changes what it serves.
 type keysServer struct {
 	*httptest.Server

@@ -1,4 +1,4 @@
-package hooks
+package outbound
 
 import (
 	"context"
@@ -54,7 +54,7 @@ var reservedHeaders = map[string]bool{"Content-Type": true, "User-Agent": true, 
 // ErrUnsignable marks an attempt that could not be signed (unknown scheme,
 // no signer, a malformed secret or message id). Retrying cannot help until
 // the configuration changes.
-var ErrUnsignable = errors.New("hooks: cannot sign webhook")
+var ErrUnsignable = errors.New("outbound: cannot sign webhook")
 
 // Send signs and posts one attempt. nil means the endpoint answered 2xx;
 // otherwise the error is a *Error from the channel or wraps ErrUnsignable.

@@ -1,4 +1,4 @@
-package hooks
+package outbound
 
 import (
 	"bytes"
@@ -114,15 +114,15 @@ type Channel struct {
 // NewChannel builds a Channel with its own connection pool.
 func NewChannel(opts ChannelOptions) (*Channel, error) {
 	if opts.MaxConns < 0 {
-		return nil, fmt.Errorf("hooks: MaxConns %d is negative", opts.MaxConns)
+		return nil, fmt.Errorf("outbound: MaxConns %d is negative", opts.MaxConns)
 	}
 	if opts.MaxResponseBytes < 0 {
-		return nil, fmt.Errorf("hooks: MaxResponseBytes %d is negative", opts.MaxResponseBytes)
+		return nil, fmt.Errorf("outbound: MaxResponseBytes %d is negative", opts.MaxResponseBytes)
 	}
 	var allow4, allow6 []netip.Prefix
 	for _, p := range opts.Allow {
 		if !p.IsValid() {
-			return nil, fmt.Errorf("hooks: allow-list prefix %q is not valid", p)
+			return nil, fmt.Errorf("outbound: allow-list prefix %q is not valid", p)
 		}
 		p = p.Masked()
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {

@@ -1,11 +1,11 @@
-package hooks_test
+package outbound_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -15,8 +15,8 @@ import (
 func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 	rcv := newReceiver(t)
 	now := time.UnixMilli(1_764_460_800_000)
-	s := &hooks.Sender{Channel: loopbackChannel(t), Mkit: mkitSigner(t), Now: func() time.Time { return now }}
-	msg := hooks.Message{ID: "msg_7f3a", Body: []byte(`{"data":{"namespace":"acme"}}`)}
+	s := &outbound.Sender{Channel: loopbackChannel(t), Mkit: mkitSigner(t), Now: func() time.Time { return now }}
+	msg := outbound.Message{ID: "msg_7f3a", Body: []byte(`{"data":{"namespace":"acme"}}`)}
 	forged := map[string]string{
 		"webhook-id": "msg_forged", "webhook-timestamp": "1", "webhook-signature": "v1,Zm9yZ2Vk",
 		"x-mkit-hook-namespace": "other", "x-mkit-hook-signature": "00", "x-mkit-hook-nonce": "00",
@@ -24,7 +24,7 @@ func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 		"x-tenant": "acme",
 	}
 	for _, scheme := range []signing.Scheme{signing.SchemeStandard, signing.SchemeMkit} {
-		target := hooks.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}, Headers: forged}
+		target := outbound.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}, Headers: forged}
 		if err := s.Send(context.Background(), target, msg); err != nil {
 			t.Fatalf("%s: %v", scheme, err)
 		}

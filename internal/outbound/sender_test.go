@@ -1,4 +1,4 @@
-package hooks_test
+package outbound_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -51,8 +51,8 @@ func newReceiver(t testing.TB) *receiver {
 	return r
 }
 
-func loopbackChannel(t testing.TB) *hooks.Channel {
-	c, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+func loopbackChannel(t testing.TB) *outbound.Channel {
+	c, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,11 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 	rcv := newReceiver(t)
 	signer := mkitSigner(t)
 	now := time.UnixMilli(1_764_460_800_000)
-	s := &hooks.Sender{Channel: loopbackChannel(t), Mkit: signer, Now: func() time.Time { return now }}
-	msg := hooks.Message{ID: "msg_7f3a", Body: []byte(`{"type":"outcome.expired","timestamp":"2025-11-30T00:00:00Z","data":{"namespace":"acme"}}`)}
+	s := &outbound.Sender{Channel: loopbackChannel(t), Mkit: signer, Now: func() time.Time { return now }}
+	msg := outbound.Message{ID: "msg_7f3a", Body: []byte(`{"type":"outcome.expired","timestamp":"2025-11-30T00:00:00Z","data":{"namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, scheme := range []signing.Scheme{signing.SchemeMkit, signing.SchemeStandard} {
-		target := hooks.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
+		target := outbound.Target{URL: rcv.url, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
 		for range 2 {
 			if err := s.Send(ctx, target, msg); err != nil {
 				t.Fatalf("%s: %v", scheme, err)
@@ -143,14 +143,14 @@ func TestEveryAttemptIsSignedAfreshAndVerifies(t *testing.T) {
 
 func TestAnAttemptThatCannotBeSignedIsNotSent(t *testing.T) {
 	rcv := newReceiver(t)
-	s := &hooks.Sender{Channel: loopbackChannel(t)}
-	for _, target := range []hooks.Target{
+	s := &outbound.Sender{Channel: loopbackChannel(t)}
+	for _, target := range []outbound.Target{
 		{URL: rcv.url, Scheme: signing.SchemeMkit, Namespace: "acme"},                  // no signing key
 		{URL: rcv.url, Scheme: signing.SchemeStandard, Secrets: []string{"not-whsec"}}, // malformed secret
 		{URL: rcv.url, Scheme: "rot13"},
 	} {
-		err := s.Send(context.Background(), target, hooks.Message{ID: "msg_1", Body: []byte("{}")})
-		if !errors.Is(err, hooks.ErrUnsignable) {
+		err := s.Send(context.Background(), target, outbound.Message{ID: "msg_1", Body: []byte("{}")})
+		if !errors.Is(err, outbound.ErrUnsignable) {
 			t.Errorf("%s: %v, want ErrUnsignable", target.Scheme, err)
 		}
 	}

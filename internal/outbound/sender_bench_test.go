@@ -1,4 +1,4 @@
-package hooks_test
+package outbound_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -32,8 +32,8 @@ func BenchmarkDeliver(b *testing.B) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	for _, scheme := range []signing.Scheme{signing.SchemeStandard, signing.SchemeMkit} {
 		b.Run(string(scheme), func(b *testing.B) {
-			s := &hooks.Sender{Channel: loopbackChannel(b), Mkit: mkitSigner(b)}
-			target := hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
+			s := &outbound.Sender{Channel: loopbackChannel(b), Mkit: mkitSigner(b)}
+			target := outbound.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{secret}}
 			var failed atomic.Int64
 			const senders = 64
 			b.SetParallelism((senders + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
@@ -42,7 +42,7 @@ func BenchmarkDeliver(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				for pb.Next() {
-					if err := s.Send(ctx, target, hooks.Message{ID: "msg_bench", Body: body}); err != nil {
+					if err := s.Send(ctx, target, outbound.Message{ID: "msg_bench", Body: body}); err != nil {
 						failed.Add(1)
 					}
 				}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package hooks
+package outbound
 
 import (
 	"crypto/tls"

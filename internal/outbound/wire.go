@@ -1,4 +1,4 @@
-package hooks
+package outbound
 
 import (
 	"bufio"
@@ -78,11 +78,11 @@ type wireAnswer struct {
 }
 
 var (
-	errAnswerMalformed = errors.New("hooks: malformed HTTP answer")
-	errAnswerHeaders   = errors.New("hooks: answer headers too large")
-	errHeaderInvalid   = errors.New("hooks: request header not valid in HTTP")
-	errHostNotASCII    = errors.New("hooks: host is not ASCII")
-	errTargetInvalid   = errors.New("hooks: request target not valid in HTTP")
+	errAnswerMalformed = errors.New("outbound: malformed HTTP answer")
+	errAnswerHeaders   = errors.New("outbound: answer headers too large")
+	errHeaderInvalid   = errors.New("outbound: request header not valid in HTTP")
+	errHostNotASCII    = errors.New("outbound: host is not ASCII")
+	errTargetInvalid   = errors.New("outbound: request target not valid in HTTP")
 	// aLongTimeAgo is a deadline that has passed: set on a connection, it
 	// ends the read or write under way.
 	aLongTimeAgo = time.Unix(1, 0)
