@@ -17,10 +17,10 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // App is one relay process: its store, delivery driver and API.
@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Ingested:       driver.Ingested,
 		CheckURL:       channel.CheckURL,
 		Ready:          ready(st, clk, log),
-		Keys:           hooks.KeysHandler(sign.keys),
+		Keys:           signing.KeysHandler(sign.keys),
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,
 		Console:        console.Handler(),

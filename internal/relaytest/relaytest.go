@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // PublicURL is the canonical origin relays under test are given: every
@@ -88,11 +88,11 @@ func NewCredentials(t testing.TB, subject string) Credentials {
 		t.Fatal(err)
 	}
 	c := Credentials{Secret: hex.EncodeToString(b[:])}
-	key, err := hooks.GenerateKey(rand.Reader)
+	key, err := signing.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pem, err := hooks.EncodeKeyPEM(key)
+	pem, err := signing.EncodeKeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}
