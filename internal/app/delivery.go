@@ -128,11 +128,11 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 		// Operator events go through the outbox, as any outcome does.
 		Events: &outbox.Appender{Store: st, Clock: clk},
 	}
-	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
+	timersReg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
 		&outbox.RecoveryRunner{Clock: clk})
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
+	return delivery.New(delivery.Config{Store: st, Handlers: timersReg, Clock: clk, Concurrency: c.Concurrency,
 		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m, Arrivals: arrivals, Committed: committed})
 }

@@ -56,7 +56,7 @@ type DueStore interface {
 // Config configures a Driver.
 type Config struct {
 	Store    DueStore
-	Registry *timers.Registry
+	Handlers *timers.Handlers
 	// Clock is clock.System when nil.
 	Clock clock.Clock
 	// Concurrency bounds the timers fired at once in the main lane,
@@ -191,7 +191,7 @@ type Driver struct {
 
 // New checks the configuration and returns a driver that is not started.
 func New(cfg Config) (*Driver, error) {
-	if cfg.Store == nil || cfg.Registry == nil {
+	if cfg.Store == nil || cfg.Handlers == nil {
 		return nil, errors.New("delivery driver: a store and a timer registry are required")
 	}
 	if cfg.Concurrency < 0 || cfg.SlowConcurrency < 0 || cfg.SlowAfter < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 {
@@ -233,7 +233,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Committed != nil {
 		fireStore = store.Observed(cfg.Store, cfg.Committed)
 	}
-	runner := timers.NewRunner(timers.RunnerConfig{Store: fireStore, Registry: cfg.Registry, Clock: cfg.Clock,
+	runner := timers.NewRunner(timers.RunnerConfig{Store: fireStore, Handlers: cfg.Handlers, Clock: cfg.Clock,
 		Budget: timers.Budget{Lease: cfg.Lease}, Logger: cfg.Logger})
 	return &Driver{
 		cfg:       cfg,

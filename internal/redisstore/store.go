@@ -85,7 +85,7 @@ type Store struct {
 	// durability is Options.Durability with its defaults.
 	durability Durability
 	// applies sends concurrent batches together.
-	applies *lanes
+	applies *masters
 }
 
 var (
@@ -130,7 +130,7 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 		return nil, err
 	}
 	s.scripts = sc
-	s.applies = newLanes(client)
+	s.applies = newMasters(client)
 	return s, nil
 }
 

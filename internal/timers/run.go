@@ -303,7 +303,7 @@ func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs in
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
 	Store    store.NamespaceStore
-	Registry *Registry
+	Handlers *Handlers
 	// Clock dates each claim's lease and bounds a completion's waits;
 	// clock.System when nil.
 	Clock clock.Clock
@@ -314,7 +314,7 @@ type RunnerConfig struct {
 }
 
 // Runner claims, fires and completes the due timers of a store's
-// partitions, with the handlers of its registry.
+// partitions, with its handlers.
 type Runner struct {
 	cfg RunnerConfig
 }
@@ -396,7 +396,7 @@ func (r *Runner) fire(ctx context.Context, c Claimed, nowMs int64) (Report, erro
 	st, clk, lease, log := r.cfg.Store, r.cfg.Clock, r.cfg.Budget.Lease, r.cfg.Logger
 	p, row := c.Partition, c.Timer
 	var report Report
-	h, known := r.cfg.Registry.Handler(row.Kind)
+	h, known := r.cfg.Handlers.Handler(row.Kind)
 	if !known {
 		// A timer of a kind this process does not know (a newer version
 		// wrote it) waits out the lease rather than spinning the driver.
