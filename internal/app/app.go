@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, scrub(fmt.Errorf("open store: %w", err))
 	}
 	if !dev && !st.Shebang() {
-		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
+		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse the batches that settle what it holds")
 	}
 	if err := st.Check(ctx); err != nil {
 		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
@@ -229,7 +229,7 @@ func (a *App) Stop(ctx context.Context) error {
 func (a *App) Close() { a.close() }
 
 // Run starts delivery and serves srv on ln until ctx ends or serving
-// fails, then stops taking requests and drains delivery.
+// fails, then stops taking requests and lets delivery finish its fires.
 func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	if err := a.Start(ctx); err != nil {
 		return err
@@ -247,9 +247,9 @@ func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error 
 	// its stream resumes once its lease expires.
 	stopped := make(chan error, 1)
 	go func() {
-		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		stopped <- a.Stop(drainCtx)
+		stopped <- a.Stop(stopCtx)
 	}()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

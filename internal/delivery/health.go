@@ -213,5 +213,5 @@ func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.Due
 	if err != nil {
 		return timers.Fired{}, false, err
 	}
-	return timers.Fired{DueAtMs: max(resume, t.DueAtMs), State: value, Batch: store.Batch{Drain: true}, Backoff: true}, true, nil
+	return timers.Fired{DueAtMs: max(resume, t.DueAtMs), State: value, Batch: store.Batch{Settles: true}, Backoff: true}, true, nil
 }

@@ -192,8 +192,8 @@ func (s *Store) Durability() Durability { return s.durability }
 
 // Shebang reports whether the server runs scripts with a "#!lua" line
 // (Redis 7+). Without it no batch can declare allow-oom: on a full Redis a
-// drain batch that puts any row is refused like an ingest batch, and the
-// store cannot drain. The binary warns when this is false.
+// settling batch that puts any row is refused like an ingest batch, and the
+// store cannot settle. The binary warns when this is false.
 func (s *Store) Shebang() bool { return s.scripts.shebang }
 
 // Buckets is the number of due-index buckets.
@@ -400,7 +400,7 @@ func decodePage(res any) (store.Page, error) {
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
 // by a precondition its first run falsifies, which makes the retry harmless.
 //
-// With Options.Durability.Replicas N ≥ 1, a growing batch (not Drain), and
+// With Options.Durability.Replicas N ≥ 1, a growing batch (not Settles), and
 // any batch marked Answered, is answered only once N replicas acknowledged
 // it (WAIT, see applyDurable);
 // fewer within the timeout is an error matching ErrNotReplicated and
@@ -411,7 +411,7 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	if err != nil {
 		return store.Result{}, err
 	}
-	if s.durability.Replicas > 0 && (!b.Drain || b.Answered) {
+	if s.durability.Replicas > 0 && (!b.Settles || b.Answered) {
 		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
 	sc := s.scripts.applyFor(b)

@@ -58,7 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ATimerRewrittenInPlaceKeepsTheEntryTheRowsSay", testATimerRewrittenInPlaceKeepsTheEntryTheRowsSay},
 		{"FailedBatchLeavesDueIndexUnchanged", testFailedBatchLeavesDueIndexUnchanged},
 		{"DueListsPartitionsOfBucketEarliestFirst", testDueListsPartitionsOfBucketEarliestFirst},
-		{"DrainBatchIsAppliedLikeAnyOther", testDrainBatchIsAppliedLikeAnyOther},
+		{"SettlingBatchIsAppliedLikeAnyOther", testSettlingBatchIsAppliedLikeAnyOther},
 		{"AnsweredBatchIsAppliedLikeAnyOther", testAnsweredBatchIsAppliedLikeAnyOther},
 		{"ReadManyAnswersAsEachReadAlone", testReadManyAnswersAsEachReadAlone},
 		{"AddToAbsentRowStartsFromZero", testAddToAbsentRowStartsFromZero},
