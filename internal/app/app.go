@@ -17,6 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -126,8 +127,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	// The fires' claims and completions are folded into what ingest holds
 	// of their namespaces, so ingest need not read them again.
-	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}}
-	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, ingest.Observe)
+	// Ingest's flushers and delivery's fires share one set of kept goroutines.
+	goroutines := new(gopool.Pool)
+	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}, Goroutines: goroutines}
+	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, goroutines, ingest.Observe)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -110,7 +111,7 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 
 // newDriver builds the delivery driver and the timers it fires: outcome
 // delivery, the idempotency sweep and the log sweep.
-func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, goroutines *gopool.Pool, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -133,6 +134,6 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Handlers: timersReg, Clock: clk, Concurrency: c.Concurrency,
+	return delivery.New(delivery.Config{Store: st, Handlers: timersReg, Clock: clk, Goroutines: goroutines, Concurrency: c.Concurrency,
 		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m, Arrivals: arrivals, Committed: committed})
 }

@@ -59,6 +59,11 @@ type Config struct {
 	Handlers *timers.Handlers
 	// Clock is clock.System when nil.
 	Clock clock.Clock
+	// Goroutines runs the fires on goroutines kept between them, whose
+	// stacks a fire finds grown. A process shares one pool between delivery
+	// and ingest (outbox.Coalescer.Goroutines); a pool of the Driver's own
+	// when nil.
+	Goroutines *gopool.Pool
 	// Concurrency bounds the timers fired at once in the main lane,
 	// DefaultConcurrency when zero. One stream is one timer, so a dead
 	// endpoint holds at most one slot.
@@ -132,10 +137,8 @@ type Driver struct {
 	kick     chan struct{}
 	stopping chan struct{}
 	loopDone chan struct{}
-	// workers counts the fires running; fires runs them, on goroutines
-	// kept between fires, whose stacks a fire finds grown.
+	// workers counts the fires running.
 	workers sync.WaitGroup
-	fires   gopool.Pool
 
 	// fireCtx is canceled when Stop's deadline ends: fires then write
 	// nothing, and their leases expire.
@@ -199,6 +202,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
+	}
+	if cfg.Goroutines == nil {
+		cfg.Goroutines = new(gopool.Pool)
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
