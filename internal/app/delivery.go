@@ -15,6 +15,7 @@ import (
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -111,7 +112,7 @@ func newChannel(c Delivery, allow []netip.Prefix) (*outbound.Channel, error) {
 
 // newDriver builds the delivery driver and the timers it fires: outcome
 // delivery, the idempotency sweep and the log sweep.
-func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *outbound.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *outbound.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, goroutines *gopool.Pool, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -129,11 +130,11 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ou
 		// Operator events go through the outbox, as any outcome does.
 		Events: &outbox.Appender{Store: st, Clock: clk},
 	}
-	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
+	timersReg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
 		&outbox.RecoveryRunner{Clock: clk})
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
+	return delivery.New(delivery.Config{Store: st, Handlers: timersReg, Clock: clk, Goroutines: goroutines, Concurrency: c.Concurrency,
 		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m, Arrivals: arrivals, Committed: committed})
 }

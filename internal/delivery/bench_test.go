@@ -102,11 +102,11 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 	}
 	b.Cleanup(ch.CloseIdleConnections)
 	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "https://relay.example.com"}
-	reg, err := timers.NewRegistry(&Handler{Sink: sink})
+	reg, err := timers.NewHandlers(&Handler{Sink: sink})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := New(Config{Store: st, Registry: reg})
+	d, err := New(Config{Store: st, Handlers: reg})
 	if err != nil {
 		b.Fatal(err)
 	}

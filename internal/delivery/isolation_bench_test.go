@@ -152,11 +152,11 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	b.Cleanup(ch.CloseIdleConnections)
 	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "https://relay.example.com"}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // a warning per cut call
-	reg, err := timers.NewRegistry(&Handler{Sink: sink, Logger: quiet})
+	reg, err := timers.NewHandlers(&Handler{Sink: sink, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := New(Config{Store: st, Registry: reg, Logger: quiet})
+	d, err := New(Config{Store: st, Handlers: reg, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

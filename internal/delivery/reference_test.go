@@ -349,7 +349,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 			sink.mu.Unlock()
 			return c, cancel
 		}
-		reg, err := timers.NewRegistry(h)
+		reg, err := timers.NewHandlers(h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 		// than hanging it.
 		done := make(chan error, 1)
 		go func() {
-			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 			done <- err
 		}()
 		select {

@@ -49,11 +49,11 @@ func TestClockJumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	handler := &delivery.Handler{Sink: &delivery.Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "http://relay.test"}, Clock: clk}
-	reg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{})
+	reg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := delivery.New(delivery.Config{Store: st, Registry: reg, Clock: clk})
+	drv, err := delivery.New(delivery.Config{Store: st, Handlers: reg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,12 @@ package redisstore
 import "testing"
 
 // A call signalled to lead that leaves instead passes the lead to the call
-// first after it, or leaves the lane idle: a round never waits for a
+// first after it, or leaves the rounds idle: a round never waits for a
 // leader that is gone.
 func TestACallThatLeavesPassesOnItsLead(t *testing.T) {
-	newCall := func() *laneCall { return &laneCall{lead: make(chan struct{}, 1), done: make(chan struct{})} }
+	newCall := func() *roundCall { return &roundCall{lead: make(chan struct{}, 1), done: make(chan struct{})} }
 	a, b := newCall(), newCall()
-	l := &lane{queue: []*laneCall{a, b}, busy: true}
+	l := &rounds{queue: []*roundCall{a, b}, busy: true}
 	a.lead <- struct{}{}
 	if !l.leave(a) {
 		t.Fatal("an unsent call could not leave")

@@ -10,46 +10,46 @@ import (
 	"github.com/hookrelay/relay/internal/store"
 )
 
-// lane sends the script calls of concurrent callers together. While one
+// rounds sends the script calls of concurrent callers together. While one
 // round of calls is in flight, the calls that arrive queue, and the next
 // round takes them all as one pipeline: one write and one read a node
 // instead of one each, on both ends of each connection. A call that finds
 // no round in flight goes at once, alone, so an idle process waits for
 // nothing. A busy one spends less on system calls, on its side and on
 // Redis's (docs/benchmarks.md, "Rounds"). A large batch goes past the
-// lane (maxRoundOps).
-type lane struct {
+// rounds (maxRoundOps).
+type rounds struct {
 	client redis.UniversalClient
 
 	mu sync.Mutex
 	// queue holds the calls not yet sent, in arrival order. busy says a
 	// round is in flight, or its leader is about to send it.
-	queue []*laneCall
+	queue []*roundCall
 	busy  bool
 }
 
-// lanes keeps a lane a Redis master. A round waits for its slowest node,
+// masters keeps the rounds of each Redis master. A round waits for its slowest node,
 // so on a Cluster each master has its own: one that is slow or failing
 // over holds up only the partitions it serves.
-type lanes struct {
+type masters struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // nil unless a Cluster
 
-	one lane // of a client with one master
+	one rounds // of a client with one master
 
 	mu     sync.Mutex
-	byNode map[string]*lane // by master address
+	byNode map[string]*rounds // by master address
 }
 
-func newLanes(client redis.UniversalClient) *lanes {
-	ls := &lanes{client: client, one: lane{client: client}}
+func newMasters(client redis.UniversalClient) *masters {
+	ls := &masters{client: client, one: rounds{client: client}}
 	ls.cluster, _ = client.(*redis.ClusterClient)
 	return ls
 }
 
-// run is sc.run in the lane of the master holding keys. A Cluster whose
+// run is sc.run in the rounds of the master holding keys. A Cluster whose
 // slots are unknown for now gets the call alone.
-func (ls *lanes) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+func (ls *masters) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
 	if ls.cluster == nil {
 		return ls.one.run(ctx, sc, keys, args)
 	}
@@ -62,9 +62,9 @@ func (ls *lanes) run(ctx context.Context, sc *script, keys []string, args []any)
 	l := ls.byNode[addr]
 	if l == nil {
 		if ls.byNode == nil {
-			ls.byNode = map[string]*lane{}
+			ls.byNode = map[string]*rounds{}
 		}
-		l = &lane{client: ls.client}
+		l = &rounds{client: ls.client}
 		ls.byNode[addr] = l
 	}
 	ls.mu.Unlock()
@@ -90,24 +90,24 @@ type scriptCall struct {
 	err  error
 }
 
-type laneCall struct {
+type roundCall struct {
 	scriptCall
 	// lead is signalled when a round ends with the call first in the
 	// queue: its caller sends the next round.
 	lead chan struct{}
 	done chan struct{}
-	sent bool // guarded by lane.mu
+	sent bool // guarded by rounds.mu
 }
 
 // run is sc.run with the other calls of its round. A call whose ctx ends
 // while it queues leaves the queue unsent and returns ctx's error. Once
 // sent it is seen through, bounded by the client's timeouts, as a call
 // in flight is.
-func (l *lane) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+func (l *rounds) run(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &laneCall{scriptCall: scriptCall{sc: sc, keys: keys, args: args}, lead: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &roundCall{scriptCall: scriptCall{sc: sc, keys: keys, args: args}, lead: make(chan struct{}, 1), done: make(chan struct{})}
 	l.mu.Lock()
 	l.queue = append(l.queue, c)
 	first := !l.busy
@@ -133,13 +133,13 @@ func (l *lane) run(ctx context.Context, sc *script, keys []string, args []any) (
 
 // leave takes c out of the queue unless it was sent. A call signalled to
 // lead passes the lead to the call now first, if any.
-func (l *lane) leave(c *laneCall) bool {
+func (l *rounds) leave(c *roundCall) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.sent {
 		return false
 	}
-	l.queue = slices.DeleteFunc(l.queue, func(q *laneCall) bool { return q == c })
+	l.queue = slices.DeleteFunc(l.queue, func(q *roundCall) bool { return q == c })
 	select {
 	case <-c.lead:
 		l.handOn()
@@ -149,8 +149,8 @@ func (l *lane) leave(c *laneCall) bool {
 }
 
 // handOn signals the call first in the queue to lead the next round, or
-// leaves the lane idle. l.mu is held.
-func (l *lane) handOn() {
+// leaves the rounds idle. l.mu is held.
+func (l *rounds) handOn() {
 	if len(l.queue) == 0 {
 		l.busy = false
 		return
@@ -158,11 +158,11 @@ func (l *lane) handOn() {
 	l.queue[0].lead <- struct{}{}
 }
 
-// round sends the queued calls and answers them, then hands the lane on.
-func (l *lane) round(ctx context.Context) {
+// round sends the queued calls and answers them, then hands the lead on.
+func (l *rounds) round(ctx context.Context) {
 	l.mu.Lock()
 	n := min(len(l.queue), maxRound)
-	sent := make([]*laneCall, n)
+	sent := make([]*roundCall, n)
 	calls := make([]*scriptCall, n)
 	for i, c := range l.queue[:n] {
 		c.sent = true
