@@ -21,12 +21,12 @@ const pemPrivateKey = "PRIVATE KEY"
 // ErrKeyFile marks a signing key file that cannot be used: unreadable, not
 // PEM, not PKCS#8 or not Ed25519. The text names the file and the problem,
 // never the key's bytes.
-var ErrKeyFile = errors.New("signing: unusable signing key file")
+var ErrKeyFile = errors.New("signing: unusable key file")
 
 // ErrKeyFileMode marks a signing key file that group or others may read or
 // write. CheckKeyFileMode returns it; callers decide whether to warn or
 // refuse (relay warns: mounted secrets are often 0644).
-var ErrKeyFileMode = errors.New("signing: signing key file is accessible to group or others")
+var ErrKeyFileMode = errors.New("signing: key file is accessible to group or others")
 
 // LoadKey reads an Ed25519 signing key from a PEM "PRIVATE KEY" (PKCS#8)
 // file. It does not check the file's permissions; see CheckKeyFileMode.
