@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // settle bounds every wait of these tests; deliveries normally take
@@ -45,7 +45,7 @@ type receiver struct {
 
 func startReceiver(t *testing.T, relayURL string) *receiver {
 	t.Helper()
-	list, err := loadKeyList(context.Background(), relayURL+hooks.KeysPath)
+	list, err := loadKeyList(context.Background(), relayURL+signing.KeysPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,12 +58,12 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			f.endpoint(ns, "commits", outbox.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []outbox.Kind{outbox.KindCommitted}})
 		}
 		sink := &flaky{rng: rand.New(rand.NewPCG(seed, 1)), taken: map[string]int{}}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var d *Driver
-		d, err = New(Config{Store: f.st, Registry: reg, Clock: clk, Concurrency: 4, after: func(wait time.Duration) <-chan time.Time {
+		d, err = New(Config{Store: f.st, Handlers: reg, Clock: clk, Concurrency: 4, after: func(wait time.Duration) <-chan time.Time {
 			d.mu.Lock()
 			idle := len(d.inFlight) == 0
 			d.mu.Unlock()
@@ -132,7 +132,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			left := 0
 			for _, ns := range namespaces {
 				p := store.Partition{Namespace: ns}
-				if _, err := timers.NewRunner(timers.RunnerConfig{Store: f.st, Registry: reg, Clock: clk}).RunDue(f.ctx, p, clk.Now().UnixMilli()); err != nil {
+				if _, err := timers.NewRunner(timers.RunnerConfig{Store: f.st, Handlers: reg, Clock: clk}).RunDue(f.ctx, p, clk.Now().UnixMilli()); err != nil {
 					t.Fatalf("drain %s: %v", ns, err)
 				}
 				rows, err := timers.All(f.ctx, f.st, p)

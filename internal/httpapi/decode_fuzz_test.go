@@ -16,7 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/store"
@@ -307,7 +307,7 @@ func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []
 // without endpoints, and returns the answer and the store's batches.
 func putEndpointBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, *blankStore) {
 	t.Helper()
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

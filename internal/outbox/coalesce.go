@@ -58,6 +58,11 @@ type Coalescer struct {
 	// started it: a request that goes away cancels nobody else's outcomes.
 	// DefaultCoalesceTimeout when zero.
 	Timeout time.Duration
+	// Goroutines runs the flushers on goroutines kept between them, whose
+	// stacks a flusher finds grown. A process shares one pool between
+	// ingest and delivery (delivery.Config.Goroutines); a pool of the
+	// Coalescer's own when nil.
+	Goroutines *gopool.Pool
 
 	mu sync.Mutex
 	// queues holds the queue of each partition whose flusher runs, and no
@@ -69,9 +74,6 @@ type Coalescer struct {
 	kept int
 	// maxKept bounds left, maxKeptSnapshots when zero.
 	maxKept int
-	// flushers runs the flushers, on goroutines kept between them, whose
-	// stacks a flusher finds grown.
-	flushers gopool.Pool
 }
 
 // maxKeptSnapshots bounds the snapshots a Coalescer keeps for partitions
@@ -214,7 +216,10 @@ func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []Ou
 		}
 		q = &queue{}
 		c.queues[p] = q
-		c.flushers.Go(func() { c.flush(p, q, limit, timeout) })
+		if c.Goroutines == nil {
+			c.Goroutines = new(gopool.Pool)
+		}
+		c.Goroutines.Go(func() { c.flush(p, q, limit, timeout) })
 	}
 	q.waiting = append(q.waiting, r)
 	c.mu.Unlock()
