@@ -124,7 +124,7 @@ func outcomesOfEveryKind(prefix string) []outbox.Outcome {
 }
 
 // deliveryFlow registers one endpoint per signing scheme, posts outcomes of
-// every kind (a batch and a single one), and sees each delivered to both
+// every kind (a list and a single one), and sees each delivered to both
 // endpoints and verified.
 func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	t.Helper()
@@ -140,7 +140,7 @@ func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	outcomes := outcomesOfEveryKind("e2e")
 	code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, map[string]any{"outcomes": outcomes[:3]})
 	if code != http.StatusAccepted {
-		t.Fatalf("post batch: %d %v", code, v)
+		t.Fatalf("post a list: %d %v", code, v)
 	}
 	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, outcomes[3]); code != http.StatusAccepted {
 		t.Fatalf("post one: %d %v", code, v)

@@ -12,8 +12,8 @@
 //
 //	single   outcomes POSTed one per request, endpoints disabled so that
 //	         nothing is delivered: ingest alone. Rate: accepted per second.
-//	batch    the same in batches of -batch.
-//	e2e      batches while fewer than -window outcomes are accepted and not
+//	list     the same in lists of -per-request.
+//	e2e      lists while fewer than -window outcomes are accepted and not
 //	         yet delivered. Rate: -n over the time until the last of them
 //	         first reached the receiver.
 //	latency  single POSTs on an open-loop schedule of -rate per second;
@@ -30,7 +30,7 @@
 // count every client of that Redis, so run on a quiet one.
 //
 // CPU per outcome is CPU time, user+sys, over the phase divided by the
-// outcomes accepted (single, batch) or delivered (e2e, latency), in three
+// outcomes accepted (single, list) or delivered (e2e, latency), in three
 // columns:
 //
 //	relay          the -target-pid process (/proc/<pid>/stat, 10 ms

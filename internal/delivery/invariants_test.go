@@ -91,17 +91,17 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(w)+2))
 				for i := 0; i < 60; {
 					ns := namespaces[rng.IntN(len(namespaces))]
-					var batch []outbox.Outcome
+					var list []outbox.Outcome
 					for range 1 + rng.IntN(5) {
 						rid := fmt.Sprintf("w%d-%03d", w, i)
 						o := outboxtest.Committed(rid)
 						if rng.IntN(3) == 0 {
 							o = outboxtest.Aborted(rid)
 						}
-						batch = append(batch, o)
+						list = append(list, o)
 						i++
 					}
-					st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, batch)
+					st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, list)
 					if err != nil {
 						t.Errorf("append: %v", err)
 						return
@@ -109,12 +109,12 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 					wmu.Lock()
 					for k, s := range st {
 						if s.Code != outbox.Accepted {
-							t.Errorf("append %s: %s", batch[k].ReservationID, s.Code)
+							t.Errorf("append %s: %s", list[k].ReservationID, s.Code)
 							continue
 						}
-						want[ns+"/all/"+batch[k].ReservationID] = true
-						if batch[k].Committed != nil {
-							want[ns+"/commits/"+batch[k].ReservationID] = true
+						want[ns+"/all/"+list[k].ReservationID] = true
+						if list[k].Committed != nil {
+							want[ns+"/commits/"+list[k].ReservationID] = true
 						}
 					}
 					wmu.Unlock()

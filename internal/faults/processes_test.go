@@ -235,7 +235,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 }
 
 // emptyOutbox waits until no endpoint of the targets has a row left: once
-// everything was delivered, nothing half-written remains. (A batch refused
+// everything was delivered, nothing half-written remains. (A list refused
 // midway may have stored outcomes the producer did not count; they drain
 // too.)
 func emptyOutbox(t testing.TB, r *relayProc, targets []target) {
