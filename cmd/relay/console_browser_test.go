@@ -188,11 +188,11 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		})
 	}
 	// Delivered first: behind the stuck row it would wait.
-	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(done)}); err != nil {
+	if _, err := c.IngestAll(ctx, "acme", []relayclient.Outcome{outcome(done)}); err != nil {
 		t.Fatal(err)
 	}
 	wait(done+" delivered", func() bool { return arrived(done) == 1 })
-	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
+	if _, err := c.IngestAll(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
 		t.Fatal(err)
 	}
 	wait(stuck+" refused", func() bool {

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // settle bounds every wait of these tests; deliveries normally take
@@ -58,7 +58,7 @@ type receiver struct {
 
 func startReceiver(t *testing.T, relayURL string) *receiver {
 	t.Helper()
-	list, err := loadKeyList(context.Background(), relayURL+hooks.KeysPath)
+	list, err := loadKeyList(context.Background(), relayURL+signing.KeysPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func outcomesOfEveryKind(prefix string) []outbox.Outcome {
 }
 
 // deliveryFlow registers one endpoint per signing scheme, posts outcomes of
-// every kind (a batch and a single one), and sees each delivered to both
+// every kind (a list and a single one), and sees each delivered to both
 // endpoints and verified.
 func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	t.Helper()
@@ -149,7 +149,7 @@ func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	outcomes := outcomesOfEveryKind("e2e")
 	code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, map[string]any{"outcomes": outcomes[:3]})
 	if code != http.StatusAccepted {
-		t.Fatalf("post batch: %d %v", code, v)
+		t.Fatalf("post a list: %d %v", code, v)
 	}
 	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, outcomes[3]); code != http.StatusAccepted {
 		t.Fatalf("post one: %d %v", code, v)

@@ -70,7 +70,7 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	}
 
 	// The first half, the refused one hurried past its backoff each time.
-	if _, err := c.IngestBatch(ctx, ns, outcomes[:50]); err != nil {
+	if _, err := c.IngestAll(ctx, ns, outcomes[:50]); err != nil {
 		t.Fatal(err)
 	}
 	for n := 1; n <= 3; n++ {
@@ -87,7 +87,7 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	mid := time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
 	for time.Now().Before(mid) {
 	}
-	if _, err := c.IngestBatch(ctx, ns, outcomes[50:]); err != nil {
+	if _, err := c.IngestAll(ctx, ns, outcomes[50:]); err != nil {
 		t.Fatal(err)
 	}
 	wait("the second half delivered", delivered(ids[50:], 1))

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 )
 
 func TestTheExcerptBoundIsTheChannels(t *testing.T) {
-	if hooks.MaxExcerptBytes != outbox.MaxExcerptBytes {
-		t.Fatalf("the channel keeps %d bytes, the attempt row %d", hooks.MaxExcerptBytes, outbox.MaxExcerptBytes)
+	if outbound.MaxExcerptBytes != outbox.MaxExcerptBytes {
+		t.Fatalf("the channel keeps %d bytes, the attempt row %d", outbound.MaxExcerptBytes, outbox.MaxExcerptBytes)
 	}
 }
 

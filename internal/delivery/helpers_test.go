@@ -218,11 +218,11 @@ func (e *env) state() outbox.DeliveryState {
 // fire runs the partition's due timers once, as a driver would, with h.
 func (e *env) fire(h *Handler) timers.Report {
 	e.T.Helper()
-	reg, err := timers.NewRegistry(h)
+	reg, err := timers.NewHandlers(h)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -45,16 +45,16 @@ func TestClockJumps(t *testing.T) {
 	wall := &jumpingClock{}
 	// As cmd/relay does: one clock, never going backward, for everything.
 	clk := clock.NewSteady(wall)
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := &delivery.Handler{Sink: &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch}, Audience: "http://relay.test"}, Clock: clk}
-	reg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{})
+	handler := &delivery.Handler{Sink: &delivery.Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "http://relay.test"}, Clock: clk}
+	reg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := delivery.New(delivery.Config{Store: st, Registry: reg, Clock: clk})
+	drv, err := delivery.New(delivery.Config{Store: st, Handlers: reg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

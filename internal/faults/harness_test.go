@@ -135,14 +135,14 @@ type producer struct {
 	s *suite
 	// relays are tried in turn; a killed one refuses connections.
 	relays []*relayProc
-	// batch is the outcomes per request; 1 posts single outcomes.
-	batch int
+	// perRequest is the outcomes per request; 1 posts single outcomes.
+	perRequest int
 	// giveUp bounds the retries of one request.
 	giveUp time.Duration
 
 	mu       sync.Mutex
 	accepted map[string][]string // ns -> reservation ids
-	// posted are the ids ever sent, accepted or not: a batch refused
+	// posted are the ids ever sent, accepted or not: a list refused
 	// midway may have stored its first outcomes, which are then delivered.
 	posted map[string]map[string]bool
 	// acceptedAt is when each id's request was answered 202.
@@ -157,8 +157,8 @@ type producer struct {
 	stop <-chan struct{}
 }
 
-func newProducer(s *suite, batch int, relays ...*relayProc) *producer {
-	return &producer{s: s, relays: relays, batch: batch, giveUp: 60 * time.Second, accepted: map[string][]string{}, posted: map[string]map[string]bool{}, acceptedAt: map[string]time.Time{}, codes: map[int]int{}}
+func newProducer(s *suite, perRequest int, relays ...*relayProc) *producer {
+	return &producer{s: s, relays: relays, perRequest: perRequest, giveUp: 60 * time.Second, accepted: map[string][]string{}, posted: map[string]map[string]bool{}, acceptedAt: map[string]time.Time{}, codes: map[int]int{}}
 }
 
 func (p *producer) relay() *relayProc {
@@ -168,7 +168,7 @@ func (p *producer) relay() *relayProc {
 	return p.relays[p.next%len(p.relays)]
 }
 
-// post sends rids of ns in requests of p.batch, from workers goroutines,
+// post sends rids of ns in requests of p.perRequest, from workers goroutines,
 // and returns when each request was accepted or given up.
 func (p *producer) post(ns string, rids []string, workers int) {
 	reqs := make(chan []string)
@@ -182,9 +182,9 @@ func (p *producer) post(ns string, rids []string, workers int) {
 			}
 		}()
 	}
-	for i := 0; i < len(rids); i += p.batch {
+	for i := 0; i < len(rids); i += p.perRequest {
 		select {
-		case reqs <- rids[i:min(i+p.batch, len(rids))]:
+		case reqs <- rids[i:min(i+p.perRequest, len(rids))]:
 		case <-p.stop:
 		}
 	}
@@ -242,14 +242,14 @@ func (p *producer) send(ns string, rids []string) {
 }
 
 // record keeps the ids the answer accepted: every id of a single outcome,
-// the items of a batch that were accepted or duplicates.
+// the items of a list that were accepted or duplicates.
 func (p *producer) record(ns string, rids []string, v map[string]any) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	results, isBatch := v["results"].([]any)
+	results, isList := v["results"].([]any)
 	for i, rid := range rids {
-		if isBatch {
+		if isList {
 			m, _ := results[min(i, len(results)-1)].(map[string]any)
 			if st, _ := m["status"].(string); i >= len(results) || (st != "accepted" && st != "duplicate") {
 				continue

@@ -114,7 +114,7 @@ func checkAnswers(t testing.TB, p *producer, allow503 bool) {
 }
 
 // emptyOutbox waits until no endpoint of the targets has a row left: once
-// everything was delivered, nothing half-written remains. (A batch refused
+// everything was delivered, nothing half-written remains. (A list refused
 // midway may have stored outcomes the producer did not count; they drain
 // too.)
 func emptyOutbox(t testing.TB, r *relayProc, targets []target) {
@@ -161,8 +161,8 @@ type scenario struct {
 	// prefix names the namespaces, one endpoint each.
 	prefix                     string
 	namespaces, perNS, workers int
-	// batch is the outcomes per request; none is one.
-	batch int
+	// perRequest is the outcomes a request posts as a list; none is one.
+	perRequest int
 	// answer is the receivers' script; nil is slowish.
 	answer relaytest.Script
 	// prepare runs once the endpoints are registered, before the posts.
@@ -223,7 +223,7 @@ func (sc scenario) run(t *testing.T) {
 		answer = slowish
 	}
 	c.targets = spread(t, c.relays[0], sc.prefix, sc.namespaces, 1, c.notify, answer)
-	c.p = newProducer(s, max(sc.batch, 1), c.relays...)
+	c.p = newProducer(s, max(sc.perRequest, 1), c.relays...)
 	stop := make(chan struct{})
 	c.p.stop = stop
 	c.stopPosting = sync.OnceFunc(func() { close(stop) })
@@ -351,7 +351,7 @@ var scenarios = []scenario{{
 	// goes on and frees memory, and ingest recovers.
 	name: "FullRedis", line: "Redis full",
 	suite:  func(t *testing.T) *suite { return newSuite(t, "--maxmemory-policy", "noeviction") },
-	prefix: "full", namespaces: 2, perNS: 4000, workers: 2, batch: 50,
+	prefix: "full", namespaces: 2, perNS: 4000, workers: 2, perRequest: 50,
 	prepare: func(t *testing.T, c *faultRun) {
 		// A little room above what Redis holds now, so the fill is quick.
 		client := c.s.redis.Client

@@ -200,7 +200,7 @@ func (a *Acks) Remaining() Backlog {
 	return r
 }
 
-// Plan adds the plan to b and marks it a Drain batch: it only deletes and
+// Plan adds the plan to b and marks it a settling batch: it only deletes and
 // shrinks, so it must run on a full store. It costs at most AckOps(Len())
 // operations:
 //   - no row acknowledged: the backlog guard as read, and the deletion of a
@@ -224,7 +224,7 @@ func (a *Acks) Remaining() Backlog {
 // deleted and fails their guards, so the reduction and the counts apply
 // once.
 func (a *Acks) Plan(b *store.Batch) {
-	b.Drain = true
+	b.Settles = true
 	a.planQueue(b)
 	if len(a.rows) == 0 {
 		b.Guard(a.backlogKey, a.raw, a.found)

@@ -104,8 +104,9 @@ func (e *env) pending(endpoint string) []outbox.ParsedKey {
 	return out
 }
 
-// unheaded gives the stream the layout of one that had a backlog before
-// heads were kept: a pending row for every row of its queue, and no head.
+// unheaded gives the stream a pending row for every row of its queue, and
+// no head: the layout of a stream whose rows a resend queued before its
+// first ingest.
 func (e *env) unheaded(endpoint string) {
 	e.T.Helper()
 	var b store.Batch

@@ -22,9 +22,8 @@ import (
 // fire kept by writing their pending row (a row refused while the rows
 // behind it were delivered). A pending row may also exist at or above the
 // head (a resend writes one wherever its row is); the queue lists such a
-// row once. A stream without a head row, one that had a backlog before
-// heads were kept, has a pending row for every pending entry; ingest
-// starts its head once its backlog is empty.
+// row once. A stream gets its head row at the first row ingest writes it;
+// until then every row it has pending has a pending row.
 
 // HeadKey is the key of a stream's head row.
 func HeadKey(endpoint string) (store.Key, error) {

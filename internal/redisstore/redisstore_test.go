@@ -559,9 +559,9 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 			p := store.Partition{Namespace: "ns-" + strconv.Itoa(i)}
 			items = append(items, redisstore.Item{Partition: p, Batch: claim(p, "pipelined")})
 		}
-		drain := claim(acme, "drain")
-		drain.Drain = true
-		items = append(items, redisstore.Item{Partition: acme, Batch: drain})
+		settling := claim(acme, "settling")
+		settling.Settles = true
+		items = append(items, redisstore.Item{Partition: acme, Batch: settling})
 		results, err := s.ApplyAll(ctx, items)
 		if err != nil {
 			t.Fatalf("ApplyAll after SCRIPT FLUSH: %v", err)
@@ -586,10 +586,10 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 	})
 }
 
-// TestFullRedisRefusesGrowingBatchWholeAndStillDrains: at maxmemory with
-// noeviction, a growing batch is refused before its first write, and a drain
+// TestFullRedisRefusesGrowingBatchWholeAndStillSettles: at maxmemory with
+// noeviction, a growing batch is refused before its first write, and a settling
 // batch still commits and frees memory.
-func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
+func TestFullRedisRefusesGrowingBatchWholeAndStillSettles(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	s := redistest.NewStore(t, srv.Client, redisstore.Options{})
@@ -652,23 +652,23 @@ func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
 		t.Fatalf("refused batch changed the due index: %v", list)
 	}
 
-	// A drain batch acknowledges (deletes) and writes a small row.
+	// A settling batch acknowledges (deletes) and writes a small row.
 	before := usedMemory(t, srv.Client)
-	drain := store.Batch{Drain: true}
+	settling := store.Batch{Settles: true}
 	for i := range 50 {
-		drain.Delete(store.Key(fmt.Sprintf("fill/%05d", i)))
+		settling.Delete(store.Key(fmt.Sprintf("fill/%05d", i)))
 	}
-	drain.Put("backlog", store.Value("rows=0"))
-	mustCommit(t, s, acme, drain)
+	settling.Put("backlog", store.Value("rows=0"))
+	mustCommit(t, s, acme, settling)
 	after := usedMemory(t, srv.Client)
 	if after >= before {
-		t.Fatalf("used memory %d after draining, was %d; want less", after, before)
+		t.Fatalf("used memory %d after settling, was %d; want less", after, before)
 	}
 	if _, found, err := s.Get(ctx, acme, "fill/00000"); err != nil || found {
-		t.Fatal("drained row is still present")
+		t.Fatal("deleted row is still present")
 	}
 	if v, _, _ := s.Get(ctx, acme, "backlog"); string(v) != "rows=0" {
-		t.Fatalf("backlog after drain = %q", v)
+		t.Fatalf("backlog after settling = %q", v)
 	}
 	// With memory freed, growth is accepted again.
 	mustCommit(t, s, acme, grow)
