@@ -42,13 +42,10 @@ type fleet struct {
 }
 
 func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		st := b.New(t)
+		f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})
+	})
 }
 
 func (f *fleet) endpoint(ns, id string, cfg outbox.Endpoint) {

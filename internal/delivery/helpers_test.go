@@ -29,10 +29,7 @@ type env struct{ *outboxtest.Env }
 
 // eachBackend runs f on a fresh env of every configured backend.
 func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { f(t, setup(t, b.New(t))) })
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, setup(t, b.New(t))) })
 }
 
 func setup(t *testing.T, st store.NamespaceStore) *env {

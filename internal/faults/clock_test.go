@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -125,14 +126,12 @@ func TestClockJumps(t *testing.T) {
 	appendAll("ahead", 5)
 	// Back as soon as a row has failed under the clock ahead: its retry is
 	// dated 10 minutes on.
-	deadline := time.After(settleWithin)
-	for !failedAhead(targets) {
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatal("no row failed while the clock was ahead")
+	relaytest.Eventually(t, settleWithin, notify, func() error {
+		if !failedAhead(targets) {
+			return errors.New("no row failed while the clock was ahead")
 		}
-	}
+		return nil
+	})
 	t.Logf("%.2fs: jump back", time.Since(start).Seconds())
 	// Nothing is posted after the jump back: an append would pull the
 	// stream's timer to now and hide a stall.

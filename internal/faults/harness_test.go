@@ -53,6 +53,8 @@ func startRedis(t testing.TB, extra ...string) *redistest.Server {
 type suite struct {
 	t     testing.TB
 	redis *redistest.Server
+	// cluster is the Redis Cluster of the suite's own, if it runs on one.
+	cluster *cluster
 	// redisURL is what relays connect to: redis's, or a cluster's seeds.
 	redisURL string
 	relaytest.Credentials
@@ -71,6 +73,15 @@ func newSuite(t testing.TB, redisArgs ...string) *suite {
 func newSuiteOn(t testing.TB, redis *redistest.Server, url string) *suite {
 	t.Helper()
 	return &suite{t: t, redis: redis, redisURL: url, Credentials: relaytest.NewCredentials(t, "faults")}
+}
+
+// newCase is the start of most cases: a suite on a redis-server of its
+// own, one relay, "a", and the channel the case's receivers notify of
+// each request.
+func newCase(t testing.TB) (*suite, *relayProc, chan struct{}) {
+	t.Helper()
+	s := newSuite(t)
+	return s, s.startRelay("a"), make(chan struct{}, 1)
 }
 
 // relayProc is one relay process of the suite, restartable on the same
@@ -268,6 +279,13 @@ func (p *producer) postedTo(ns string) map[string]bool {
 	return out
 }
 
+// count is how many requests the API answered with code.
+func (p *producer) count(code int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.codes[code]
+}
+
 func (p *producer) total() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -307,8 +325,7 @@ func rids(prefix string, n int) []string {
 // target of another namespace.
 func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target) {
 	t.Helper()
-	deadline := time.After(settleWithin)
-	for {
+	relaytest.Eventually(t, settleWithin, notify, func() error {
 		left := 0
 		for _, tg := range targets {
 			if errs := tg.rc.Rejections(); len(errs) > 0 {
@@ -316,15 +333,11 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 			}
 			left += tg.rc.Missing(p.acceptedOf(tg.ns))
 		}
-		if left == 0 {
-			break
+		if left > 0 {
+			return fmt.Errorf("%d deliveries missing after %s", left, settleWithin)
 		}
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d deliveries missing after %s", left, settleWithin)
-		}
-	}
+		return nil
+	})
 	for _, tg := range targets {
 		if s := tg.rc.Strangers(p.postedTo(tg.ns)); len(s) > 0 {
 			t.Fatalf("receiver %s had outcomes it should not: %v", tg.rc.Name, s[:min(len(s), 5)])

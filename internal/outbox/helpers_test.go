@@ -29,12 +29,7 @@ type env struct{ *outboxtest.Env }
 // forEachBackend runs f on every store backend; backends that are not
 // configured skip.
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			f(t, newEnv(t, b.New(t)))
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, newEnv(t, b.New(t))) })
 }
 
 func newEnv(t *testing.T, st store.NamespaceStore) *env { return &env{outboxtest.NewEnv(t, st)} }

@@ -38,10 +38,7 @@ func (h handlerFunc) Fire(_ context.Context, fc timers.FireContext, t timers.Due
 
 // eachBackend runs f on a fresh store of every backend.
 func eachBackend(t *testing.T, f func(t *testing.T, st *redisstore.Store)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { f(t, b.New(t)) })
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, b.New(t)) })
 }
 
 func handlers(t *testing.T, hs ...timers.Handler) *timers.Handlers {
