@@ -220,7 +220,7 @@ func outcomeJSON(rid, kind string) string {
 	return fmt.Sprintf(`{"reservation_id": %q, "repository": "acme/widgets", "occurred_unix_ms": 1764460800000, %s}`, rid, kind)
 }
 
-func batchJSON(n int) string {
+func listJSON(n int) string {
 	items := make([]string, n)
 	for i := range items {
 		items[i] = outcomeJSON(fmt.Sprintf("r-%d", i), `"expired": {}`)
@@ -380,18 +380,18 @@ func decodeOutcome(s string) error {
 	return outbox.ValidateIngest(o, time.UnixMilli(outbox.MaxOccurredUnixMs))
 }
 
-func TestBatchSchema(t *testing.T) {
+func TestListSchema(t *testing.T) {
 	doc := loadDoc(t)
 	runCases(t, doc, "IngestRequest", []schemaCase{
-		{"batch of 1", batchJSON(1), true},
-		{"batch of 100", batchJSON(100), true},
-		{"batch with every kind", `{"outcomes": [` + designOutcome + `,` + outcomeJSON("r-2", `"aborted": {"reason": "x"}`) + `,` +
+		{"list of 1", listJSON(1), true},
+		{"list of 100", listJSON(100), true},
+		{"list with every kind", `{"outcomes": [` + designOutcome + `,` + outcomeJSON("r-2", `"aborted": {"reason": "x"}`) + `,` +
 			outcomeJSON("r-3", `"read_served": {"object": "`+hex64+`", "bytes_served": 1}`) + `]}`, true},
-		{"batch of 101", batchJSON(101), false},
-		{"empty batch", batchJSON(0), false},
-		{"batch with a broken outcome", `{"outcomes": [` + outcomeJSON("r-1", `"expired": {}`) + `,` + outcomeJSON("r-2", `"expired": {}, "aborted": {"reason": "x"}`) + `]}`, false},
-		{"batch with an unknown field", `{"outcomes": [` + outcomeJSON("r-1", `"expired": {}`) + `], "dry_run": true}`, false},
-		{"batch mixed with an outcome", strings.TrimSuffix(outcomeJSON("r-1", `"expired": {}`), "}") + `, "outcomes": []}`, false},
+		{"list of 101", listJSON(101), false},
+		{"empty list", listJSON(0), false},
+		{"list with a broken outcome", `{"outcomes": [` + outcomeJSON("r-1", `"expired": {}`) + `,` + outcomeJSON("r-2", `"expired": {}, "aborted": {"reason": "x"}`) + `]}`, false},
+		{"list with an unknown field", `{"outcomes": [` + outcomeJSON("r-1", `"expired": {}`) + `], "dry_run": true}`, false},
+		{"list mixed with an outcome", strings.TrimSuffix(outcomeJSON("r-1", `"expired": {}`), "}") + `, "outcomes": []}`, false},
 		{"outcomes not an array", `{"outcomes": {}}`, false},
 		{"array body", `[` + designOutcome + `]`, false},
 	})
@@ -469,7 +469,7 @@ func TestResponseSchemas(t *testing.T) {
 	doc := loadDoc(t)
 	runCases(t, doc, "IngestResponse", []schemaCase{
 		{"accepted", `{"results": [{"reservation_id": "r-7f3a", "status": "accepted"}]}`, true},
-		{"batch", `{"results": [{"reservation_id": "a", "status": "duplicate"},
+		{"list", `{"results": [{"reservation_id": "a", "status": "duplicate"},
 			{"reservation_id": "b", "status": "conflict", "type": "urn:hookrelay:problem:conflict", "detail": "d"},
 			{"reservation_id": "c", "status": "no_endpoint", "type": "urn:hookrelay:problem:no-endpoint"}]}`, true},
 		{"conflict without type", `{"results": [{"reservation_id": "b", "status": "conflict"}]}`, false},
@@ -478,7 +478,7 @@ func TestResponseSchemas(t *testing.T) {
 	})
 	runCases(t, doc, "Problem", []schemaCase{
 		{"plain", `{"type": "urn:hookrelay:problem:internal", "title": "Internal", "status": 500, "request_id": "abc"}`, true},
-		{"batch errors", `{"type": "urn:hookrelay:problem:invalid-outcome", "title": "Invalid outcome", "status": 400,
+		{"list errors", `{"type": "urn:hookrelay:problem:invalid-outcome", "title": "Invalid outcome", "status": 400,
 			"detail": "x", "request_id": "abc", "errors": [{"index": 3, "detail": "reservation_id must be ..."}]}`, true},
 		{"unknown type", `{"type": "about:blank", "title": "x", "status": 500, "request_id": "abc"}`, false},
 		{"no request id", `{"type": "urn:hookrelay:problem:internal", "title": "Internal", "status": 500}`, false},

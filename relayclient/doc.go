@@ -7,7 +7,7 @@
 //
 //	c, err := relayclient.New("https://relay.example.com", relayclient.Options{Token: token})
 //	if err != nil { ... }
-//	results, err := c.IngestBatch(ctx, "acme", outcomes)
+//	results, err := c.IngestAll(ctx, "acme", outcomes)
 //
 // Errors the API answers are *Problem (RFC 9457): use errors.As, or
 // ProblemType to branch on the stable type URI. No error holds the token or

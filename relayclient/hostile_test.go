@@ -81,7 +81,7 @@ func TestGarbageAnswers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, _, _ := hostile(t, answer(http.StatusAccepted, "application/json", body))
-			res, err := c.IngestBatch(context.Background(), "acme", outcomes("r", 1))
+			res, err := c.IngestAll(context.Background(), "acme", outcomes("r", 1))
 			clean(t, err)
 			if res != nil {
 				t.Fatalf("results %v from a garbage answer", res)
@@ -137,7 +137,7 @@ const unavailable = `{"type":"urn:hookrelay:problem:unavailable","title":"Servic
 // A 503 is retried after its Retry-After, MaxAttempts times in all.
 func TestA503ForeverIsRetriedABoundedNumberOfTimes(t *testing.T) {
 	c, w, n := hostile(t, answer(http.StatusServiceUnavailable, "application/problem+json", unavailable, "Retry-After", "2"))
-	_, err := c.IngestBatch(context.Background(), "acme", outcomes("r", 1))
+	_, err := c.IngestAll(context.Background(), "acme", outcomes("r", 1))
 	p := wantStatus(t, err, http.StatusServiceUnavailable)
 	if p.Type != relayclient.TypeUnavailable || p.RetryAfter != 2*time.Second {
 		t.Fatalf("problem %+v", p)
@@ -234,7 +234,7 @@ func TestTheWaitEndsWithTheContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.IngestBatch(ctx, "acme", outcomes("r", 1)) // the real wait: it must not last 20 s
+	_, err = c.IngestAll(ctx, "acme", outcomes("r", 1)) // the real wait: it must not last 20 s
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want context.Canceled", err)
 	}
@@ -355,7 +355,7 @@ func TestTenThousandOutcomes(t *testing.T) {
 		answer(http.StatusAccepted, "application/json", b.String())(w, r)
 	})
 	in := outcomes("r", 10_000)
-	res, err := c.IngestBatch(context.Background(), "acme", in)
+	res, err := c.IngestAll(context.Background(), "acme", in)
 	if err != nil || len(res) != len(in) {
 		t.Fatalf("%d results, %v", len(res), err)
 	}

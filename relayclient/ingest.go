@@ -23,29 +23,30 @@ func (c *Client) Ingest(ctx context.Context, ns string, o Outcome) (IngestResult
 	return res[0], nil
 }
 
-// IngestBatch posts outcomes to namespace ns, in requests of at most
-// MaxOutcomesPerRequest, one after another, and returns one result per
-// outcome in input order: accepted, duplicate, conflict or no_endpoint.
-// Each request answered 503 is retried as the package says, with the same
-// bytes, so what a first attempt stored answers duplicate.
+// IngestAll posts any number of outcomes to namespace ns, as lists of at
+// most MaxOutcomesPerRequest, one request after another, and returns one
+// result per outcome in input order: accepted, duplicate, conflict or
+// no_endpoint. Each request answered 503 is retried as the package says,
+// with the same bytes, so what a first attempt stored answers duplicate.
 //
-// When a request fails for good, IngestBatch stops and returns the results
+// When a request fails for good, IngestAll stops and returns the results
 // of the requests before it with the error: results[i] answers outcomes[i]
 // for every i < len(results), and those are settled. Outcomes from
 // len(results) on were not all stored, and a failed request may have stored
-// some of its own (a 503 mid-batch); send outcomes[len(results):] again as
-// they are, and what was stored answers duplicate. An invalid-outcome
-// *Problem stored nothing of its request; its Errors index into outcomes.
+// some of its list (a 503 partway through); send outcomes[len(results):]
+// again as they are, and what was stored answers duplicate. An
+// invalid-outcome *Problem stored nothing of its request; its Errors index
+// into outcomes.
 //
 // No outcome is no request: nil, nil.
-func (c *Client) IngestBatch(ctx context.Context, ns string, outcomes []Outcome) ([]IngestResult, error) {
+func (c *Client) IngestAll(ctx context.Context, ns string, outcomes []Outcome) ([]IngestResult, error) {
 	if err := checkNamespace("ingest", ns); err != nil {
 		return nil, err
 	}
 	var results []IngestResult
 	for off := 0; off < len(outcomes); off += MaxOutcomesPerRequest {
 		chunk := outcomes[off:min(off+MaxOutcomesPerRequest, len(outcomes))]
-		res, err := c.ingest(ctx, ns, batch{chunk}, chunk)
+		res, err := c.ingest(ctx, ns, outcomeList{chunk}, chunk)
 		if err != nil {
 			var p *Problem
 			if errors.As(err, &p) {
@@ -63,7 +64,8 @@ func (c *Client) IngestBatch(ctx context.Context, ns string, outcomes []Outcome)
 	return results, nil
 }
 
-type batch struct {
+// outcomeList is a request's list of outcomes, its body.
+type outcomeList struct {
 	Outcomes []Outcome `json:"outcomes"`
 }
 

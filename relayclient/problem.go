@@ -56,8 +56,8 @@ type Problem struct {
 	Detail    string `json:"detail"`
 	Instance  string `json:"instance"`
 	RequestID string `json:"request_id"`
-	// Errors lists the broken outcomes of an invalid-outcome batch. After
-	// IngestBatch, Index is into the slice given to it.
+	// Errors names the broken outcomes of an invalid-outcome list. After
+	// IngestAll, Index is into the slice given to it.
 	Errors []OutcomeError `json:"errors"`
 	// BacklogRows counts an endpoint's pending rows (endpoint-has-backlog).
 	BacklogRows uint64 `json:"backlog_rows"`
@@ -66,7 +66,7 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
-// OutcomeError names one broken outcome of a batch.
+// OutcomeError names one broken outcome of a list.
 type OutcomeError struct {
 	Index  int    `json:"index"`
 	Detail string `json:"detail"`

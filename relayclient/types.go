@@ -108,10 +108,10 @@ const (
 	// attempt of this call).
 	StatusDuplicate IngestStatus = "duplicate"
 	// StatusConflict: a different outcome holds the reservation id; not
-	// written. Only in a batch: one outcome alone is a TypeConflict problem.
+	// written. Only in a list: one outcome alone is a TypeConflict problem.
 	StatusConflict IngestStatus = "conflict"
 	// StatusNoEndpoint: no endpoint of the namespace takes the outcome's
-	// kind; not written. Only in a batch, as StatusConflict.
+	// kind; not written. Only in a list, as StatusConflict.
 	StatusNoEndpoint IngestStatus = "no_endpoint"
 )
 

@@ -13,7 +13,7 @@ import (
 var ErrInvalid = errors.New("relayclient: invalid argument")
 
 // MaxOutcomesPerRequest is the most outcomes relay takes in one request;
-// IngestBatch splits longer slices.
+// IngestAll splits longer slices.
 const MaxOutcomesPerRequest = 100
 
 // validName reports whether s is a namespace or endpoint id:

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
@@ -86,11 +85,7 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
-		client := redistest.RealClient(t)
-		prefix := redistest.Prefix(t, client)
-		creds := relaytest.NewCredentials(t, "console")
-		env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
-		p := relaytest.Start(t, relaytest.Config{Name: "console-redis", Env: env})
+		p, creds := startOnRealRedis(t, "console-redis", "console")
 		// Tokens name relay's public URL as their audience; the browser
 		// reaches the process on its own address.
 		// Driven at a phone's width, as the embedded run is at a desktop's.
@@ -185,24 +180,19 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	}
 	wait := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.After(settle)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for !ok() {
-			select {
-			case <-notify:
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s within %s", what, settle)
+		relaytest.Eventually(t, settle, notify, func() error {
+			if !ok() {
+				return fmt.Errorf("%s within %s", what, settle)
 			}
-		}
+			return nil
+		})
 	}
 	// Delivered first: behind the stuck row it would wait.
-	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(done)}); err != nil {
+	if _, err := c.IngestAll(ctx, "acme", []relayclient.Outcome{outcome(done)}); err != nil {
 		t.Fatal(err)
 	}
 	wait(done+" delivered", func() bool { return arrived(done) == 1 })
-	if _, err := c.IngestBatch(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
+	if _, err := c.IngestAll(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
 		t.Fatal(err)
 	}
 	wait(stuck+" refused", func() bool {

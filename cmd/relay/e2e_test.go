@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // settle bounds every wait of these tests; deliveries normally take
@@ -34,6 +34,19 @@ func startRelay(t *testing.T, env []string, dev bool) (*relaytest.Relay, string)
 	return p, p.Token
 }
 
+// startOnRealRedis runs the binary, named name, on the Redis at
+// RELAY_TEST_REDIS_URL under a key prefix of the test's own, and returns it
+// with the credentials it takes; it skips the test where that Redis is not
+// configured.
+func startOnRealRedis(t *testing.T, name, subject string) (*relaytest.Relay, relaytest.Credentials) {
+	t.Helper()
+	client := redistest.RealClient(t)
+	prefix := redistest.Prefix(t, client)
+	creds := relaytest.NewCredentials(t, subject)
+	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
+	return relaytest.Start(t, relaytest.Config{Name: name, Env: env}), creds
+}
+
 // receiver verifies every request with both schemes; while refused is set,
 // it answers 503 to that reservation id.
 type receiver struct {
@@ -45,7 +58,7 @@ type receiver struct {
 
 func startReceiver(t *testing.T, relayURL string) *receiver {
 	t.Helper()
-	list, err := loadKeyList(context.Background(), relayURL+hooks.KeysPath)
+	list, err := loadKeyList(context.Background(), relayURL+signing.KeysPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,20 +85,16 @@ func startReceiver(t *testing.T, relayURL string) *receiver {
 // what says what did not happen.
 func (rc *receiver) wait(t *testing.T, done func() bool, what func() string) {
 	t.Helper()
-	deadline := time.After(settle)
-	for !done() {
+	relaytest.Eventually(t, settle, rc.notify, func() error {
+		ok := done()
 		if errs := rc.Rejections(); len(errs) > 0 {
 			t.Fatalf("a webhook failed verification: %v", errs[0])
 		}
-		select {
-		case <-rc.notify:
-		case <-deadline:
-			t.Fatalf("%s within %s", what(), settle)
+		if !ok {
+			return fmt.Errorf("%s within %s", what(), settle)
 		}
-	}
-	if errs := rc.Rejections(); len(errs) > 0 {
-		t.Fatalf("a webhook failed verification: %v", errs[0])
-	}
+		return nil
+	})
 }
 
 // await waits until every (scheme, rid) of want has been delivered at least
@@ -124,7 +133,7 @@ func outcomesOfEveryKind(prefix string) []schema.Outcome {
 }
 
 // deliveryFlow registers one endpoint per signing scheme, posts outcomes of
-// every kind (a batch and a single one), and sees each delivered to both
+// every kind (a list and a single one), and sees each delivered to both
 // endpoints and verified.
 func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	t.Helper()
@@ -140,7 +149,7 @@ func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	outcomes := outcomesOfEveryKind("e2e")
 	code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, map[string]any{"outcomes": outcomes[:3]})
 	if code != http.StatusAccepted {
-		t.Fatalf("post batch: %d %v", code, v)
+		t.Fatalf("post a list: %d %v", code, v)
 	}
 	if code, v := p.Call(t, http.MethodPost, "/v1/namespaces/acme/outcomes", token, outcomes[3]); code != http.StatusAccepted {
 		t.Fatalf("post one: %d %v", code, v)
@@ -170,19 +179,13 @@ func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	// The failed attempt is recorded as its fire ends, just after the
 	// answer: look until it shows.
 	var view map[string]any
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.After(settle); ; {
+	relaytest.Eventually(t, settle, nil, func() error {
 		_, view = p.Call(t, http.MethodGet, "/v1/namespaces/acme/outbox?endpoint=mkit", token, nil)
 		if rows, _ := view["rows"].([]any); len(rows) == 1 && rows[0].(map[string]any)["last_attempt"] != nil && view["state"] == "backing_off" {
-			break
+			return nil
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("the failed attempt never showed: %v", view)
-		}
-	}
+		return fmt.Errorf("the failed attempt never showed: %v", view)
+	})
 	next, err := time.Parse(time.RFC3339, view["next_attempt_at"].(string))
 	if err != nil || time.Until(next) < 5*time.Minute {
 		t.Fatalf("the stuck row should wait out its Retry-After: next attempt %v (%v)", view["next_attempt_at"], err)
@@ -191,22 +194,20 @@ func deliveryFlow(t *testing.T, p *relaytest.Relay, token string) {
 	replayed := time.Now()
 	// A fire holding the stream this instant answers 409 stream-busy, which
 	// asks to retry: a client does.
-	for busy, deadline := 0, time.After(settle); ; busy++ {
+	busy := 0
+	relaytest.Eventually(t, settle, nil, func() error {
 		code, v := p.Call(t, http.MethodPost, "/v1/admin/namespaces/acme/endpoints/mkit/outcomes/stuck/replay", token, nil)
 		if code == http.StatusAccepted {
-			if busy > 0 {
-				t.Logf("the replay found the stream busy %d times first", busy)
-			}
-			break
+			return nil
 		}
 		if code != http.StatusConflict || v["type"] != "urn:hookrelay:problem:stream-busy" {
 			t.Fatalf("replay: %d %v", code, v)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("replay: the stream stayed busy: %v", v)
-		}
+		busy++
+		return fmt.Errorf("replay: the stream stayed busy: %v", v)
+	})
+	if busy > 0 {
+		t.Logf("the replay found the stream busy %d times first", busy)
 	}
 	got := rc.await(t, map[string]bool{"mkit-hook-v2 stuck": true})
 	t.Logf("replayed row delivered %s after the replay call", got["mkit-hook-v2 stuck"].At.Sub(replayed))
@@ -225,11 +226,7 @@ func TestBinaryDeliversEveryKindWithTheEmbeddedStore(t *testing.T) {
 }
 
 func TestBinaryDeliversEveryKindOnRealRedis(t *testing.T) {
-	client := redistest.RealClient(t)
-	prefix := redistest.Prefix(t, client)
-	creds := relaytest.NewCredentials(t, "e2e")
-	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
-	p, _ := startRelay(t, env, false)
+	p, creds := startOnRealRedis(t, "", "e2e")
 	deliveryFlow(t, p, creds.Token)
 	p.Stop()
 }

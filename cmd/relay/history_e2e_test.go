@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
@@ -44,20 +42,15 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	}
 	wait := func(what string, done func() bool) {
 		t.Helper()
-		deadline := time.After(settle)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for !done() {
+		relaytest.Eventually(t, settle, notify, func() error {
+			if done() {
+				return nil
+			}
 			if errs := rc.Rejections(); len(errs) > 0 {
 				t.Fatalf("a webhook failed verification: %v", errs[0])
 			}
-			select {
-			case <-notify:
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s within %s", what, settle)
-			}
-		}
+			return fmt.Errorf("%s within %s", what, settle)
+		})
 	}
 	delivered := func(rids []string, times int) func() bool {
 		return func() bool {
@@ -77,7 +70,7 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	}
 
 	// The first half, the refused one hurried past its backoff each time.
-	if _, err := c.IngestBatch(ctx, ns, outcomes[:50]); err != nil {
+	if _, err := c.IngestAll(ctx, ns, outcomes[:50]); err != nil {
 		t.Fatal(err)
 	}
 	for n := 1; n <= 3; n++ {
@@ -94,7 +87,7 @@ func historyFlow(t *testing.T, p *relaytest.Relay, token string) {
 	mid := time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
 	for time.Now().Before(mid) {
 	}
-	if _, err := c.IngestBatch(ctx, ns, outcomes[50:]); err != nil {
+	if _, err := c.IngestAll(ctx, ns, outcomes[50:]); err != nil {
 		t.Fatal(err)
 	}
 	wait("the second half delivered", delivered(ids[50:], 1))
@@ -182,11 +175,7 @@ func TestHistoryResendAndRecoveryWithTheEmbeddedStore(t *testing.T) {
 }
 
 func TestHistoryResendAndRecoveryOnRealRedis(t *testing.T) {
-	client := redistest.RealClient(t)
-	prefix := redistest.Prefix(t, client)
-	creds := relaytest.NewCredentials(t, "e2e")
-	env := append(creds.Env(os.Getenv(redistest.EnvRedisURL)), "RELAY_REDIS_PREFIX="+prefix)
-	p, _ := startRelay(t, env, false)
+	p, creds := startOnRealRedis(t, "", "e2e")
 	historyFlow(t, p, creds.Token)
 	p.Stop()
 }

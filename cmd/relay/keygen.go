@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/hookrelay/relay/internal/envflag"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // keygen writes a new Ed25519 signing key as PEM, to a file created 0600 or
@@ -22,15 +22,15 @@ func keygen(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	key, err := hooks.GenerateKey(rand.Reader)
+	key, err := signing.GenerateKey(rand.Reader)
 	if err != nil {
 		return err
 	}
-	pub, err := hooks.NewPublicKey(*keyID, key.Public().(ed25519.PublicKey))
+	pub, err := signing.NewPublicKey(*keyID, key.Public().(ed25519.PublicKey))
 	if err != nil {
 		return err
 	}
-	pem, err := hooks.EncodeKeyPEM(key)
+	pem, err := signing.EncodeKeyPEM(key)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/app"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func TestUnknownCommandIsAClearError(t *testing.T) {
@@ -61,10 +61,10 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	}
 	defer a.Close()
 	rec := httptest.NewRecorder()
-	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	code, body := rec.Code, rec.Body.String()
 	if code != http.StatusOK {
-		t.Fatalf("%s = %d", hooks.KeysPath, code)
+		t.Fatalf("%s = %d", signing.KeysPath, code)
 	}
 	served, err := hookverify.ParseKeyList([]byte(body))
 	if err != nil {
@@ -73,7 +73,7 @@ func TestKeygenKeyIsPublishedBesideOtherKeys(t *testing.T) {
 	if len(served.Keys) != 2 || served.Keys[0].KeyID != "relay-2" || served.Keys[1].KeyID != "relay-1" {
 		t.Fatalf("served keys %+v, want relay-2 then relay-1", served.Keys)
 	}
-	key, err := hooks.LoadKey(keyFile)
+	key, err := signing.LoadKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/testlog"
 )
 
@@ -26,7 +27,7 @@ const receiveSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // refuses (401, so relay retries) what does not verify, mkit-hook webhooks
 // of a namespace it was not given included.
 func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
-	signer, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	signer, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,29 +47,29 @@ func TestReceiveVerifiesBothSchemesAndRefusesTheRest(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	channel, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	channel, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender := &hooks.Sender{Channel: channel, Mkit: signer}
+	sender := &outbound.Sender{Channel: channel, Mkit: signer}
 	u, _ := url.Parse(srv.URL + "/hooks")
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
-	for _, scheme := range []hooks.Scheme{hooks.SchemeMkit, hooks.SchemeStandard} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{receiveSecret}}, msg); err != nil {
+	for _, scheme := range []signing.Scheme{signing.SchemeMkit, signing.SchemeStandard} {
+		if err := sender.Send(ctx, outbound.Target{URL: u, Scheme: scheme, Namespace: "acme", Secrets: []string{receiveSecret}}, msg); err != nil {
 			t.Fatalf("%s: %v", scheme, err)
 		}
 	}
 	// Signed by relay's key for another namespace.
-	forged := hooks.Message{ID: "msg_2", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"attacker-a"}}`)}
-	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeMkit, Namespace: "attacker-a"}, forged)
-	if herr, ok := errors.AsType[*hooks.Error](err); !ok || herr.Status != 401 {
+	forged := outbound.Message{ID: "msg_2", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"attacker-a"}}`)}
+	err = sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeMkit, Namespace: "attacker-a"}, forged)
+	if herr, ok := errors.AsType[*outbound.Error](err); !ok || herr.Status != 401 {
 		t.Fatalf("another namespace's webhook: %v, want a 401", err)
 	}
 	// Signed with a secret the receiver does not hold.
 	other := "whsec_" + strings.Repeat("A", 32)
-	err = sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{other}}, msg)
-	var herr *hooks.Error
+	err = sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{other}}, msg)
+	var herr *outbound.Error
 	if !errors.As(err, &herr) || herr.Status != 401 {
 		t.Fatalf("wrongly signed webhook: %v, want a 401", err)
 	}
@@ -166,20 +167,20 @@ func TestReceiveRefusesConfigurationsThatCannotVerify(t *testing.T) {
 
 // writeKeyList writes the key list of signers (one made up when none) to a
 // file, as relay serves it.
-func writeKeyList(t *testing.T, signers ...*hooks.MkitSigner) string {
+func writeKeyList(t *testing.T, signers ...*signing.MkitSigner) string {
 	t.Helper()
 	if len(signers) == 0 {
-		s, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)))
+		s, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		signers = append(signers, s)
 	}
-	var keys []hooks.PublicKey
+	var keys []signing.PublicKey
 	for _, s := range signers {
 		keys = append(keys, s.PublicKey())
 	}
-	list, err := hooks.NewKeyList(keys...)
+	list, err := signing.NewKeyList(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}

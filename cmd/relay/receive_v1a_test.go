@@ -14,7 +14,8 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/testlog"
 )
 
@@ -22,11 +23,11 @@ import (
 // the whpk_ public key the API shows for it.
 func v1aKeyPair(t *testing.T, seed byte) (private, public string) {
 	t.Helper()
-	private, err := hooks.GenerateStandardKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 32)))
+	private, err := signing.GenerateStandardKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	public, err = hooks.StandardPublicKey(private)
+	public, err = signing.StandardPublicKey(private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +53,13 @@ func startReceive(t *testing.T, args ...string) (*url.URL, *testlog.Buffer) {
 	return u, out
 }
 
-func loopbackSender(t *testing.T) *hooks.Sender {
+func loopbackSender(t *testing.T) *outbound.Sender {
 	t.Helper()
-	channel, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	channel, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hooks.Sender{Channel: channel}
+	return &outbound.Sender{Channel: channel}
 }
 
 // relay receive -public-key verifies what relay signs for a v1a endpoint,
@@ -71,26 +72,26 @@ func TestReceiveVerifiesV1aWithThePublicKeyAndRefusesTheRest(t *testing.T) {
 	u, out := startReceive(t, "-public-key", currentPub, "-public-key", previousPub)
 
 	sender := loopbackSender(t)
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-7f3a","namespace":"acme"}}`)}
 	ctx := context.Background()
 	for _, keys := range [][]string{{current}, {previous}, {current, previous}} {
-		if err := sender.Send(ctx, hooks.Target{URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
+		if err := sender.Send(ctx, outbound.Target{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: keys}, msg); err != nil {
 			t.Fatalf("signed by %d of the endpoint's keys: %v", len(keys), err)
 		}
 	}
-	refused := map[string]hooks.Target{
-		"another key":     {URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: []string{stranger}},
-		"a v1 signature":  {URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{receiveSecret}},
-		"an mkit-hook v2": {URL: u, Scheme: hooks.SchemeMkit, Namespace: "acme"},
+	refused := map[string]outbound.Target{
+		"another key":     {URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{stranger}},
+		"a v1 signature":  {URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
+		"an mkit-hook v2": {URL: u, Scheme: signing.SchemeMkit, Namespace: "acme"},
 	}
-	mkit, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
+	mkit, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sender.Mkit = mkit
 	for name, target := range refused {
 		err := sender.Send(ctx, target, msg)
-		if herr, ok := errors.AsType[*hooks.Error](err); !ok || herr.Status != 401 {
+		if herr, ok := errors.AsType[*outbound.Error](err); !ok || herr.Status != 401 {
 			t.Errorf("%s: %v, want a 401", name, err)
 		}
 	}
@@ -116,10 +117,10 @@ func TestReceiveVerifiesV1AndV1aTogether(t *testing.T) {
 	private, public := v1aKeyPair(t, 1)
 	u, out := startReceive(t, "-secret", receiveSecret, "-public-key", public)
 	sender := loopbackSender(t)
-	msg := hooks.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"namespace":"acme"}}`)}
-	for _, target := range []hooks.Target{
-		{URL: u, Scheme: hooks.SchemeStandard, Secrets: []string{receiveSecret}},
-		{URL: u, Scheme: hooks.SchemeStandardV1a, PrivateKeys: []string{private}},
+	msg := outbound.Message{ID: "msg_1", Body: []byte(`{"type":"outcome.expired","data":{"namespace":"acme"}}`)}
+	for _, target := range []outbound.Target{
+		{URL: u, Scheme: signing.SchemeStandard, Secrets: []string{receiveSecret}},
+		{URL: u, Scheme: signing.SchemeStandardV1a, PrivateKeys: []string{private}},
 	} {
 		if err := sender.Send(context.Background(), target, msg); err != nil {
 			t.Fatalf("%s: %v", target.Scheme, err)

@@ -11,8 +11,8 @@ import (
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/envflag"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // scopeList collects --scope flags; each may hold several scopes separated
@@ -100,7 +100,7 @@ func token(args []string, stdout io.Writer) error {
 	case *keyFile != "" && secretFlag:
 		return errors.New("give --key or --jwt-secret, not both")
 	case *keyFile != "":
-		key, err := hooks.LoadKey(*keyFile)
+		key, err := signing.LoadKey(*keyFile)
 		if err != nil {
 			return err
 		}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/envflag"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 const testSecret = "a-test-secret-that-is-32-bytes!!"
@@ -145,7 +145,7 @@ func TestTokenSignsEdDSAWithAKeyFile(t *testing.T) {
 	if err := keygen([]string{"-out", keyFile}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	key, err := hooks.LoadKey(keyFile)
+	key, err := signing.LoadKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,11 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/console"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // App is one relay process: its store, delivery driver and API.
@@ -103,7 +104,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, scrub(fmt.Errorf("open store: %w", err))
 	}
 	if !dev && !st.Shebang() {
-		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse batches it should drain")
+		log.Warn("Redis does not take #!lua scripts (Redis 7+ needed): a full Redis may refuse the batches that settle what it holds")
 	}
 	if err := st.Check(ctx); err != nil {
 		log.Warn("store check failed; /readyz will say so", "error", scrub(err))
@@ -126,8 +127,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	// The fires' claims and completions are folded into what ingest holds
 	// of their namespaces, so ingest need not read them again.
-	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}}
-	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, ingest.Observe)
+	// Ingest's flushers and delivery's fires share one set of kept goroutines.
+	goroutines := new(gopool.Pool)
+	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}, Goroutines: goroutines}
+	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, goroutines, ingest.Observe)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Ingested:       driver.Ingested,
 		CheckURL:       channel.CheckURL,
 		Ready:          ready(st, clk, log),
-		Keys:           hooks.KeysHandler(sign.keys),
+		Keys:           signing.KeysHandler(sign.keys),
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,
 		Console:        console.Handler(),
@@ -229,7 +232,7 @@ func (a *App) Stop(ctx context.Context) error {
 func (a *App) Close() { a.close() }
 
 // Run starts delivery and serves srv on ln until ctx ends or serving
-// fails, then stops taking requests and drains delivery.
+// fails, then stops taking requests and lets delivery finish its fires.
 func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	if err := a.Start(ctx); err != nil {
 		return err
@@ -247,9 +250,9 @@ func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error 
 	// its stream resumes once its lease expires.
 	stopped := make(chan error, 1)
 	go func() {
-		drainCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		stopped <- a.Stop(drainCtx)
+		stopped <- a.Stop(stopCtx)
 	}()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

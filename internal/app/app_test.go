@@ -14,11 +14,11 @@ import (
 
 	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -28,7 +28,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
-func testKeys(t *testing.T) hooks.KeyList {
+func testKeys(t *testing.T) signing.KeyList {
 	t.Helper()
 	sign, err := (Signing{KeyID: "test"}).load(true, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -39,13 +39,13 @@ func testKeys(t *testing.T) hooks.KeyList {
 
 // routes is the API on st, publishing keys, with the readiness check serve
 // uses on the wall clock.
-func routes(t *testing.T, st *redisstore.Store, keys hooks.KeyList) http.Handler {
+func routes(t *testing.T, st *redisstore.Store, keys signing.KeyList) http.Handler {
 	t.Helper()
 	return routesReady(t, st, keys, ready(st, clock.NewSteady(clock.System{}), slog.New(slog.DiscardHandler)))
 }
 
 // routesReady is routes with the readiness check rd.
-func routesReady(t *testing.T, st *redisstore.Store, keys hooks.KeyList, rd func(context.Context) error) http.Handler {
+func routesReady(t *testing.T, st *redisstore.Store, keys signing.KeyList, rd func(context.Context) error) http.Handler {
 	t.Helper()
 	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: "http://localhost:8080", HS256Secret: bytes.Repeat([]byte("k"), 32)})
 	if err != nil {
@@ -56,7 +56,7 @@ func routesReady(t *testing.T, st *redisstore.Store, keys hooks.KeyList, rd func
 		Admin:    &outbox.Admin{Store: st, Clock: clock.NewSteady(clock.System{})},
 		Auth:     auth,
 		Ready:    rd,
-		Keys:     hooks.KeysHandler(keys),
+		Keys:     signing.KeysHandler(keys),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,12 @@ import (
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/gopool"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -91,7 +93,7 @@ const MaxDisableAfter = 365 * 24 * time.Hour
 
 // newChannel is the SSRF-guarded HTTP channel webhooks go out on; the API
 // checks endpoint URLs against the same rules at registration.
-func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
+func newChannel(c Delivery, allow []netip.Prefix) (*outbound.Channel, error) {
 	if c.Concurrency < 1 {
 		return nil, fmt.Errorf("delivery concurrency %d must be at least 1", c.Concurrency)
 	}
@@ -106,12 +108,12 @@ func newChannel(c Delivery, allow []netip.Prefix) (*hooks.Channel, error) {
 	}
 	// Both lanes' calls: those waiting on a slow host must not take the
 	// connections of the fires beside them.
-	return hooks.NewChannel(hooks.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * schema.MaxMaxInFlight})
+	return outbound.NewChannel(outbound.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * schema.MaxMaxInFlight})
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome
 // delivery, the idempotency sweep and the log sweep.
-func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *hooks.Channel, signer *hooks.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *outbound.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, goroutines *gopool.Pool, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -120,7 +122,7 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 	handler := &delivery.Handler{
 		Linger:       c.Linger,
 		Arrivals:     arrivals,
-		Sink:         &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: audience},
+		Sink:         &delivery.Webhooks{Sender: &outbound.Sender{Channel: ch, Mkit: signer}, Audience: audience},
 		Logger:       log,
 		Metrics:      m,
 		Clock:        clk,
@@ -129,11 +131,11 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ho
 		// Operator events go through the outbox, as any outcome does.
 		Events: &outbox.Appender{Store: st, Clock: clk},
 	}
-	timersReg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
+	timersReg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
 		&outbox.RecoveryRunner{Clock: clk})
 	if err != nil {
 		return nil, err
 	}
-	return delivery.New(delivery.Config{Store: st, Registry: timersReg, Clock: clk, Concurrency: c.Concurrency,
+	return delivery.New(delivery.Config{Store: st, Handlers: timersReg, Clock: clk, Goroutines: goroutines, Concurrency: c.Concurrency,
 		SlowConcurrency: c.slow(), PollInterval: c.FullPollEvery, Logger: log, Metrics: m, Arrivals: arrivals, Committed: committed})
 }

@@ -1,50 +1,3 @@
-// Package bench is relay bench: it drives load through relay's public API
-// and prints one table.
-//
-// By default it builds a relay in this process, exactly as serve does, on a
-// free loopback port; with -target it drives a running relay instead. Either
-// way a loopback receiver takes the webhooks. The receiver does not verify
-// signatures: the e2e tests verify both schemes, and here verification would
-// take CPU from the relay under test on the same machine. In-process, relay
-// logs warnings and errors only: its access log would bury the table.
-//
-// Phases, each on namespaces of its own with one endpoint each:
-//
-//	single   outcomes POSTed one per request, endpoints disabled so that
-//	         nothing is delivered: ingest alone. Rate: accepted per second.
-//	batch    the same in batches of -batch.
-//	e2e      batches while fewer than -window outcomes are accepted and not
-//	         yet delivered. Rate: -n over the time until the last of them
-//	         first reached the receiver.
-//	latency  single POSTs on an open-loop schedule of -rate per second;
-//	         p50/p99/max of the time from the 202 to the webhook's first
-//	         arrival. Rate: accepted per second of sending; send lag is the
-//	         most any send left behind its schedule.
-//
-// The phases POST through a lean HTTP/1.1 client (loadConn), -concurrency
-// keep-alive connections, so that the load takes little of the CPU relay
-// is measured on.
-//
-// Redis commands per outcome are the growth of INFO commandstats (scripts'
-// own calls included) over the phase, divided by the outcomes accepted: they
-// count every client of that Redis, so run on a quiet one.
-//
-// CPU per outcome is CPU time, user+sys, over the phase divided by the
-// outcomes accepted (single, batch) or delivered (e2e, latency), in three
-// columns:
-//
-//	relay          the -target-pid process (/proc/<pid>/stat, 10 ms
-//	               steps): relay alone. In-process it is "-": relay
-//	               shares this process with the load generator and the
-//	               receiver, and Go cannot tell one goroutine's CPU from
-//	               another's; -cpuprofile's side labels split it.
-//	bench process  this process (getrusage): relay, load generator and
-//	               receiver together in-process; with -target, the load
-//	               generator and receiver alone.
-//	redis          used_cpu_user+used_cpu_sys of INFO cpu, the server
-//	               process without its RDB/AOF forks, summed over a
-//	               Cluster's masters like the commands; every client's, as
-//	               they are. "-" for the embedded miniredis.
 package bench
 
 import (
@@ -80,12 +33,12 @@ import (
 // Phase names, in their default order.
 const (
 	phaseSingle  = "single"
-	phaseBatch   = "batch"
+	phaseList    = "list"
 	phaseE2E     = "e2e"
 	phaseLatency = "latency"
 )
 
-var benchPhases = []string{phaseSingle, phaseBatch, phaseE2E, phaseLatency}
+var benchPhases = []string{phaseSingle, phaseList, phaseE2E, phaseLatency}
 
 const (
 	// benchStall ends a phase that neither accepts nor delivers anything
@@ -104,7 +57,7 @@ type benchConfig struct {
 	redis       string
 	n           int
 	concurrency int
-	batch       int
+	perRequest  int
 	payload     int
 	streams     int
 	maxInFlight int
@@ -130,9 +83,9 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.StringVar(&c.token, "token", "", "admin-scope API token for -target")
 	fs.HiddenFromEnv(&c.redis, "redis", "RELAY_REDIS_URL",
 		"Redis URL or Cluster seeds, as serve takes them; empty runs an embedded miniredis. With -target, only read for command counts (env RELAY_REDIS_URL)")
-	fs.IntVar(&c.n, "n", 20000, "outcomes per phase (single, batch, e2e)")
+	fs.IntVar(&c.n, "n", 20000, "outcomes per phase (single, list, e2e)")
 	fs.IntVar(&c.concurrency, "concurrency", 64, "requests in flight at once")
-	fs.IntVar(&c.batch, "batch", 100, "outcomes per batch, 1 to 100")
+	fs.IntVar(&c.perRequest, "per-request", 100, "outcomes per request of the list and e2e phases, 1 to 100")
 	fs.IntVar(&c.payload, "payload", 256, "bytes of each outcome's aborted.detail, at most 512")
 	fs.IntVar(&c.streams, "streams", 8, "namespaces per phase, one endpoint each")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 16, "each endpoint's max_in_flight, 1 to 16")
@@ -166,8 +119,8 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, errors.New("-target needs -token, an admin-scope token of that relay")
 	case c.n < 1 || c.latencyN < 1 || c.rate < 1 || c.concurrency < 1 || c.streams < 1 || c.runs < 1:
 		return c, errors.New("-n, -latency-n, -rate, -concurrency, -streams and -runs must be at least 1")
-	case c.batch < 1 || c.batch > outbox.MaxAppendOutcomes:
-		return c, fmt.Errorf("-batch must be 1 to %d", outbox.MaxAppendOutcomes)
+	case c.perRequest < 1 || c.perRequest > outbox.MaxAppendOutcomes:
+		return c, fmt.Errorf("-per-request must be 1 to %d", outbox.MaxAppendOutcomes)
 	case c.payload < 0 || c.payload > schema.MaxDetailBytes:
 		return c, fmt.Errorf("-payload must be 0 to %d", schema.MaxDetailBytes)
 	case c.maxInFlight < schema.MinMaxInFlight || c.maxInFlight > schema.MaxMaxInFlight:
@@ -178,8 +131,8 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, errors.New("-target-pid goes with -target; in-process, relay shares this process with the load")
 	case c.targetPID < 0:
 		return c, errors.New("-target-pid must be a process id")
-	case c.window < c.batch:
-		return c, errors.New("-window must hold at least one batch")
+	case c.window < c.perRequest:
+		return c, errors.New("-window must hold at least -per-request outcomes")
 	}
 	if c.target != "" {
 		if u, err := url.Parse(c.target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -276,7 +229,7 @@ type bencher struct {
 func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchResult, err error) {
 	res = benchResult{
 		Target: "in-process", Redis: "embedded",
-		Streams: c.streams, Concurrency: c.concurrency, N: c.n, Batch: c.batch, Payload: c.payload,
+		Streams: c.streams, Concurrency: c.concurrency, N: c.n, PerRequest: c.perRequest, Payload: c.payload,
 		Scheme: c.scheme, MaxInFlight: c.maxInFlight, Window: c.window, Rate: c.rate, LatencyN: c.latencyN,
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
@@ -376,10 +329,10 @@ func (b *bencher) phase(ctx context.Context, name string) (phaseResult, error) {
 	switch name {
 	case phaseSingle:
 		return b.ingest(ctx, name, b.requests(name, nss, b.cfg.n, 1))
-	case phaseBatch:
-		return b.ingest(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.batch))
+	case phaseList:
+		return b.ingest(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.perRequest))
 	case phaseE2E:
-		return b.endToEnd(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.batch))
+		return b.endToEnd(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.perRequest))
 	default:
 		return b.latency(ctx, name, b.requests(name, nss, b.cfg.latencyN, 1))
 	}

@@ -89,7 +89,7 @@ func checkEveryPhaseDelivered(t *testing.T, out string) map[string]map[string]st
 			}
 		}
 	}
-	want := map[string]string{phaseSingle: "300", phaseBatch: "300", phaseE2E: "300", phaseLatency: "100"}
+	want := map[string]string{phaseSingle: "300", phaseList: "300", phaseE2E: "300", phaseLatency: "100"}
 	for phase, n := range want {
 		if rows[phase]["outcomes"] != n {
 			t.Errorf("%s: %s outcomes, want %s", phase, rows[phase]["outcomes"], n)
@@ -180,12 +180,12 @@ func TestBenchCountsRedisCommandsAndLeavesNoKeyBehind(t *testing.T) {
 func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 	t.Parallel()
 	res := benchResult{
-		Target: "in-process", Redis: "redis", Streams: 8, Concurrency: 64, N: 20000, Batch: 100, Payload: 256,
+		Target: "in-process", Redis: "redis", Streams: 8, Concurrency: 64, N: 20000, PerRequest: 100, Payload: 256,
 		Scheme: "standard-webhooks", MaxInFlight: 16, Window: 5000, Rate: 1000, LatencyN: 5000, GOMAXPROCS: 2,
 		Phases: []phaseResult{
 			{Name: phaseSingle, Outcomes: 20000, Elapsed: 2 * time.Second, Rate: 10000, Commands: 3.14, Delivered: -1, BacklogPeak: -1,
 				SelfCPU: 183.26, RelayCPU: -1, RedisCPU: 48.04},
-			{Name: phaseBatch, Outcomes: 20000, Errors: 300, ErrorKinds: map[string]int{"HTTP 503 contended": 200, "transport: connection reset": 100},
+			{Name: phaseList, Outcomes: 20000, Errors: 300, ErrorKinds: map[string]int{"HTTP 503 contended": 200, "transport: connection reset": 100},
 				Elapsed: time.Second, Rate: 19700, Commands: -1, Delivered: -1, BacklogPeak: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1},
 			{Name: phaseE2E, Outcomes: 20000, Delivered: 19990, Duplicates: 16, Elapsed: 4 * time.Second, Rate: 4997.5, Commands: 2.5, BacklogPeak: 4800,
 				SelfCPU: 0, RelayCPU: -1, RedisCPU: 1234.56, Stalled: "nothing accepted or delivered for 30s"},
@@ -213,8 +213,8 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 	if got := rows[phaseSingle]; got["bench process cpu µs"] != "183.3" || got["relay cpu µs"] != "-" || got["redis cpu µs"] != "48.0" {
 		t.Errorf("single row's CPU: %v", got)
 	}
-	if got := rows[phaseBatch]; got["bench process cpu µs"] != "-" || got["relay cpu µs"] != "-" || got["redis cpu µs"] != "-" {
-		t.Errorf("batch row's unknown CPU: %v", got)
+	if got := rows[phaseList]; got["bench process cpu µs"] != "-" || got["relay cpu µs"] != "-" || got["redis cpu µs"] != "-" {
+		t.Errorf("list row's unknown CPU: %v", got)
 	}
 	if got := rows[phaseE2E]; got["bench process cpu µs"] != "0.0" || got["redis cpu µs"] != "1234.6" {
 		t.Errorf("e2e row's CPU: %v", got)
@@ -225,8 +225,8 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 	if got := rows[phaseSingle]; got["redis cmds/outcome"] != "3.1" || got["delivered"] != "-" || got["duplicates"] != "-" || got["p50"] != "-" || got["rate/s"] != "10000" {
 		t.Errorf("single row: %v", got)
 	}
-	if got := rows[phaseBatch]; got["errors"] != "300" || got["redis cmds/outcome"] != "-" {
-		t.Errorf("batch row: %v", got)
+	if got := rows[phaseList]; got["errors"] != "300" || got["redis cmds/outcome"] != "-" {
+		t.Errorf("list row: %v", got)
 	}
 	if got := rows[phaseE2E]; got["delivered"] != "19990" || got["duplicates"] != "16" || got["backlog peak"] != "4800" {
 		t.Errorf("e2e row: %v", got)
@@ -235,7 +235,7 @@ func TestBenchTableIsAlignedAndReportsEveryError(t *testing.T) {
 		t.Errorf("latency row: %v", got)
 	}
 	for _, want := range []string{
-		"errors in batch: 200 × HTTP 503 contended; 100 × transport: connection reset\n",
+		"errors in list: 200 × HTTP 503 contended; 100 × transport: connection reset\n",
 		"e2e: 10 accepted outcomes not delivered: nothing accepted or delivered for 30s\n",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -368,15 +368,15 @@ func TestBenchRequestsAreTheOutcomesEncodedWhole(t *testing.T) {
 		pr := b.requests("single", []string{"n0", "n1"}, 7, per)
 		var wire, scratch []byte
 		seen := 0
-		for i, rq := range pr.list {
+		for i, rq := range pr.reqs {
 			wire, scratch = pr.wire(wire, scratch, i)
 			var want any = outcome(rq.first)
 			if per > 1 {
-				batch := make([]schema.Outcome, rq.n)
-				for k := range batch {
-					batch[k] = outcome(rq.first + k)
+				list := make([]schema.Outcome, rq.n)
+				for k := range list {
+					list[k] = outcome(rq.first + k)
 				}
-				want = map[string]any{"outcomes": batch}
+				want = map[string]any{"outcomes": list}
 			}
 			body, err := json.Marshal(want)
 			if err != nil {

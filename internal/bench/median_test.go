@@ -54,7 +54,7 @@ func TestBenchRunsPrintsEachRunThenTheMedians(t *testing.T) {
 		t.Error("-runs 0 accepted")
 	}
 	var out bytes.Buffer
-	args := append([]string{"-redis", "", "-runs", "2", "-phases", "batch"}, smallBench...)
+	args := append([]string{"-redis", "", "-runs", "2", "-phases", "list"}, smallBench...)
 	if err := Main(context.Background(), args, slog.New(slog.NewTextHandler(io.Discard, nil)), &out); err != nil {
 		t.Fatalf("bench: %v\n%s", err, out.String())
 	}
@@ -62,7 +62,7 @@ func TestBenchRunsPrintsEachRunThenTheMedians(t *testing.T) {
 		t.Fatalf("%d tables, want two runs' and the median's:\n%s", n, out.String())
 	}
 	last := out.String()[strings.LastIndex(out.String(), "relay bench: "):]
-	if !strings.Contains(last, "median of 2 runs") || benchTable(t, last)[phaseBatch]["outcomes"] != "300" {
+	if !strings.Contains(last, "median of 2 runs") || benchTable(t, last)[phaseList]["outcomes"] != "300" {
 		t.Errorf("the last table should be the median of both runs:\n%s", last)
 	}
 }

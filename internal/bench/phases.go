@@ -28,14 +28,14 @@ type benchRequest struct {
 }
 
 // phaseRequests are a phase's requests, per outcomes to a request (1: one
-// outcome alone, not a batch), round-robin over the namespaces. Each is
+// outcome alone, not a list), round-robin over the namespaces. Each is
 // written as it is sent, from one outcome encoded before the clock starts
 // with its reservation id spliced in: the bench process holds no phase's
 // worth of request bytes. An in-process relay shares the bench's heap,
 // and tens of MB of prepared requests there (none of them relay's) set
 // the collector's pace and fill its cycles with fresh memory.
 type phaseRequests struct {
-	list      []benchRequest
+	reqs      []benchRequest
 	per       int
 	heads     []string
 	ridPrefix string
@@ -61,9 +61,9 @@ func (b *bencher) requests(phase string, nss []string, n, per int) *phaseRequest
 	}
 	at := bytes.Index(one, []byte(`"`+marker+`"`)) + 1
 	pr.before, pr.after = one[:at], one[at+len(marker):]
-	pr.list = make([]benchRequest, 0, (n+per-1)/per)
+	pr.reqs = make([]benchRequest, 0, (n+per-1)/per)
 	for first := 0; first < n; first += per {
-		pr.list = append(pr.list, benchRequest{first: first, n: min(per, n-first)})
+		pr.reqs = append(pr.reqs, benchRequest{first: first, n: min(per, n-first)})
 	}
 	return pr
 }
@@ -71,7 +71,7 @@ func (b *bencher) requests(phase string, nss []string, n, per int) *phaseRequest
 // wire appends request i, head and body, to dst, using body as scratch;
 // it returns both grown.
 func (pr *phaseRequests) wire(dst, body []byte, i int) (wire, scratch []byte) {
-	rq := pr.list[i]
+	rq := pr.reqs[i]
 	body = body[:0]
 	if pr.per > 1 {
 		body = append(body, `{"outcomes":[`...)
@@ -94,7 +94,7 @@ func (pr *phaseRequests) wire(dst, body []byte, i int) (wire, scratch []byte) {
 // outcomes counts the outcomes of every request.
 func (pr *phaseRequests) outcomes() int {
 	n := 0
-	for _, rq := range pr.list {
+	for _, rq := range pr.reqs {
 		n += rq.n
 	}
 	return n
@@ -168,13 +168,13 @@ func (b *bencher) post(ctx context.Context, c *loadConn, wire []byte, n int, err
 // send writes request i of pr on c and posts it, as post does.
 func (b *bencher) send(ctx context.Context, c *loadConn, pr *phaseRequests, i int, errs *errorCounts) int {
 	c.wire, c.scratch = pr.wire(c.wire, c.scratch, i)
-	return b.post(ctx, c, c.wire, pr.list[i].n, errs)
+	return b.post(ctx, c, c.wire, pr.reqs[i].n, errs)
 }
 
 // ingest posts the requests with -concurrency workers; nothing is
 // delivered.
 func (b *bencher) ingest(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
-	reqs := pr.list
+	reqs := pr.reqs
 	var errs errorCounts
 	var next, accepted atomic.Int64
 	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
@@ -204,12 +204,12 @@ func (b *bencher) ingest(ctx context.Context, name string, pr *phaseRequests) (p
 	return p, nil
 }
 
-// endToEnd posts batches while the backlog of accepted, undelivered
+// endToEnd posts lists while the backlog of accepted, undelivered
 // outcomes leaves room under -window, and waits until every accepted one
 // has arrived.
 func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
-	reqs := pr.list
-	tr := newDeliveryTracker(b.ridPrefix(name), b.cfg.window, b.cfg.batch)
+	reqs := pr.reqs
+	tr := newDeliveryTracker(b.ridPrefix(name), b.cfg.window, b.cfg.perRequest)
 	b.recv.track(tr)
 	defer b.recv.track(nil)
 	pctx, cancel := context.WithCancelCause(ctx)
@@ -266,7 +266,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) 
 // schedule does not slow for it: the sends behind it go as soon as they
 // can, and the lag is reported.
 func (b *bencher) latency(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
-	reqs := pr.list
+	reqs := pr.reqs
 	tr := newDeliveryTracker(b.ridPrefix(name), 0, 0)
 	b.recv.track(tr)
 	defer b.recv.track(nil)

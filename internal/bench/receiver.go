@@ -107,12 +107,12 @@ func (rc *benchReceiver) close() {
 }
 
 // deliveryTracker follows one phase's outcomes from acceptance to their
-// first arrival. With a window it also gates the producers: a batch is sent
+// first arrival. With a window it also gates the producers: a request is sent
 // only while the outcomes issued and not yet delivered leave room for it.
 type deliveryTracker struct {
 	prefix string
 	window int // 0: no gate
-	step   int // the batch size the gate makes room for
+	step   int // the outcomes per request the gate makes room for
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -152,7 +152,7 @@ func (t *deliveryTracker) reserve(ctx context.Context, n int) bool {
 	return true
 }
 
-// signalRoom wakes one waiting producer when a batch fits; it wakes the
+// signalRoom wakes one waiting producer when a request fits; it wakes the
 // next in turn.
 func (t *deliveryTracker) signalRoom() {
 	if t.window > 0 && t.issued-t.delivered+t.step <= t.window {

@@ -17,10 +17,10 @@ import (
 
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // benchRelay is a relay built in this process, as serve builds it.
@@ -49,11 +49,11 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	key, err := hooks.GenerateKey(rand.Reader)
+	key, err := signing.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	pem, err := hooks.EncodeKeyPEM(key)
+	pem, err := signing.EncodeKeyPEM(key)
 	if err != nil {
 		return nil, err
 	}

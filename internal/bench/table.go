@@ -20,7 +20,7 @@ type benchResult struct {
 	Streams             int
 	Concurrency         int
 	N                   int
-	Batch               int
+	PerRequest          int
 	Payload             int
 	Scheme              string
 	MaxInFlight         int
@@ -58,7 +58,7 @@ type phaseResult struct {
 	// unknown.
 	Commands float64
 	// SelfCPU, RelayCPU and RedisCPU are microseconds of CPU (user+sys)
-	// per outcome accepted (single, batch) or delivered (e2e, latency) of
+	// per outcome accepted (single, list) or delivered (e2e, latency) of
 	// this process, of the -target-pid relay and of Redis; negative when
 	// unknown. See cpuTimes.
 	SelfCPU  float64
@@ -97,8 +97,8 @@ var benchColumns = []string{"phase", "outcomes", "errors", "delivered", "duplica
 // that had errors.
 func printBench(w io.Writer, r benchResult) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "relay bench: %s redis=%s streams=%d concurrency=%d n=%d batch=%d payload=%dB scheme=%s max_in_flight=%d window=%d rate=%d/s latency_n=%d GOMAXPROCS=%d",
-		r.Target, r.Redis, r.Streams, r.Concurrency, r.N, r.Batch, r.Payload, r.Scheme, r.MaxInFlight, r.Window, r.Rate, r.LatencyN, r.GOMAXPROCS)
+	fmt.Fprintf(&b, "relay bench: %s redis=%s streams=%d concurrency=%d n=%d per_request=%d payload=%dB scheme=%s max_in_flight=%d window=%d rate=%d/s latency_n=%d GOMAXPROCS=%d",
+		r.Target, r.Redis, r.Streams, r.Concurrency, r.N, r.PerRequest, r.Payload, r.Scheme, r.MaxInFlight, r.Window, r.Rate, r.LatencyN, r.GOMAXPROCS)
 	if r.TargetPID > 0 {
 		fmt.Fprintf(&b, " target_pid=%d", r.TargetPID)
 	}
@@ -169,7 +169,7 @@ func printBench(w io.Writer, r benchResult) error {
 // ran: a figure that holds the load generator is never called relay's.
 func cpuLegend(r benchResult) string {
 	var b strings.Builder
-	b.WriteString("cpu µs: CPU time (user+sys) over the phase per outcome accepted (single, batch) or delivered (e2e, latency)\n")
+	b.WriteString("cpu µs: CPU time (user+sys) over the phase per outcome accepted (single, list) or delivered (e2e, latency)\n")
 	switch {
 	case r.Target == "in-process":
 		b.WriteString("  relay: - in-process, where relay shares the bench process; -cpuprofile labels its share (side=relay)\n")

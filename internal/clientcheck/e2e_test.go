@@ -174,13 +174,13 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	_, err = c.Ingest(ctx, "acme", other)
 	wantProblem(t, err, http.StatusConflict, relayclient.TypeConflict)
 
-	batch := append(outcomes("b", 250), other)
-	res, err := c.IngestBatch(ctx, "acme", batch)
-	if err != nil || len(res) != len(batch) {
-		t.Fatalf("batch: %d results, %v", len(res), err)
+	all := append(outcomes("b", 250), other)
+	res, err := c.IngestAll(ctx, "acme", all)
+	if err != nil || len(res) != len(all) {
+		t.Fatalf("ingest all: %d results, %v", len(res), err)
 	}
 	for i, r := range res {
-		if r.ReservationID != batch[i].ReservationID {
+		if r.ReservationID != all[i].ReservationID {
 			t.Fatalf("result %d is %s's", i, r.ReservationID)
 		}
 	}
@@ -190,9 +190,9 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if n := statuses(res[:250])[relayclient.StatusAccepted]; n != 250 {
 		t.Fatalf("%d of 250 accepted", n)
 	}
-	res, err = c.IngestBatch(ctx, "acme", batch[:250])
+	res, err = c.IngestAll(ctx, "acme", all[:250])
 	if err != nil || statuses(res)[relayclient.StatusDuplicate] != 250 {
-		t.Fatalf("the batch again: %v, %v", statuses(res), err)
+		t.Fatalf("all again: %v, %v", statuses(res), err)
 	}
 
 	var rows []relayclient.OutboxRow
@@ -315,13 +315,13 @@ func TestTheTokenAndItsScopes(t *testing.T) {
 	wantProblem(t, err, http.StatusForbidden, relayclient.TypeForbidden)
 }
 
-// An outcome no endpoint takes is 422 alone and no_endpoint in a batch.
+// An outcome no endpoint takes is 422 alone and no_endpoint in a list.
 func TestNoEndpoint(t *testing.T) {
 	r := startRelay(t)
 	c, _ := client(t, r.url, r.token(httpapi.ScopeAdmin))
 	_, err := c.Ingest(t.Context(), "acme", committed("r-1"))
 	wantProblem(t, err, http.StatusUnprocessableEntity, relayclient.TypeNoEndpoint)
-	res, err := c.IngestBatch(t.Context(), "acme", []relayclient.Outcome{committed("r-1")})
+	res, err := c.IngestAll(t.Context(), "acme", []relayclient.Outcome{committed("r-1")})
 	if err != nil || len(res) != 1 || res[0].Status != relayclient.StatusNoEndpoint || res[0].Type != relayclient.TypeNoEndpoint {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -329,8 +329,8 @@ func TestNoEndpoint(t *testing.T) {
 
 // Thousands of outcomes on a relay: every outcome stored once, and sent
 // again, every one a duplicate. (TestTenThousandOutcomes counts the
-// requests; the contract is checked on smaller batches, its validation of
-// large ones being slow.)
+// requests; the contract is checked on fewer outcomes, its validation of
+// many being slow.)
 func TestThousandsOfOutcomesOnARelay(t *testing.T) {
 	r := startRelay(t)
 	admin := registered(t, r)
@@ -340,7 +340,7 @@ func TestThousandsOfOutcomesOnARelay(t *testing.T) {
 	}
 	in := outcomes("r", 2_500)
 	for _, want := range []relayclient.IngestStatus{relayclient.StatusAccepted, relayclient.StatusDuplicate} {
-		res, err := c.IngestBatch(t.Context(), "acme", in)
+		res, err := c.IngestAll(t.Context(), "acme", in)
 		if err != nil || len(res) != len(in) || statuses(res)[want] != len(in) {
 			t.Fatalf("%d results, %v, %v; want all %s", len(res), statuses(res), err, want)
 		}

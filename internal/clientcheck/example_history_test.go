@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
 
@@ -43,23 +44,21 @@ func deliveringClient() (*relayclient.Client, func()) {
 
 // waitDelivered waits until the outcome rid is delivered to billing.
 func waitDelivered(c *relayclient.Client, rid string) relayclient.OutcomeStory {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		story, err := c.Outcome(context.Background(), "acme", rid)
-		if err != nil {
+	var story relayclient.OutcomeStory
+	err := relaytest.Poll(30*time.Second, nil, func() error {
+		var err error
+		if story, err = c.Outcome(context.Background(), "acme", rid); err != nil {
 			log.Fatal(err)
 		}
-		if story.Endpoints[0].State == relayclient.OutcomeDelivered {
-			return story
+		if story.Endpoints[0].State != relayclient.OutcomeDelivered {
+			return fmt.Errorf("%s was not delivered: %+v", rid, story)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			log.Fatalf("%s was not delivered: %+v", rid, story)
-		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
+	return story
 }
 
 // Outcome shows a retained outcome as it was accepted and its state on
@@ -186,13 +185,20 @@ func Example_clientRecover() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for job.State == relayclient.RecoveryRunning {
-		<-tick.C
+	err = relaytest.Poll(30*time.Second, nil, func() error {
+		if job.State != relayclient.RecoveryRunning {
+			return nil
+		}
 		if job, err = c.Recovery(ctx, "acme", "billing", job.ID); err != nil {
 			log.Fatal(err)
 		}
+		if job.State == relayclient.RecoveryRunning {
+			return fmt.Errorf("the recovery does not end: %+v", job)
+		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println(job.State, job.Queued, job.FinishedAt != nil)
 	// Output:

@@ -110,9 +110,9 @@ func Example_clientIngest() {
 	// relayclient: 409 conflict: a different outcome was accepted under this reservation_id
 }
 
-// IngestBatch sends any number of outcomes, 100 a request, and answers
+// IngestAll sends any number of outcomes, 100 a request, and answers
 // each in input order.
-func Example_clientIngestBatch() {
+func Example_clientIngestAll() {
 	c, stop := exampleClient()
 	defer stop()
 
@@ -120,7 +120,7 @@ func Example_clientIngestBatch() {
 	for i := range outcomes {
 		outcomes[i] = expired(fmt.Sprintf("r-%d", i))
 	}
-	results, err := c.IngestBatch(context.Background(), "acme", outcomes)
+	results, err := c.IngestAll(context.Background(), "acme", outcomes)
 	if err != nil {
 		// results answers outcomes[:len(results)]; the rest may be sent
 		// again as they are.

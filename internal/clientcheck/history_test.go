@@ -1,13 +1,14 @@
 package clientcheck_test
 
 import (
-	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/relayclient"
 )
 
@@ -15,22 +16,10 @@ import (
 // resend and a recovery deliver it again, and every exchange is the
 // contract's.
 func TestTheHistoryOfDeliveredOutcomes(t *testing.T) {
-	r := startRelay(t)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
-	if err := r.app.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.app.Stop(ctx)
-	})
-	c, _ := client(t, r.url, r.token(httpapi.ScopeAdmin))
+	r, c := startDelivering(t, receiver.URL)
 	ctx := t.Context()
-	if _, err := c.PutEndpoint(ctx, "acme", "billing", relayclient.EndpointConfig{URL: receiver.URL + "/hooks"}); err != nil {
-		t.Fatal(err)
-	}
 	since := time.Now().Add(-time.Minute)
 	if _, err := c.Ingest(ctx, "acme", committed("r-1")); err != nil {
 		t.Fatal(err)
@@ -57,19 +46,18 @@ func TestTheHistoryOfDeliveredOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for job.State == relayclient.RecoveryRunning {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("the recovery does not end: %+v", job)
+	relaytest.Eventually(t, 30*time.Second, nil, func() error {
+		if job.State != relayclient.RecoveryRunning {
+			return nil
 		}
 		if job, err = c.Recovery(ctx, "acme", "billing", job.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if job.State == relayclient.RecoveryRunning {
+			return fmt.Errorf("the recovery does not end: %+v", job)
+		}
+		return nil
+	})
 	if job.State != relayclient.RecoveryDone || job.Queued != 1 || job.FinishedAt == nil || job.Examined < 1 {
 		t.Fatalf("recovery %+v", job)
 	}

@@ -58,6 +58,27 @@ func startRelay(t *testing.T) *relay {
 	return r
 }
 
+// startDelivering is startRelay with its delivery driver running until the
+// test ends and endpoint billing of namespace acme registered at url +
+// "/hooks"; c is an admin client of it.
+func startDelivering(t *testing.T, url string) (r *relay, c *relayclient.Client) {
+	t.Helper()
+	r = startRelay(t)
+	if err := r.app.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.app.Stop(ctx)
+	})
+	c, _ = client(t, r.url, r.token(httpapi.ScopeAdmin))
+	if _, err := c.PutEndpoint(t.Context(), "acme", "billing", relayclient.EndpointConfig{URL: url + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}
+
 // token is a token of this relay with scopes, for an hour.
 func (r *relay) token(scopes ...httpapi.Scope) string {
 	tok, err := httpapi.MintHS256([]byte(tokenSecret), r.app.Audience(), "", httpapi.Principal{Subject: "relayclient-test", Scopes: scopes}, time.Hour, time.Now())

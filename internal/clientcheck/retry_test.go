@@ -96,7 +96,7 @@ func TestARetriedRequestAnswersDuplicateNotASecondCopy(t *testing.T) {
 	c, _ := client(t, srv.URL, r.token(httpapi.ScopeOutcomesWrite))
 
 	in := outcomes("r", 250)
-	res, err := c.IngestBatch(t.Context(), "acme", in)
+	res, err := c.IngestAll(t.Context(), "acme", in)
 	if err != nil || len(res) != 250 {
 		t.Fatalf("%d results, %v", len(res), err)
 	}
@@ -118,9 +118,9 @@ func TestARetriedRequestAnswersDuplicateNotASecondCopy(t *testing.T) {
 	}
 }
 
-// A request that keeps failing ends the batch: the results before it are
+// A request that keeps failing ends IngestAll: the results before it are
 // returned with the error, and sending the rest again completes it.
-func TestABatchStopsAtARequestThatFailsForGood(t *testing.T) {
+func TestIngestAllStopsAtARequestThatFailsForGood(t *testing.T) {
 	r := startRelay(t)
 	admin := registered(t, r)
 	var down sync.Mutex
@@ -137,7 +137,7 @@ func TestABatchStopsAtARequestThatFailsForGood(t *testing.T) {
 	c, _ := client(t, srv.URL, r.token(httpapi.ScopeOutcomesWrite), func(o *relayclient.Options) { o.MaxAttempts = 3 })
 
 	in := outcomes("r", 250)
-	res, err := c.IngestBatch(t.Context(), "acme", in)
+	res, err := c.IngestAll(t.Context(), "acme", in)
 	wantProblem(t, err, http.StatusServiceUnavailable, relayclient.TypeUnavailable)
 	if len(res) != 200 || statuses(res)[relayclient.StatusAccepted] != 200 {
 		t.Fatalf("%d results before the failure: %v", len(res), statuses(res))
@@ -149,7 +149,7 @@ func TestABatchStopsAtARequestThatFailsForGood(t *testing.T) {
 	down.Lock()
 	failing = false
 	down.Unlock()
-	rest, err := c.IngestBatch(t.Context(), "acme", in[len(res):])
+	rest, err := c.IngestAll(t.Context(), "acme", in[len(res):])
 	if err != nil || len(rest) != 50 || statuses(rest)[relayclient.StatusDuplicate] != 50 {
 		t.Fatalf("the rest again: %v, %v", statuses(rest), err)
 	}
@@ -169,7 +169,7 @@ func TestInvalidOutcomesIndexIntoTheCallersSlice(t *testing.T) {
 	in := outcomes("r", 150)
 	in[120].ReservationID = "s:synthetic"
 	in[130].Repository = ""
-	res, err := c.IngestBatch(t.Context(), "acme", in)
+	res, err := c.IngestAll(t.Context(), "acme", in)
 	p := wantProblem(t, err, http.StatusBadRequest, relayclient.TypeInvalidOutcome)
 	if len(res) != 100 {
 		t.Fatalf("%d results before the broken request", len(res))
@@ -201,7 +201,7 @@ func TestCarelessCalls(t *testing.T) {
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"empty namespace":        second(c.Ingest(ctx, "", committed("r-1"))),
-		"namespace with a slash": second(c.IngestBatch(ctx, "acme/endpoints", outcomes("r", 1))),
+		"namespace with a slash": second(c.IngestAll(ctx, "acme/endpoints", outcomes("r", 1))),
 		"namespace ..":           second(c.ListEndpoints(ctx, "..")),
 		"upper-case endpoint":    second(c.Endpoint(ctx, "acme", "Billing")),
 		"empty endpoint":         second(c.PutEndpoint(ctx, "acme", "", relayclient.EndpointConfig{})),
@@ -215,7 +215,7 @@ func TestCarelessCalls(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	res, err := c.IngestBatch(ctx, "acme", nil)
+	res, err := c.IngestAll(ctx, "acme", nil)
 	if res != nil || err != nil {
 		t.Errorf("no outcomes: %v, %v", res, err)
 	}

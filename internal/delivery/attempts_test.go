@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
 func TestTheExcerptBoundIsTheChannels(t *testing.T) {
-	if hooks.MaxExcerptBytes != schema.MaxExcerptBytes {
-		t.Fatalf("the channel keeps %d bytes, the attempt row %d", hooks.MaxExcerptBytes, schema.MaxExcerptBytes)
+	if outbound.MaxExcerptBytes != schema.MaxExcerptBytes {
+		t.Fatalf("the channel keeps %d bytes, the attempt row %d", outbound.MaxExcerptBytes, schema.MaxExcerptBytes)
 	}
 }
 

@@ -134,47 +134,45 @@ func recordBytes(t *testing.T, outcomes ...schema.Outcome) float64 {
 // bounded number of namespaces a tick and changes the gauges only once
 // complete.
 func TestBacklogGaugesSumEveryNamespaceOncePerCompletePass(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			b := newBacklogSetup(t, be.New(t), 1)
-			b.ingest(t, "n0", true, committed("a"), aborted("b"))
-			b.clk.Advance(10 * time.Second)
-			b.ingest(t, "n1", true, committed("c"))
-			b.clk.Advance(10 * time.Second)
-			b.ingest(t, "n2", false, committed("d"))
-			b.clk.Advance(40 * time.Second)
+	redistest.Each(t, func(t *testing.T, be redistest.Backend) {
+		b := newBacklogSetup(t, be.New(t), 1)
+		b.ingest(t, "n0", true, committed("a"), aborted("b"))
+		b.clk.Advance(10 * time.Second)
+		b.ingest(t, "n1", true, committed("c"))
+		b.clk.Advance(10 * time.Second)
+		b.ingest(t, "n2", false, committed("d"))
+		b.clk.Advance(40 * time.Second)
 
-			ticks := b.pass(t, 1)
-			want := gauges{rows: 4, bytes: recordBytes(t, committed("a"), aborted("b"), committed("c"), committed("d")),
-				age: 60, at: float64(b.clk.Now().UnixMilli()) / 1000}
-			if g := b.gauges(); g != want {
-				t.Fatalf("after a pass of %d ticks: %+v, want %+v", ticks, g, want)
-			}
-			if ticks < b.st.Buckets() {
-				t.Fatalf("a pass of %d ticks over %d buckets, one round trip a tick", ticks, b.st.Buckets())
-			}
+		ticks := b.pass(t, 1)
+		want := gauges{rows: 4, bytes: recordBytes(t, committed("a"), aborted("b"), committed("c"), committed("d")),
+			age: 60, at: float64(b.clk.Now().UnixMilli()) / 1000}
+		if g := b.gauges(); g != want {
+			t.Fatalf("after a pass of %d ticks: %+v, want %+v", ticks, g, want)
+		}
+		if ticks < b.st.Buckets() {
+			t.Fatalf("a pass of %d ticks over %d buckets, one round trip a tick", ticks, b.st.Buckets())
+		}
 
-			// n0's rows dropped with its endpoint; n1 made unreadable, so
-			// left out and counted; n3 new. The oldest row is n2's, 50 s old.
-			admin := &outbox.Admin{Store: b.st, Clock: b.clk}
-			if _, err := admin.DeleteEndpoint(t.Context(), store.Partition{Namespace: "n0"}, ep, true); err != nil {
-				t.Fatal(err)
-			}
-			bad, _ := schema.BacklogKey("broken")
-			var batch store.Batch
-			batch.Put(bad, store.Value{0x7f})
-			if res, err := b.st.Apply(t.Context(), store.Partition{Namespace: "n1"}, batch); err != nil || !res.Committed {
-				t.Fatal(res, err)
-			}
-			b.ingest(t, "n3", true, committed("e"))
-			b.clk.Advance(10 * time.Second)
-			b.pass(t, 1)
-			want = gauges{rows: 2, bytes: recordBytes(t, committed("d"), committed("e")), age: 50, at: float64(b.clk.Now().UnixMilli()) / 1000, unread: 1}
-			if g := b.gauges(); g != want {
-				t.Fatalf("second pass: %+v, want %+v", g, want)
-			}
-		})
-	}
+		// n0's rows dropped with its endpoint; n1 made unreadable, so
+		// left out and counted; n3 new. The oldest row is n2's, 50 s old.
+		admin := &outbox.Admin{Store: b.st, Clock: b.clk}
+		if _, err := admin.DeleteEndpoint(t.Context(), store.Partition{Namespace: "n0"}, ep, true); err != nil {
+			t.Fatal(err)
+		}
+		bad, _ := schema.BacklogKey("broken")
+		var batch store.Batch
+		batch.Put(bad, store.Value{0x7f})
+		if res, err := b.st.Apply(t.Context(), store.Partition{Namespace: "n1"}, batch); err != nil || !res.Committed {
+			t.Fatal(res, err)
+		}
+		b.ingest(t, "n3", true, committed("e"))
+		b.clk.Advance(10 * time.Second)
+		b.pass(t, 1)
+		want = gauges{rows: 2, bytes: recordBytes(t, committed("d"), committed("e")), age: 50, at: float64(b.clk.Now().UnixMilli()) / 1000, unread: 1}
+		if g := b.gauges(); g != want {
+			t.Fatalf("second pass: %+v, want %+v", g, want)
+		}
+	})
 }
 
 // A namespace that cannot be read for now (Redis away) is read again next

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -97,17 +97,17 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 		}
 	}
 
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency * schema.MaxMaxInFlight})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency * schema.MaxMaxInFlight})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(ch.CloseIdleConnections)
-	sink := &Webhooks{Sender: &hooks.Sender{Channel: ch}, Audience: "https://relay.example.com"}
-	reg, err := timers.NewRegistry(&Handler{Sink: sink})
+	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "https://relay.example.com"}
+	reg, err := timers.NewHandlers(&Handler{Sink: sink})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := New(Config{Store: st, Registry: reg})
+	d, err := New(Config{Store: st, Handlers: reg})
 	if err != nil {
 		b.Fatal(err)
 	}

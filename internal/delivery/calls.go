@@ -12,8 +12,8 @@ import (
 type calls struct {
 	acked  []*pendingRow
 	failed []failed
-	// refusedLast are the failed calls of a lingering fire's last round
-	// when that round delivered nothing after earlier ones did: the
+	// refusedLast are the failed calls of the last page a lingering fire
+	// took when that page delivered nothing after earlier ones did: the
 	// endpoint fails now, as a fire of their own would have found.
 	refusedLast []failed
 	// callFailed: a call failed, so no further one was launched. cut: the

@@ -59,11 +59,11 @@ func (s *ingesting) GetMany(ctx context.Context, p store.Partition, keys []store
 // runOn runs the stream's due timers once on st, as a driver would.
 func (e *env) runOn(st store.NamespaceStore, h *Handler) timers.Report {
 	e.T.Helper()
-	reg, err := timers.NewRegistry(h)
+	reg, err := timers.NewHandlers(h)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}

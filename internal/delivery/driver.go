@@ -56,9 +56,14 @@ type DueStore interface {
 // Config configures a Driver.
 type Config struct {
 	Store    DueStore
-	Registry *timers.Registry
+	Handlers *timers.Handlers
 	// Clock is clock.System when nil.
 	Clock clock.Clock
+	// Goroutines runs the fires on goroutines kept between them, whose
+	// stacks a fire finds grown. A process shares one pool between delivery
+	// and ingest (outbox.Coalescer.Goroutines); a pool of the Driver's own
+	// when nil.
+	Goroutines *gopool.Pool
 	// Concurrency bounds the timers fired at once in the main lane,
 	// DefaultConcurrency when zero. One stream is one timer, so a dead
 	// endpoint holds at most one slot.
@@ -132,10 +137,8 @@ type Driver struct {
 	kick     chan struct{}
 	stopping chan struct{}
 	loopDone chan struct{}
-	// workers counts the fires running; fires runs them, on goroutines
-	// kept between fires, whose stacks a fire finds grown.
+	// workers counts the fires running.
 	workers sync.WaitGroup
-	fires   gopool.Pool
 
 	// fireCtx is canceled when Stop's deadline ends: fires then write
 	// nothing, and their leases expire.
@@ -191,7 +194,7 @@ type Driver struct {
 
 // New checks the configuration and returns a driver that is not started.
 func New(cfg Config) (*Driver, error) {
-	if cfg.Store == nil || cfg.Registry == nil {
+	if cfg.Store == nil || cfg.Handlers == nil {
 		return nil, errors.New("delivery driver: a store and a timer registry are required")
 	}
 	if cfg.Concurrency < 0 || cfg.SlowConcurrency < 0 || cfg.SlowAfter < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 {
@@ -199,6 +202,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
+	}
+	if cfg.Goroutines == nil {
+		cfg.Goroutines = new(gopool.Pool)
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -233,7 +239,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Committed != nil {
 		fireStore = store.Observed(cfg.Store, cfg.Committed)
 	}
-	runner := timers.NewRunner(timers.RunnerConfig{Store: fireStore, Registry: cfg.Registry, Clock: cfg.Clock,
+	runner := timers.NewRunner(timers.RunnerConfig{Store: fireStore, Handlers: cfg.Handlers, Clock: cfg.Clock,
 		Budget: timers.Budget{Lease: cfg.Lease}, Logger: cfg.Logger})
 	return &Driver{
 		cfg:       cfg,

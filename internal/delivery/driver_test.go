@@ -43,13 +43,10 @@ type fleet struct {
 }
 
 func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		st := b.New(t)
+		f(t, &fleet{t: t, ctx: context.Background(), st: st, app: &outbox.Appender{Store: st, Clock: clock.System{}}})
+	})
 }
 
 func (f *fleet) endpoint(ns, id string, cfg schema.Endpoint) {
@@ -93,11 +90,11 @@ func (f *fleet) backlog(ns, id string) uint64 {
 
 func (f *fleet) driver(sink Sink, cfg Config) *Driver {
 	f.t.Helper()
-	reg, err := timers.NewRegistry(&Handler{Sink: sink, Metrics: cfg.Metrics})
+	reg, err := timers.NewHandlers(&Handler{Sink: sink, Metrics: cfg.Metrics})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cfg.Store, cfg.Registry = f.st, reg
+	cfg.Store, cfg.Handlers = f.st, reg
 	return f.start(cfg)
 }
 
@@ -234,8 +231,8 @@ func TestWakePartitionDeliversWithoutReadingEveryDueIndex(t *testing.T) {
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		polled := make(chan struct{}, 1)
 		sink := newTally(1)
-		reg, _ := timers.NewRegistry(&Handler{Sink: sink})
-		d := f.start(Config{Store: cs, Registry: reg, after: func(time.Duration) <-chan time.Time {
+		reg, _ := timers.NewHandlers(&Handler{Sink: sink})
+		d := f.start(Config{Store: cs, Handlers: reg, after: func(time.Duration) <-chan time.Time {
 			select {
 			case polled <- struct{}{}:
 			default:
@@ -317,8 +314,8 @@ func TestAnIdleDriverReadsOnlyTheDueIndexesOncePerPoll(t *testing.T) {
 		}
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		polled, tick := make(chan time.Duration), make(chan time.Time)
-		reg, _ := timers.NewRegistry(&Handler{Sink: newTally(1)})
-		d := f.start(Config{Store: cs, Registry: reg, after: func(d time.Duration) <-chan time.Time {
+		reg, _ := timers.NewHandlers(&Handler{Sink: newTally(1)})
+		d := f.start(Config{Store: cs, Handlers: reg, after: func(d time.Duration) <-chan time.Time {
 			polled <- d
 			return tick
 		}})
@@ -576,7 +573,7 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 			}
 			return nil
 		})
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, MaxRows: 1})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, MaxRows: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -584,7 +581,7 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 		// time.After; only the first one is made to end.
 		first := make(chan chan time.Time, 1)
 		var asked sync.Once
-		f.start(Config{Store: f.st, Registry: reg, Concurrency: 4, after: func(time.Duration) <-chan time.Time {
+		f.start(Config{Store: f.st, Handlers: reg, Concurrency: 4, after: func(time.Duration) <-chan time.Time {
 			c := make(chan time.Time, 1)
 			asked.Do(func() { first <- c })
 			return c
@@ -604,8 +601,8 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 
 func TestADriverRefusesALeaseShorterThanAFire(t *testing.T) {
 	t.Parallel()
-	reg, _ := timers.NewRegistry(&Handler{Sink: newTally(1)})
-	_, err := New(Config{Store: &counting{}, Registry: reg, Lease: time.Millisecond})
+	reg, _ := timers.NewHandlers(&Handler{Sink: newTally(1)})
+	_, err := New(Config{Store: &counting{}, Handlers: reg, Lease: time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "lease") {
 		t.Fatalf("New with a 1 ms lease: %v, want refused", err)
 	}
@@ -675,12 +672,12 @@ func TestAStoreThatRefusesWritesIsNotRetriedInATightLoopBetweenPolls(t *testing.
 		}
 		f.seed("acme", "r-1")
 		fs := &failingWrites{DueStore: f.st}
-		reg, err := timers.NewRegistry(&Handler{Sink: newTally(1)})
+		reg, err := timers.NewHandlers(&Handler{Sink: newTally(1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		finished := make(chan bool, 2)
-		f.start(Config{Store: fs, Registry: reg, Concurrency: 2,
+		f.start(Config{Store: fs, Handlers: reg, Concurrency: 2,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			after: func(time.Duration) <-chan time.Time {
 				return nil // the poll interval never ends
@@ -749,12 +746,12 @@ func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWait
 		const rows = 6
 		f.seed("acme", rids("r", rows)...)
 		sink := newTally(rows)
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk, MaxRows: 1})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk, MaxRows: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		const interval = time.Hour
-		f.start(Config{Store: f.st, Registry: reg, Clock: clk, PollInterval: interval,
+		f.start(Config{Store: f.st, Handlers: reg, Clock: clk, PollInterval: interval,
 			after: func(d time.Duration) <-chan time.Time {
 				if d >= interval {
 					return nil // the poll interval never ends
@@ -833,11 +830,11 @@ func TestABucketReadThatCameBackFullIsReadAgainEvenWhenEveryFireItLaunchedHasEnd
 		cs := &contended{DueStore: f.st, f: f, taken: store.Partition{Namespace: ns[1]}, fireDone: make(chan struct{})}
 		var ended sync.Once
 		sink := newTally(2)
-		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.start(Config{Store: cs, Registry: reg, Concurrency: 2,
+		f.start(Config{Store: cs, Handlers: reg, Concurrency: 2,
 			after:    func(time.Duration) <-chan time.Time { return nil }, // the poll interval never ends
 			finished: func(bool) { ended.Do(func() { close(cs.fireDone) }) },
 		})
@@ -889,11 +886,11 @@ func TestAFireThatFailsAfterItsClaimStillHandsTheWorkerToTheDueWorkAPollLeft(t *
 		hs := &heldStore{DueStore: f.st, held: store.Partition{Namespace: "broken"}, polled: make(chan struct{})}
 		var polled sync.Once
 		sink := newTally(1)
-		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.start(Config{Store: hs, Registry: reg, Concurrency: 1,
+		f.start(Config{Store: hs, Handlers: reg, Concurrency: 1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			after: func(time.Duration) <-chan time.Time {
 				polled.Do(func() { close(hs.polled) })
@@ -921,11 +918,11 @@ func TestASaturatedDriverWorksThroughWhatAPollLeftBeforeReadingTheDueIndexesAgai
 		}
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		sink := newTally(streams)
-		reg, err := timers.NewRegistry(&Handler{Sink: sink})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.start(Config{Store: cs, Registry: reg, Concurrency: 2, after: func(time.Duration) <-chan time.Time {
+		f.start(Config{Store: cs, Handlers: reg, Concurrency: 2, after: func(time.Duration) <-chan time.Time {
 			return nil // the poll interval never ends
 		}})
 		sink.wait(t)
@@ -984,12 +981,12 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 			clk.Advance(time.Millisecond)
 			return sink.Deliver(ctx, o)
 		})
-		reg, err := timers.NewRegistry(&Handler{Sink: moving, Clock: clk, MaxRows: 1})
+		reg, err := timers.NewHandlers(&Handler{Sink: moving, Clock: clk, MaxRows: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var released sync.Once
-		f.start(Config{Store: held, Registry: reg, Clock: clk,
+		f.start(Config{Store: held, Handlers: reg, Clock: clk,
 			after: func(time.Duration) <-chan time.Time { return nil }, // the poll interval never ends
 			finished: func(bool) {
 				released.Do(func() { close(held.release) })

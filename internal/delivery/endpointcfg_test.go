@@ -13,7 +13,7 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
@@ -147,7 +147,7 @@ func TestTheReceiverGetsTheEndpointsHeadersOnEveryAttempt(t *testing.T) {
 		rcv := &hdrReceiver{}
 		srv := httptest.NewServer(rcv)
 		t.Cleanup(srv.Close)
-		ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestTheReceiverGetsTheEndpointsHeadersOnEveryAttempt(t *testing.T) {
 			Headers: map[string]schema.HeaderValue{"x-tenant": "acme", "authorization": "Bearer t0k3n"},
 		})
 		e.seed("a")
-		sink := &Webhooks{Sender: &hooks.Sender{Channel: ch, Now: e.Clk.Now}, Audience: "https://relay.example.com"}
+		sink := &Webhooks{Sender: &outbound.Sender{Channel: ch, Now: e.Clk.Now}, Audience: "https://relay.example.com"}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if e.backlogRows() != 1 {
 			t.Fatalf("backlog %d after a refused first attempt", e.backlogRows())

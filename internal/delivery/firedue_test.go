@@ -40,12 +40,12 @@ func quietDriver(t *testing.T, f *fleet, st DueStore, sink Sink, cfg Config) *Dr
 // quietDriverOf is quietDriver firing with h.
 func quietDriverOf(t *testing.T, f *fleet, st DueStore, h *Handler, cfg Config) *Driver {
 	t.Helper()
-	reg, err := timers.NewRegistry(h)
+	reg, err := timers.NewHandlers(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	polled := make(chan struct{}, 1)
-	cfg.Store, cfg.Registry = st, reg
+	cfg.Store, cfg.Handlers = st, reg
 	cfg.after = func(time.Duration) <-chan time.Time {
 		select {
 		case polled <- struct{}{}:

@@ -261,7 +261,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		return parked, err
 	}
 	if b := acks.Backlog(); b.Rows > store.MaxCounter || b.Bytes > store.MaxCounter {
-		return h.hold(ctx, fc, t, s, state)
+		return h.stall(ctx, fc, t, s, state)
 	}
 
 	page, rows, handed := h.handedPage(ctx, fc, &s, t, acks.Backlog())
@@ -318,16 +318,16 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	return fired, nil
 }
 
-// hold backs off, sending nothing, a stream whose backlog counts beyond
+// stall backs off, sending nothing, a stream whose backlog counts beyond
 // store.MaxCounter: the store refuses every reduction of such a row, so the
 // acknowledgement of any row sent would be refused and the rows sent again
 // at every fire. Ingest never writes such a count; only a damaged row holds
 // one, and an operator must repair it. Each fire logs it at Error, and the
 // wait grows as a failing endpoint's does.
-func (h *Handler) hold(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state schema.DeliveryState) (timers.Fired, error) {
-	h.log().ErrorContext(ctx, "delivery stream's backlog counts beyond what the store can reduce; holding its rows until the backlog row is repaired",
+func (h *Handler) stall(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state schema.DeliveryState) (timers.Fired, error) {
+	h.log().ErrorContext(ctx, "delivery stream's backlog counts beyond what the store can reduce; stalling the stream until the backlog row is repaired",
 		"namespace", s.ns, "endpoint", s.endpoint)
-	h.Metrics.held()
+	h.Metrics.stalled()
 	next := state
 	if next.FailedFires < ^uint32(0) {
 		next.FailedFires++
@@ -340,7 +340,7 @@ func (h *Handler) hold(ctx context.Context, fc timers.FireContext, t timers.DueT
 	return timers.Fired{
 		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.FailedFires), t.DueAtMs),
 		State:   value,
-		Batch:   store.Batch{Drain: true},
+		Batch:   store.Batch{Settles: true},
 		Backoff: true,
 	}, nil
 }
@@ -357,7 +357,7 @@ func (h *Handler) park(state schema.DeliveryState, s *stream, row store.Row) (ti
 		return timers.Fired{}, false, err
 	}
 	var b store.Batch
-	b.Drain = true
+	b.Settles = true
 	if !row.Found {
 		h.log().Warn("delivery stream has rows but no endpoint; parked", "namespace", s.ns, "endpoint", s.endpoint)
 		b.RequireAbsent(s.endpointKey)

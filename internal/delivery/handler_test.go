@@ -280,8 +280,8 @@ func TestAStoppedFireWritesNothingAndLeavesItsLease(t *testing.T) {
 			<-sink.entered
 			cancel()
 		}()
-		reg, _ := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
-		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(ctx, e.P, e.NowMs())
+		reg, _ := timers.NewHandlers(&Handler{Sink: sink, Clock: e.Clk})
+		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(ctx, e.P, e.NowMs())
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("run: %v, want canceled", err)
 		}
@@ -470,12 +470,12 @@ func TestAnAppendRacingTheCompletionDoesNotSendDeliveredRowsAgain(t *testing.T) 
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("first", "second")
 		sink := &capture{}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: e.Clk})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: e.Clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		racing := &appendAfterBacklogRead{NamespaceStore: e.St, e: e}
-		rep, err := timers.NewRunner(timers.RunnerConfig{Store: racing, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+		rep, err := timers.NewRunner(timers.RunnerConfig{Store: racing, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 		if err != nil {
 			t.Fatalf("run due: %v", err)
 		}

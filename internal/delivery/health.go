@@ -88,8 +88,8 @@ func (h *Handler) judge(f *firing, nowMs int64) judgement {
 }
 
 // failedSince is the fire's failed calls the endpoint is failing with
-// now: all of them when nothing was delivered, else those of a lingering
-// fire's last round when it delivered nothing (calls.refusedLast), as a
+// now: all of them when nothing was delivered, else those of the last page
+// a lingering fire took when it delivered nothing (calls.refusedLast), as a
 // fire of their own would have found them. Otherwise what was delivered
 // outweighs them.
 func failedSince(run *calls) []failed {
@@ -214,5 +214,5 @@ func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.Due
 	if err != nil {
 		return timers.Fired{}, false, err
 	}
-	return timers.Fired{DueAtMs: max(resume, t.DueAtMs), State: value, Batch: store.Batch{Drain: true}, Backoff: true}, true, nil
+	return timers.Fired{DueAtMs: max(resume, t.DueAtMs), State: value, Batch: store.Batch{Settles: true}, Backoff: true}, true, nil
 }

@@ -30,10 +30,7 @@ type env struct{ *outboxtest.Env }
 
 // eachBackend runs f on a fresh env of every configured backend.
 func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { f(t, setup(t, b.New(t))) })
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, setup(t, b.New(t))) })
 }
 
 func setup(t *testing.T, st store.NamespaceStore) *env {
@@ -222,11 +219,11 @@ func (e *env) state() schema.DeliveryState {
 // fire runs the partition's due timers once, as a driver would, with h.
 func (e *env) fire(h *Handler) timers.Report {
 	e.T.Helper()
-	reg, err := timers.NewRegistry(h)
+	reg, err := timers.NewHandlers(h)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+	rep, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 	if err != nil {
 		e.T.Fatalf("run due: %v", err)
 	}

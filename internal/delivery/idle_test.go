@@ -93,13 +93,13 @@ func TestABackoffIsFiredWhenItEndsWithoutAFullPoll(t *testing.T) {
 		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1")
 		sink := &failsFirst{calls: map[string]int{}, delivered: make(chan string, 1)}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		soon := newWaits()
-		f.start(Config{Store: cs, Registry: reg, Clock: clk, until: soon.after,
+		f.start(Config{Store: cs, Handlers: reg, Clock: clk, until: soon.after,
 			after: func(time.Duration) <-chan time.Time { return nil }}) // no full poll but the first
 		// The first fire fails and backs off; the driver learns when to.
 		var dueMs int64
@@ -143,12 +143,12 @@ func TestATimerAnotherProcessWroteIsFoundByTheNextFullPoll(t *testing.T) {
 		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.endpoint("later", "billing", schema.Endpoint{Enabled: true})
 		sink := newTally(2)
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		full, soon := newWaits(), newWaits()
-		f.start(Config{Store: f.st, Registry: reg, Clock: clk, after: full.after, until: soon.after})
+		f.start(Config{Store: f.st, Handlers: reg, Clock: clk, after: full.after, until: soon.after})
 		full.awaitWait(t, DefaultPollInterval)
 		// Written as another process would, without waking this driver.
 		f.seed("acme", "r-1")

@@ -59,12 +59,12 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			f.endpoint(ns, "commits", schema.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []schema.Kind{schema.KindCommitted}})
 		}
 		sink := &flaky{rng: rand.New(rand.NewPCG(seed, 1)), taken: map[string]int{}}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var d *Driver
-		d, err = New(Config{Store: f.st, Registry: reg, Clock: clk, Concurrency: 4, after: func(wait time.Duration) <-chan time.Time {
+		d, err = New(Config{Store: f.st, Handlers: reg, Clock: clk, Concurrency: 4, after: func(wait time.Duration) <-chan time.Time {
 			d.mu.Lock()
 			idle := len(d.inFlight) == 0
 			d.mu.Unlock()
@@ -92,17 +92,17 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(w)+2))
 				for i := 0; i < 60; {
 					ns := namespaces[rng.IntN(len(namespaces))]
-					var batch []schema.Outcome
+					var list []schema.Outcome
 					for range 1 + rng.IntN(5) {
 						rid := fmt.Sprintf("w%d-%03d", w, i)
 						o := outboxtest.Committed(rid)
 						if rng.IntN(3) == 0 {
 							o = outboxtest.Aborted(rid)
 						}
-						batch = append(batch, o)
+						list = append(list, o)
 						i++
 					}
-					st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, batch)
+					st, err := f.app.Append(f.ctx, store.Partition{Namespace: ns}, list)
 					if err != nil {
 						t.Errorf("append: %v", err)
 						return
@@ -110,12 +110,12 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 					wmu.Lock()
 					for k, s := range st {
 						if s.Code != outbox.Accepted {
-							t.Errorf("append %s: %s", batch[k].ReservationID, s.Code)
+							t.Errorf("append %s: %s", list[k].ReservationID, s.Code)
 							continue
 						}
-						want[ns+"/all/"+batch[k].ReservationID] = true
-						if batch[k].Committed != nil {
-							want[ns+"/commits/"+batch[k].ReservationID] = true
+						want[ns+"/all/"+list[k].ReservationID] = true
+						if list[k].Committed != nil {
+							want[ns+"/commits/"+list[k].ReservationID] = true
 						}
 					}
 					wmu.Unlock()
@@ -133,7 +133,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			left := 0
 			for _, ns := range namespaces {
 				p := store.Partition{Namespace: ns}
-				if _, err := timers.NewRunner(timers.RunnerConfig{Store: f.st, Registry: reg, Clock: clk}).RunDue(f.ctx, p, clk.Now().UnixMilli()); err != nil {
+				if _, err := timers.NewRunner(timers.RunnerConfig{Store: f.st, Handlers: reg, Clock: clk}).RunDue(f.ctx, p, clk.Now().UnixMilli()); err != nil {
 					t.Fatalf("drain %s: %v", ns, err)
 				}
 				rows, err := timers.All(f.ctx, f.st, p)

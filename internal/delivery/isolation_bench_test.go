@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -145,19 +145,19 @@ func benchBesideHangers(b *testing.B, hanging int) {
 		endpoint(fmt.Sprintf("ok-%02d", i), healthy.URL+"/hooks")
 	}
 
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		MaxConns: (DefaultConcurrency + DefaultSlowConcurrency) * schema.MaxMaxInFlight})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(ch.CloseIdleConnections)
-	sink := &Webhooks{Sender: &hooks.Sender{Channel: ch}, Audience: "https://relay.example.com"}
+	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "https://relay.example.com"}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // a warning per cut call
-	reg, err := timers.NewRegistry(&Handler{Sink: sink, Logger: quiet})
+	reg, err := timers.NewHandlers(&Handler{Sink: sink, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := New(Config{Store: st, Registry: reg, Logger: quiet})
+	d, err := New(Config{Store: st, Handlers: reg, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 	d.cfg.Metrics.inFlight(d.main, d.slow)
 	d.inFlight[id] = false
 	d.workers.Add(1)
-	d.fires.Go(func() {
+	d.cfg.Goroutines.Go(func() {
 		defer d.workers.Done()
 		var unwatch func()
 		if !slow {

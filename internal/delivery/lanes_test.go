@@ -122,14 +122,14 @@ func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 // fleet's unless cfg names one.
 func lanesDriver(f *fleet, sink Sink, cfg Config) *Driver {
 	f.t.Helper()
-	reg, err := timers.NewRegistry(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, Metrics: cfg.Metrics})
+	reg, err := timers.NewHandlers(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, Metrics: cfg.Metrics})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	if cfg.Store == nil {
 		cfg.Store = f.st
 	}
-	cfg.Registry = reg
+	cfg.Handlers = reg
 	if cfg.after == nil {
 		cfg.after = never // the poll interval never ends: every launch is the driver's own doing
 	}
@@ -420,7 +420,7 @@ func TestAStreamWaitingForTheSlowLaneIsNotOvertakenByFiresThatStartedWaitingAfte
 			f.dueAt(ns, now-int64(3-i)*1000)
 		}
 		sink := &farSink{calls: make(chan farCall, 8), delivered: make(chan string, 8)}
-		reg, err := timers.NewRegistry(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, MaxRows: 1})
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, SinkTimeout: time.Hour, FireBudget: time.Hour, MaxRows: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +430,7 @@ func TestAStreamWaitingForTheSlowLaneIsNotOvertakenByFiresThatStartedWaitingAfte
 			return c
 		}
 		slowed := make(chan bool, 8)
-		d := f.start(Config{Store: f.st, Registry: reg, Concurrency: 1, SlowConcurrency: 1, slowTimer: immediate, after: never,
+		d := f.start(Config{Store: f.st, Handlers: reg, Concurrency: 1, SlowConcurrency: 1, slowTimer: immediate, after: never,
 			slowed: func(moved bool) { slowed <- moved }})
 		// The first fire moves to the slow lane, the second waits in moving.
 		var open []farCall

@@ -13,16 +13,16 @@ import (
 // label: their number is unbounded, and per-stream state is what the outbox
 // view is for. A nil *Metrics records nothing.
 type Metrics struct {
-	deliveries  *prometheus.CounterVec
-	latency     prometheus.Histogram
-	fires       *prometheus.CounterVec
-	synthetics  prometheus.Counter
-	due         prometheus.Gauge
-	takeovers   prometheus.Counter
-	lanes       *prometheus.GaugeVec
-	slowedFires prometheus.Counter
-	heldFires   prometheus.Counter
-	events      *prometheus.CounterVec
+	deliveries   *prometheus.CounterVec
+	latency      prometheus.Histogram
+	fires        *prometheus.CounterVec
+	synthetics   prometheus.Counter
+	due          prometheus.Gauge
+	takeovers    prometheus.Counter
+	lanes        *prometheus.GaugeVec
+	slowedFires  prometheus.Counter
+	stalledFires prometheus.Counter
+	events       *prometheus.CounterVec
 }
 
 // Delivery results, the values of relay_deliveries_total's result label.
@@ -72,8 +72,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "relay_fires_slowed_total",
 			Help: "Fires that outlasted the slow-lane threshold in the main lane.",
 		}),
-		heldFires: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "relay_fires_held_total",
+		stalledFires: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_fires_stalled_total",
 			Help: "Fires that sent nothing because the stream's backlog row counts beyond what the store can reduce; the row needs repair.",
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -81,7 +81,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Operator events emitted about endpoints, by type: endpoint.disabled, endpoint.failing, endpoint.recovered, endpoint.gone.",
 		}, []string{"type"}),
 	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires, m.heldFires, m.events} {
+	for _, c := range []prometheus.Collector{m.deliveries, m.latency, m.fires, m.synthetics, m.due, m.takeovers, m.lanes, m.slowedFires, m.stalledFires, m.events} {
 		if err := reg.Register(c); err != nil {
 			return nil, errors.Join(errors.New("register delivery metrics"), err)
 		}
@@ -158,9 +158,9 @@ func (m *Metrics) slowed() {
 	}
 }
 
-func (m *Metrics) held() {
+func (m *Metrics) stalled() {
 	if m != nil {
-		m.heldFires.Inc()
+		m.stalledFires.Inc()
 	}
 }
 

@@ -154,13 +154,13 @@ func eraseDuringFire(t *testing.T, e *env, rid string, fail ...string) ([]string
 		sink.fail[f] = true
 	}
 	h := &Handler{Sink: sink, Clock: e.Clk, Retention: 24 * time.Hour}
-	reg, err := timers.NewRegistry(h)
+	reg, err := timers.NewHandlers(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fired := make(chan error, 1)
 	go func() {
-		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+		_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 		fired <- err
 	}()
 	<-sink.arrived

@@ -155,7 +155,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	if disabling && acks.Len() == 0 && acks.Remaining().Rows > 0 {
 		// Nothing to acknowledge, and the disable does not depend on the
 		// backlog: its guard alone would only let ingest fail the disable.
-		b.Drain = true
+		b.Settles = true
 	} else {
 		acks.Plan(&b)
 	}

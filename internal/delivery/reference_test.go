@@ -21,9 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -348,7 +349,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 			sink.mu.Unlock()
 			return c, cancel
 		}
-		reg, err := timers.NewRegistry(h)
+		reg, err := timers.NewHandlers(h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +357,7 @@ func TestAHangingSinkIsCutAtTheTimeoutAndEndsTheFiresCalls(t *testing.T) {
 		// than hanging it.
 		done := make(chan error, 1)
 		go func() {
-			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Registry: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
+			_, err := timers.NewRunner(timers.RunnerConfig{Store: e.St, Handlers: reg, Clock: e.Clk}).RunDue(e.Ctx, e.P, e.NowMs())
 			done <- err
 		}()
 		select {
@@ -519,16 +520,16 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}))
 		defer srv.Close()
-		ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+		ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ch.CloseIdleConnections()
-		key, err := hooks.GenerateKey(rand.Reader)
+		key, err := signing.GenerateKey(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		signer, err := hooks.NewMkitSigner("relay-1", key)
+		signer, err := signing.NewMkitSigner("relay-1", key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -536,7 +537,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 		e.seed("retry")
 		// The sender shares the test's clock, so a retry's window moves.
 		sink := &Webhooks{Audience: "https://relay.example.com",
-			Sender: &hooks.Sender{Channel: ch, Mkit: signer, Now: e.Clk.Now}}
+			Sender: &outbound.Sender{Channel: ch, Mkit: signer, Now: e.Clk.Now}}
 		if rep := e.fire(&Handler{Sink: sink, Clock: e.Clk}); rep.Fired != 1 || e.backlogRows() != 1 {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}
@@ -544,7 +545,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 			t.Fatalf("report %+v, backlog %d", rep, e.backlogRows())
 		}
 		first, second := <-seen, <-seen
-		for _, h := range []string{hooks.HeaderMkitNonce, hooks.HeaderMkitCreatedAt, hooks.HeaderMkitSignature} {
+		for _, h := range []string{signing.HeaderMkitNonce, signing.HeaderMkitCreatedAt, signing.HeaderMkitSignature} {
 			if first.Get(h) == "" || first.Get(h) == second.Get(h) {
 				t.Fatalf("%s: %q then %q, want a fresh value on the retry", h, first.Get(h), second.Get(h))
 			}

@@ -1,6 +1,3 @@
-// Package delivery delivers each stream's outcomes to its endpoint: the
-// outcome-delivery timer handler (one stream's fire) and the driver that
-// fires many streams at once.
 package delivery
 
 import (
@@ -60,7 +57,7 @@ type Error struct {
 	// Reason says what happened, in a fixed phrase.
 	Reason string
 	// Excerpt is the start of the endpoint's answer body, as it sent it,
-	// at most hooks.MaxExcerptBytes: stored on the attempt row through
+	// at most outbound.MaxExcerptBytes: stored on the attempt row through
 	// schema.Excerpt, never logged, never in Error's text.
 	Excerpt []byte
 }

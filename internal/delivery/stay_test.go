@@ -81,11 +81,11 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 		}
 
 		clk.Set(stayed.DueAtMs)
-		reg, err := timers.NewRegistry(h)
+		reg, err := timers.NewHandlers(h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := timers.NewRunner(timers.RunnerConfig{Store: f.st, Registry: reg, Clock: clk})
+		r := timers.NewRunner(timers.RunnerConfig{Store: f.st, Handlers: reg, Clock: clk})
 		report, err := r.RunDue(f.ctx, p, stayed.DueAtMs)
 		if err != nil || report.Done != 1 {
 			t.Fatalf("at the lease's end: %+v, %v; want the stayed timer fired and done", report, err)

@@ -7,18 +7,19 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Error classes Webhooks assigns before or instead of a call. A failed call
-// keeps the class the channel gave it (hooks.Class: "status", "gone",
+// keeps the class the channel gave it (outbound.Class: "status", "gone",
 // "connect", ...).
 const (
 	// ClassURL: the endpoint's URL does not parse (the channel's own URL
 	// rules answer with the same class).
-	ClassURL = string(hooks.ClassURL)
+	ClassURL = string(outbound.ClassURL)
 	// ClassUnsignable: the attempt could not be signed (no signing key, a
 	// malformed secret, an unknown scheme). Retrying cannot help until the
 	// configuration changes.
@@ -31,7 +32,7 @@ const (
 // call signs afresh (new nonce, created-at and signature) over the same
 // body and message id, so a retry is a new request for the same message.
 type Webhooks struct {
-	Sender *hooks.Sender
+	Sender *outbound.Sender
 	// Audience is relay's own public origin, written into every body as
 	// data.audience; the signature's audience is the endpoint's origin.
 	Audience string
@@ -86,15 +87,15 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 		// url.Error's text holds the URL, whose query may carry a token.
 		return 0, &Error{Class: ClassURL, Reason: "endpoint URL does not parse"}
 	}
-	var scheme hooks.Scheme
+	var scheme signing.Scheme
 	switch o.Endpoint.Scheme {
 	case schema.SchemeMkitHookV2, "":
 		// An unset scheme is the default, as Endpoint.WithDefaults has it.
-		scheme = hooks.SchemeMkit
+		scheme = signing.SchemeMkit
 	case schema.SchemeStandardWebhooks:
-		scheme = hooks.SchemeStandard
+		scheme = signing.SchemeStandard
 	case schema.SchemeStandardWebhooksV1a:
-		scheme = hooks.SchemeStandardV1a
+		scheme = signing.SchemeStandardV1a
 	default:
 		return 0, unsignable()
 	}
@@ -115,7 +116,7 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 		}
 		return 0, e
 	}
-	msg := hooks.Message{
+	msg := outbound.Message{
 		ID:   outbox.MessageID(o.Namespace, o.EndpointID, o.Seq, o.Outcome.ReservationID),
 		Body: body,
 	}
@@ -126,15 +127,15 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 			headers[k] = string(v)
 		}
 	}
-	status, err := w.Sender.SendStatus(ctx, hooks.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, PrivateKeys: keys, Headers: headers}, msg)
+	status, err := w.Sender.SendStatus(ctx, outbound.Target{URL: u, Scheme: scheme, Namespace: o.Namespace, Secrets: secrets, PrivateKeys: keys, Headers: headers}, msg)
 	if err == nil {
 		return status, nil
 	}
-	var he *hooks.Error
+	var he *outbound.Error
 	switch {
 	case errors.As(err, &he):
 		return 0, &Error{Class: string(he.Class), Status: he.Status, RetryAfter: he.RetryAfter, Gone: he.Gone, Reason: he.Error(), Excerpt: he.Excerpt}
-	case errors.Is(err, hooks.ErrUnsignable):
+	case errors.Is(err, outbound.ErrUnsignable):
 		return 0, unsignable()
 	}
 	// Send documents no other error; its text is not known to be safe.

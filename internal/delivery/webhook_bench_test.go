@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // BenchmarkWebhooksDeliver is one delivery call as the handler makes it:
@@ -25,16 +26,16 @@ func BenchmarkWebhooksDeliver(b *testing.B) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	b.Cleanup(srv.Close)
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(ch.CloseIdleConnections)
-	signer, err := hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	signer, err := signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink := &Webhooks{Sender: &hooks.Sender{Channel: ch, Mkit: signer}, Audience: "https://relay.example.com"}
+	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch, Mkit: signer}, Audience: "https://relay.example.com"}
 	secret := schema.Secret(schema.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
 	for _, scheme := range []schema.Scheme{schema.SchemeStandardWebhooks, schema.SchemeMkitHookV2} {
 		parcel := Parcel{

@@ -15,9 +15,10 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // Helpers of the webhook sink's tests; names start with wh so they stay
@@ -54,7 +55,7 @@ type whBundle struct {
 	srv    *httptest.Server
 	reqs   chan whReceived
 	now    time.Time
-	signer *hooks.MkitSigner
+	signer *signing.MkitSigner
 	sink   *delivery.Webhooks
 }
 
@@ -79,7 +80,7 @@ func whSetup(t *testing.T, answer func(w http.ResponseWriter)) *whBundle {
 	}))
 	t.Cleanup(b.srv.Close)
 
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +89,11 @@ func whSetup(t *testing.T, answer func(w http.ResponseWriter)) *whBundle {
 	for i := range seed {
 		seed[i] = 1 + byte(i)
 	}
-	if b.signer, err = hooks.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(seed)); err != nil {
+	if b.signer, err = signing.NewMkitSigner("relay-1", ed25519.NewKeyFromSeed(seed)); err != nil {
 		t.Fatal(err)
 	}
 	b.sink = &delivery.Webhooks{
-		Sender:   &hooks.Sender{Channel: ch, Mkit: b.signer, Now: func() time.Time { return b.now }},
+		Sender:   &outbound.Sender{Channel: ch, Mkit: b.signer, Now: func() time.Time { return b.now }},
 		Audience: whAudience,
 	}
 	return b
@@ -142,12 +143,12 @@ func (b *whBundle) none(t *testing.T) {
 // list as relay serves it.
 func (b *whBundle) mkitVerifier(t *testing.T) *hookverify.MkitVerifier {
 	t.Helper()
-	list, err := hooks.NewKeyList(b.signer.PublicKey())
+	list, err := signing.NewKeyList(b.signer.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	signing.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	keys, err := hookverify.ParseKeyList(rec.Body.Bytes())
 	if err != nil {
 		t.Fatalf("receiver cannot parse the served key list: %v", err)
@@ -343,7 +344,7 @@ func TestWebhooksGoneEndpointIsReportedGone(t *testing.T) {
 	err := b.sink.Deliver(context.Background(), b.outcome(schema.SchemeMkitHookV2))
 	b.one(t)
 	e := b.sinkError(t, err)
-	if !e.Gone || e.Status != http.StatusGone || e.Class != string(hooks.ClassGone) {
+	if !e.Gone || e.Status != http.StatusGone || e.Class != string(outbound.ClassGone) {
 		t.Errorf("got %+v, want Gone, status 410, class gone", e)
 	}
 }
@@ -357,7 +358,7 @@ func TestWebhooksRetryAfterIsPassedOn(t *testing.T) {
 	err := b.sink.Deliver(context.Background(), b.outcome(schema.SchemeStandardWebhooks, whSecret(1)))
 	b.one(t)
 	e := b.sinkError(t, err)
-	if e.RetryAfter != 7*time.Second || e.Status != http.StatusServiceUnavailable || e.Gone || e.Class != string(hooks.ClassStatus) {
+	if e.RetryAfter != 7*time.Second || e.Status != http.StatusServiceUnavailable || e.Gone || e.Class != string(outbound.ClassStatus) {
 		t.Errorf("got %+v, want RetryAfter 7s, status 503, class status", e)
 	}
 	if e.Reason == "" {
@@ -437,7 +438,7 @@ func TestWebhooksExcerptIsOnlyTheStartOfTheAnswer(t *testing.T) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				sent = r.Header.Clone()
 				var names, values strings.Builder
-				for len(names.String()) < 2*hooks.MaxExcerptBytes {
+				for len(names.String()) < 2*outbound.MaxExcerptBytes {
 					for k, v := range r.Header {
 						names.WriteString(k + "\n")
 						values.WriteString(k + ": " + strings.Join(v, ",") + "\n")
@@ -449,8 +450,8 @@ func TestWebhooksExcerptIsOnlyTheStartOfTheAnswer(t *testing.T) {
 			})
 			err := b.sink.Deliver(t.Context(), b.outcome(scheme, whSecret(1)))
 			e := b.sinkError(t, err)
-			if e.Status != http.StatusBadRequest || string(e.Excerpt) != string(answer[:hooks.MaxExcerptBytes]) {
-				t.Fatalf("status %d, excerpt %q: want the first %d bytes of the answer", e.Status, e.Excerpt, hooks.MaxExcerptBytes)
+			if e.Status != http.StatusBadRequest || string(e.Excerpt) != string(answer[:outbound.MaxExcerptBytes]) {
+				t.Fatalf("status %d, excerpt %q: want the first %d bytes of the answer", e.Status, e.Excerpt, outbound.MaxExcerptBytes)
 			}
 			if strings.Contains(e.Error(), string(answer[:16])) {
 				t.Fatalf("error text %q holds the answer", e.Error())

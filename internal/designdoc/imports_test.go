@@ -18,6 +18,9 @@ import (
 // listed is what go list says of one package.
 type listed struct {
 	ImportPath string
+	Dir        string
+	Name       string
+	GoFiles    []string
 	Imports    []string
 	Module     *struct{ Path string }
 	Error      *struct{ Err string }
@@ -33,7 +36,7 @@ func goList(t *testing.T, root string) []listed {
 		// test binary run by hand.
 		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	cmd := exec.Command(gobin, "list", "-e", "-json=ImportPath,Imports,Module,Error", "./...")
+	cmd := exec.Command(gobin, "list", "-e", "-json=ImportPath,Dir,Name,GoFiles,Imports,Module,Error", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

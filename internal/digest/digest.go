@@ -1,4 +1,3 @@
-// Package digest computes BLAKE3 digests with reused hashers.
 package digest
 
 import (

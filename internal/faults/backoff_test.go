@@ -22,10 +22,8 @@ import (
 // before is what bounds the calls of any longer span. The minute itself is
 // counted, on a clock of its own, in the delivery package's tests.
 func TestADeadEndpointBacksOff(t *testing.T) {
-	s := newSuite(t)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns, id, n, calls = "dead", "dead", 200, 5
-	notify := make(chan struct{}, 1)
 	rc := newReceiver(t, id, notify, func(string, int) relaytest.Answer { return relaytest.Answer{Status: http.StatusInternalServerError} })
 	// Registered disabled, so every row is waiting when the first call comes.
 	put := func(status int, enabled bool) {
@@ -41,14 +39,12 @@ func TestADeadEndpointBacksOff(t *testing.T) {
 	}
 	put(http.StatusOK, true)
 
-	deadline := time.After(settleWithin)
-	for len(arrivals(rc)) < calls {
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d calls after %v, want %d", len(arrivals(rc)), settleWithin, calls)
+	relaytest.Eventually(t, settleWithin, notify, func() error {
+		if got := len(arrivals(rc)); got < calls {
+			return fmt.Errorf("%d calls after %v, want %d", got, settleWithin, calls)
 		}
-	}
+		return nil
+	})
 	at := arrivals(rc)
 	var line strings.Builder
 	for _, a := range at {

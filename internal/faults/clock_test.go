@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/delivery"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
@@ -45,16 +46,16 @@ func TestClockJumps(t *testing.T) {
 	wall := &jumpingClock{}
 	// As cmd/relay does: one clock, never going backward, for everything.
 	clk := clock.NewSteady(wall)
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := &delivery.Handler{Sink: &delivery.Webhooks{Sender: &hooks.Sender{Channel: ch}, Audience: "http://relay.test"}, Clock: clk}
-	reg, err := timers.NewRegistry(handler, &outbox.SeenSweeper{})
+	handler := &delivery.Handler{Sink: &delivery.Webhooks{Sender: &outbound.Sender{Channel: ch}, Audience: "http://relay.test"}, Clock: clk}
+	reg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := delivery.New(delivery.Config{Store: st, Registry: reg, Clock: clk})
+	drv, err := delivery.New(delivery.Config{Store: st, Handlers: reg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +127,12 @@ func TestClockJumps(t *testing.T) {
 	appendAll("ahead", 5)
 	// Back as soon as a row has failed under the clock ahead: its retry is
 	// dated 10 minutes on.
-	deadline := time.After(settleWithin)
-	for !failedAhead(targets) {
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatal("no row failed while the clock was ahead")
+	relaytest.Eventually(t, settleWithin, notify, func() error {
+		if !failedAhead(targets) {
+			return errors.New("no row failed while the clock was ahead")
 		}
-	}
+		return nil
+	})
 	t.Logf("%.2fs: jump back", time.Since(start).Seconds())
 	// Nothing is posted after the jump back: an append would pull the
 	// stream's timer to now and hide a stall.

@@ -53,6 +53,8 @@ func startRedis(t testing.TB, extra ...string) *redistest.Server {
 type suite struct {
 	t     testing.TB
 	redis *redistest.Server
+	// cluster is the Redis Cluster of the suite's own, if it runs on one.
+	cluster *cluster
 	// redisURL is what relays connect to: redis's, or a cluster's seeds.
 	redisURL string
 	relaytest.Credentials
@@ -71,6 +73,15 @@ func newSuite(t testing.TB, redisArgs ...string) *suite {
 func newSuiteOn(t testing.TB, redis *redistest.Server, url string) *suite {
 	t.Helper()
 	return &suite{t: t, redis: redis, redisURL: url, Credentials: relaytest.NewCredentials(t, "faults")}
+}
+
+// newCase is the start of most cases: a suite on a redis-server of its
+// own, one relay, "a", and the channel the case's receivers notify of
+// each request.
+func newCase(t testing.TB) (*suite, *relayProc, chan struct{}) {
+	t.Helper()
+	s := newSuite(t)
+	return s, s.startRelay("a"), make(chan struct{}, 1)
 }
 
 // relayProc is one relay process of the suite, restartable on the same
@@ -124,14 +135,14 @@ type producer struct {
 	s *suite
 	// relays are tried in turn; a killed one refuses connections.
 	relays []*relayProc
-	// batch is the outcomes per request; 1 posts single outcomes.
-	batch int
+	// perRequest is the outcomes per request; 1 posts single outcomes.
+	perRequest int
 	// giveUp bounds the retries of one request.
 	giveUp time.Duration
 
 	mu       sync.Mutex
 	accepted map[string][]string // ns -> reservation ids
-	// posted are the ids ever sent, accepted or not: a batch refused
+	// posted are the ids ever sent, accepted or not: a list refused
 	// midway may have stored its first outcomes, which are then delivered.
 	posted map[string]map[string]bool
 	// acceptedAt is when each id's request was answered 202.
@@ -146,8 +157,8 @@ type producer struct {
 	stop <-chan struct{}
 }
 
-func newProducer(s *suite, batch int, relays ...*relayProc) *producer {
-	return &producer{s: s, relays: relays, batch: batch, giveUp: 60 * time.Second, accepted: map[string][]string{}, posted: map[string]map[string]bool{}, acceptedAt: map[string]time.Time{}, codes: map[int]int{}}
+func newProducer(s *suite, perRequest int, relays ...*relayProc) *producer {
+	return &producer{s: s, relays: relays, perRequest: perRequest, giveUp: 60 * time.Second, accepted: map[string][]string{}, posted: map[string]map[string]bool{}, acceptedAt: map[string]time.Time{}, codes: map[int]int{}}
 }
 
 func (p *producer) relay() *relayProc {
@@ -157,7 +168,7 @@ func (p *producer) relay() *relayProc {
 	return p.relays[p.next%len(p.relays)]
 }
 
-// post sends rids of ns in requests of p.batch, from workers goroutines,
+// post sends rids of ns in requests of p.perRequest, from workers goroutines,
 // and returns when each request was accepted or given up.
 func (p *producer) post(ns string, rids []string, workers int) {
 	reqs := make(chan []string)
@@ -171,9 +182,9 @@ func (p *producer) post(ns string, rids []string, workers int) {
 			}
 		}()
 	}
-	for i := 0; i < len(rids); i += p.batch {
+	for i := 0; i < len(rids); i += p.perRequest {
 		select {
-		case reqs <- rids[i:min(i+p.batch, len(rids))]:
+		case reqs <- rids[i:min(i+p.perRequest, len(rids))]:
 		case <-p.stop:
 		}
 	}
@@ -231,14 +242,14 @@ func (p *producer) send(ns string, rids []string) {
 }
 
 // record keeps the ids the answer accepted: every id of a single outcome,
-// the items of a batch that were accepted or duplicates.
+// the items of a list that were accepted or duplicates.
 func (p *producer) record(ns string, rids []string, v map[string]any) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	results, isBatch := v["results"].([]any)
+	results, isList := v["results"].([]any)
 	for i, rid := range rids {
-		if isBatch {
+		if isList {
 			m, _ := results[min(i, len(results)-1)].(map[string]any)
 			if st, _ := m["status"].(string); i >= len(results) || (st != "accepted" && st != "duplicate") {
 				continue
@@ -266,6 +277,13 @@ func (p *producer) postedTo(ns string) map[string]bool {
 		out[rid] = true
 	}
 	return out
+}
+
+// count is how many requests the API answered with code.
+func (p *producer) count(code int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.codes[code]
 }
 
 func (p *producer) total() int {
@@ -307,8 +325,7 @@ func rids(prefix string, n int) []string {
 // target of another namespace.
 func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target) {
 	t.Helper()
-	deadline := time.After(settleWithin)
-	for {
+	relaytest.Eventually(t, settleWithin, notify, func() error {
 		left := 0
 		for _, tg := range targets {
 			if errs := tg.rc.Rejections(); len(errs) > 0 {
@@ -316,15 +333,11 @@ func settle(t testing.TB, p *producer, notify <-chan struct{}, targets ...target
 			}
 			left += tg.rc.Missing(p.acceptedOf(tg.ns))
 		}
-		if left == 0 {
-			break
+		if left > 0 {
+			return fmt.Errorf("%d deliveries missing after %s", left, settleWithin)
 		}
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d deliveries missing after %s", left, settleWithin)
-		}
-	}
+		return nil
+	})
 	for _, tg := range targets {
 		if s := tg.rc.Strangers(p.postedTo(tg.ns)); len(s) > 0 {
 			t.Fatalf("receiver %s had outcomes it should not: %v", tg.rc.Name, s[:min(len(s), 5)])

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -57,14 +58,12 @@ func TestAFailingEndpointIsDisabledAndRecoversOnTwoProcesses(t *testing.T) {
 	}
 	await := func(what string, within time.Duration, done func() bool) {
 		t.Helper()
-		deadline := time.After(within)
-		for !done() {
-			select {
-			case <-notify:
-			case <-deadline:
-				t.Fatalf("%s: not within %v; the operator received %v", what, within, ops.Arrivals())
+		relaytest.Eventually(t, within, notify, func() error {
+			if !done() {
+				return fmt.Errorf("%s: not within %v; the operator received %v", what, within, ops.Arrivals())
 			}
-		}
+			return nil
+		})
 	}
 	// Calls at about 0, 1.1, 3.3 s: the one past 3 s disables.
 	await("disabled as failing", 30*time.Second, func() bool {

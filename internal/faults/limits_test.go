@@ -46,19 +46,16 @@ func limitedStream(t *testing.T, a, b *relayProc, ns string, rc *relaytest.Recei
 // limit runs out of rows early), and returns its arrivals in time order.
 func awaitSpan(t *testing.T, rc *relaytest.Receiver, notify <-chan struct{}, span time.Duration, done int) []relaytest.Arrival {
 	t.Helper()
-	deadline := time.After(span + settleWithin)
-	for {
-		at := rc.Arrivals()
+	var at []relaytest.Arrival
+	relaytest.Eventually(t, span+settleWithin, notify, func() error {
+		at = rc.Arrivals()
 		slices.SortFunc(at, func(x, y relaytest.Arrival) int { return x.At.Compare(y.At) })
 		if len(at) > 0 && (at[len(at)-1].At.Sub(at[0].At) >= span || rc.Deliveries() >= done) {
-			return at
+			return nil
 		}
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("%d calls, none %v after the first", len(at), span)
-		}
-	}
+		return fmt.Errorf("%d calls, none %v after the first", len(at), span)
+	})
+	return at
 }
 
 // window counts the arrivals in [from, to) after the first, and how many

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -14,9 +15,7 @@ import (
 // TestMisbehavingReceivers delivers one namespace's outcomes to seven
 // endpoints at once, each with a receiver that misbehaves in its own way.
 func TestMisbehavingReceivers(t *testing.T) {
-	s := newSuite(t)
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns, n = "receivers", 32
 
 	// Refusing each outcome twice, the stream fails throughout its first
@@ -127,20 +126,15 @@ func TestMisbehavingReceivers(t *testing.T) {
 // awaitEndpoint polls an endpoint's view until cond holds.
 func awaitEndpoint(t testing.TB, r *relayProc, ns, id string, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleWithin)
-	for {
-		v := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/endpoints/"+id, nil)
-		if cond(v) {
-			return v
+	var v map[string]any
+	relaytest.Eventually(t, settleWithin, nil, func() error {
+		v = r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/endpoints/"+id, nil)
+		if !cond(v) {
+			return fmt.Errorf("endpoint %s/%s never reached the state wanted: %v", ns, id, v)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("endpoint %s/%s never reached the state wanted: %v", ns, id, v)
-		}
-	}
+		return nil
+	})
+	return v
 }
 
 // latencies are, per accepted id the receiver had delivered, the time from

@@ -14,9 +14,7 @@ import (
 // outcome of the range reaches the receiver again: none is lost, none
 // queued twice by the job.
 func TestKillNineDuringARecovery(t *testing.T) {
-	s := newSuite(t)
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns, n = "recover", 5000
 	rc := newReceiver(t, ns, notify, relaytest.OK)
 	r.endpoint(ns, "hook", rc, 16)
@@ -55,32 +53,23 @@ func TestKillNineDuringARecovery(t *testing.T) {
 		t.Fatalf("the job was done at the kill: %v", first)
 	}
 
-	deadline := time.After(settleWithin)
-	for {
+	// One bound for both waits.
+	deadline := time.Now().Add(settleWithin)
+	relaytest.Eventually(t, settleWithin, notify, func() error {
 		got := r.must(http.StatusOK, http.MethodGet, status, nil)
-		if got["state"] == "done" {
-			if got["queued"] != float64(n) {
-				t.Fatalf("job %v: want %d queued", got, n)
-			}
-			break
+		if got["state"] != "done" {
+			return fmt.Errorf("the recovery never finished: %v", got)
 		}
-		select {
-		case <-notify:
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("the recovery never finished: %v", got)
+		if got["queued"] != float64(n) {
+			t.Fatalf("job %v: want %d queued", got, n)
 		}
-	}
-	for {
-		delivered, dups := rc.Counts(ids)
-		if delivered == n && dups >= n {
-			break
+		return nil
+	})
+	relaytest.Eventually(t, time.Until(deadline), notify, func() error {
+		if delivered, dups := rc.Counts(ids); delivered != n || dups < n {
+			return fmt.Errorf("after the recovery %d of %d outcomes reached the receiver again", dups, n)
 		}
-		select {
-		case <-notify:
-		case <-deadline:
-			t.Fatalf("after the recovery %d of %d outcomes reached the receiver again", dups, n)
-		}
-	}
+		return nil
+	})
 	t.Logf("faults: recovery, kill -9       %d outcomes recovered, job done %.2fs after the kill (lease 30s)", n, time.Since(killed).Seconds())
 }

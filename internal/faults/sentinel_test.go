@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/testlog"
 )
 
@@ -47,7 +48,7 @@ func startSentinel(t *testing.T, masterPort int) string {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		lastErr = poll(t, exited, 10*time.Second, func() bool { return c.Ping(context.Background()).Err() == nil })
+		lastErr = poll(exited, 10*time.Second, func() bool { return c.Ping(context.Background()).Err() == nil })
 		_ = c.Close()
 		if lastErr == nil {
 			return addr
@@ -59,8 +60,9 @@ func startSentinel(t *testing.T, masterPort int) string {
 }
 
 // poll calls ok every 20 ms until it holds, gone closes or within passes.
-func poll(t testing.TB, gone <-chan struct{}, within time.Duration, ok func() bool) error {
-	t.Helper()
+// Unlike relaytest.Poll it gives up at once when the process it waits for
+// exits, so that startSentinel tries another port.
+func poll(gone <-chan struct{}, within time.Duration, ok func() bool) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(within)
@@ -91,15 +93,9 @@ func startSentinelTopology(t *testing.T) *sentinelTopology {
 	// it could be promoted back and wipe the replica by a full sync.
 	// No diskless-sync delay (5 s by default), so the replica links at once.
 	tp := &sentinelTopology{master: startRedis(t, "--repl-diskless-sync-delay", "0")}
-	tp.replica = redistest.StartServer(t, "--replicaof", "127.0.0.1", strconv.Itoa(tp.master.Port))
 	// Until its first sync the replica holds nothing: a failover then
 	// would lose everything at any durability.
-	if err := poll(t, nil, 30*time.Second, func() bool {
-		info, _ := tp.replica.Client.Info(context.Background(), "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	}); err != nil {
-		t.Fatalf("the replica did not link: %v", err)
-	}
+	tp.replica = redistest.StartReplica(t, tp.master)
 	var addrs []string
 	for range 3 {
 		addr := startSentinel(t, tp.master.Port)
@@ -111,14 +107,13 @@ func startSentinelTopology(t *testing.T) *sentinelTopology {
 	// A failover needs the quorum to agree: each Sentinel must have found
 	// the replica and the two others.
 	for i, sc := range tp.sentinels {
-		err := poll(t, nil, 30*time.Second, func() bool {
+		relaytest.Eventually(t, 30*time.Second, nil, func() error {
 			m, err := sc.Master(context.Background(), sentinelMaster).Result()
-			return err == nil && m["num-slaves"] == "1" && m["num-other-sentinels"] == "2"
+			if err != nil || m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" {
+				return fmt.Errorf("sentinel %d did not see the replica and the other sentinels: not within 30s (%v)", i, m)
+			}
+			return nil
 		})
-		if err != nil {
-			m, _ := sc.Master(context.Background(), sentinelMaster).Result()
-			t.Fatalf("sentinel %d did not see the replica and the other sentinels: %v (%v)", i, err, m)
-		}
 	}
 	tp.url = "redis+sentinel://" + strings.Join(addrs, ",") + "/" + sentinelMaster
 	return tp
@@ -129,13 +124,13 @@ func (tp *sentinelTopology) awaitPromotion(t *testing.T) {
 	t.Helper()
 	want := strconv.Itoa(tp.replica.Port)
 	for i, sc := range tp.sentinels {
-		err := poll(t, nil, 30*time.Second, func() bool {
+		relaytest.Eventually(t, 30*time.Second, nil, func() error {
 			a, err := sc.GetMasterAddrByName(context.Background(), sentinelMaster).Result()
-			return err == nil && len(a) == 2 && a[1] == want
+			if err != nil || len(a) != 2 || a[1] != want {
+				return fmt.Errorf("sentinel %d did not promote the replica: not within 30s (%v, %v)", i, a, err)
+			}
+			return nil
 		})
-		if err != nil {
-			t.Fatalf("sentinel %d did not promote the replica: %v", i, err)
-		}
 	}
 }
 

@@ -1,10 +1,9 @@
 package faults
 
 import (
-	"context"
+	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,65 +15,6 @@ import (
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/store"
 )
-
-// TestFullRedis fills Redis to its maxmemory (noeviction) while outcomes
-// flow: ingest is refused with a retryable 503 and writes nothing, delivery
-// goes on and frees memory, and ingest recovers.
-func TestFullRedis(t *testing.T) {
-	s := newSuite(t, "--maxmemory-policy", "noeviction")
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
-	targets := spread(t, r, "full", 2, 1, notify, slowish)
-
-	// A little room above what Redis holds now, so the fill is quick.
-	info, err := s.redis.Client.InfoMap(t.Context(), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used, err := strconv.Atoi(info["Memory"]["used_memory"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.redis.Client.ConfigSet(t.Context(), "maxmemory", strconv.Itoa(used+2<<20)).Err(); err != nil {
-		t.Fatal(err)
-	}
-
-	start := time.Now()
-	p := newProducer(s, 50, r)
-	// Producers stop once Redis has refused a few requests for want of
-	// memory; the rest of what they held is given up, not accepted.
-	ctx, stopPosting := context.WithCancel(t.Context())
-	p.stop = ctx.Done()
-	posted := postInBackground(p, targets, 4000, 2)
-	tick := time.NewTicker(10 * time.Millisecond)
-	for refused := 0; refused < 10; {
-		select {
-		case <-tick.C:
-		case <-posted:
-			t.Fatalf("every outcome was accepted: Redis never filled up (%s)", p.answers())
-		}
-		p.mu.Lock()
-		refused = p.codes[http.StatusServiceUnavailable]
-		p.mu.Unlock()
-	}
-	tick.Stop()
-	stopPosting()
-	<-posted
-	settle(t, p, notify, targets...)
-	_, dups := report(t, "Redis full", p, time.Since(start), targets...)
-	boundDuplicates(t, dups, p.total()*len(targets))
-	checkAnswers(t, p, true)
-	emptyOutbox(t, r, targets)
-
-	// Delivery freed the memory: ingest takes outcomes again.
-	before := p.total()
-	p.stop = nil
-	p.post(targets[0].ns, rids("after-full", 5), 1)
-	if p.total() != before+5 {
-		t.Fatalf("ingest did not recover once delivery freed memory: %s", p.answers())
-	}
-	settle(t, p, notify, targets...)
-}
 
 // TestEvictingRedisIsReported starts relay on a Redis that may evict keys:
 // it starts, warns, and /readyz says why it is not ready.
@@ -99,9 +39,7 @@ func TestEvictingRedisIsReported(t *testing.T) {
 // rows behind it are delivered, it stays and shows in the outbox view, and
 // a fixed record or a forced delete of the endpoint clears it.
 func TestPoisonRow(t *testing.T) {
-	s := newSuite(t)
-	notify := make(chan struct{}, 1)
-	r := s.startRelay("a")
+	s, r, notify := newCase(t)
 	const ns = "poison"
 	st, err := redisstore.New(t.Context(), s.redis.Client, redisstore.Options{})
 	if err != nil {
@@ -215,19 +153,14 @@ func ptr[T any](v T) *T { return &v }
 // the fires under way acknowledge what they delivered, and returns them.
 func outboxRows(t testing.TB, r *relayProc, ns, endpoint string, want int) []any {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleWithin)
-	for {
+	var rows []any
+	relaytest.Eventually(t, settleWithin, nil, func() error {
 		v := r.must(http.StatusOK, http.MethodGet, "/v1/namespaces/"+ns+"/outbox?endpoint="+endpoint, nil)
-		rows, _ := v["rows"].([]any)
-		if len(rows) == want {
-			return rows
+		rows, _ = v["rows"].([]any)
+		if len(rows) != want {
+			return fmt.Errorf("%s: outbox view %v, want %d rows", endpoint, v, want)
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: outbox view %v, want %d rows", endpoint, v, want)
-		}
-	}
+		return nil
+	})
+	return rows
 }

@@ -1,6 +1,3 @@
-// Package httpapi is relay's REST API: routing, JWT auth, strict request
-// decoding and RFC 9457 problems, in front of the outbox. api/openapi.yaml
-// is its contract.
 package httpapi
 
 import (
@@ -41,8 +38,8 @@ type Config struct {
 	Wake func(store.Partition)
 	// Ingested tells the delivery driver of an accepted ingest in place of
 	// Wake: the namespace, the accepted rows by sequence number and rid,
-	// and whether a batch left a stream due (outbox.Status.Due), which only
-	// then needs a scan. Optional.
+	// and whether a store batch left a stream due (outbox.Status.Due),
+	// which only then needs a scan. Optional.
 	Ingested func(p store.Partition, accepted []outbox.StreamRef, due bool)
 	// CheckURL applies the SSRF rules that need no DNS to an endpoint URL
 	// at registration, for fast feedback; delivery applies them again at

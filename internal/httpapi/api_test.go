@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/redisstore"
@@ -104,7 +104,7 @@ func newHarnessOn(t *testing.T, st store.NamespaceStore, opts apiOptions) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hookrelay/relay/internal/clock"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
@@ -64,8 +64,8 @@ var echoVocabulary = strings.Join(slices.Concat(outcomeFields, endpointFields, [
 	"must be a JSON string boolean array object number of the right range",
 }), " ")
 
-// outcomesBatch is the batch form of an outcomes body.
-type outcomesBatch struct {
+// outcomeList is the list form of an outcomes body.
+type outcomeList struct {
 	Outcomes []schema.Outcome `json:"outcomes"`
 }
 
@@ -93,10 +93,10 @@ func FuzzDecodeOutcomesBody(f *testing.F) {
 	for _, o := range all {
 		f.Add(mustJSON(f, o))
 	}
-	f.Add(mustJSON(f, outcomesBatch{all}))
+	f.Add(mustJSON(f, outcomeList{all}))
 	badHex := outboxtest.Committed("r-6")
 	badHex.Committed.Refs[0].New = strings.ToUpper(outboxtest.HexA)
-	f.Add(mustJSON(f, outcomesBatch{[]schema.Outcome{all[1], badHex}}))
+	f.Add(mustJSON(f, outcomeList{[]schema.Outcome{all[1], badHex}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec, got := postOutcomesBody(t, body)
 		if rec.Code != http.StatusAccepted {
@@ -141,7 +141,7 @@ func FuzzDecodeOutcomesBody(f *testing.F) {
 			t.Fatalf("the API read %+v, encoding/json reads %+v", got, want)
 		}
 
-		again := [][]byte{mustJSON(t, outcomesBatch{got})}
+		again := [][]byte{mustJSON(t, outcomeList{got})}
 		if len(got) == 1 {
 			again = append(again, mustJSON(t, got[0]))
 		}
@@ -308,7 +308,7 @@ func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []
 // without endpoints, and returns the answer and the store's batches.
 func putEndpointBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, *blankStore) {
 	t.Helper()
-	ch, err := hooks.NewChannel(hooks.ChannelOptions{})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/timers"
@@ -249,8 +249,8 @@ func (a *api) checkURL(raw string) *Problem {
 		return nil
 	}
 	if err := a.CheckURL(u); err != nil {
-		var he *hooks.Error
-		if errors.As(err, &he) && he.Class == hooks.ClassRefused {
+		var he *outbound.Error
+		if errors.As(err, &he) && he.Class == outbound.ClassRefused {
 			return NewProblem(SlugUnsafeURL, "url: relay may not send to this address (private, loopback, link-local or metadata); an operator can allow it with RELAY_ALLOW_CIDRS")
 		}
 		return NewProblem(SlugInvalidEndpoint, "url: "+strings.TrimPrefix(err.Error(), "webhook: url: "))

@@ -21,10 +21,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/console"
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // echoID answers with the request id the context holds.
@@ -286,11 +286,11 @@ func TestOnlyTheKeyListAndTheConsoleFilesMayBeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := hooks.NewPublicKey("relay-1", pub)
+	key, err := signing.NewPublicKey("relay-1", pub)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := hooks.NewKeyList(key)
+	keys, err := signing.NewKeyList(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestOnlyTheKeyListAndTheConsoleFilesMayBeKept(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	st := redistest.NewStore(t, client, redisstore.Options{Prefix: redisstore.DefaultPrefix})
 	h := newHarnessOn(t, st, apiOptions{ready: st.Check, configure: func(c *httpapi.Config) {
-		c.Keys = hooks.KeysHandler(keys)
+		c.Keys = signing.KeysHandler(keys)
 		c.MetricsHandler = promhttp.Handler()
 		c.Console = console.Handler()
 	}})

@@ -17,7 +17,7 @@ import (
 // general path reads the body and words any problem, so the two can never
 // answer differently (FuzzOutcomesBodyFastPath holds it to that).
 
-// outcomesBody is the body of POST .../outcomes: one outcome, or a batch.
+// outcomesBody is the body of POST .../outcomes: one outcome, or a list.
 type outcomesBody struct {
 	schema.Outcome
 	Outcomes []schema.Outcome `json:"outcomes"`
@@ -230,7 +230,7 @@ func (d *outcomeDecoder) bool(v *bool) bool {
 	return false
 }
 
-// outcomes reads a batch's array.
+// outcomes reads a list's array.
 func (d *outcomeDecoder) outcomes(v *[]schema.Outcome) bool {
 	if !d.open('[') {
 		return false

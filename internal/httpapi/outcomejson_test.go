@@ -14,7 +14,7 @@ import (
 )
 
 // producerBodies are outcomes bodies as producers send them: each kind,
-// a batch, compact and indented, with non-ASCII text.
+// a list, compact and indented, with non-ASCII text.
 func producerBodies(tb testing.TB) [][]byte {
 	deleted := outboxtest.Committed("r-5")
 	deleted.Committed.Refs = append(deleted.Committed.Refs, schema.Ref{Name: "refs/tags/v1", Deleted: true})
@@ -34,8 +34,8 @@ func producerBodies(tb testing.TB) [][]byte {
 	for _, o := range all {
 		bodies = append(bodies, mustJSON(tb, o))
 	}
-	bodies = append(bodies, mustJSON(tb, outcomesBatch{all}))
-	indented, err := json.MarshalIndent(outcomesBatch{all}, " \r\n", "\t")
+	bodies = append(bodies, mustJSON(tb, outcomeList{all}))
+	indented, err := json.MarshalIndent(outcomeList{all}, " \r\n", "\t")
 	if err != nil {
 		tb.Fatal(err)
 	}

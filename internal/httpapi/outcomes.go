@@ -12,7 +12,7 @@ import (
 type outcomeResult struct {
 	ReservationID string `json:"reservation_id"`
 	Status        string `json:"status"`
-	// Type and Detail explain a refusal within a batch.
+	// Type and Detail explain a refusal within a list.
 	Type   string `json:"type,omitempty"`
 	Detail string `json:"detail,omitempty"`
 	slug   Slug
@@ -22,13 +22,13 @@ type outcomesAnswer struct {
 	Results []outcomeResult `json:"results"`
 }
 
-// itemError names an invalid outcome of a batch.
+// itemError names an invalid outcome of a list.
 type itemError struct {
 	Index  int    `json:"index"`
 	Detail string `json:"detail"`
 }
 
-// postOutcomes accepts one outcome, or a batch {"outcomes": [...]}. Every
+// postOutcomes accepts one outcome, or a list {"outcomes": [...]}. Every
 // outcome is validated before anything is written, so a request with an
 // invalid outcome writes nothing; each valid one is then stored whole or not
 // at all, and answered on its own.
@@ -44,13 +44,13 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	batch := body.Outcomes != nil
+	isList := body.Outcomes != nil
 	outcomes := body.Outcomes
-	if batch {
+	if isList {
 		// A member sent with its zero value ("reservation_id": "") decodes
 		// as one left out: count them.
 		if topKeys != 1 || !isZeroOutcome(&body.Outcome) {
-			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "a batch holds only \"outcomes\""))
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "a list holds only \"outcomes\""))
 			return
 		}
 		if len(outcomes) == 0 || len(outcomes) > outbox.MaxAppendOutcomes {
@@ -69,7 +69,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(invalid) > 0 {
 		prob := NewProblem(SlugInvalidOutcome, invalid[0].Detail)
-		if batch {
+		if isList {
 			prob = NewProblem(SlugInvalidOutcome, fmt.Sprintf("%d of %d outcomes are invalid; nothing was stored", len(invalid), len(outcomes))).
 				With("errors", invalid)
 		}
@@ -113,7 +113,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	case accepted:
 		a.wake(p)
 	}
-	if !batch {
+	if !isList {
 		if res := answer.Results[0]; res.slug != "" {
 			WriteProblem(w, r, NewProblem(res.slug, res.Detail))
 			return

@@ -98,7 +98,7 @@ func Slugs() []Slug {
 	return out
 }
 
-// Type is the slug's stable type URI, also used in batch results.
+// Type is the slug's stable type URI, also used in a list's results.
 func (s Slug) Type() string { return ProblemTypePrefix + string(s) }
 
 // Status is the slug's HTTP status; 0 for an unknown slug.

@@ -51,14 +51,14 @@ func TestIngestAnswersAcceptedDuplicateConflictAndNoEndpoint(t *testing.T) {
 		// The filter takes no expired outcomes.
 		want(t, h.do(http.MethodPost, outcomesPath, tok, outcomeJSON("r-exp", "expired")), http.StatusUnprocessableEntity, httpapi.SlugNoEndpoint)
 
-		batch := `{"outcomes": [` + strings.Join([]string{
+		list := `{"outcomes": [` + strings.Join([]string{
 			outcomeJSON("b-1", "committed"), committedJSON, outcomeJSON("r-7f3a", "aborted"),
 			outcomeJSON("b-2", "expired"), outcomeJSON("b-3", "aborted"),
 		}, ",") + `]}`
-		body = want(t, h.do(http.MethodPost, outcomesPath, tok, batch), http.StatusAccepted, "")
+		body = want(t, h.do(http.MethodPost, outcomesPath, tok, list), http.StatusAccepted, "")
 		wantResults := []string{"b-1=accepted", "r-7f3a=duplicate", "r-7f3a=conflict", "b-2=no_endpoint", "b-3=accepted"}
 		if got := results(t, body); !reflect.DeepEqual(got, wantResults) {
-			t.Fatalf("batch results %v, want %v", got, wantResults)
+			t.Fatalf("list results %v, want %v", got, wantResults)
 		}
 		conflict := body["results"].([]any)[2].(map[string]any)
 		if conflict["type"] != httpapi.SlugConflict.Type() {
@@ -99,7 +99,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			{"negative count", "POST", outcomesPath, "application/json", strings.Replace(valid, `"bytes_stored": 1`, `"bytes_stored": -1`, 1), 400, httpapi.SlugInvalidRequest},
 			{"invalid UTF-8 in repository", "POST", outcomesPath, "application/json", strings.Replace(valid, "acme/widgets", "acme/\xff", 1), 400, httpapi.SlugInvalidRequest},
 			{"lone surrogate in detail", "POST", outcomesPath, "application/json", strings.Replace(outcomeJSON("r-1", "aborted"), "main moved", `main \ud800 moved`, 1), 400, httpapi.SlugInvalidRequest},
-			{"CESU-8 in a batch", "POST", outcomesPath, "application/json", `{"outcomes": [` + strings.Replace(valid, "acme/widgets", "\xed\xa0\xbd\xed\xb2\xa9", 1) + `]}`, 400, httpapi.SlugInvalidRequest},
+			{"CESU-8 in a list", "POST", outcomesPath, "application/json", `{"outcomes": [` + strings.Replace(valid, "acme/widgets", "\xed\xa0\xbd\xed\xb2\xa9", 1) + `]}`, 400, httpapi.SlugInvalidRequest},
 			{"array body", "POST", outcomesPath, "application/json", `[` + valid + `]`, 400, httpapi.SlugInvalidRequest},
 			{"bad reservation id", "POST", outcomesPath, "application/json", outcomeJSON("r 1", "committed"), 400, httpapi.SlugInvalidOutcome},
 			{"long reservation id", "POST", outcomesPath, "application/json", outcomeJSON(strings.Repeat("r", 129), "committed"), 400, httpapi.SlugInvalidOutcome},
@@ -120,11 +120,11 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			{"endpoint: unknown event kind", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "kinds": ["relay.endpoint.exploded"]}`, 400, httpapi.SlugInvalidEndpoint},
 			{"endpoint: event kind pattern", "PUT", "/v1/namespaces/acme/endpoints/x", "application/json", `{"url": "https://a.example.com/", "kinds": ["relay.endpoint.*"]}`, 400, httpapi.SlugInvalidEndpoint},
 			{"synthetic reservation id", "POST", outcomesPath, "application/json", outcomeJSON("s:local", "committed"), 400, httpapi.SlugInvalidOutcome},
-			{"batch with a synthetic reservation id", "POST", outcomesPath, "application/json", `{"outcomes": [` + valid + `,` + outcomeJSON("s:x", "expired") + `]}`, 400, httpapi.SlugInvalidOutcome},
-			{"batch with one invalid item", "POST", outcomesPath, "application/json", `{"outcomes": [` + valid + `,` + outcomeJSON("bad id", "expired") + `]}`, 400, httpapi.SlugInvalidOutcome},
-			{"empty batch", "POST", outcomesPath, "application/json", `{"outcomes": []}`, 400, httpapi.SlugInvalidRequest},
-			{"batch of 101", "POST", outcomesPath, "application/json", `{"outcomes": [` + strings.TrimSuffix(strings.Repeat(valid+",", 101), ",") + `]}`, 400, httpapi.SlugInvalidRequest},
-			{"batch beside an outcome", "POST", outcomesPath, "application/json", strings.Replace(valid, `"repository"`, `"outcomes": [], "repository"`, 1), 400, httpapi.SlugInvalidRequest},
+			{"list with a synthetic reservation id", "POST", outcomesPath, "application/json", `{"outcomes": [` + valid + `,` + outcomeJSON("s:x", "expired") + `]}`, 400, httpapi.SlugInvalidOutcome},
+			{"list with one invalid item", "POST", outcomesPath, "application/json", `{"outcomes": [` + valid + `,` + outcomeJSON("bad id", "expired") + `]}`, 400, httpapi.SlugInvalidOutcome},
+			{"empty list", "POST", outcomesPath, "application/json", `{"outcomes": []}`, 400, httpapi.SlugInvalidRequest},
+			{"list of 101", "POST", outcomesPath, "application/json", `{"outcomes": [` + strings.TrimSuffix(strings.Repeat(valid+",", 101), ",") + `]}`, 400, httpapi.SlugInvalidRequest},
+			{"list beside an outcome", "POST", outcomesPath, "application/json", strings.Replace(valid, `"repository"`, `"outcomes": [], "repository"`, 1), 400, httpapi.SlugInvalidRequest},
 			{"wrong content type", "POST", outcomesPath, "text/plain", valid, 415, httpapi.SlugUnsupportedMediaType},
 			{"no content type", "POST", outcomesPath, "", valid, 415, httpapi.SlugUnsupportedMediaType},
 			{"bad namespace", "POST", "/v1/namespaces/Acme/outcomes", "application/json", valid, 400, httpapi.SlugInvalidRequest},
@@ -347,9 +347,9 @@ func TestMetricsCountRequestsByRouteAndOutcomesByStatus(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
 		tok := h.token("", httpapi.ScopeOutcomesWrite)
-		batch := `{"outcomes": [` + outcomeJSON("m-1", "committed") + `,` + outcomeJSON("m-2", "aborted") + `,` + outcomeJSON("m-1", "committed") + `]}`
-		want(t, h.do(http.MethodPost, outcomesPath, tok, batch), http.StatusAccepted, "")
-		want(t, h.do(http.MethodPost, outcomesPath, "", batch), http.StatusUnauthorized, httpapi.SlugUnauthorized)
+		list := `{"outcomes": [` + outcomeJSON("m-1", "committed") + `,` + outcomeJSON("m-2", "aborted") + `,` + outcomeJSON("m-1", "committed") + `]}`
+		want(t, h.do(http.MethodPost, outcomesPath, tok, list), http.StatusAccepted, "")
+		want(t, h.do(http.MethodPost, outcomesPath, "", list), http.StatusUnauthorized, httpapi.SlugUnauthorized)
 		count := func(name string, labels ...string) float64 {
 			mfs, err := h.reg.Gather()
 			if err != nil {

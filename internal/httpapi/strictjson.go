@@ -90,7 +90,7 @@ func checkStrictTop(body []byte) (topKeys int, p *Problem) {
 
 // checkStrictRules is checkStrictTop under rules.
 func checkStrictRules(body []byte, rules jsonRules) (topKeys int, p *Problem) {
-	// Room for the keys of every object open at once: a valid batch of
+	// Room for the keys of every object open at once: a valid list of
 	// outcomes has at most a dozen, so this is its only allocation.
 	s := strictScanner{data: body, keys: make([][]byte, 0, 32), rules: rules}
 	if p := s.value(0); p != nil {

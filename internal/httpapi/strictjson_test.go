@@ -217,15 +217,15 @@ func TestCheckStrictAnswersLikeTheTokenWalk(t *testing.T) {
 	}
 }
 
-// The key stack is the one allocation a batch costs: the Token walk made
+// The key stack is the one allocation a list costs: the Token walk made
 // thousands, which is why checkStrict was rewritten.
-func TestCheckStrictAllocatesOnceForABatch(t *testing.T) {
-	body := batchBody(100)
+func TestCheckStrictAllocatesOnceForAList(t *testing.T) {
+	body := listBody(100)
 	if p := checkStrict(body); p != nil {
-		t.Fatalf("batch refused: %s", p.Detail)
+		t.Fatalf("list refused: %s", p.Detail)
 	}
 	if n := testing.AllocsPerRun(20, func() { checkStrict(body) }); n > 1 {
-		t.Errorf("checkStrict allocates %v times per batch, want at most 1", n)
+		t.Errorf("checkStrict allocates %v times per list, want at most 1", n)
 	}
 }
 
@@ -235,7 +235,7 @@ func FuzzCheckStrict(f *testing.F) {
 	for _, tc := range strictCases {
 		f.Add([]byte(tc.body))
 	}
-	f.Add(batchBody(3))
+	f.Add(listBody(3))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, want := checkStrict(body), checkStrictReference(body)
 		if (got == nil) != (want == nil) || (got != nil && (got.Slug != want.Slug || got.Detail != want.Detail)) {
@@ -245,7 +245,7 @@ func FuzzCheckStrict(f *testing.F) {
 }
 
 func BenchmarkCheckStrict(b *testing.B) {
-	body := batchBody(100)
+	body := listBody(100)
 	for _, impl := range []struct {
 		name  string
 		check func([]byte) *Problem
@@ -265,9 +265,9 @@ func BenchmarkCheckStrict(b *testing.B) {
 	}
 }
 
-// batchBody is a POST outcomes batch of n outcomes, all four kinds in turn,
+// listBody is a POST outcomes list of n outcomes, all four kinds in turn,
 // shaped like the API's examples.
-func batchBody(n int) []byte {
+func listBody(n int) []byte {
 	hex := strings.Repeat("ab", 32)
 	var b bytes.Buffer
 	b.WriteString(`{"outcomes": [`)

@@ -102,15 +102,18 @@ func TestNullMembersAreRefused(t *testing.T) {
 	})
 }
 
-// A batch holds only "outcomes"; zero-valued single-outcome members are
+// A list holds only "outcomes"; zero-valued single-outcome members are
 // members all the same.
-func TestBatchWithOutcomeMembersIsRefused(t *testing.T) {
+func TestListWithOutcomeMembersIsRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
 		before := h.dump()
 		for _, extra := range []string{`"reservation_id": ""`, `"occurred_unix_ms": 0`, `"repository": ""`} {
 			body := `{"outcomes": [` + outcomeJSON("z1", "expired") + `], ` + extra + `}`
-			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), body), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+			got := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), body), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+			if got["detail"] != `a list holds only "outcomes"` {
+				t.Errorf("%s: detail %q", extra, got["detail"])
+			}
 		}
 		if after := h.dump(); !reflect.DeepEqual(before, after) {
 			t.Fatal("a refused request wrote")
@@ -158,8 +161,8 @@ func TestSyntheticReservationIDsAreRefused(t *testing.T) {
 		if d, _ := body["detail"].(string); !strings.HasPrefix(d, named) {
 			t.Fatalf("detail %q", d)
 		}
-		batch := `{"outcomes": [` + outcomeJSON("b-1", "expired") + `,` + outcomeJSON("s:", "expired") + `]}`
-		body = want(t, h.do(http.MethodPost, outcomesPath, h.admin(), batch), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+		list := `{"outcomes": [` + outcomeJSON("b-1", "expired") + `,` + outcomeJSON("s:", "expired") + `]}`
+		body = want(t, h.do(http.MethodPost, outcomesPath, h.admin(), list), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
 		errs, _ := body["errors"].([]any)
 		if len(errs) != 1 {
 			t.Fatalf("errors %v", body["errors"])
@@ -287,8 +290,8 @@ func TestOccurredTimeIsBoundedAheadOfTheClock(t *testing.T) {
 				t.Errorf("%s: detail %q", name, d)
 			}
 		}
-		batch := `{"outcomes": [` + at("b-1", now) + `,` + at("b-2", last+1) + `]}`
-		body := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), batch), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
+		list := `{"outcomes": [` + at("b-1", now) + `,` + at("b-2", last+1) + `]}`
+		body := want(t, h.do(http.MethodPost, outcomesPath, h.admin(), list), http.StatusBadRequest, httpapi.SlugInvalidOutcome)
 		if errs, _ := body["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["index"] != 1.0 {
 			t.Fatalf("errors %v", body["errors"])
 		}

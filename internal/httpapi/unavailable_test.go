@@ -84,10 +84,10 @@ func wantUnavailable(t *testing.T, rec *httptest.ResponseRecorder) {
 
 // storeRoutes is one request on every route that reaches the store.
 func storeRoutes() []struct{ method, path, body string } {
-	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	list := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + outcomeJSON("b-2", "aborted") + `]}`
 	return []struct{ method, path, body string }{
 		{http.MethodPost, outcomesPath, committedJSON},
-		{http.MethodPost, outcomesPath, batch},
+		{http.MethodPost, outcomesPath, list},
 		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", `{"url": "https://billing.example.com/hooks"}`},
 		{http.MethodGet, "/v1/namespaces/acme/endpoints/billing", ""},
 		{http.MethodGet, "/v1/namespaces/acme/endpoints", ""},
@@ -140,7 +140,7 @@ func TestUnavailableStoreIsA503ThatSaysWhenToRetry(t *testing.T) {
 	}
 }
 
-// TestStoppedRedisAnswers503: with relay's Redis gone, ingest, a batch
+// TestStoppedRedisAnswers503: with relay's Redis gone, ingest, a list
 // included, is one 503 the producer retries.
 func TestStoppedRedisAnswers503(t *testing.T) {
 	srv := redistest.StartServer(t)
@@ -154,13 +154,13 @@ func TestStoppedRedisAnswers503(t *testing.T) {
 
 	srv.Stop()
 	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, outcomeJSON("r-2", "committed")))
-	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
-	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, batch))
+	list := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, list))
 	wantUnavailable(t, h.do(http.MethodGet, "/v1/namespaces/acme/endpoints", h.admin(), ""))
 }
 
 // TestFullRedisRefusesIngestWholeWith503: a Redis at maxmemory refuses a
-// batch of outcomes with 503 and stores none of it; once memory is freed,
+// list of outcomes with 503 and stores none of it; once memory is freed,
 // the same request is accepted.
 func TestFullRedisRefusesIngestWholeWith503(t *testing.T) {
 	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
@@ -188,18 +188,18 @@ func TestFullRedisRefusesIngestWholeWith503(t *testing.T) {
 
 	before := h.dump()
 	tok := h.token("acme", httpapi.ScopeOutcomesWrite)
-	batch := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
-	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, batch))
+	list := `{"outcomes": [` + outcomeJSON("b-1", "committed") + `,` + committedJSON + `,` + outcomeJSON("b-2", "aborted") + `]}`
+	wantUnavailable(t, h.do(http.MethodPost, outcomesPath, tok, list))
 	if after := h.dump(); !reflect.DeepEqual(after, before) {
-		t.Fatalf("a refused batch changed relay's keys:\nbefore %v\nafter  %v", before, after)
+		t.Fatalf("a refused list changed relay's keys:\nbefore %v\nafter  %v", before, after)
 	}
 
 	if err := srv.Client.Del(ctx, fill...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	body := want(t, h.do(http.MethodPost, outcomesPath, tok, batch), http.StatusAccepted, "")
+	body := want(t, h.do(http.MethodPost, outcomesPath, tok, list), http.StatusAccepted, "")
 	if got := results(t, body); !reflect.DeepEqual(got, []string{"b-1=accepted", "r-7f3a=accepted", "b-2=accepted"}) {
-		t.Fatalf("the retried batch answered %v", got)
+		t.Fatalf("the retried list answered %v", got)
 	}
 }
 

@@ -201,7 +201,7 @@ func (a *Acks) Remaining() schema.Backlog {
 	return r
 }
 
-// Plan adds the plan to b and marks it a Drain batch: it only deletes and
+// Plan adds the plan to b and marks it a settling batch: it only deletes and
 // shrinks, so it must run on a full store. It costs at most AckOps(Len())
 // operations:
 //   - no row acknowledged: the backlog guard as read, and the deletion of a
@@ -225,7 +225,7 @@ func (a *Acks) Remaining() schema.Backlog {
 // deleted and fails their guards, so the reduction and the counts apply
 // once.
 func (a *Acks) Plan(b *store.Batch) {
-	b.Drain = true
+	b.Settles = true
 	a.planQueue(b)
 	if len(a.rows) == 0 {
 		b.Guard(a.backlogKey, a.raw, a.found)

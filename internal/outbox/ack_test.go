@@ -62,8 +62,8 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		// Rows remain: four per row, the backlog's relative update, the
 		// counters' Add and the Add to the minute (minute 0, with no
 		// minute an hour back to delete).
-		if !b.Drain || b.Ops() != 4*2+3 || b.Ops() > outbox.AckOps(2) {
-			t.Errorf("drain %v, %d ops, want %d", b.Drain, b.Ops(), 4*2+3)
+		if !b.Settles || b.Ops() != 4*2+3 || b.Ops() > outbox.AckOps(2) {
+			t.Errorf("drain %v, %d ops, want %d", b.Settles, b.Ops(), 4*2+3)
 		}
 		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d", res.Failed)

@@ -463,7 +463,7 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 			return res, b, err
 		}
 		// The stream's counters start at zero, in this growing batch, so
-		// the Drain batches that add to them never create the row.
+		// the settling batches that add to them never create the row.
 		b.Put(schema.ClassCounters.Key(id), schema.EncodeCounters(schema.Counters{}))
 	}
 	b.Put(key, value)

@@ -334,8 +334,8 @@ func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
 			t.Errorf("%d batches for 35 outcomes to one endpoint", n)
 		}
 		for i, b := range spy.applied {
-			if b.Ops() > store.MaxBatchOps || b.Drain {
-				t.Errorf("batch %d: %d ops, drain %v", i, b.Ops(), b.Drain)
+			if b.Ops() > store.MaxBatchOps || b.Settles {
+				t.Errorf("batch %d: %d ops, drain %v", i, b.Ops(), b.Settles)
 			}
 		}
 		// Sequence numbers follow the request order.

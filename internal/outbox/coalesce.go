@@ -42,7 +42,7 @@ const DefaultCoalesceTimeout = 10 * time.Second
 // A caller gets the answers Appender.Append would give its outcomes had the
 // requests of a combined Append been sent one after another in arrival
 // order: an outcome under the reservation id of an earlier request of the
-// same batch answers Duplicate or Conflict. An error of a combined Append is
+// same combined Append answers Duplicate or Conflict. An error of a combined Append is
 // the error of each of its requests, some of whose outcomes may be stored; a
 // retry answers those Duplicate.
 //
@@ -59,6 +59,11 @@ type Coalescer struct {
 	// started it: a request that goes away cancels nobody else's outcomes.
 	// DefaultCoalesceTimeout when zero.
 	Timeout time.Duration
+	// Goroutines runs the flushers on goroutines kept between them, whose
+	// stacks a flusher finds grown. A process shares one pool between
+	// ingest and delivery (delivery.Config.Goroutines); a pool of the
+	// Coalescer's own when nil.
+	Goroutines *gopool.Pool
 
 	mu sync.Mutex
 	// queues holds the queue of each partition whose flusher runs, and no
@@ -70,9 +75,6 @@ type Coalescer struct {
 	kept int
 	// maxKept bounds left, maxKeptSnapshots when zero.
 	maxKept int
-	// flushers runs the flushers, on goroutines kept between them, whose
-	// stacks a flusher finds grown.
-	flushers gopool.Pool
 }
 
 // maxKeptSnapshots bounds the snapshots a Coalescer keeps for partitions
@@ -215,7 +217,10 @@ func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []sc
 		}
 		q = &queue{}
 		c.queues[p] = q
-		c.flushers.Go(func() { c.flush(p, q, limit, timeout) })
+		if c.Goroutines == nil {
+			c.Goroutines = new(gopool.Pool)
+		}
+		c.Goroutines.Go(func() { c.flush(p, q, limit, timeout) })
 	}
 	q.waiting = append(q.waiting, r)
 	c.mu.Unlock()
@@ -245,9 +250,10 @@ func (c *Coalescer) Stats() CoalescerStats {
 	return s
 }
 
-// flush runs p's combined Appends until its queue is empty. It answers a
-// batch and takes the next, or leaves c.queues, in one critical section, so
-// the flusher is gone by the time its last request has its answer.
+// flush runs p's combined Appends until its queue is empty. It answers one
+// Append's requests and takes the next's, or leaves c.queues, in one
+// critical section, so the flusher is gone by the time its last request
+// has its answer.
 func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.Duration) {
 	c.mu.Lock()
 	// snap is what the last combined Append left, for the next.
@@ -256,13 +262,13 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 	for {
 		if len(q.waiting) > 0 {
 			// An empty queue ends the flusher in the critical section that
-			// answered its last batch, as Stats promises.
+			// answered its last requests, as Stats promises.
 			c.mu.Unlock()
 			runtime.Gosched()
 			c.mu.Lock()
 		}
-		batch := q.take(limit)
-		if len(batch) == 0 {
+		reqs := q.take(limit)
+		if len(reqs) == 0 {
 			delete(c.queues, p)
 			c.keep(p, snap)
 			c.mu.Unlock()
@@ -271,11 +277,11 @@ func (c *Coalescer) flush(p store.Partition, q *queue, limit int, timeout time.D
 		c.mu.Unlock()
 		var statuses []Status
 		var err error
-		statuses, snap, err = c.appendBatch(p, batch, snap, timeout)
+		statuses, snap, err = c.appendCombined(p, reqs, snap, timeout)
 		c.mu.Lock()
 		snap = q.folded(snap)
 		off := 0
-		for _, r := range batch {
+		for _, r := range reqs {
 			if err != nil {
 				r.err = err
 			} else {
@@ -323,13 +329,13 @@ func (c *Coalescer) keep(p store.Partition, s *snapshot) {
 	}
 }
 
-// outcomesOf is the outcomes of batch's requests, in order.
-func outcomesOf(batch []*request) []schema.Outcome {
-	if len(batch) == 1 {
-		return batch[0].outcomes
+// outcomesOf is the outcomes of reqs, in order.
+func outcomesOf(reqs []*request) []schema.Outcome {
+	if len(reqs) == 1 {
+		return reqs[0].outcomes
 	}
 	var outcomes []schema.Outcome
-	for _, r := range batch {
+	for _, r := range reqs {
 		outcomes = append(outcomes, r.outcomes...)
 	}
 	return outcomes
@@ -347,18 +353,18 @@ func (q *queue) take(limit int) []*request {
 		total += len(r.outcomes)
 		n++
 	}
-	batch := q.waiting[:n:n]
+	taken := q.waiting[:n:n]
 	q.waiting = q.waiting[n:]
-	return batch
+	return taken
 }
 
-// appendBatch appends the outcomes of batch in one call, under the first
+// appendCombined appends the outcomes of reqs in one call, under the first
 // request's context values but none of the requests' cancellation, planned
 // from snap when it is not nil, and returns the snapshot it left (nil
 // after an error). A panic is returned as every request's error, as
 // net/http would have contained it had each request appended on its own
 // goroutine.
-func (c *Coalescer) appendBatch(p store.Partition, batch []*request, snap *snapshot, timeout time.Duration) (statuses []Status, left *snapshot, err error) {
+func (c *Coalescer) appendCombined(p store.Partition, reqs []*request, snap *snapshot, timeout time.Duration) (statuses []Status, left *snapshot, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			statuses, left, err = nil, nil, fmt.Errorf("outbox: combined append panicked: %v\n%s", v, debug.Stack())
@@ -369,8 +375,8 @@ func (c *Coalescer) appendBatch(p store.Partition, batch []*request, snap *snaps
 	if err != nil {
 		return nil, nil, err
 	}
-	pr := prepare(outcomesOf(batch))
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), timeout)
+	pr := prepare(outcomesOf(reqs))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqs[0].ctx), timeout)
 	defer cancel()
 	if left, err = a.run(ctx, p, cfg, pr, snap); err != nil {
 		return nil, nil, err

@@ -368,7 +368,7 @@ func TestARequestThatGivesUpDoesNotCancelItsCombinedAppend(t *testing.T) {
 	})
 }
 
-func TestAnAppendErrorReachesEveryRequestOfItsBatch(t *testing.T) {
+func TestAnAppendErrorReachesEveryRequestItCombines(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h := hold(t, e, 0, e.Ctx, committed("r-0"))

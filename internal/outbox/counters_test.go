@@ -187,17 +187,17 @@ func TestEveryAcceptedOutcomeIsDeliveredPendingOrDropped(t *testing.T) {
 			id := ids[rng.IntN(len(ids))]
 			switch op := rng.IntN(10); {
 			case op < 4:
-				var batch []schema.Outcome
+				var list []schema.Outcome
 				for range 1 + rng.IntN(5) {
 					rid := fmt.Sprintf("r-%d", next)
 					next++
 					if rng.IntN(2) == 0 {
-						batch = append(batch, committed(rid))
+						list = append(list, committed(rid))
 					} else {
-						batch = append(batch, aborted(rid))
+						list = append(list, aborted(rid))
 					}
 				}
-				statuses, err := e.App.Append(e.Ctx, e.P, batch)
+				statuses, err := e.App.Append(e.Ctx, e.P, list)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -206,7 +206,7 @@ func TestEveryAcceptedOutcomeIsDeliveredPendingOrDropped(t *testing.T) {
 						continue
 					}
 					for _, ep := range ids {
-						if ep == "commits" && batch[i].Kind() != "committed" {
+						if ep == "commits" && list[i].Kind() != "committed" {
 							continue
 						}
 						if s, err := e.admin().Endpoint(e.Ctx, e.P, ep); err == nil && s.Endpoint.DisabledReason != outbox.ReasonDeleting {

@@ -32,7 +32,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 			if !force {
 				return dropped, &BacklogError{Rows: rows}
 			}
-			n, done, err := a.drain(ctx, p, s)
+			n, done, err := a.dropPending(ctx, p, s)
 			dropped += n
 			if err != nil {
 				return dropped, err
@@ -42,7 +42,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		}
 		key := schema.ClassEndpoint.Key(id)
 		// Rows of the stream that no pending row holds: attempt rows a
-		// fire's release wrote after the drain dropped their rows (its
+		// fire's release wrote after dropPending dropped their rows (its
 		// notes are guarded by its lease only), stray records, and the
 		// minute rows of the last hour.
 		leftover, more, err := a.leftovers(ctx, p, id)
@@ -51,7 +51,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		}
 		if more {
 			var b store.Batch
-			b.Drain = true
+			b.Settles = true
 			b.RequireEquals(key, s.ep.raw)
 			for _, k := range leftover {
 				b.Delete(k)
@@ -62,7 +62,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 			continue
 		}
 		var b store.Batch
-		b.Drain = true
+		b.Settles = true
 		b.RequireEquals(key, s.ep.raw)
 		b.Guard(schema.ClassBacklog.Key(id), s.backlog.raw, s.backlog.found)
 		b.Delete(key)
@@ -126,10 +126,10 @@ func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (ke
 	return keys, false, nil
 }
 
-// drain marks the endpoint deleting, then drops its pending rows a page at
+// dropPending marks the endpoint deleting, then drops its pending rows a page at
 // a time until none is left or a guard fails; it returns the rows dropped,
 // and empty when it found the pending range empty after the mark.
-func (a *Admin) drain(ctx context.Context, p store.Partition, s *streamRead) (dropped uint64, empty bool, err error) {
+func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRead) (dropped uint64, empty bool, err error) {
 	id, epKey, epRaw := s.ep.id, s.ep.key, s.ep.raw
 	if s.ep.ep.DisabledReason != ReasonDeleting {
 		e := s.ep.ep

@@ -30,12 +30,7 @@ type env struct{ *outboxtest.Env }
 // forEachBackend runs f on every store backend; backends that are not
 // configured skip.
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			f(t, newEnv(t, b.New(t)))
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, newEnv(t, b.New(t))) })
 }
 
 func newEnv(t *testing.T, st store.NamespaceStore) *env { return &env{outboxtest.NewEnv(t, st)} }
@@ -110,8 +105,9 @@ func (e *env) pending(endpoint string) []schema.ParsedKey {
 	return out
 }
 
-// unheaded gives the stream the layout of one that had a backlog before
-// heads were kept: a pending row for every row of its queue, and no head.
+// unheaded gives the stream a pending row for every row of its queue, and
+// no head: the layout of a stream whose rows a resend queued before its
+// first ingest.
 func (e *env) unheaded(endpoint string) {
 	e.T.Helper()
 	var b store.Batch

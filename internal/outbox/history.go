@@ -329,7 +329,7 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		}
 		nowMs := a.Clock.Now().UnixMilli()
 		var b store.Batch
-		b.Drain = true
+		b.Settles = true
 		b.RequireEquals(schema.LogKey(lo.seq), lo.raw)
 		b.RequireEquals(schema.ClassSeen.Key(rid), lo.seen.raw)
 		b.Delete(schema.LogKey(lo.seq))

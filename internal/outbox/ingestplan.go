@@ -249,8 +249,8 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 		}
 	}
 	// Writes. A stream with a head reads these rows from the log; one
-	// with nothing pending starts its head at its first; one whose backlog
-	// predates heads gets pending rows until it empties.
+	// without starts its head at its first (whatever it holds pending is
+	// below it, in pending rows).
 	seq := s.next
 	headed := make([]bool, len(s.endpoints))
 	for i, ep := range s.endpoints {
@@ -267,14 +267,10 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 			if !cached {
 				l.Entries[n] = schema.LogEntry{Endpoint: id, State: schema.EntryPending}
 			}
-			switch {
-			case headed[i]:
-			case s.backlogs[id].backlog.Rows == 0:
+			if !headed[i] {
 				b.RequireAbsent(schema.ClassHead.Key(id))
 				b.Put(schema.ClassHead.Key(id), schema.EncodeHead(seq))
 				headed[i] = true
-			default:
-				b.Put(schema.PendingKeyOf(id, seq, it.rid), store.Value{})
 			}
 		}
 		var v, seen store.Value

@@ -43,18 +43,18 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(seed, uint64(w)))
 				for range 12 {
-					var batch []schema.Outcome
+					var list []schema.Outcome
 					for range 1 + rng.IntN(6) {
 						// Ids repeat across writers, so duplicates and
 						// conflicts race too.
 						rid := fmt.Sprintf("r-%d", rng.IntN(60))
 						if rng.IntN(2) == 0 {
-							batch = append(batch, committed(rid))
+							list = append(list, committed(rid))
 						} else {
-							batch = append(batch, aborted(rid))
+							list = append(list, aborted(rid))
 						}
 					}
-					statuses, err := e.App.Append(ctx, e.P, batch)
+					statuses, err := e.App.Append(ctx, e.P, list)
 					if err != nil {
 						t.Error(err)
 						return
@@ -62,10 +62,10 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 					mu.Lock()
 					for i, s := range statuses {
 						if s.Code == outbox.Accepted {
-							if _, dup := accepted[batch[i].ReservationID]; dup {
-								t.Errorf("%s accepted twice", batch[i].ReservationID)
+							if _, dup := accepted[list[i].ReservationID]; dup {
+								t.Errorf("%s accepted twice", list[i].ReservationID)
 							}
-							accepted[batch[i].ReservationID] = batch[i].Kind()
+							accepted[list[i].ReservationID] = list[i].Kind()
 						}
 					}
 					mu.Unlock()

@@ -118,23 +118,23 @@ func (o *lOutcome) pendingElsewhere(id string) bool {
 	return false
 }
 
-// ingest appends a batch of new outcomes.
+// ingest appends a list of new outcomes in one Append.
 func (l *ledger) ingest() {
-	var batch []schema.Outcome
+	var list []schema.Outcome
 	for range 1 + l.rng.IntN(5) {
 		rid := fmt.Sprintf("r-%d", l.next)
 		l.next++
 		if l.rng.IntN(2) == 0 {
-			batch = append(batch, committed(rid))
+			list = append(list, committed(rid))
 		} else {
-			batch = append(batch, aborted(rid))
+			list = append(list, aborted(rid))
 		}
 	}
-	statuses, err := l.e.App.Append(l.e.Ctx, l.e.P, batch)
+	statuses, err := l.e.App.Append(l.e.Ctx, l.e.P, list)
 	if err != nil {
 		l.fatalf("append: %v", err)
 	}
-	for i, o := range batch {
+	for i, o := range list {
 		var takers []string
 		for _, id := range l.ids {
 			if l.streams[id].accepts(o.Kind()) {

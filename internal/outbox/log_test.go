@@ -151,7 +151,7 @@ func fireLogSweep(t *testing.T, e *env, s *outbox.LogSweeper, state []byte) (tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Batch.Drain || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
+	if !f.Batch.Settles || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
 		t.Fatalf("fired %+v", f)
 	}
 	return f, e.Apply(f.Batch).Committed

@@ -82,7 +82,7 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	keep := func(dueMs int64) {
 		if st.EarliestMs == 0 || dueMs < st.EarliestMs {
 			st.EarliestMs = dueMs

@@ -50,7 +50,7 @@ func (a *Admin) applyOwn(ctx context.Context, p store.Partition, b store.Batch, 
 // two guards cannot both hold. It writes nothing.
 func (a *Admin) replicated(ctx context.Context, p store.Partition) error {
 	var b store.Batch
-	b.Drain = true
+	b.Settles = true
 	key := schema.SequenceKey()
 	b.RequireAbsent(key)
 	b.RequireEquals(key, store.Value{0xff})

@@ -18,14 +18,13 @@ import (
 // stream with a head row (schema.ClassHead) reads the part of its queue at
 // and after the head from the log itself: ingest writes such a stream no
 // pending row, so an outcome to 8 endpoints is one log row rather than one
-// row per stream beside it. Below the head every pending entry has a pending
-// row: the head moves only past rows that are done, or that a fire kept by
-// writing their pending row (a row refused while the rows behind it were
-// delivered). A pending row may also exist at or above the head (a resend
-// writes one wherever its row is); the queue lists such a row once. A stream
-// without a head row, one that had a backlog before heads were kept, has a
-// pending row for every pending entry; ingest starts its head once its
-// backlog is empty.
+// row per stream beside it. Below the head every pending entry has a
+// pending row: the head moves only past rows that are done, or that a
+// fire kept by writing their pending row (a row refused while the rows
+// behind it were delivered). A pending row may also exist at or above the
+// head (a resend writes one wherever its row is); the queue lists such a
+// row once. A stream gets its head row at the first row ingest writes it;
+// until then every row it has pending has a pending row.
 
 // QueueRow is one row of a stream's queue.
 type QueueRow struct {

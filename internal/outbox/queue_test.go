@@ -38,10 +38,9 @@ func queueRIDs(rows []outbox.QueueRow) []string {
 	return rids
 }
 
-// Ingest into a stream with nothing pending starts its head at the first
-// new row and writes no pending row: the stream reads its queue from the
-// log. A stream whose backlog is older than heads keeps getting pending
-// rows until it has emptied.
+// Ingest into a stream without a head starts its head at the first new row
+// and writes no pending row: the stream reads its queue from the log from
+// there, and the rows it held pending before from their pending rows.
 func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
@@ -51,7 +50,7 @@ func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
 		if h := e.head("billing"); !h.Found || h.Seq != first {
 			t.Fatalf("head %+v, want the first row's sequence number %d", h, first)
 		}
-		// As a stream with a backlog before heads were kept.
+		// A stream without a head that holds rows pending.
 		e.unheaded("old")
 		e.Append(committed("b"), aborted("c"))
 		if got := e.pendingRows("billing"); len(got) != 0 {
@@ -63,17 +62,23 @@ func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
 		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "billing")); !slices.Equal(got, []string{"a", "b", "c"}) {
 			t.Fatalf("queue %v, want a, b, c", got)
 		}
-		if got := e.pendingRows("old"); !slices.Equal(got, []string{"a", "b", "c"}) || e.head("old").Found {
-			t.Fatalf("an unheaded stream: pending rows %v, head %+v", got, e.head("old"))
+		old := e.pending("old")
+		if got := e.pendingRows("old"); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("an unheaded stream: pending rows %v, want only a's", got)
 		}
-		// Emptied, it starts a head with its next row.
+		if h := e.head("old"); len(old) != 3 || !h.Found || h.Seq != old[1].Seq {
+			t.Fatalf("an unheaded stream: head %+v, queue %+v; want the head at b's row", h, old)
+		}
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "old")); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("queue %v, want a, b, c", got)
+		}
+		// Emptied, it reads the rows after from the log as before.
 		if acked, err := outboxtest.AckPage(e.Ctx, e.St, e.P, "old", 3, false, outbox.Done{}); err != nil || len(acked) != 3 {
 			t.Fatalf("ack: %v %v", acked, err)
 		}
 		e.Append(committed("d"))
-		d := e.pending("old")[0]
-		if h := e.head("old"); d.RID != "d" || !h.Found || h.Seq != d.Seq || len(e.pendingRows("old")) != 0 {
-			t.Fatalf("after emptying: head %+v, queue %+v, pending rows %v", h, e.pending("old"), e.pendingRows("old"))
+		if got := queueRIDs(outboxtest.Queue(t, e.St, e.P, "old")); !slices.Equal(got, []string{"d"}) || len(e.pendingRows("old")) != 0 {
+			t.Fatalf("after emptying: queue %v, pending rows %v", got, e.pendingRows("old"))
 		}
 	})
 }

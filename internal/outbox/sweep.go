@@ -153,7 +153,7 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 		}
 		logKeys = logKeys[n:]
 	}
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	more := false
 	for _, c := range expired {
 		if rid, ok := held[c.seq]; c.logged && ok && (rid == "" || rid == c.rid) {

@@ -43,7 +43,7 @@ func fireSweep(t *testing.T, e *env, s *outbox.SeenSweeper, state []byte) (timer
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Batch.Drain || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
+	if !f.Batch.Settles || f.Done || f.Batch.Ops() > store.MaxBatchOps-3 {
 		t.Fatalf("fired %+v", f)
 	}
 	return f, e.Apply(f.Batch).Committed

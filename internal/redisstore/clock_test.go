@@ -33,35 +33,33 @@ func TestClockSkewsIsTheMastersClockMinusTheCallers(t *testing.T) {
 // masters, each with its own address and near the offset the caller's
 // clock was given (the servers share this host's clock).
 func TestClockSkewsComparesEveryMaster(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			st := b.New(t)
-			masters := 1
-			if b.Name == "cluster" {
-				var n atomic.Int32
-				err := redistest.ClusterClient(t).ForEachMaster(context.Background(), func(context.Context, *redis.Client) error {
-					n.Add(1)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				masters = int(n.Load())
-			}
-			got, err := st.ClockSkews(context.Background(), func() time.Time { return time.Now().Add(-time.Minute) })
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		st := b.New(t)
+		masters := 1
+		if b.Name == "cluster" {
+			var n atomic.Int32
+			err := redistest.ClusterClient(t).ForEachMaster(context.Background(), func(context.Context, *redis.Client) error {
+				n.Add(1)
+				return nil
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			addrs := map[string]bool{}
-			for _, s := range got {
-				addrs[s.Addr] = true
-				if s.Offset < 59*time.Second || s.Offset > 61*time.Second {
-					t.Errorf("%s: offset %v, want about a minute ahead", s.Addr, s.Offset)
-				}
+			masters = int(n.Load())
+		}
+		got, err := st.ClockSkews(context.Background(), func() time.Time { return time.Now().Add(-time.Minute) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs := map[string]bool{}
+		for _, s := range got {
+			addrs[s.Addr] = true
+			if s.Offset < 59*time.Second || s.Offset > 61*time.Second {
+				t.Errorf("%s: offset %v, want about a minute ahead", s.Addr, s.Offset)
 			}
-			if len(got) != masters || len(addrs) != masters {
-				t.Fatalf("skews %+v, want one for each of %d masters", got, masters)
-			}
-		})
-	}
+		}
+		if len(got) != masters || len(addrs) != masters {
+			t.Fatalf("skews %+v, want one for each of %d masters", got, masters)
+		}
+	})
 }

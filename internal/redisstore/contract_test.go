@@ -10,11 +10,9 @@ import (
 // TestContract runs the store contract suite on every backend: miniredis
 // always, a real Redis and a Redis Cluster when configured.
 func TestContract(t *testing.T) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			b.New(t) // skips the backend once when it is not configured
-			storetest.Run(t, func(t *testing.T) storetest.Store { return b.New(t) })
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel()
+		b.New(t) // skips the backend once when it is not configured
+		storetest.Run(t, func(t *testing.T) storetest.Store { return b.New(t) })
+	})
 }

@@ -28,10 +28,10 @@ const (
 var ErrNotReplicated = errors.New("redisstore: too few replicas acknowledged the batch")
 
 // Durability is when Apply answers a growing batch (one without
-// store.Batch.Drain: ingest and the other writes that add rows) and an
+// store.Batch.Settles: ingest and the other writes that add rows) and an
 // answered one (store.Batch.Answered: every operator's change). The zero
 // value answers once the script ran on the master, which a failover before
-// replication loses. Other Drain batches (a fire's acknowledgements, the
+// replication loses. Other settling batches (a fire's acknowledgements, the
 // sweeps' deletions) never wait: losing one redelivers or sweeps again, it
 // does not lose an outcome.
 type Durability struct {

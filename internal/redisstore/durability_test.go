@@ -44,7 +44,7 @@ func TestDurabilityOptionsAreChecked(t *testing.T) {
 
 // A Redis without replicas acknowledges nobody (miniredis answers WAIT
 // with 0): a growing batch is refused as unavailable, though it ran on
-// the master; a drain batch is not waited for.
+// the master; a settling batch is not waited for.
 func TestDurabilityRefusesAGrowingBatchNoReplicaAcknowledged(t *testing.T) {
 	t.Parallel()
 	st, _ := redistest.MiniredisServer(t, redisstore.Options{Durability: redisstore.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}})
@@ -56,23 +56,23 @@ func TestDurabilityRefusesAGrowingBatchNoReplicaAcknowledged(t *testing.T) {
 	if _, ok, err := st.Get(ctx, acme, "k1"); err != nil || !ok {
 		t.Fatalf("the refused batch is not on the master (found %v, %v): the retry would not see it", ok, err)
 	}
-	drain := store.Batch{Drain: true}
-	drain.Delete("k1")
-	if res, err := st.Apply(ctx, acme, drain); err != nil || !res.Committed {
-		t.Fatalf("drain batch: %+v, %v; want committed without waiting", res, err)
+	settling := store.Batch{Settles: true}
+	settling.Delete("k1")
+	if res, err := st.Apply(ctx, acme, settling); err != nil || !res.Committed {
+		t.Fatalf("settling batch: %+v, %v; want committed without waiting", res, err)
 	}
 }
 
-// answered is a Drain batch an operator is answered about: it deletes key.
+// answered is a settling batch an operator is answered about: it deletes key.
 func answered(key string) store.Batch {
-	b := store.Batch{Drain: true, Answered: true}
+	b := store.Batch{Settles: true, Answered: true}
 	b.Delete(store.Key(key))
 	return b
 }
 
 // An answered batch waits as a growing one does, though it only deletes:
 // with no replica to acknowledge it, it is refused as unavailable.
-func TestDurabilityRefusesAnAnsweredDrainBatchNoReplicaAcknowledged(t *testing.T) {
+func TestDurabilityRefusesAnAnsweredSettlingBatchNoReplicaAcknowledged(t *testing.T) {
 	t.Parallel()
 	st, m := redistest.MiniredisServer(t, redisstore.Options{Durability: redisstore.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}})
 	ctx := context.Background()
@@ -80,7 +80,7 @@ func TestDurabilityRefusesAnAnsweredDrainBatchNoReplicaAcknowledged(t *testing.T
 	m.HSet(key, "k1", "v")
 	_, err := st.Apply(ctx, acme, answered("k1"))
 	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, redisstore.ErrNotReplicated) {
-		t.Fatalf("answered drain batch with no replica: %v, want ErrUnavailable and ErrNotReplicated", err)
+		t.Fatalf("answered settling batch with no replica: %v, want ErrUnavailable and ErrNotReplicated", err)
 	}
 }
 
@@ -155,20 +155,20 @@ func TestDurabilityWaitsForTheReplica(t *testing.T) {
 		t.Fatalf("replicas=1 with the replica stopped: %v, want ErrNotReplicated", err)
 	}
 	if _, err := stalled.Apply(ctx, acme, answered("k1")); !errors.Is(err, redisstore.ErrNotReplicated) {
-		t.Fatalf("answered drain batch with the replica stopped: %v, want ErrNotReplicated", err)
+		t.Fatalf("answered settling batch with the replica stopped: %v, want ErrNotReplicated", err)
 	}
-	// A drain batch nobody is answered about does not wait.
-	drain := store.Batch{Drain: true}
-	drain.Delete("k3")
-	if res, err := stalled.Apply(ctx, acme, drain); err != nil || !res.Committed {
-		t.Fatalf("drain batch with the replica stopped: %+v, %v", res, err)
+	// A settling batch nobody is answered about does not wait.
+	settling := store.Batch{Settles: true}
+	settling.Delete("k3")
+	if res, err := stalled.Apply(ctx, acme, settling); err != nil || !res.Committed {
+		t.Fatalf("settling batch with the replica stopped: %+v, %v", res, err)
 	}
 	replica.Resume()
 	if res, err := one.Apply(ctx, acme, growing("k4")); err != nil || !res.Committed {
 		t.Fatalf("growing batch with the replica back: %+v, %v", res, err)
 	}
 	if res, err := one.Apply(ctx, acme, answered("k4")); err != nil || !res.Committed {
-		t.Fatalf("answered drain batch with the replica back: %+v, %v", res, err)
+		t.Fatalf("answered settling batch with the replica back: %+v, %v", res, err)
 	}
 	if n, err := replica.Client.HExists(ctx, key, "k4").Result(); err != nil || n {
 		t.Fatalf("the replica still holds the row an acknowledged delete removed: %v, %v", n, err)

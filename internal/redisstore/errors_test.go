@@ -313,8 +313,8 @@ func TestStoppedRedisIsUnavailableOnEveryPath(t *testing.T) {
 	srv.Stop()
 
 	ctx := t.Context()
-	drain := store.Batch{Drain: true}
-	drain.Delete("k")
+	settling := store.Batch{Settles: true}
+	settling.Delete("k")
 	calls := map[string]func() error{
 		"Get":     func() error { _, _, err := s.Get(ctx, acme, "k"); return err },
 		"GetMany": func() error { _, err := s.GetMany(ctx, acme, []store.Key{"k"}); return err },
@@ -323,10 +323,10 @@ func TestStoppedRedisIsUnavailableOnEveryPath(t *testing.T) {
 			_, err := store.ReadMany(ctx, s, acme, []store.Read{{Keys: []store.Key{"k"}}, {Start: "a", End: "z", Limit: 10}})
 			return err
 		},
-		"Apply":       func() error { _, err := s.Apply(ctx, acme, put); return err },
-		"Apply drain": func() error { _, err := s.Apply(ctx, acme, drain); return err },
+		"Apply":          func() error { _, err := s.Apply(ctx, acme, put); return err },
+		"Apply settling": func() error { _, err := s.Apply(ctx, acme, settling); return err },
 		"ApplyAll": func() error {
-			_, err := s.ApplyAll(ctx, []redisstore.Item{{Partition: acme, Batch: put}, {Partition: acme, Batch: drain}})
+			_, err := s.ApplyAll(ctx, []redisstore.Item{{Partition: acme, Batch: put}, {Partition: acme, Batch: settling}})
 			return err
 		},
 		"Due":    func() error { _, err := s.Due(ctx, 0, 1<<62, 10); return err },

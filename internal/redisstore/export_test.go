@@ -32,11 +32,11 @@ func Classify(ctx context.Context, err error) error { return classify(ctx, err) 
 // MaxRoundOps is the most operations of a batch sent in a round.
 const MaxRoundOps = maxRoundOps
 
-// QueuedCalls counts the script calls waiting for a round, in every lane.
+// QueuedCalls counts the script calls waiting for a round, on every master.
 func (s *Store) QueuedCalls() int {
 	ls := s.applies
 	ls.mu.Lock()
-	all := []*lane{&ls.one}
+	all := []*rounds{&ls.one}
 	for _, l := range ls.byNode {
 		all = append(all, l)
 	}

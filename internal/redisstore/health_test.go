@@ -29,13 +29,11 @@ func TestCheckRefusesAnEvictingRedis(t *testing.T) {
 
 func TestCheckPassesEveryConfiguredBackend(t *testing.T) {
 	t.Parallel()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			if err := b.New(t).Check(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if err := b.New(t).Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestCheckLoadsScriptsAFlushDropped(t *testing.T) {

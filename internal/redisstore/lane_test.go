@@ -223,19 +223,17 @@ func TestAQueuedApplyWhoseContextEndsIsNeverSent(t *testing.T) {
 // A round that finds the scripts gone from the server sends its calls
 // again with their source.
 func TestARoundSurvivesScriptFlush(t *testing.T) {
-	for _, b := range flushableBackends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			s := b.New(t)
-			g := newGate(s)
-			g.onPipeline = func(ctx context.Context) {
-				if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
-					t.Errorf("SCRIPT FLUSH: %v", err)
-				}
+	redistest.EachFlushable(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel()
+		s := b.New(t)
+		g := newGate(s)
+		g.onPipeline = func(ctx context.Context) {
+			if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+				t.Errorf("SCRIPT FLUSH: %v", err)
 			}
-			roundBehindTheFirst(t, s, g, "flushed-", 4)
-		})
-	}
+		}
+		roundBehindTheFirst(t, s, g, "flushed-", 4)
+	})
 }
 
 // A batch of more operations than a round takes goes at once, alone, past

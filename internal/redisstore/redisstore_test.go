@@ -26,12 +26,10 @@ var timerKey = storetest.TimerKey
 
 // eachBackend runs fn on every backend as a parallel subtest.
 func eachBackend(t *testing.T, fn func(t *testing.T, s *redisstore.Store)) {
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, b.New(t))
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel()
+		fn(t, b.New(t))
+	})
 }
 
 func mustCommit(t *testing.T, s *redisstore.Store, p store.Partition, b store.Batch) {
@@ -537,77 +535,61 @@ func TestApplyAllSendsNothingWhenAnItemIsInvalid(t *testing.T) {
 
 // TestScriptsSurviveScriptFlush: after SCRIPT FLUSH (or a failover to a
 // replica that never loaded them), single and pipelined batches still run.
-// flushableBackends are the backends a test may SCRIPT FLUSH: none is the
-// shared Redis.
-func flushableBackends() []redistest.Backend {
-	return []redistest.Backend{
-		{Name: "miniredis", New: redistest.Miniredis},
-		{Name: "own-redis-server", New: func(t testing.TB) *redisstore.Store {
-			srv := redistest.StartServer(t)
-			return redistest.NewStore(t, srv.Client, redisstore.Options{})
-		}},
-		// CI starts this cluster for the tests alone, so flushing it is fine.
-		{Name: "cluster", New: redistest.Cluster},
-	}
-}
-
 func TestScriptsSurviveScriptFlush(t *testing.T) {
-	for _, b := range flushableBackends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			s := b.New(t)
-			ctx := t.Context()
-			flush := func() {
-				t.Helper()
-				if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
-					t.Fatalf("SCRIPT FLUSH: %v", err)
-				}
+	redistest.EachFlushable(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel()
+		s := b.New(t)
+		ctx := t.Context()
+		flush := func() {
+			t.Helper()
+			if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+				t.Fatalf("SCRIPT FLUSH: %v", err)
 			}
-			claim := func(p store.Partition, id string) store.Batch {
-				var b store.Batch
-				b.RequireAbsent(store.Key("claim/" + id))
-				b.Put(store.Key("claim/"+id), nil)
-				return b
-			}
+		}
+		claim := func(p store.Partition, id string) store.Batch {
+			var b store.Batch
+			b.RequireAbsent(store.Key("claim/" + id))
+			b.Put(store.Key("claim/"+id), nil)
+			return b
+		}
 
-			flush()
-			var items []redisstore.Item
-			for i := range 16 {
-				p := store.Partition{Namespace: "ns-" + strconv.Itoa(i)}
-				items = append(items, redisstore.Item{Partition: p, Batch: claim(p, "pipelined")})
+		flush()
+		var items []redisstore.Item
+		for i := range 16 {
+			p := store.Partition{Namespace: "ns-" + strconv.Itoa(i)}
+			items = append(items, redisstore.Item{Partition: p, Batch: claim(p, "pipelined")})
+		}
+		settling := claim(acme, "settling")
+		settling.Settles = true
+		items = append(items, redisstore.Item{Partition: acme, Batch: settling})
+		results, err := s.ApplyAll(ctx, items)
+		if err != nil {
+			t.Fatalf("ApplyAll after SCRIPT FLUSH: %v", err)
+		}
+		for i, r := range results {
+			if !r.Committed {
+				t.Fatalf("item %d after SCRIPT FLUSH: %+v, want committed", i, r)
 			}
-			drain := claim(acme, "drain")
-			drain.Drain = true
-			items = append(items, redisstore.Item{Partition: acme, Batch: drain})
-			results, err := s.ApplyAll(ctx, items)
-			if err != nil {
-				t.Fatalf("ApplyAll after SCRIPT FLUSH: %v", err)
-			}
-			for i, r := range results {
-				if !r.Committed {
-					t.Fatalf("item %d after SCRIPT FLUSH: %+v, want committed", i, r)
-				}
-			}
+		}
 
-			flush()
-			mustCommit(t, s, acme, claim(acme, "single"))
+		flush()
+		mustCommit(t, s, acme, claim(acme, "single"))
 
-			flush()
-			page, err := s.Scan(ctx, acme, "claim/", "claim0", nil, 10)
-			if err != nil {
-				t.Fatalf("scan after SCRIPT FLUSH: %v", err)
-			}
-			if len(page.Entries) != 2 {
-				t.Fatalf("scan after SCRIPT FLUSH found %d rows, want 2", len(page.Entries))
-			}
-		})
-	}
+		flush()
+		page, err := s.Scan(ctx, acme, "claim/", "claim0", nil, 10)
+		if err != nil {
+			t.Fatalf("scan after SCRIPT FLUSH: %v", err)
+		}
+		if len(page.Entries) != 2 {
+			t.Fatalf("scan after SCRIPT FLUSH found %d rows, want 2", len(page.Entries))
+		}
+	})
 }
 
-// TestFullRedisRefusesGrowingBatchWholeAndStillDrains: at maxmemory with
-// noeviction, a growing batch is refused before its first write, and a drain
+// TestFullRedisRefusesGrowingBatchWholeAndStillSettles: at maxmemory with
+// noeviction, a growing batch is refused before its first write, and a settling
 // batch still commits and frees memory.
-func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
+func TestFullRedisRefusesGrowingBatchWholeAndStillSettles(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	s := redistest.NewStore(t, srv.Client, redisstore.Options{})
@@ -670,23 +652,23 @@ func TestFullRedisRefusesGrowingBatchWholeAndStillDrains(t *testing.T) {
 		t.Fatalf("refused batch changed the due index: %v", list)
 	}
 
-	// A drain batch acknowledges (deletes) and writes a small row.
+	// A settling batch acknowledges (deletes) and writes a small row.
 	before := usedMemory(t, srv.Client)
-	drain := store.Batch{Drain: true}
+	settling := store.Batch{Settles: true}
 	for i := range 50 {
-		drain.Delete(store.Key(fmt.Sprintf("fill/%05d", i)))
+		settling.Delete(store.Key(fmt.Sprintf("fill/%05d", i)))
 	}
-	drain.Put("backlog", store.Value("rows=0"))
-	mustCommit(t, s, acme, drain)
+	settling.Put("backlog", store.Value("rows=0"))
+	mustCommit(t, s, acme, settling)
 	after := usedMemory(t, srv.Client)
 	if after >= before {
-		t.Fatalf("used memory %d after draining, was %d; want less", after, before)
+		t.Fatalf("used memory %d after settling, was %d; want less", after, before)
 	}
 	if _, found, err := s.Get(ctx, acme, "fill/00000"); err != nil || found {
-		t.Fatal("drained row is still present")
+		t.Fatal("deleted row is still present")
 	}
 	if v, _, _ := s.Get(ctx, acme, "backlog"); string(v) != "rows=0" {
-		t.Fatalf("backlog after drain = %q", v)
+		t.Fatalf("backlog after settling = %q", v)
 	}
 	// With memory freed, growth is accepted again.
 	mustCommit(t, s, acme, grow)
@@ -922,20 +904,8 @@ func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
 // eachClient runs f in parallel on a client of every backend: an embedded
 // miniredis of its own, and the real Redis and Cluster when configured.
 func eachClient(t *testing.T, f func(t *testing.T, client redis.UniversalClient)) {
-	for _, tc := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"miniredis", func(t *testing.T) redis.UniversalClient {
-			s, _ := redistest.MiniredisServer(t, redisstore.Options{Prefix: "other:"})
-			return s.Client()
-		}},
-		{"redis", func(t *testing.T) redis.UniversalClient { return redistest.RealClient(t) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, tc.client(t))
-		})
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel()
+		f(t, b.Client(t))
+	})
 }

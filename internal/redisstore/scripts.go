@@ -23,14 +23,15 @@ var (
 )
 
 // Shebang lines. A growing batch has no flags: a Redis at maxmemory with
-// noeviction refuses it before it starts, so it never writes in part. A drain
-// batch may run on a full Redis so that acknowledgements can free memory.
+// noeviction refuses it before it starts, so it never writes in part. A
+// settling batch may run on a full Redis so that acknowledgements can free
+// memory.
 // Scans only read; no-writes already implies allow-oom, which is spelled
 // out because a full Redis must still answer them.
 const (
-	applyShebang      = "#!lua\n"
-	applyDrainShebang = "#!lua flags=allow-oom\n"
-	readShebang       = "#!lua flags=no-writes,allow-oom\n"
+	applyShebang       = "#!lua\n"
+	applySettleShebang = "#!lua flags=allow-oom\n"
+	readShebang        = "#!lua flags=no-writes,allow-oom\n"
 )
 
 type script struct {
@@ -59,19 +60,19 @@ func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 type scripts struct {
 	shebang bool
 	apply   *script // growing batches
-	drain   *script // Batch.Drain: allow-oom
+	settle  *script // Batch.Settles: allow-oom
 	read    *script
 }
 
 func (sc *scripts) applyFor(b store.Batch) *script {
-	if b.Drain {
-		return sc.drain
+	if b.Settles {
+		return sc.settle
 	}
 	return sc.apply
 }
 
 func (sc *scripts) all() []*script {
-	return []*script{sc.apply, sc.drain, sc.read}
+	return []*script{sc.apply, sc.settle, sc.read}
 }
 
 // ensure loads on node c every script it does not hold.
@@ -103,7 +104,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 	with := &scripts{
 		shebang: true,
 		apply:   newScript(applyShebang + applyBody),
-		drain:   newScript(applyDrainShebang + applyBody),
+		settle:  newScript(applySettleShebang + applyBody),
 		read:    newScript(readShebang + readBody),
 	}
 	err := with.load(ctx, c)
@@ -114,7 +115,7 @@ func loadScripts(ctx context.Context, c redis.UniversalClient) (*scripts, error)
 		return nil, err
 	}
 	plain := newScript(applyBody)
-	without := &scripts{shebang: false, apply: plain, drain: plain, read: newScript(readBody)}
+	without := &scripts{shebang: false, apply: plain, settle: plain, read: newScript(readBody)}
 	if err := without.load(ctx, c); err != nil {
 		return nil, err
 	}

@@ -1,17 +1,3 @@
-// Package redisstore is relay's store on Redis: each partition is a HASH of
-// rows and a ZSET of the same keys for ordered scans, changed only by one Lua
-// script per batch. A single Redis and a Redis Cluster share one code path:
-// every key of a partition, and its bucket's due index, carries the bucket's
-// hash tag, so every script touches one slot.
-//
-// Redis keys, for namespace ns in bucket b = FNV-1a(ns) mod buckets:
-//
-//	<prefix>format               the stored format's version, recorded on first use
-//	<prefix>buckets              the bucket count, recorded on first use
-//	<prefix>{b}:ns:<ns>:rows     HASH  row key -> value
-//	<prefix>{b}:ns:<ns>:keys     ZSET  row keys, score 0 (byte-ordered by ZRANGEBYLEX)
-//	<prefix>{b}:due              ZSET  namespace -> earliest timer due ms
-//	<prefix>{b}:namespaces       ZSET  registered namespace -> 0 (byte-ordered by ZRANGEBYLEX)
 package redisstore
 
 import (
@@ -85,7 +71,7 @@ type Store struct {
 	// durability is Options.Durability with its defaults.
 	durability Durability
 	// applies sends concurrent batches together.
-	applies *lanes
+	applies *masters
 }
 
 var (
@@ -130,7 +116,7 @@ func New(ctx context.Context, client redis.UniversalClient, opts Options) (*Stor
 		return nil, err
 	}
 	s.scripts = sc
-	s.applies = newLanes(client)
+	s.applies = newMasters(client)
 	return s, nil
 }
 
@@ -192,8 +178,8 @@ func (s *Store) Durability() Durability { return s.durability }
 
 // Shebang reports whether the server runs scripts with a "#!lua" line
 // (Redis 7+). Without it no batch can declare allow-oom: on a full Redis a
-// drain batch that puts any row is refused like an ingest batch, and the
-// store cannot drain. The binary warns when this is false.
+// settling batch that puts any row is refused like an ingest batch, and the
+// store cannot settle. The binary warns when this is false.
 func (s *Store) Shebang() bool { return s.scripts.shebang }
 
 // Buckets is the number of due-index buckets.
@@ -400,7 +386,7 @@ func decodePage(res any) (store.Page, error) {
 // twice; the NamespaceStore contract makes every batch idempotent or guarded
 // by a precondition its first run falsifies, which makes the retry harmless.
 //
-// With Options.Durability.Replicas N ≥ 1, a growing batch (not Drain), and
+// With Options.Durability.Replicas N ≥ 1, a growing batch (not Settles), and
 // any batch marked Answered, is answered only once N replicas acknowledged
 // it (WAIT, see applyDurable);
 // fewer within the timeout is an error matching ErrNotReplicated and
@@ -411,7 +397,7 @@ func (s *Store) Apply(ctx context.Context, p store.Partition, b store.Batch) (st
 	if err != nil {
 		return store.Result{}, err
 	}
-	if s.durability.Replicas > 0 && (!b.Drain || b.Answered) {
+	if s.durability.Replicas > 0 && (!b.Settles || b.Answered) {
 		return s.applyDurable(ctx, p, s.scripts.applyFor(b), keys, args, len(b.Reads))
 	}
 	sc := s.scripts.applyFor(b)

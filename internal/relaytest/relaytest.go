@@ -1,8 +1,3 @@
-// Package relaytest runs the real relay binary for tests: it builds the
-// binary once per test process, starts, stops and kills relay processes on
-// free loopback addresses, and receives and verifies their webhooks. The
-// end-to-end tests of cmd/relay and the fault suite share it; the
-// redis-servers they break are redistest's.
 package relaytest
 
 import (
@@ -19,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // PublicURL is the canonical origin relays under test are given: every
@@ -88,11 +83,11 @@ func NewCredentials(t testing.TB, subject string) Credentials {
 		t.Fatal(err)
 	}
 	c := Credentials{Secret: hex.EncodeToString(b[:])}
-	key, err := hooks.GenerateKey(rand.Reader)
+	key, err := signing.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pem, err := hooks.EncodeKeyPEM(key)
+	pem, err := signing.EncodeKeyPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,3 @@
-// Package store is the contract between relay's domain and its storage: an
-// ordered key/value space per partition with atomic, guarded batches.
-//
-// A partition is one namespace. Every key of a partition lives in one Redis
-// Cluster slot, so a batch on it is one atomic step. Keys are compared as raw
-// bytes; a Key is a Go string only so that it is immutable and comparable.
 package store
 
 import (
@@ -245,17 +239,18 @@ type Write struct {
 type Batch struct {
 	Preconditions []Precondition
 	Writes        []Write
-	// Drain marks a batch that acknowledges or deletes, or rewrites rows
-	// in place (PutRange). It still runs on a
-	// Redis at maxmemory, so a full store can drain; a batch that grows the
-	// store (ingest) leaves it unset and is refused whole when memory is full.
-	Drain bool
+	// Settles marks a settling batch: one that acknowledges or deletes, or
+	// rewrites rows in place (PutRange), settling what the store holds
+	// rather than taking in more. It still runs on a Redis at maxmemory, so
+	// a full store can deliver and shrink; a batch that grows the store
+	// (ingest) leaves it unset and is refused whole when memory is full.
+	Settles bool
 	// Answered marks a batch whose commit its caller reports to someone: an
 	// operator's change. A store that answers a growing batch only once it
 	// is replicated (redisstore's Durability) answers this one so too, even
-	// when Drain: a lost acknowledgement only redelivers, but a lost erasure
-	// or endpoint delete brings back what an operator was told is gone. A
-	// store with no such policy ignores it.
+	// when it Settles: a lost acknowledgement only redelivers, but a lost
+	// erasure or endpoint delete brings back what an operator was told is
+	// gone. A store with no such policy ignores it.
 	Answered bool
 	// Reads are rows to read once the writes are applied, in the same
 	// atomic step: a committed Apply returns them in Result.Rows, as the
@@ -329,7 +324,7 @@ func (b *Batch) Add(key Key, header Value, deltas ...int64) {
 // batch. Several PutRanges of one key apply in order.
 //
 // Rewriting the same bytes again leaves the same row, so a resent PutRange
-// is harmless on its own. It never grows the store, so a Drain batch may
+// is harmless on its own. It never grows the store, so a settling batch may
 // carry it.
 func (b *Batch) PutRange(key Key, offset int, bytes Value) {
 	b.Writes = append(b.Writes, Write{Kind: PutRange, Key: key, Value: bytes, Offset: offset})

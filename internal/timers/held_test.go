@@ -50,7 +50,7 @@ func TestAHeldTimerIsFiredByItsHolderWithNoClaim(t *testing.T) {
 			return timers.Fired{Done: true}, nil
 		}}
 		counted := &countingStore{NamespaceStore: st}
-		r := timers.NewRunner(timers.RunnerConfig{Store: counted, Registry: registry(t, h), Clock: clock.NewManual(120), Budget: timers.Budget{Lease: lease}})
+		r := timers.NewRunner(timers.RunnerConfig{Store: counted, Handlers: handlers(t, h), Clock: clock.NewManual(120), Budget: timers.Budget{Lease: lease}})
 		report, err := r.RunHeld(ctx, 120, c)
 		if err != nil || report.Fired != 1 {
 			t.Fatalf("report %+v, %v", report, err)
@@ -140,7 +140,7 @@ func TestATimerThatStaysIsHeldAgainInPlace(t *testing.T) {
 		h := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
 			return timers.Fired{Done: true, Stay: true, State: []byte("s")}, nil
 		}}
-		r := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(120), Budget: timers.Budget{Lease: lease}})
+		r := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clock.NewManual(120), Budget: timers.Budget{Lease: lease}})
 		if report, err := r.RunHeld(ctx, 120, c); err != nil || report.Done != 1 {
 			t.Fatalf("report %+v, %v", report, err)
 		}

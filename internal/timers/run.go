@@ -113,7 +113,7 @@ func Claim(ctx context.Context, st store.NamespaceStore, p store.Partition, row 
 		ExpiresAtMs: expires,
 	}
 	// A claim rewrites a row of the same size: it must run on a full store.
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	b.RequireEquals(row.Key, row.Raw)
 	if c.Key != row.Key {
 		b.Delete(row.Key)
@@ -177,7 +177,7 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		b := store.Batch{
 			Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
 			Writes:        withNotes(f.Batch.Writes, f.Notes),
-			Drain:         f.Batch.Drain,
+			Settles:       f.Batch.Settles,
 		}
 		leaseGuard := len(b.Preconditions)
 		b.RequireEquals(c.Key, c.Value)
@@ -285,7 +285,7 @@ func sameAdd(ws []store.Write, n store.Write) int {
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
 func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Completion, error) {
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	b.RequireEquals(c.Key, c.Value)
 	b.Delete(c.Key)
 	b.Put(Key(dueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(state))
@@ -303,7 +303,7 @@ func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs in
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
 	Store    store.NamespaceStore
-	Registry *Registry
+	Handlers *Handlers
 	// Clock dates each claim's lease and bounds a completion's waits;
 	// clock.System when nil.
 	Clock clock.Clock
@@ -314,7 +314,7 @@ type RunnerConfig struct {
 }
 
 // Runner claims, fires and completes the due timers of a store's
-// partitions, with the handlers of its registry.
+// partitions, with its handlers.
 type Runner struct {
 	cfg RunnerConfig
 }
@@ -396,7 +396,7 @@ func (r *Runner) fire(ctx context.Context, c Claimed, nowMs int64) (Report, erro
 	st, clk, lease, log := r.cfg.Store, r.cfg.Clock, r.cfg.Budget.Lease, r.cfg.Logger
 	p, row := c.Partition, c.Timer
 	var report Report
-	h, known := r.cfg.Registry.Handler(row.Kind)
+	h, known := r.cfg.Handlers.Handler(row.Kind)
 	if !known {
 		// A timer of a kind this process does not know (a newer version
 		// wrote it) waits out the lease rather than spinning the driver.
@@ -462,7 +462,7 @@ func deferRaw(ctx context.Context, st store.NamespaceStore, p store.Partition, e
 	if !ok || due >= dueAtMs {
 		return nil
 	}
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	b.RequireEquals(e.Key, e.Value)
 	b.Delete(e.Key)
 	b.Put(Key(dueAtMs, kind, ref), e.Value)

@@ -38,15 +38,12 @@ func (h handlerFunc) Fire(_ context.Context, fc timers.FireContext, t timers.Due
 
 // eachBackend runs f on a fresh store of every backend.
 func eachBackend(t *testing.T, f func(t *testing.T, st *redisstore.Store)) {
-	t.Helper()
-	for _, b := range redistest.Backends(t) {
-		t.Run(b.Name, func(t *testing.T) { f(t, b.New(t)) })
-	}
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) { f(t, b.New(t)) })
 }
 
-func registry(t *testing.T, hs ...timers.Handler) *timers.Registry {
+func handlers(t *testing.T, hs ...timers.Handler) *timers.Handlers {
 	t.Helper()
-	r, err := timers.NewRegistry(hs...)
+	r, err := timers.NewHandlers(hs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +196,7 @@ func TestRescheduleAndDoneTouchExactlyTheLeasedRow(t *testing.T) {
 			return timers.Fired{Done: true}, nil
 		}}
 		clk := clock.NewManual(100)
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clk}).RunDue(ctx, ns, 100)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clk}).RunDue(ctx, ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +231,7 @@ func TestAFailedHandlerGuardReleasesTheTimerDueAtOnce(t *testing.T) {
 			b.Put("acked", nil)
 			return timers.Fired{DueAtMs: 9_000, State: []byte("new"), Batch: b}, nil
 		}}
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(150)}).RunDue(ctx, ns, 150)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clock.NewManual(150)}).RunDue(ctx, ns, 150)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +260,7 @@ func TestATimerThatCannotFireWaitsOneLeaseInsteadOfSpinning(t *testing.T) {
 		failing := handlerFunc{kind: 8, fire: func(timers.FireContext, timers.DueTimer) (timers.Fired, error) {
 			return timers.Fired{}, errors.New("sink exploded")
 		}}
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, failing), Clock: clock.NewManual(100)}).RunDue(ctx, ns, 100)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, failing), Clock: clock.NewManual(100)}).RunDue(ctx, ns, 100)
 		if err == nil {
 			t.Fatal("a failed fire is not reported")
 		}
@@ -351,7 +348,7 @@ func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
 			b.Put(store.Key("missing-guard-row-"+tm.Reference), nil)
 			return timers.Fired{DueAtMs: fc.NowMs + 10, Batch: b}, nil
 		}}
-		reg := registry(t, h)
+		reg := handlers(t, h)
 		for step := range 300 {
 			p := parts[rng.IntN(len(parts))]
 			switch op := rng.IntN(5); op {
@@ -367,7 +364,7 @@ func TestDueIndexFollowsTheEarliestTimerThroughARandomSequence(t *testing.T) {
 				b.Put(timers.Key(now+rng.Int64N(4_000)-2_000, 8, ref), timers.EncodeIdle(nil))
 				apply(t, st, p, b)
 			case 1, 2: // run what is due
-				if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: reg, Clock: clk, Budget: timers.Budget{MaxTimers: 2}}).RunDue(ctx, p, now); err != nil {
+				if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: reg, Clock: clk, Budget: timers.Budget{MaxTimers: 2}}).RunDue(ctx, p, now); err != nil {
 					t.Fatal(err)
 				}
 			case 3: // claim and abandon: the worker dies holding the lease
@@ -426,7 +423,7 @@ func TestEachClaimOfARunHoldsAFullLease(t *testing.T) {
 			clk.Advance(20 * time.Second) // each fire takes two thirds of a lease
 			return timers.Fired{Done: true}, nil
 		}}
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, slow), Clock: clk, Budget: timers.Budget{Lease: lease}}).RunDue(context.Background(), ns, 100)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, slow), Clock: clk, Budget: timers.Budget{Lease: lease}}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +444,7 @@ func TestABackoffIsKeptWhenOnlyTheGuardMoved(t *testing.T) {
 			b.RequireEquals("backlog", store.Value("as read before an append"))
 			return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true}, nil
 		}}
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +469,7 @@ func TestAWriteFreeRescheduleIsReplannedWhenItsGuardFails(t *testing.T) {
 			b.RequireEquals("endpoint", store.Value("disabled, as read"))
 			return timers.Fired{DueAtMs: timers.NeverMs, Batch: b}, nil
 		}}
-		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), ns, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +501,7 @@ func TestNotesStandWhetherOrNotTheHandlersGuardHolds(t *testing.T) {
 				return timers.Fired{DueAtMs: 2_100, State: []byte("attempt-2"), Batch: b, Backoff: true,
 					Notes: []store.Write{{Kind: store.Put, Key: "attempt", Value: store.Value("failed at 100")}}}, nil
 			}}
-			if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), p, 100); err != nil {
+			if _, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clock.NewManual(100)}).RunDue(context.Background(), p, 100); err != nil {
 				t.Fatal(err)
 			}
 			v, found, err := st.Get(context.Background(), p, "attempt")
@@ -607,7 +604,7 @@ func TestACompletionTheStoreRefusesIsCountedAndLoggedAsAnError(t *testing.T) {
 		}}
 		clk := clock.NewManual(150)
 		for round := range 2 {
-			report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t, h), Clock: clk, Budget: timers.Budget{Lease: lease},
+			report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clk, Budget: timers.Budget{Lease: lease},
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil))}).RunDue(ctx, ns, clk.Now().UnixMilli())
 			if !errors.Is(err, store.ErrCorrupt) || report.Refused != 1 {
 				t.Fatalf("round %d: report %+v, %v; want one refused completion", round, report, err)
@@ -642,7 +639,7 @@ func TestARunnerLogsThroughTheLoggerItWasGiven(t *testing.T) {
 		b.Put(timers.Key(100, 8, "corrupt"), store.Value{0x7f, 1, 2})
 		apply(t, st, ns, b)
 		var logs testlog.Buffer
-		runner := timers.NewRunner(timers.RunnerConfig{Store: st, Registry: registry(t), Clock: clock.NewManual(100),
+		runner := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t), Clock: clock.NewManual(100),
 			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		report, err := runner.RunDue(context.Background(), ns, 100)
 		if err != nil || report.Deferred != 2 {

@@ -1,7 +1,3 @@
-// Package timers runs due work inside a partition. A timer is a row; a worker
-// claims a due timer with a lease, fires its handler, and applies the
-// handler's result in one batch guarded by the leased row, so only the
-// lease's owner can complete it.
 package timers
 
 import (
@@ -68,15 +64,15 @@ type Handler interface {
 	Fire(ctx context.Context, fc FireContext, t DueTimer) (Fired, error)
 }
 
-// Registry maps kinds to handlers.
-type Registry struct {
+// Handlers maps kinds to handlers.
+type Handlers struct {
 	handlers map[Kind]Handler
 }
 
-// NewRegistry returns a registry of the given handlers. Two handlers of one
+// NewHandlers returns the map of the given handlers. Two handlers of one
 // kind are a programming error.
-func NewRegistry(handlers ...Handler) (*Registry, error) {
-	r := &Registry{handlers: make(map[Kind]Handler, len(handlers))}
+func NewHandlers(handlers ...Handler) (*Handlers, error) {
+	r := &Handlers{handlers: make(map[Kind]Handler, len(handlers))}
 	for _, h := range handlers {
 		if _, dup := r.handlers[h.Kind()]; dup {
 			return nil, fmt.Errorf("timers: two handlers of kind %d", h.Kind())
@@ -87,7 +83,7 @@ func NewRegistry(handlers ...Handler) (*Registry, error) {
 }
 
 // Handler returns the handler of a kind.
-func (r *Registry) Handler(k Kind) (Handler, bool) {
+func (r *Handlers) Handler(k Kind) (Handler, bool) {
 	h, ok := r.handlers[k]
 	return h, ok
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func TestRequestSchemeNamesWhatTheHeadersClaim(t *testing.T) {
@@ -49,7 +49,7 @@ func TestEitherVerifierChecksEachRequestWithItsScheme(t *testing.T) {
 		return r
 	}
 	stdReq := func(secrets ...string) *http.Request {
-		h, err := hooks.SignStandard("msg_1", secrets, []byte(body), b.now)
+		h, err := signing.SignStandard("msg_1", secrets, []byte(body), b.now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestEitherVerifierChecksEachRequestWithItsScheme(t *testing.T) {
 	}
 	// A v1a request goes to the Standard verifier too.
 	std.PublicKeys = []string{v1aPublic(1)}
-	h, err := hooks.SignStandardV1a("msg_1", []string{v1aPrivate(1)}, []byte(body), b.now)
+	h, err := signing.SignStandardV1a("msg_1", []string{v1aPrivate(1)}, []byte(body), b.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // A receiver at https://hooks.example.com, for relay namespace acme, checks
@@ -83,16 +83,16 @@ func Example_standardVerifierVerify() {
 		log.Fatal(err)
 	}
 	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
-	header, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow) // as relay signs
+	header, err := signing.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow) // as relay signs
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(v.Verify(header, body))
 
-	old, _ := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow.Add(-10*time.Minute))
+	old, _ := signing.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow.Add(-10*time.Minute))
 	fmt.Println(v.Verify(old, body))
 
-	other, _ := hooks.SignStandard("msg_1", []string{"whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ=="}, body, exampleNow)
+	other, _ := signing.SignStandard("msg_1", []string{"whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQQ=="}, body, exampleNow)
 	fmt.Println(v.Verify(other, body))
 	// Output:
 	// <nil>
@@ -112,14 +112,14 @@ func Example_standardVerifierVerifyV1a() {
 		log.Fatal(err)
 	}
 	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
-	header, err := hooks.SignStandardV1a("msg_1", []string{private}, body, exampleNow) // as relay signs
+	header, err := signing.SignStandardV1a("msg_1", []string{private}, body, exampleNow) // as relay signs
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(header.Get(hookverify.HeaderStandardSignature)[:4])
 	fmt.Println(v.Verify(header, body))
 
-	v1, _ := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	v1, _ := signing.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
 	fmt.Println(v.Verify(v1, body))
 
 	bad := &hookverify.StandardVerifier{PublicKeys: []string{"whpk_F0VTtFbd38aQ"}}
@@ -145,7 +145,7 @@ func Example_newMiddleware() {
 	}))
 
 	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
-	header, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	header, err := signing.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func Example_fetchKeyList() {
 // refresh, keeping its nonces. Run refreshes every Interval; Refresh, here,
 // once.
 func Example_keyListRefresher() {
-	next, err := hooks.NewMkitSigner("relay-2026-05", seedKey(2))
+	next, err := signing.NewMkitSigner("relay-2026-05", seedKey(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func Example_eitherVerifier() {
 	header, body := relayDelivery("acme")
 	post(handler, header, body)
 	body = []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"acme"}}`)
-	std, err := hooks.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
+	std, err := signing.SignStandard("msg_1", []string{exampleSecret}, body, exampleNow)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -258,23 +258,23 @@ var exampleNow = time.UnixMilli(1_764_460_800_000)
 func exampleClock() time.Time { return exampleNow }
 
 // exampleSigner stands in for relay's signing key.
-var exampleSigner, _ = hooks.NewMkitSigner("relay-2025-11", seedKey(1))
+var exampleSigner, _ = signing.NewMkitSigner("relay-2025-11", seedKey(1))
 
 // exampleSecret is an endpoint's Standard Webhooks secret.
 const exampleSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // relayKeys serves a key list of entries as relay does.
-func relayKeys(entries ...hooks.PublicKey) http.Handler {
-	list, err := hooks.NewKeyList(entries...)
+func relayKeys(entries ...signing.PublicKey) http.Handler {
+	list, err := signing.NewKeyList(entries...)
 	if err != nil {
 		log.Fatal(err)
 	}
-	return hooks.KeysHandler(list)
+	return signing.KeysHandler(list)
 }
 
 func relayKeyList() []byte {
 	rec := httptest.NewRecorder()
-	relayKeys(exampleSigner.PublicKey()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	relayKeys(exampleSigner.PublicKey()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	return rec.Body.Bytes()
 }
 
@@ -284,7 +284,7 @@ func relayDelivery(ns string) (http.Header, []byte) {
 
 // signedBy is what relay, signing with s, posts to
 // https://hooks.example.com/hooks/relay for namespace ns.
-func signedBy(s *hooks.MkitSigner, ns string) (http.Header, []byte) {
+func signedBy(s *signing.MkitSigner, ns string) (http.Header, []byte) {
 	body := []byte(`{"type":"outcome.expired","data":{"reservation_id":"r-1","namespace":"` + ns + `"}}`)
 	u, _ := url.Parse("https://hooks.example.com/hooks/relay")
 	h, err := s.Sign(u, ns, body, exampleNow)

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
-// keysServer serves the key list of entries at hooks.KeysPath, as relay
+// keysServer serves the key list of entries at signing.KeysPath, as relay
 // does; rotate changes what it serves.
 type keysServer struct {
 	*httptest.Server
@@ -22,7 +22,7 @@ type keysServer struct {
 	count atomic.Int64
 }
 
-func newKeysServer(t *testing.T, entries ...hooks.PublicKey) *keysServer {
+func newKeysServer(t *testing.T, entries ...signing.PublicKey) *keysServer {
 	t.Helper()
 	s := &keysServer{}
 	s.rotate(t, entries...)
@@ -34,17 +34,17 @@ func newKeysServer(t *testing.T, entries ...hooks.PublicKey) *keysServer {
 	return s
 }
 
-func (s *keysServer) rotate(t *testing.T, entries ...hooks.PublicKey) {
+func (s *keysServer) rotate(t *testing.T, entries ...signing.PublicKey) {
 	t.Helper()
-	list, err := hooks.NewKeyList(entries...)
+	list, err := signing.NewKeyList(entries...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hooks.KeysHandler(list)
+	h := signing.KeysHandler(list)
 	s.list.Store(&h)
 }
 
-func (s *keysServer) keysURL() string { return s.URL + hooks.KeysPath }
+func (s *keysServer) keysURL() string { return s.URL + signing.KeysPath }
 
 // answering serves every request with h.
 func answering(t *testing.T, h http.HandlerFunc) *httptest.Server {
@@ -58,9 +58,9 @@ func answering(t *testing.T, h http.HandlerFunc) *httptest.Server {
 func relayList(t *testing.T) []byte {
 	t.Helper()
 	b := setup(t)
-	list, _ := hooks.NewKeyList(b.signer.PublicKey())
+	list, _ := signing.NewKeyList(b.signer.PublicKey())
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	signing.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	return rec.Body.Bytes()
 }
 
@@ -152,7 +152,7 @@ func TestFetchKeyListFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, target.keysURL(), http.StatusFound)
 	})
 	for _, opts := range [][]hookverify.FetchOption{nil, {hookverify.WithTransport(http.DefaultTransport)}} {
-		_, err := hookverify.FetchKeyList(context.Background(), redirect.URL+hooks.KeysPath, opts...)
+		_, err := hookverify.FetchKeyList(context.Background(), redirect.URL+signing.KeysPath, opts...)
 		if err == nil || !strings.Contains(err.Error(), "answered 302") {
 			t.Errorf("got %v, want the 302 refused", err)
 		}

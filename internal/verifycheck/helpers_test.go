@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 	"github.com/zeebo/blake3"
 )
 
@@ -37,7 +37,7 @@ func seedKey(first byte) ed25519.PrivateKey {
 // with a clock moved by hand, and the relay signer that sends to it.
 type bundle struct {
 	key    ed25519.PrivateKey
-	signer *hooks.MkitSigner
+	signer *signing.MkitSigner
 	now    time.Time
 	v      *hookverify.MkitVerifier
 }
@@ -46,7 +46,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{key: seedKey(1), now: t0}
 	var err error
-	if b.signer, err = hooks.NewMkitSigner("relay-1", b.key); err != nil {
+	if b.signer, err = signing.NewMkitSigner("relay-1", b.key); err != nil {
 		t.Fatal(err)
 	}
 	b.v = &hookverify.MkitVerifier{
@@ -60,14 +60,14 @@ func setup(t *testing.T) *bundle {
 
 // keyList is entries as a receiver gets them: encoded by relay, parsed
 // here.
-func keyList(t *testing.T, entries ...hooks.PublicKey) hookverify.KeyList {
+func keyList(t *testing.T, entries ...signing.PublicKey) hookverify.KeyList {
 	t.Helper()
-	list, err := hooks.NewKeyList(entries...)
+	list, err := signing.NewKeyList(entries...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	hooks.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, hooks.KeysPath, nil))
+	signing.KeysHandler(list).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, signing.KeysPath, nil))
 	parsed, err := hookverify.ParseKeyList(rec.Body.Bytes())
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func TestMkitAcceptsRelaysRequest(t *testing.T) {
@@ -164,7 +164,7 @@ func TestMkitCheckValidatesConfigurationWithoutARequest(t *testing.T) {
 		t.Fatalf("good configuration: %v", err)
 	}
 	twoKeys := good()
-	twoKeys.Keys = keyList(t, b.signer.PublicKey(), hooks.PublicKey{KeyID: "relay-2", Alg: "ed25519", PublicKey: strings.Repeat("ab", 32)})
+	twoKeys.Keys = keyList(t, b.signer.PublicKey(), signing.PublicKey{KeyID: "relay-2", Alg: "ed25519", PublicKey: strings.Repeat("ab", 32)})
 	if err := twoKeys.Check(); err != nil {
 		t.Errorf("two keys: %v", err)
 	}
@@ -270,7 +270,7 @@ func TestMkitRefusesExpiredRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := b.sign(t, body)
-	expires := t0.Add(hooks.MaxValidity)
+	expires := t0.Add(signing.MaxValidity)
 	b.now = expires
 	check(t, b.v, h, "/in", body, hookverify.ErrExpired)
 	b.now = expires.Add(-time.Millisecond)

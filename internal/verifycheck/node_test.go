@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // The Standard Webhooks library for Node (npm standardwebhooks,
@@ -84,7 +84,7 @@ type nodeVerify struct {
 
 func nodeHeaders(t *testing.T, msgID string, secrets []string, body []byte, at time.Time) map[string]string {
 	t.Helper()
-	return webhookHeaders(t)(hooks.SignStandard(msgID, secrets, body, at))
+	return webhookHeaders(t)(signing.SignStandard(msgID, secrets, body, at))
 }
 
 // webhookHeaders takes a signer's answer to the three Standard Webhooks

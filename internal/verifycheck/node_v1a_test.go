@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // nodeV1a runs verify_v1a.js, which checks v1a signatures with Node's
@@ -38,7 +38,7 @@ func needNodeOnly(t *testing.T) {
 
 func v1aHeaders(t *testing.T, msgID string, keys []string, body []byte, at time.Time) map[string]string {
 	t.Helper()
-	return webhookHeaders(t)(hooks.SignStandardV1a(msgID, keys, body, at))
+	return webhookHeaders(t)(signing.SignStandardV1a(msgID, keys, body, at))
 }
 
 func TestNodeCryptoVerifiesRelaysV1aSignatures(t *testing.T) {

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // rotation is a receiver trusting relay's key relay-1, and relay's next
 // key relay-2, not yet published.
 type rotation struct {
 	*bundle
-	next *hooks.MkitSigner
+	next *signing.MkitSigner
 	keys *keysServer
 }
 
@@ -25,7 +25,7 @@ func newRotation(t *testing.T) *rotation {
 	t.Helper()
 	r := &rotation{bundle: setup(t)}
 	var err error
-	if r.next, err = hooks.NewMkitSigner("relay-2", seedKey(2)); err != nil {
+	if r.next, err = signing.NewMkitSigner("relay-2", seedKey(2)); err != nil {
 		t.Fatal(err)
 	}
 	r.keys = newKeysServer(t, r.signer.PublicKey())

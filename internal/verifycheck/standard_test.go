@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 func secret(first byte) string {
@@ -22,7 +22,7 @@ func secret(first byte) string {
 
 func signStandard(t *testing.T, secrets []string, body string, at time.Time) http.Header {
 	t.Helper()
-	h, err := hooks.SignStandard("msg_r-1_billing", secrets, []byte(body), at)
+	h, err := signing.SignStandard("msg_r-1_billing", secrets, []byte(body), at)
 	if err != nil {
 		t.Fatal(err)
 	}

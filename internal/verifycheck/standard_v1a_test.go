@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/hooks"
+	"github.com/hookrelay/relay/internal/signing"
 )
 
 // v1aKey is the Ed25519 key whose seed is 32 bytes of b.
@@ -30,7 +30,7 @@ func v1aPublic(b byte) string {
 
 func v1aSign(t *testing.T, keys []string, at time.Time) http.Header {
 	t.Helper()
-	h, err := hooks.SignStandardV1a("msg_r-7f3a_billing", keys, []byte(body), at)
+	h, err := signing.SignStandardV1a("msg_r-7f3a_billing", keys, []byte(body), at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestStandardV1aVerifiesWithThePublicKeyOnly(t *testing.T) {
 func TestStandardV1aRefusesV1WhenOnlyPublicKeysAreConfigured(t *testing.T) {
 	t.Parallel()
 	s := secret(1)
-	v1, err := hooks.SignStandard("msg_r-7f3a_billing", []string{s}, []byte(body), t0)
+	v1, err := signing.SignStandard("msg_r-7f3a_billing", []string{s}, []byte(body), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // vectors is api/testdata/webhook-signatures.json as a receiver reads it;
-// internal/hooks' TestSignatureVectors proves relay signs exactly this.
+// internal/signing's TestSignatureVectors proves relay signs exactly this.
 type vectors struct {
 	Mkit struct {
 		Namespace  string            `json:"namespace"`

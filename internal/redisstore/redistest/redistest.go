@@ -1,12 +1,3 @@
-// Package redistest gives tests a fresh, isolated redisstore.Store on
-// miniredis, on a real Redis, or on a Redis Cluster.
-//
-// A real server is shared with other tests and other people: each store gets
-// its own random key prefix, and cleanup deletes only that prefix. Nothing
-// here flushes or reconfigures the Redis of RELAY_TEST_REDIS_URL. The Cluster
-// of RELAY_TEST_REDIS_CLUSTER must be a test cluster of the run's own
-// (.ci/run starts one): the store's tests flush its script cache, which the
-// store recovers from, to prove that it does.
 package redistest
 
 import (
@@ -42,6 +33,10 @@ type Backend struct {
 	// New returns a fresh, isolated store, or skips the test when the
 	// backend is not configured.
 	New func(t testing.TB) *redisstore.Store
+	// Client returns a client of the backend's server, for tests that open
+	// stores of their own on it (under a Prefix of theirs), or skips the
+	// test when the backend is not configured.
+	Client func(t testing.TB) redis.UniversalClient
 }
 
 // Backends lists every backend. Those that are not configured skip the tests
@@ -50,9 +45,43 @@ type Backend struct {
 func Backends(t testing.TB) []Backend {
 	t.Helper()
 	return []Backend{
-		{Name: "miniredis", New: Miniredis},
-		{Name: "redis", New: Real},
-		{Name: "cluster", New: Cluster},
+		{Name: "miniredis", New: Miniredis, Client: MiniredisClient},
+		{Name: "redis", New: Real, Client: func(t testing.TB) redis.UniversalClient { return RealClient(t) }},
+		{Name: "cluster", New: Cluster, Client: func(t testing.TB) redis.UniversalClient { return ClusterClient(t) }},
+	}
+}
+
+// Flushable lists the backends a test may SCRIPT FLUSH or otherwise
+// change the server of: none is the shared Redis of RELAY_TEST_REDIS_URL,
+// whose place a redis-server of the test's own takes. The Cluster is the
+// run's own (see the package doc).
+func Flushable() []Backend {
+	own := func(t testing.TB) *Server { return StartServer(t) }
+	return []Backend{
+		{Name: "miniredis", New: Miniredis, Client: MiniredisClient},
+		{Name: "own-redis-server",
+			New:    func(t testing.TB) *redisstore.Store { return NewStore(t, own(t).Client, redisstore.Options{}) },
+			Client: func(t testing.TB) redis.UniversalClient { return own(t).Client }},
+		{Name: "cluster", New: Cluster, Client: func(t testing.TB) redis.UniversalClient { return ClusterClient(t) }},
+	}
+}
+
+// Each runs fn as a subtest of t for every backend of Backends, named for
+// the backend. fn calls t.Parallel itself where its subtests may run
+// together; a backend that is not configured skips its subtest at New or
+// Client.
+func Each(t *testing.T, fn func(t *testing.T, b Backend)) {
+	each(t, Backends(t), fn)
+}
+
+// EachFlushable is Each over the backends of Flushable.
+func EachFlushable(t *testing.T, fn func(t *testing.T, b Backend)) {
+	each(t, Flushable(), fn)
+}
+
+func each(t *testing.T, backends []Backend, fn func(t *testing.T, b Backend)) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
 	}
 }
 
@@ -69,9 +98,20 @@ func Miniredis(t testing.TB) *redisstore.Store {
 func MiniredisServer(t testing.TB, opts redisstore.Options) (*redisstore.Store, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
+	return NewStore(t, miniredisClient(t, m), opts), m
+}
+
+// MiniredisClient is a client of a fresh in-process miniredis, closed when
+// the test ends.
+func MiniredisClient(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	return miniredisClient(t, miniredis.RunT(t))
+}
+
+func miniredisClient(t testing.TB, m *miniredis.Miniredis) *redis.Client {
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
-	return NewStore(t, client, opts), m
+	return client
 }
 
 // Real returns a store on the Redis at RELAY_TEST_REDIS_URL under a fresh

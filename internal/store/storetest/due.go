@@ -104,7 +104,7 @@ func testDeletingLastTimerLeavesDueIndex(t *testing.T, s Store) {
 	b.Delete(first)
 	mustCommit(t, s, acme, b)
 	wantDue(t, s, acme, 3_000)
-	b = store.Batch{Drain: true}
+	b = store.Batch{Settles: true}
 	b.Delete(second)
 	b.Delete(TimerKey(9_000, "never-there"))
 	mustCommit(t, s, acme, b)
@@ -219,9 +219,9 @@ func testDueListsPartitionsOfBucketEarliestFirst(t *testing.T, s Store) {
 	}
 }
 
-func testDrainBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
+func testSettlingBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
 	put(t, s, acme, "pending/1", "", "backlog", "1")
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	b.RequireEquals("backlog", store.Value("1"))
 	b.Delete("pending/1")
 	b.Put("backlog", store.Value("0"))
@@ -235,7 +235,7 @@ func testDrainBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
 // store's durability policy, which the contract suite's stores leave off.
 func testAnsweredBatchIsAppliedLikeAnyOther(t *testing.T, s Store) {
 	put(t, s, acme, "pending/1", "", "backlog", "1")
-	b := store.Batch{Drain: true, Answered: true}
+	b := store.Batch{Settles: true, Answered: true}
 	b.RequireEquals("backlog", store.Value("1"))
 	b.Delete("pending/1")
 	b.Put("backlog", store.Value("0"))

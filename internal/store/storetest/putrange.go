@@ -35,8 +35,8 @@ func testPutRangeOverwritesInPlace(t *testing.T, s Store) {
 	}
 	// A ranged row is a row like any other: scanned once, in order.
 	wantKeys(t, scanAll(t, s, acme, "", "\xff", 10), "beside", "row/end", "row/middle", "row/one byte", "row/start", "row/whole row")
-	// It never grows the store, so a Drain batch carries it.
-	b := store.Batch{Drain: true}
+	// It never grows the store, so a settling batch carries it.
+	b := store.Batch{Settles: true}
 	b.PutRange("row/start", 2, store.Value("cd"))
 	mustCommit(t, s, acme, b)
 	wantRow(t, s, acme, "row/start", "abcd456789")

@@ -98,7 +98,7 @@ func testFirstRegisteringRowRegistersAndLastUnregisters(t *testing.T, s Store) {
 	mustCommit(t, s, acme, b)
 	wantRegistered(t, s, acme, true)
 
-	b = store.Batch{Drain: true}
+	b = store.Batch{Settles: true}
 	b.Delete(endpointKey("b"))
 	b.Delete(endpointKey("never-there"))
 	mustCommit(t, s, acme, b)
@@ -133,7 +133,7 @@ func testFailedBatchLeavesRegistryUnchanged(t *testing.T, s Store) {
 	wantAbsent(t, s, acme, endpointKey("a"))
 
 	put(t, s, acme, string(endpointKey("a")), "v1")
-	b = store.Batch{Drain: true}
+	b = store.Batch{Settles: true}
 	b.RequireEquals(endpointKey("a"), store.Value("v0"))
 	b.Delete(endpointKey("a"))
 	mustFailAt(t, s, acme, b, 0)
@@ -169,7 +169,7 @@ func testRetriedBatchRegistersOnce(t *testing.T, s Store) {
 	wantRegistered(t, s, acme, true)
 
 	// The deletion of the last, run twice, unregisters once and for all.
-	del := store.Batch{Drain: true}
+	del := store.Batch{Settles: true}
 	del.Delete(endpointKey("a"))
 	del.Delete(endpointKey("b"))
 	mustCommit(t, s, acme, del)
@@ -188,7 +188,7 @@ func testRegistryFollowsRowsAcrossBatches(t *testing.T, s Store) {
 	}
 	mustCommit(t, s, acme, b)
 	for page := range 5 {
-		d := store.Batch{Drain: true}
+		d := store.Batch{Settles: true}
 		d.RequireEquals(endpointKey("a"), store.Value("{}"))
 		for i := range 10 {
 			d.Delete(store.Key(fmt.Sprintf("pa/%03d", 10*page+i)))
@@ -196,7 +196,7 @@ func testRegistryFollowsRowsAcrossBatches(t *testing.T, s Store) {
 		mustCommit(t, s, acme, d)
 		wantRegistered(t, s, acme, true)
 	}
-	d := store.Batch{Drain: true}
+	d := store.Batch{Settles: true}
 	d.RequireEquals(endpointKey("a"), store.Value("{}"))
 	d.Delete(endpointKey("a"))
 	mustCommit(t, s, acme, d)
@@ -212,7 +212,7 @@ func registerAll(t *testing.T, s Store, parts []store.Partition) {
 
 func unregister(t *testing.T, s Store, p store.Partition) {
 	t.Helper()
-	b := store.Batch{Drain: true}
+	b := store.Batch{Settles: true}
 	b.Delete(endpointKey("a"))
 	mustCommit(t, s, p, b)
 }

@@ -1,0 +1,2 @@
+// Package digest computes BLAKE3 digests with reused hashers.
+package digest
