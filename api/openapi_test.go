@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // loadDoc loads and validates openapi.yaml. kin-openapi reads the document's
@@ -234,7 +235,7 @@ type schemaCase struct {
 }
 
 // outcomeCases are single outcomes; each is also checked against
-// outbox.Outcome.Validate, which must agree.
+// schema.Outcome.Validate, which must agree.
 var outcomeCases = []schemaCase{
 	{"design example", designOutcome, true},
 	{"aborted", outcomeJSON("r-1", `"aborted": {"reason": "client_cancelled", "detail": "gone away"}`), true},
@@ -367,7 +368,7 @@ func TestOutcomeSchemaAgreesWithValidate(t *testing.T) {
 func decodeOutcome(s string) error {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
-	var o outbox.Outcome
+	var o schema.Outcome
 	if err := dec.Decode(&o); err != nil {
 		return err
 	}
@@ -376,7 +377,7 @@ func decodeOutcome(s string) error {
 	}
 	// At this clock the bound relative to now lies past the schema's
 	// maximum, which is then the bound.
-	return o.ValidateIngest(time.UnixMilli(outbox.MaxOccurredUnixMs))
+	return outbox.ValidateIngest(o, time.UnixMilli(outbox.MaxOccurredUnixMs))
 }
 
 func TestListSchema(t *testing.T) {
@@ -595,7 +596,7 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			var o outbox.Outcome
+			var o schema.Outcome
 			if err := json.Unmarshal([]byte(c.json), &o); err != nil {
 				t.Fatal(err)
 			}
@@ -610,8 +611,8 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 	}
 	// So are the operator events relay sends, of each type; one whose type
 	// and data differ is not.
-	for _, typ := range outbox.EventTypes() {
-		o := outbox.NewEvent(outbox.Event{Type: typ, Endpoint: "billing", Reason: "failing", FailingSinceMs: 1764460800000, LastStatus: 503, LastError: "status"}, 1764460900000)
+	for _, typ := range schema.EventTypes() {
+		o := schema.NewEvent(schema.Event{Type: typ, Endpoint: "billing", Reason: "failing", FailingSinceMs: 1764460800000, LastStatus: 503, LastError: "status"}, 1764460900000)
 		body, err := outbox.EncodeWebhook(&o, "acme", "https://relay.example.com")
 		if err != nil {
 			t.Fatal(err)
@@ -625,7 +626,7 @@ func TestWebhookSchemaMatchesEncodeWebhook(t *testing.T) {
 		}
 	}
 	// The example outcome, encoded by relay, is the example webhook.
-	var o outbox.Outcome
+	var o schema.Outcome
 	if err := json.Unmarshal([]byte(designOutcome), &o); err != nil {
 		t.Fatal(err)
 	}

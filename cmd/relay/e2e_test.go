@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/signing"
@@ -122,14 +122,14 @@ func (rc *receiver) await(t *testing.T, want map[string]bool) map[string]relayte
 	return seen
 }
 
-func outcomesOfEveryKind(prefix string) []outbox.Outcome {
+func outcomesOfEveryKind(prefix string) []schema.Outcome {
 	committed := outboxtest.Committed(prefix + "-committed")
 	aborted := outboxtest.Aborted(prefix + "-aborted")
 	expired := outboxtest.Committed(prefix + "-expired")
-	expired.Committed, expired.Expired = nil, &outbox.Expired{}
+	expired.Committed, expired.Expired = nil, &schema.Expired{}
 	read := outboxtest.Committed(prefix + "-read")
-	read.Committed, read.ReadServed = nil, &outbox.ReadServed{Object: outboxtest.HexA, BytesServed: 42}
-	return []outbox.Outcome{committed, aborted, expired, read}
+	read.Committed, read.ReadServed = nil, &schema.ReadServed{Object: outboxtest.HexA, BytesServed: 42}
+	return []schema.Outcome{committed, aborted, expired, read}
 }
 
 // deliveryFlow registers one endpoint per signing scheme, posts outcomes of

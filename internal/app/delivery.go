@@ -18,6 +18,7 @@ import (
 	"github.com/hookrelay/relay/internal/gopool"
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
@@ -107,7 +108,7 @@ func newChannel(c Delivery, allow []netip.Prefix) (*outbound.Channel, error) {
 	}
 	// Both lanes' calls: those waiting on a slow host must not take the
 	// connections of the fires beside them.
-	return outbound.NewChannel(outbound.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * outbox.MaxMaxInFlight})
+	return outbound.NewChannel(outbound.ChannelOptions{Allow: allow, MaxConns: (c.Concurrency + c.slow()) * schema.MaxMaxInFlight})
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome

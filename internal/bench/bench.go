@@ -27,6 +27,7 @@ import (
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/envflag"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // Phase names, in their default order.
@@ -73,7 +74,7 @@ type benchConfig struct {
 
 // benchSchemes are the schemes -scheme takes: every one relay registers.
 // v1a endpoints need nothing from the bench: relay makes their key pairs.
-var benchSchemes = []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeStandardWebhooksV1a, outbox.SchemeMkitHookV2}
+var benchSchemes = []schema.Scheme{schema.SchemeStandardWebhooks, schema.SchemeStandardWebhooksV1a, schema.SchemeMkitHookV2}
 
 func parseBench(args []string) (benchConfig, error) {
 	fs := envflag.New("relay bench")
@@ -88,7 +89,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.payload, "payload", 256, "bytes of each outcome's aborted.detail, at most 512")
 	fs.IntVar(&c.streams, "streams", 8, "namespaces per phase, one endpoint each")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 16, "each endpoint's max_in_flight, 1 to 16")
-	fs.StringVar(&c.scheme, "scheme", string(outbox.SchemeStandardWebhooks), "signing scheme of the endpoints: standard-webhooks, standard-webhooks-v1a or mkit-hook-v2")
+	fs.StringVar(&c.scheme, "scheme", string(schema.SchemeStandardWebhooks), "signing scheme of the endpoints: standard-webhooks, standard-webhooks-v1a or mkit-hook-v2")
 	fs.IntVar(&c.rate, "rate", 1000, "outcomes per second the latency phase sends")
 	fs.IntVar(&c.latencyN, "latency-n", 5000, "outcomes of the latency phase")
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
@@ -120,11 +121,11 @@ func parseBench(args []string) (benchConfig, error) {
 		return c, errors.New("-n, -latency-n, -rate, -concurrency, -streams and -runs must be at least 1")
 	case c.perRequest < 1 || c.perRequest > outbox.MaxAppendOutcomes:
 		return c, fmt.Errorf("-per-request must be 1 to %d", outbox.MaxAppendOutcomes)
-	case c.payload < 0 || c.payload > outbox.MaxDetailBytes:
-		return c, fmt.Errorf("-payload must be 0 to %d", outbox.MaxDetailBytes)
-	case c.maxInFlight < outbox.MinMaxInFlight || c.maxInFlight > outbox.MaxMaxInFlight:
-		return c, fmt.Errorf("-max-in-flight must be %d to %d", outbox.MinMaxInFlight, outbox.MaxMaxInFlight)
-	case !slices.Contains(benchSchemes, outbox.Scheme(c.scheme)):
+	case c.payload < 0 || c.payload > schema.MaxDetailBytes:
+		return c, fmt.Errorf("-payload must be 0 to %d", schema.MaxDetailBytes)
+	case c.maxInFlight < schema.MinMaxInFlight || c.maxInFlight > schema.MaxMaxInFlight:
+		return c, fmt.Errorf("-max-in-flight must be %d to %d", schema.MinMaxInFlight, schema.MaxMaxInFlight)
+	case !slices.Contains(benchSchemes, schema.Scheme(c.scheme)):
 		return c, fmt.Errorf("-scheme must be %s, %s or %s", benchSchemes[0], benchSchemes[1], benchSchemes[2])
 	case c.targetPID != 0 && c.target == "":
 		return c, errors.New("-target-pid goes with -target; in-process, relay shares this process with the load")
@@ -345,8 +346,8 @@ func (b *bencher) putEndpoint(ctx context.Context, ns string, enabled bool) erro
 		"enabled":       enabled,
 		"max_in_flight": b.cfg.maxInFlight,
 	}
-	if b.cfg.scheme == string(outbox.SchemeStandardWebhooks) {
-		secret, err := outbox.NewSecret()
+	if b.cfg.scheme == string(schema.SchemeStandardWebhooks) {
+		secret, err := schema.NewSecret()
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 )
 
@@ -358,10 +358,10 @@ func TestBenchRequestsAreTheOutcomesEncodedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &bencher{load: lt, run: "r1", now: 1_700_000_000_000, detail: `a "quoted" detail`}
-	outcome := func(i int) outbox.Outcome {
-		return outbox.Outcome{
+	outcome := func(i int) schema.Outcome {
+		return schema.Outcome{
 			ReservationID: b.rid("single", i), Repository: "bench/relay", OccurredUnixMs: b.now,
-			Aborted: &outbox.Aborted{Reason: "bench", Detail: b.detail},
+			Aborted: &schema.Aborted{Reason: "bench", Detail: b.detail},
 		}
 	}
 	for _, per := range []int{1, 3} {
@@ -372,7 +372,7 @@ func TestBenchRequestsAreTheOutcomesEncodedWhole(t *testing.T) {
 			wire, scratch = pr.wire(wire, scratch, i)
 			var want any = outcome(rq.first)
 			if per > 1 {
-				list := make([]outbox.Outcome, rq.n)
+				list := make([]schema.Outcome, rq.n)
 				for k := range list {
 					list[k] = outcome(rq.first + k)
 				}

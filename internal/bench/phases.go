@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // benchRequest is one POST of outcomes first..first+n-1.
@@ -50,11 +50,11 @@ func (b *bencher) requests(phase string, nss []string, n, per int) *phaseRequest
 		pr.heads[i] = b.load.head("/v1/namespaces/" + ns + "/outcomes")
 	}
 	const marker = "rid-marker"
-	one, err := json.Marshal(outbox.Outcome{
+	one, err := json.Marshal(schema.Outcome{
 		ReservationID:  marker,
 		Repository:     "bench/relay",
 		OccurredUnixMs: b.now,
-		Aborted:        &outbox.Aborted{Reason: "bench", Detail: b.detail},
+		Aborted:        &schema.Aborted{Reason: "bench", Detail: b.detail},
 	})
 	if err != nil {
 		panic(err) // plain structs always encode

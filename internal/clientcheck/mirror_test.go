@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/relayclient"
 )
@@ -35,25 +36,25 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 	if !slices.Equal(ours, relays) {
 		t.Errorf("problem types %v, relay's %v", ours, relays)
 	}
-	if relayclient.HeaderRedacted != outbox.RedactedHeader {
-		t.Errorf("relayclient.HeaderRedacted %q, relay's %q", relayclient.HeaderRedacted, outbox.RedactedHeader)
+	if relayclient.HeaderRedacted != schema.RedactedHeader {
+		t.Errorf("relayclient.HeaderRedacted %q, relay's %q", relayclient.HeaderRedacted, schema.RedactedHeader)
 	}
 	var kinds []string
-	for _, k := range outbox.Kinds() {
+	for _, k := range schema.Kinds() {
 		kinds = append(kinds, string(k))
 	}
 	if want := []string{string(relayclient.KindCommitted), string(relayclient.KindAborted), string(relayclient.KindExpired), string(relayclient.KindReadServed)}; !slices.Equal(want, kinds) {
 		t.Errorf("kinds %v, relay's %v", want, kinds)
 	}
 	var events []relayclient.Kind
-	for _, t := range outbox.EventTypes() {
+	for _, t := range schema.EventTypes() {
 		events = append(events, relayclient.Kind(t.Kind()))
 	}
-	if want := []relayclient.Kind{relayclient.KindEndpointDisabled, relayclient.KindEndpointFailing, relayclient.KindEndpointRecovered, relayclient.KindEndpointGone}; !slices.Equal(want, events) || relayclient.KindEvents != relayclient.Kind(outbox.KindEvents) {
-		t.Errorf("event kinds %v %q, relay's %v %q", want, relayclient.KindEvents, events, outbox.KindEvents)
+	if want := []relayclient.Kind{relayclient.KindEndpointDisabled, relayclient.KindEndpointFailing, relayclient.KindEndpointRecovered, relayclient.KindEndpointGone}; !slices.Equal(want, events) || relayclient.KindEvents != relayclient.Kind(schema.KindEvents) {
+		t.Errorf("event kinds %v %q, relay's %v %q", want, relayclient.KindEvents, events, schema.KindEvents)
 	}
-	if relayclient.SchemeMkitHookV2 != relayclient.Scheme(outbox.SchemeMkitHookV2) || relayclient.SchemeStandardWebhooks != relayclient.Scheme(outbox.SchemeStandardWebhooks) ||
-		relayclient.SchemeStandardWebhooksV1a != relayclient.Scheme(outbox.SchemeStandardWebhooksV1a) {
+	if relayclient.SchemeMkitHookV2 != relayclient.Scheme(schema.SchemeMkitHookV2) || relayclient.SchemeStandardWebhooks != relayclient.Scheme(schema.SchemeStandardWebhooks) ||
+		relayclient.SchemeStandardWebhooksV1a != relayclient.Scheme(schema.SchemeStandardWebhooksV1a) {
 		t.Error("the schemes are not relay's")
 	}
 	for ours, relays := range map[relayclient.IngestStatus]outbox.Code{
@@ -110,7 +111,7 @@ func TestThePathChecksAreRelays(t *testing.T) {
 		if got, want := valid(second(c.Endpoint(ctx, s, "billing"))), (store.Partition{Namespace: s}).Validate() == nil; got != want {
 			t.Fatalf("namespace %q: client %v, relay %v", s, got, want)
 		}
-		if got, want := valid(second(c.Endpoint(ctx, "acme", s))), outbox.ValidateEndpointID(s) == nil; got != want {
+		if got, want := valid(second(c.Endpoint(ctx, "acme", s))), schema.ValidateEndpointID(s) == nil; got != want {
 			t.Fatalf("endpoint id %q: client %v, relay %v", s, got, want)
 		}
 		if got, want := valid(second(c.Replay(ctx, "acme", "billing", s))), outbox.ValidateClientReservationID(s) == nil; got != want {

@@ -9,12 +9,13 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
 func TestTheExcerptBoundIsTheChannels(t *testing.T) {
-	if outbound.MaxExcerptBytes != outbox.MaxExcerptBytes {
-		t.Fatalf("the channel keeps %d bytes, the attempt row %d", outbound.MaxExcerptBytes, outbox.MaxExcerptBytes)
+	if outbound.MaxExcerptBytes != schema.MaxExcerptBytes {
+		t.Fatalf("the channel keeps %d bytes, the attempt row %d", outbound.MaxExcerptBytes, schema.MaxExcerptBytes)
 	}
 }
 
@@ -32,7 +33,7 @@ func TestEachFailedCallIsTimedByTheHandlersClock(t *testing.T) {
 		if !ok || len(h.Last) != 1 || h.Total != 1 {
 			t.Fatalf("attempts %+v (found %v)", h, ok)
 		}
-		want := outbox.Attempt{AtMs: start + 1234, DurationMs: 1234, Status: 503, ErrorClass: "status", Excerpt: "busy\uFFFD\uFFFD try later "}
+		want := schema.Attempt{AtMs: start + 1234, DurationMs: 1234, Status: 503, ErrorClass: "status", Excerpt: "busy\uFFFD\uFFFD try later "}
 		if h.Last[0] != want {
 			t.Fatalf("attempt\n %+v\nwant\n %+v", h.Last[0], want)
 		}
@@ -49,12 +50,12 @@ func TestARowKeepsItsLastTenAttemptsAndCountsThemAll(t *testing.T) {
 			return &Error{Class: "status", Status: 500, Excerpt: fmt.Appendf(nil, "failure %d", n)}
 		})
 		var ends []int64
-		for range outbox.MaxAttempts + 2 {
+		for range schema.MaxAttempts + 2 {
 			e.fireAtDue(&Handler{Sink: failing, Clock: e.Clk})
 			ends = append(ends, e.NowMs())
 		}
 		h, _ := e.attempts("a")
-		if h.Total != outbox.MaxAttempts+2 || len(h.Last) != outbox.MaxAttempts {
+		if h.Total != schema.MaxAttempts+2 || len(h.Last) != schema.MaxAttempts {
 			t.Fatalf("total %d, %d kept", h.Total, len(h.Last))
 		}
 		for i, a := range h.Last {
@@ -62,7 +63,7 @@ func TestARowKeepsItsLastTenAttemptsAndCountsThemAll(t *testing.T) {
 				t.Fatalf("attempt %d: %q at %d, want %q at %d: the oldest go, the newest stay last", i, a.Excerpt, a.AtMs, want, ends[i+2])
 			}
 		}
-		if a, _ := e.attempt("a"); a.Count != outbox.MaxAttempts+2 {
+		if a, _ := e.attempt("a"); a.Count != schema.MaxAttempts+2 {
 			t.Fatalf("count %d", a.Count)
 		}
 	})
@@ -92,7 +93,7 @@ func TestAFiresAttemptRowsFitItsBatch(t *testing.T) {
 		return n
 	}
 	tight := false
-	for f := 0; f <= outbox.MaxMaxInFlight; f++ {
+	for f := 0; f <= schema.MaxMaxInFlight; f++ {
 		if n := completion(MaxRowsCeiling, f); n > store.MaxBatchOps || 3+f+1+outbox.MinuteOps > store.MaxBatchOps {
 			t.Fatalf("%d failed calls: a completion of %d operations", f, n)
 		}
@@ -109,14 +110,14 @@ func TestAFiresAttemptRowsFitItsBatch(t *testing.T) {
 func TestAFullPageOfFailingRowsWithFullAttemptRowsIsRecorded(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: outbox.MaxMaxInFlight})
-		worst := outbox.Attempt{AtMs: t0, DurationMs: 5000, Status: 599,
-			ErrorClass: strings.Repeat("x", outbox.MaxErrorClassBytes), Excerpt: strings.Repeat("y", outbox.MaxExcerptBytes)}
-		full := outbox.Attempts{Total: 99}
-		for range outbox.MaxAttempts {
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: schema.MaxMaxInFlight})
+		worst := schema.Attempt{AtMs: t0, DurationMs: 5000, Status: 599,
+			ErrorClass: strings.Repeat("x", schema.MaxErrorClassBytes), Excerpt: strings.Repeat("y", schema.MaxExcerptBytes)}
+		full := schema.Attempts{Total: 99}
+		for range schema.MaxAttempts {
 			full.Last = append(full.Last, worst)
 		}
-		v, err := outbox.EncodeAttempts(full)
+		v, err := schema.EncodeAttempts(full)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,15 +127,15 @@ func TestAFullPageOfFailingRowsWithFullAttemptRowsIsRecorded(t *testing.T) {
 		}
 		e.seed(rids...)
 		for _, rid := range rids {
-			key, _ := outbox.AttemptKey(ep, rid)
+			key, _ := schema.AttemptKey(ep, rid)
 			e.put(key, v)
 		}
 		// Every call waits until all of the window is open, then fails:
 		// MaxMaxInFlight failed calls in one fire.
 		all := make(chan struct{})
-		arrived := make(chan struct{}, outbox.MaxMaxInFlight)
+		arrived := make(chan struct{}, schema.MaxMaxInFlight)
 		go func() {
-			for range outbox.MaxMaxInFlight {
+			for range schema.MaxMaxInFlight {
 				<-arrived
 			}
 			close(all)
@@ -154,7 +155,7 @@ func TestAFullPageOfFailingRowsWithFullAttemptRowsIsRecorded(t *testing.T) {
 			switch h.Total {
 			case 100:
 				recorded++
-				if last, _ := h.Latest(); len(h.Last) != outbox.MaxAttempts || last.Excerpt != strings.Repeat("z", outbox.MaxExcerptBytes) {
+				if last, _ := h.Latest(); len(h.Last) != schema.MaxAttempts || last.Excerpt != strings.Repeat("z", schema.MaxExcerptBytes) {
 					t.Fatalf("%s: %d kept, last %+v", rid, len(h.Last), last)
 				}
 			case 99:
@@ -162,8 +163,8 @@ func TestAFullPageOfFailingRowsWithFullAttemptRowsIsRecorded(t *testing.T) {
 				t.Fatalf("%s: total %d", rid, h.Total)
 			}
 		}
-		if recorded != outbox.MaxMaxInFlight {
-			t.Fatalf("%d rows recorded a failure, want %d", recorded, outbox.MaxMaxInFlight)
+		if recorded != schema.MaxMaxInFlight {
+			t.Fatalf("%d rows recorded a failure, want %d", recorded, schema.MaxMaxInFlight)
 		}
 	})
 }

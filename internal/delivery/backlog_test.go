@@ -14,6 +14,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -77,10 +78,10 @@ func newBacklogSetup(t *testing.T, st *redisstore.Store, perTick int) *backlogSe
 
 // ingest accepts outcomes into namespace ns, on an endpoint "ep" enabled or
 // not, at the setup's clock.
-func (b *backlogSetup) ingest(t *testing.T, ns string, enabled bool, outcomes ...outbox.Outcome) {
+func (b *backlogSetup) ingest(t *testing.T, ns string, enabled bool, outcomes ...schema.Outcome) {
 	t.Helper()
 	p := store.Partition{Namespace: ns}
-	outboxtest.PutEndpoint(t, b.st, p, ep, outbox.Endpoint{Enabled: enabled})
+	outboxtest.PutEndpoint(t, b.st, p, ep, schema.Endpoint{Enabled: enabled})
 	app := &outbox.Appender{Store: b.st, Clock: b.clk}
 	if _, err := app.Append(t.Context(), p, outcomes); err != nil {
 		t.Fatal(err)
@@ -115,11 +116,11 @@ func (b *backlogSetup) pass(t *testing.T, perTick int) int {
 	}
 }
 
-func recordBytes(t *testing.T, outcomes ...outbox.Outcome) float64 {
+func recordBytes(t *testing.T, outcomes ...schema.Outcome) float64 {
 	t.Helper()
 	n := 0
 	for i := range outcomes {
-		v, err := outbox.EncodeRecord(&outcomes[i])
+		v, err := schema.EncodeRecord(&outcomes[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestBacklogGaugesSumEveryNamespaceOncePerCompletePass(t *testing.T) {
 		if _, err := admin.DeleteEndpoint(t.Context(), store.Partition{Namespace: "n0"}, ep, true); err != nil {
 			t.Fatal(err)
 		}
-		bad, _ := outbox.BacklogKey("broken")
+		bad, _ := schema.BacklogKey("broken")
 		var batch store.Batch
 		batch.Put(bad, store.Value{0x7f})
 		if res, err := b.st.Apply(t.Context(), store.Partition{Namespace: "n1"}, batch); err != nil || !res.Committed {

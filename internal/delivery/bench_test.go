@@ -19,6 +19,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -62,19 +63,19 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 		}
 	}))
 	b.Cleanup(recv.Close)
-	secret := outbox.Secret(outbox.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
+	secret := schema.Secret(schema.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
 
 	const namespaces = 32
 	app := &outbox.Appender{Store: st, Clock: clock.System{}}
 	for i := range namespaces {
 		p := store.Partition{Namespace: fmt.Sprintf("ns-%02d", i)}
-		cfg := outbox.Endpoint{URL: recv.URL + "/hooks", Scheme: outbox.SchemeStandardWebhooks,
-			Secrets: []outbox.Secret{secret}, Enabled: true, MaxInFlight: width}
-		v, err := outbox.EncodeEndpoint(&cfg)
+		cfg := schema.Endpoint{URL: recv.URL + "/hooks", Scheme: schema.SchemeStandardWebhooks,
+			Secrets: []schema.Secret{secret}, Enabled: true, MaxInFlight: width}
+		v, err := schema.EncodeEndpoint(&cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		key, _ := outbox.EndpointKey("billing")
+		key, _ := schema.EndpointKey("billing")
 		var batch store.Batch
 		batch.Put(key, v)
 		if _, err := st.Apply(ctx, p, batch); err != nil {
@@ -83,7 +84,7 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 	}
 	for start := 0; start < b.N; start += 100 * namespaces {
 		for i := range namespaces {
-			var os []outbox.Outcome
+			var os []schema.Outcome
 			for n := start + i; n < min(start+100*namespaces, b.N); n += namespaces {
 				os = append(os, committed("r-"+strconv.Itoa(n)))
 			}
@@ -96,7 +97,7 @@ func benchDelivery(b *testing.B, st *redisstore.Store, client *redis.Client, wid
 		}
 	}
 
-	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency * outbox.MaxMaxInFlight})
+	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, MaxConns: DefaultConcurrency * schema.MaxMaxInFlight})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // calls is what the calls of one fire did.
@@ -61,7 +62,7 @@ type result struct {
 // more calls than it has tokens.
 func (h *Handler) call(ctx context.Context, s *stream, page outbox.QueuePage, rows []*pendingRow, started time.Time, lim *limits) calls {
 	clk := h.clock()
-	width := min(max(lim.width, 1), outbox.MaxMaxInFlight)
+	width := min(max(lim.width, 1), schema.MaxMaxInFlight)
 	allow := lim.allowance()
 	// Each call is bounded by the endpoint's own timeout, and a call is
 	// launched only while it can end within the fire's bound: the longest
@@ -121,7 +122,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page outbox.QueuePage, ro
 		case r == nil:
 			run.last = i
 			continue
-		case outbox.IsSynthetic(r.rid):
+		case schema.IsSynthetic(r.rid):
 			h.Metrics.synthetic()
 			r.done = outbox.Done{AtMs: max(clk.Now().UnixMilli(), 0)}
 			run.acked = append(run.acked, r)

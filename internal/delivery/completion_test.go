@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -42,7 +42,7 @@ func (s *ingesting) land() {
 
 func (s *ingesting) Get(ctx context.Context, p store.Partition, key store.Key) (store.Value, bool, error) {
 	v, found, err := s.NamespaceStore.Get(ctx, p, key)
-	if bk, _ := outbox.BacklogKey(ep); key == bk {
+	if bk, _ := schema.BacklogKey(ep); key == bk {
 		s.land()
 	}
 	return v, found, err
@@ -50,7 +50,7 @@ func (s *ingesting) Get(ctx context.Context, p store.Partition, key store.Key) (
 
 func (s *ingesting) GetMany(ctx context.Context, p store.Partition, keys []store.Key) ([]store.Row, error) {
 	rows, err := s.NamespaceStore.GetMany(ctx, p, keys)
-	if bk, _ := outbox.BacklogKey(ep); slices.Contains(keys, bk) {
+	if bk, _ := schema.BacklogKey(ep); slices.Contains(keys, bk) {
 		s.land()
 	}
 	return rows, err
@@ -143,7 +143,7 @@ func TestAGoneEndpointIsDisabledUnderSteadyIngest(t *testing.T) {
 // the endpoint during that call.
 type editDuringGone struct {
 	e    *env
-	edit outbox.Endpoint
+	edit schema.Endpoint
 	capture
 }
 
@@ -164,25 +164,25 @@ func TestAnEndpointEditedDuringA410KeepsTheAcknowledgementsAndTheRightState(t *t
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
-		edit       outbox.Endpoint
-		wantEp     outbox.Endpoint
+		edit       schema.Endpoint
+		wantEp     schema.Endpoint
 		wantParked bool
 	}{
 		{
 			name:       "other settings",
-			edit:       outbox.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []outbox.Kind{"committed"}},
-			wantEp:     outbox.Endpoint{Enabled: false, DisabledReason: "gone", MaxInFlight: 4, Kinds: []outbox.Kind{"committed"}},
+			edit:       schema.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []schema.Kind{"committed"}},
+			wantEp:     schema.Endpoint{Enabled: false, DisabledReason: "gone", MaxInFlight: 4, Kinds: []schema.Kind{"committed"}},
 			wantParked: true,
 		},
 		{
 			name:   "new URL",
-			edit:   outbox.Endpoint{Enabled: true, URL: "https://hooks.example.com/moved"},
-			wantEp: outbox.Endpoint{Enabled: true, URL: "https://hooks.example.com/moved"},
+			edit:   schema.Endpoint{Enabled: true, URL: "https://hooks.example.com/moved"},
+			wantEp: schema.Endpoint{Enabled: true, URL: "https://hooks.example.com/moved"},
 		},
 		{
 			name:       "disabled",
-			edit:       outbox.Endpoint{Enabled: false, DisabledReason: "paused"},
-			wantEp:     outbox.Endpoint{Enabled: false, DisabledReason: "paused"},
+			edit:       schema.Endpoint{Enabled: false, DisabledReason: "paused"},
+			wantEp:     schema.Endpoint{Enabled: false, DisabledReason: "paused"},
 			wantParked: true,
 		},
 	} {
@@ -232,13 +232,13 @@ func TestAnEndpointEditedDuringA410KeepsTheAcknowledgementsAndTheRightState(t *t
 type editAfterRead struct {
 	store.NamespaceStore
 	e     *env
-	edit  outbox.Endpoint
+	edit  schema.Endpoint
 	reads int
 }
 
 func (s *editAfterRead) GetMany(ctx context.Context, p store.Partition, keys []store.Key) ([]store.Row, error) {
 	rows, err := s.NamespaceStore.GetMany(ctx, p, keys)
-	if ek, _ := outbox.EndpointKey(ep); slices.Contains(keys, ek) {
+	if ek, _ := schema.EndpointKey(ep); slices.Contains(keys, ek) {
 		if s.reads++; s.reads == 2 {
 			s.e.putEndpoint(s.edit)
 		}
@@ -255,7 +255,7 @@ func TestAnEndpointEditedAfterTheCompletionsReadIsReplannedOnANewRead(t *testing
 		e.seed("a", "b")
 		sink := newGated()
 		sink.fail["b"] = &Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}
-		racing := &editAfterRead{NamespaceStore: e.St, e: e, edit: outbox.Endpoint{Enabled: true, MaxInFlight: 3}}
+		racing := &editAfterRead{NamespaceStore: e.St, e: e, edit: schema.Endpoint{Enabled: true, MaxInFlight: 3}}
 		rep := e.runOn(racing, &Handler{Sink: sink, Clock: e.Clk})
 		if racing.reads < 3 {
 			t.Fatalf("the endpoint row was read %d times: the edit did not race a completion", racing.reads)

@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
-func (e *env) counters() outbox.Counters {
+func (e *env) counters() schema.Counters {
 	e.T.Helper()
 	s, err := (&outbox.Admin{Store: e.St, Clock: e.Clk}).Endpoint(e.Ctx, e.P, ep)
 	if err != nil {
@@ -35,21 +36,21 @@ func failOn(err error, rids ...string) Sink {
 // streams kept counters.
 func TestAFireCountsItsDeliveriesAndEachFailedCall(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 1})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 1})
 		e.seed("a", "b", "c")
 		e.fire(&Handler{Sink: failOn(&Error{Class: "status", Status: 503}, "b"), Clock: e.Clk})
-		if c := e.counters(); c != (outbox.Counters{Delivered: 1, FailedAttempts: 1}) {
+		if c := e.counters(); c != (schema.Counters{Delivered: 1, FailedAttempts: 1}) {
 			t.Fatalf("after a delivered and b failed: %+v", c)
 		}
 		// A fire that fails every call: counted from the notes alone.
 		e.fireAtDue(&Handler{Sink: failOn(&Error{Class: "status", Status: 503}, "b", "c"), Clock: e.Clk})
-		if c := e.counters(); c != (outbox.Counters{Delivered: 1, FailedAttempts: 2}) {
+		if c := e.counters(); c != (schema.Counters{Delivered: 1, FailedAttempts: 2}) {
 			t.Fatalf("after c failed: %+v", c)
 		}
 		for len(e.pending()) > 0 {
 			e.fireAtDue(&Handler{Sink: failOn(nil), Clock: e.Clk})
 		}
-		if c := e.counters(); c != (outbox.Counters{Delivered: 3, FailedAttempts: 2}) {
+		if c := e.counters(); c != (schema.Counters{Delivered: 3, FailedAttempts: 2}) {
 			t.Fatalf("after all delivered: %+v", c)
 		}
 	})
@@ -59,13 +60,13 @@ func TestAFireCountsItsDeliveriesAndEachFailedCall(t *testing.T) {
 // endpoint.
 func TestAGoneEndpointCountsItsFailedCall(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 1})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 1})
 		e.seed("a", "b")
 		e.fire(&Handler{Sink: failOn(&Error{Class: "gone", Status: 410, Gone: true, Reason: "gone"}, "b"), Clock: e.Clk})
 		if e.endpoint().Enabled {
 			t.Fatal("endpoint still enabled after a 410")
 		}
-		if c := e.counters(); c != (outbox.Counters{Delivered: 1, FailedAttempts: 1}) {
+		if c := e.counters(); c != (schema.Counters{Delivered: 1, FailedAttempts: 1}) {
 			t.Fatalf("counters %+v", c)
 		}
 	})

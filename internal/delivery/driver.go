@@ -121,7 +121,7 @@ type Config struct {
 // starts in the main lane; one that outlasts SlowAfter, which is what a
 // call to an endpoint that hangs does, moves to the slow lane and gives its
 // main worker to the next due stream. A stream whose last fire failed
-// (its delivery state counts a failed attempt) fires in the slow lane from
+// (its delivery state counts a failed fire) fires in the slow lane from
 // the start, or waits for a slot there: it never takes a main worker.
 //
 // Several drivers, in one process or many, may share a store: a timer is

@@ -18,6 +18,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -48,14 +49,14 @@ func eachFleet(t *testing.T, f func(t *testing.T, fl *fleet)) {
 	})
 }
 
-func (f *fleet) endpoint(ns, id string, cfg outbox.Endpoint) {
+func (f *fleet) endpoint(ns, id string, cfg schema.Endpoint) {
 	f.t.Helper()
 	outboxtest.PutEndpoint(f.t, f.st, store.Partition{Namespace: ns}, id, cfg)
 }
 
 func (f *fleet) seed(ns string, rids ...string) {
 	f.t.Helper()
-	var os []outbox.Outcome
+	var os []schema.Outcome
 	for _, rid := range rids {
 		os = append(os, committed(rid))
 	}
@@ -72,7 +73,7 @@ func (f *fleet) seed(ns string, rids ...string) {
 
 func (f *fleet) backlog(ns, id string) uint64 {
 	f.t.Helper()
-	key, _ := outbox.BacklogKey(id)
+	key, _ := schema.BacklogKey(id)
 	v, found, err := f.st.Get(f.ctx, store.Partition{Namespace: ns}, key)
 	if err != nil {
 		f.t.Fatal(err)
@@ -80,7 +81,7 @@ func (f *fleet) backlog(ns, id string) uint64 {
 	if !found {
 		return 0
 	}
-	b, err := outbox.DecodeBacklog(v)
+	b, err := schema.DecodeBacklog(v)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestTheDriverDeliversEveryStreamOfEveryNamespaceOnce(t *testing.T) {
 		namespaces, endpoints, per := []string{"acme", "globex", "initech", "umbrella"}, []string{"billing", "audit"}, 40
 		for _, ns := range namespaces {
 			for _, id := range endpoints {
-				f.endpoint(ns, id, outbox.Endpoint{Enabled: true})
+				f.endpoint(ns, id, schema.Endpoint{Enabled: true})
 			}
 			f.seed(ns, rids(ns, per)...)
 		}
@@ -206,7 +207,7 @@ func TestTheDriverDeliversEveryStreamOfEveryNamespaceOnce(t *testing.T) {
 func TestWakeDeliversWithoutWaitingForThePoll(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		sink := newTally(1)
 		polled := make(chan struct{}, 1)
 		d := f.driver(sink, Config{after: func(time.Duration) <-chan time.Time {
@@ -226,7 +227,7 @@ func TestWakeDeliversWithoutWaitingForThePoll(t *testing.T) {
 func TestWakePartitionDeliversWithoutReadingEveryDueIndex(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
 		polled := make(chan struct{}, 1)
 		sink := newTally(1)
@@ -299,7 +300,7 @@ func TestAnIdleDriverReadsOnlyTheDueIndexesOncePerPoll(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		// A stream backing off is not due: the driver must not touch it.
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1")
 		var b store.Batch
 		rows, _ := timers.All(f.ctx, f.st, store.Partition{Namespace: "acme"})
@@ -345,8 +346,8 @@ func TestAnIdleDriverReadsOnlyTheDueIndexesOncePerPoll(t *testing.T) {
 func TestADeadEndpointDoesNotDelayTheOtherStreamsOfItsNamespace(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "dead", outbox.Endpoint{Enabled: true})
-		f.endpoint("acme", "live", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "dead", schema.Endpoint{Enabled: true})
+		f.endpoint("acme", "live", schema.Endpoint{Enabled: true})
 		f.seed("acme", rids("r", 40)...)
 		sink := newTally(40)
 		sink.block = func(o Parcel) bool { return o.EndpointID == "dead" }
@@ -367,7 +368,7 @@ func TestADeadEndpointDoesNotDelayTheOtherStreamsOfItsNamespace(t *testing.T) {
 func TestStopLetsTheFiresInFlightFinish(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1")
 		sink := newGated()
 		sink.hold["*"] = true
@@ -388,10 +389,10 @@ func TestStopLetsTheFiresInFlightFinish(t *testing.T) {
 func TestAFireCanceledByStopWritesNothing(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1", "r-2")
 		p := store.Partition{Namespace: "acme"}
-		key, _ := outbox.BacklogKey("billing")
+		key, _ := schema.BacklogKey("billing")
 		before, _, _ := f.st.Get(f.ctx, p, key)
 		sink := newGated()
 		sink.hold["*"] = true
@@ -418,7 +419,7 @@ func TestTheDriverFiresAtMostItsConcurrencyAtOnce(t *testing.T) {
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		ids := []string{"e1", "e2", "e3", "e4", "e5", "e6"}
 		for _, id := range ids {
-			f.endpoint("acme", id, outbox.Endpoint{Enabled: true})
+			f.endpoint("acme", id, schema.Endpoint{Enabled: true})
 		}
 		f.seed("acme", "r-1")
 		sink := newGated()
@@ -462,7 +463,7 @@ func TestTwoDriversOnOneStoreDeliverEachRowOnce(t *testing.T) {
 		var want int
 		for i := range 6 {
 			ns := fmt.Sprintf("ns-%d", i)
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, rids(ns, 20)...)
 			want += 20
 		}
@@ -483,7 +484,7 @@ func TestTwoDriversOnOneStoreDeliverEachRowOnce(t *testing.T) {
 func TestAStreamLeasedByADeadProcessIsTakenOverAndCounted(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1")
 		p := store.Partition{Namespace: "acme"}
 		row, found, err := timers.Find(f.ctx, f.st, p, timers.KindOutcomeDelivery, "billing")
@@ -538,12 +539,12 @@ func TestTheDriverStillPollsEveryDueIndexWhileOneStreamKeepsItBusy(t *testing.T)
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		const busyRows = 300
-		f.endpoint("busy", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("busy", "billing", schema.Endpoint{Enabled: true})
 		all := rids("b", busyRows)
 		for i := 0; i < busyRows; i += 100 {
 			f.seed("busy", all[i:i+100]...)
 		}
-		f.endpoint("quiet", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("quiet", "billing", schema.Endpoint{Enabled: true})
 		f.seed("quiet", "q-1")
 		quiet := store.Partition{Namespace: "quiet"}
 		moveQuiet := func(dueMs int64) {
@@ -630,7 +631,7 @@ func TestDueStreamsBeyondOneBucketsDueReadAreFiredWhenWorkersFreeUpWithoutWaitin
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		namespaces := sameBucket(f, 5)
 		for _, ns := range namespaces {
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, ns+"-r")
 		}
 		sink := newTally(len(namespaces))
@@ -667,7 +668,7 @@ func TestAStoreThatRefusesWritesIsNotRetriedInATightLoopBetweenPolls(t *testing.
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		for _, id := range []string{"billing", "audit", "crm"} {
-			f.endpoint("acme", id, outbox.Endpoint{Enabled: true})
+			f.endpoint("acme", id, schema.Endpoint{Enabled: true})
 		}
 		f.seed("acme", "r-1")
 		fs := &failingWrites{DueStore: f.st}
@@ -699,7 +700,7 @@ func TestTheStreamsDueGaugeCountsTheDueStreamsWhileEveryWorkerIsBusy(t *testing.
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		namespaces := []string{"ns-a", "ns-b", "ns-c", "ns-d", "ns-e"}
 		for _, ns := range namespaces {
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, ns+"-r")
 		}
 		m, err := NewMetrics(prometheus.NewRegistry())
@@ -740,7 +741,7 @@ func TestABusyStreamWhoseFireEndsInTheMillisecondItWasDueIsFiredAgainWithoutWait
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		clk := coarse{res: 100 * time.Millisecond}
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.app = &outbox.Appender{Store: f.st, Clock: clk}
 		const rows = 6
 		f.seed("acme", rids("r", rows)...)
@@ -822,7 +823,7 @@ func TestABucketReadThatCameBackFullIsReadAgainEvenWhenEveryFireItLaunchedHasEnd
 		ns := sameBucket(f, 3) // first, taken by another relay, last
 		now := time.Now().UnixMilli()
 		for i, n := range ns {
-			f.endpoint(n, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(n, "billing", schema.Endpoint{Enabled: true})
 			f.seed(n, n+"-r")
 			f.dueAt(n, now-int64(3-i)*1000)
 		}
@@ -872,11 +873,11 @@ func TestAFireThatFailsAfterItsClaimStillHandsTheWorkerToTheDueWorkAPollLeft(t *
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		now := time.Now().UnixMilli()
 		for i, ns := range []string{"broken", "fine"} {
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, ns+"-r")
 			f.dueAt(ns, now-int64(2-i)*1000)
 		}
-		key, _ := outbox.EndpointKey("billing")
+		key, _ := schema.EndpointKey("billing")
 		var b store.Batch
 		b.Put(key, store.Value("not an endpoint"))
 		if res, err := f.st.Apply(f.ctx, store.Partition{Namespace: "broken"}, b); err != nil || !res.Committed {
@@ -912,7 +913,7 @@ func TestASaturatedDriverWorksThroughWhatAPollLeftBeforeReadingTheDueIndexesAgai
 		const streams = 24
 		for i := range streams {
 			ns := fmt.Sprintf("ns-%02d", i)
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, ns+"-r")
 		}
 		cs := &counting{DueStore: f.st, calls: map[string]int{}}
@@ -971,7 +972,7 @@ func TestAPollFindsTheStreamsThatFiresQueueWhileItRuns(t *testing.T) {
 		clk := clock.NewManual(outboxtest.T0)
 		f.app = &outbox.Appender{Store: f.st, Clock: clk}
 		for _, ns := range []string{"a", "b"} {
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, rids(ns, 3)...)
 		}
 		held := &heldScan{DueStore: f.st, release: make(chan struct{})}

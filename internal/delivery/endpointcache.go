@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -27,16 +27,16 @@ type endpointRef struct{ ns, id string }
 
 type decodedEndpoint struct {
 	row store.Value
-	ep  outbox.Endpoint
+	ep  schema.Endpoint
 }
 
-// decode is outbox.DecodeEndpoint(v) for endpoint id of namespace ns.
-func (c *endpointCache) decode(ns, id string, v store.Value) (outbox.Endpoint, error) {
+// decode is schema.DecodeEndpoint(v) for endpoint id of namespace ns.
+func (c *endpointCache) decode(ns, id string, v store.Value) (schema.Endpoint, error) {
 	ref := endpointRef{ns, id}
 	if d, ok := c.m.Load(ref); ok && bytes.Equal(d.(*decodedEndpoint).row, v) {
 		return d.(*decodedEndpoint).ep, nil
 	}
-	ep, err := outbox.DecodeEndpoint(v)
+	ep, err := schema.DecodeEndpoint(v)
 	if err != nil {
 		return ep, err
 	}

@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
 func cacheEndpointRow(t testing.TB, url string) store.Value {
 	t.Helper()
-	v, err := outbox.EncodeEndpoint(&outbox.Endpoint{URL: url, Scheme: outbox.SchemeStandardWebhooks,
-		Secrets: []outbox.Secret{outbox.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s="}, Enabled: true, MaxInFlight: 1})
+	v, err := schema.EncodeEndpoint(&schema.Endpoint{URL: url, Scheme: schema.SchemeStandardWebhooks,
+		Secrets: []schema.Secret{schema.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s="}, Enabled: true, MaxInFlight: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func BenchmarkEndpointDecode(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := outbox.DecodeEndpoint(row); err != nil {
+			if _, err := schema.DecodeEndpoint(row); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbound"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // clockDeadlines are call deadlines by the handler's manual clock: each
@@ -78,7 +78,7 @@ func TestAnEndpointsOwnTimeoutBoundsEachCall(t *testing.T) {
 		delivered bool
 	}{{1000, false}, {2000, true}} {
 		eachBackend(t, func(t *testing.T, e *env) {
-			e.putEndpoint(outbox.Endpoint{Enabled: true, TimeoutMs: tc.timeoutMs})
+			e.putEndpoint(schema.Endpoint{Enabled: true, TimeoutMs: tc.timeoutMs})
 			e.seed("a")
 			d := &clockDeadlines{clk: e.Clk}
 			sink := &slowReceiver{d: d, took: 1200 * time.Millisecond}
@@ -105,7 +105,7 @@ func TestAnEndpointsOwnTimeoutBoundsEachCall(t *testing.T) {
 func TestALongerTimeoutShortensTheFiresLaunchWindowNotItsBound(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, TimeoutMs: outbox.MaxTimeoutMs})
+		e.putEndpoint(schema.Endpoint{Enabled: true, TimeoutMs: schema.MaxTimeoutMs})
 		e.seed("a", "b", "c", "d")
 		d := &clockDeadlines{clk: e.Clk}
 		// Each answer takes 3 s: a at 0 s, b at 3 s; c would start at 6 s,
@@ -152,10 +152,10 @@ func TestTheReceiverGetsTheEndpointsHeadersOnEveryAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(ch.CloseIdleConnections)
-		secret := outbox.Secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-		e.putEndpoint(outbox.Endpoint{
-			URL: srv.URL + "/in", Scheme: outbox.SchemeStandardWebhooks, Secrets: []outbox.Secret{secret}, Enabled: true,
-			Headers: map[string]outbox.HeaderValue{"x-tenant": "acme", "authorization": "Bearer t0k3n"},
+		secret := schema.Secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+		e.putEndpoint(schema.Endpoint{
+			URL: srv.URL + "/in", Scheme: schema.SchemeStandardWebhooks, Secrets: []schema.Secret{secret}, Enabled: true,
+			Headers: map[string]schema.HeaderValue{"x-tenant": "acme", "authorization": "Bearer t0k3n"},
 		})
 		e.seed("a")
 		sink := &Webhooks{Sender: &outbound.Sender{Channel: ch, Now: e.Clk.Now}, Audience: "https://relay.example.com"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -62,12 +63,12 @@ func quietDriverOf(t *testing.T, f *fleet, st DueStore, h *Handler, cfg Config) 
 func TestAStreamAnIngestLeftDueIsFiredWithNoScan(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		st := &timerScans{DueStore: f.st, scanned: make(chan store.Partition, 16)}
 		sink := newTally(1)
 		d := quietDriver(t, f, st, sink, Config{})
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue}
-		statuses, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")})
+		statuses, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed("r-1")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,17 +88,17 @@ func TestAStreamAnIngestLeftDueIsFiredWithNoScan(t *testing.T) {
 func TestAStreamAnIngestLeftDueWaitsForAWorkerWhenNoneIsFree(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		f.endpoint("zeta", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
+		f.endpoint("zeta", "billing", schema.Endpoint{Enabled: true})
 		sink := newGated()
 		sink.hold["z-1"] = true
 		d := quietDriver(t, f, f.st, sink, Config{Concurrency: 1, slowTimer: never})
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue}
-		if st, err := app.Append(f.ctx, store.Partition{Namespace: "zeta"}, []outbox.Outcome{committed("z-1")}); err != nil || st[0].Due {
+		if st, err := app.Append(f.ctx, store.Partition{Namespace: "zeta"}, []schema.Outcome{committed("z-1")}); err != nil || st[0].Due {
 			t.Fatalf("the first stream: %+v, %v", st, err)
 		}
 		<-sink.entered
-		st, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("a-1")})
+		st, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed("a-1")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,14 +119,14 @@ func TestAStreamAnIngestLeftDueWaitsForAWorkerWhenNoneIsFree(t *testing.T) {
 func TestATimerFoundFiringIsLookedForAgainWhenItsFireEnds(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		st := &timerScans{DueStore: f.st, scanned: make(chan store.Partition, 16)}
 		sink := newGated()
 		sink.hold["r-1"] = true
 		d := quietDriver(t, f, st, sink, Config{slowTimer: never})
 		p := store.Partition{Namespace: "acme"}
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue}
-		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+		if _, err := app.Append(f.ctx, p, []schema.Outcome{committed("r-1")}); err != nil {
 			t.Fatal(err)
 		}
 		<-sink.entered
@@ -184,7 +185,7 @@ func timerRow(t *testing.T, f *fleet, p store.Partition, id string) timers.Row {
 func TestAStreamWhoseTimerIngestHeldIsFiredWithNoClaim(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		scans := &timerScans{DueStore: f.st, scanned: make(chan store.Partition, 16)}
 		st := &countingApplies{DueStore: scans}
 		sink := newTally(1)
@@ -193,7 +194,7 @@ func TestAStreamWhoseTimerIngestHeldIsFiredWithNoClaim(t *testing.T) {
 			t.Fatalf("an idle driver holds for %v, want the lease", d.HoldFor())
 		}
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		statuses, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")})
+		statuses, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed("r-1")})
 		if err != nil || statuses[0].Due {
 			t.Fatalf("statuses %+v, %v: want the stream taken by the driver", statuses, err)
 		}
@@ -214,14 +215,14 @@ func TestAStreamWhoseTimerIngestHeldIsFiredWithNoClaim(t *testing.T) {
 func TestATimerIngestHeldThatFindsNoWorkerIsReleased(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		f.endpoint("zeta", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
+		f.endpoint("zeta", "billing", schema.Endpoint{Enabled: true})
 		sink := newGated()
 		sink.hold["z-1"] = true
 		d := quietDriver(t, f, f.st, sink, Config{Concurrency: 1, slowTimer: never})
 		lease := func() time.Duration { return timers.DefaultLease }
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: lease}
-		if st, err := app.Append(f.ctx, store.Partition{Namespace: "zeta"}, []outbox.Outcome{committed("z-1")}); err != nil || st[0].Due {
+		if st, err := app.Append(f.ctx, store.Partition{Namespace: "zeta"}, []schema.Outcome{committed("z-1")}); err != nil || st[0].Due {
 			t.Fatalf("the first stream: %+v, %v", st, err)
 		}
 		<-sink.entered
@@ -229,7 +230,7 @@ func TestATimerIngestHeldThatFindsNoWorkerIsReleased(t *testing.T) {
 			t.Fatal("a driver with no free worker would hold a timer")
 		}
 		acme := store.Partition{Namespace: "acme"}
-		st, err := app.Append(f.ctx, acme, []outbox.Outcome{committed("a-1")})
+		st, err := app.Append(f.ctx, acme, []schema.Outcome{committed("a-1")})
 		if err != nil || !st[0].Due {
 			t.Fatalf("status %+v, %v: a driver with no free worker took the stream", st, err)
 		}
@@ -250,13 +251,13 @@ func TestATimerIngestHeldThatFindsNoWorkerIsReleased(t *testing.T) {
 func TestAHeldTimerOfAStreamFiringHereIsReleased(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		sink := newGated()
 		sink.hold["r-1"] = true
 		d := quietDriver(t, f, f.st, sink, Config{slowTimer: never})
 		p := store.Partition{Namespace: "acme"}
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+		if _, err := app.Append(f.ctx, p, []schema.Outcome{committed("r-1")}); err != nil {
 			t.Fatal(err)
 		}
 		<-sink.entered
@@ -287,7 +288,7 @@ func TestAHeldTimerOfAStreamFiringHereIsReleased(t *testing.T) {
 func TestAFireHandedItsIngestsRowsReadsNoQueue(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		st := &counting{DueStore: f.st, calls: map[string]int{}}
 		sink := newTally(2)
 		d := quietDriver(t, f, st, sink, Config{})
@@ -295,7 +296,7 @@ func TestAFireHandedItsIngestsRowsReadsNoQueue(t *testing.T) {
 		clear(st.calls)
 		st.mu.Unlock()
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1"), committed("r-2")}); err != nil {
+		if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed("r-1"), committed("r-2")}); err != nil {
 			t.Fatal(err)
 		}
 		sink.wait(t)
@@ -317,10 +318,10 @@ func TestAFireHandedItsIngestsRowsReadsNoQueue(t *testing.T) {
 func TestAFireHandedRowsItsBacklogDoesNotMatchReadsItsQueue(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		p := store.Partition{Namespace: "acme"}
 		quiet := &outbox.Appender{Store: f.st, Clock: clock.System{}}
-		if _, err := quiet.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+		if _, err := quiet.Append(f.ctx, p, []schema.Outcome{committed("r-1")}); err != nil {
 			t.Fatal(err)
 		}
 		row := timerRow(t, f, p, "billing")
@@ -332,7 +333,7 @@ func TestAFireHandedRowsItsBacklogDoesNotMatchReadsItsQueue(t *testing.T) {
 		sink := &capture{}
 		d := quietDriver(t, f, f.st, sink, Config{})
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-2")}); err != nil {
+		if _, err := app.Append(f.ctx, p, []schema.Outcome{committed("r-2")}); err != nil {
 			t.Fatal(err)
 		}
 		d.Stop(f.ctx)
@@ -366,7 +367,7 @@ func (s *inOrder) Deliver(_ context.Context, o Parcel) error {
 func TestAnAppendBetweenTheHandingIngestAndItsFireIsDeliveredAfter(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		p := store.Partition{Namespace: "acme"}
 		sink := &inOrder{n: 2, done: make(chan struct{})}
 		d := quietDriver(t, f, f.st, sink, Config{})
@@ -375,12 +376,12 @@ func TestAnAppendBetweenTheHandingIngestAndItsFireIsDeliveredAfter(t *testing.T)
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Hold: d.HoldFor,
 			Due: func(p store.Partition, due []store.Entry, h outbox.Handed) bool {
 				handed = h
-				if _, err := other.Append(f.ctx, p, []outbox.Outcome{committed("r-2")}); err != nil {
+				if _, err := other.Append(f.ctx, p, []schema.Outcome{committed("r-2")}); err != nil {
 					t.Error(err)
 				}
 				return d.FireDue(p, due, h)
 			}}
-		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1")}); err != nil {
+		if _, err := app.Append(f.ctx, p, []schema.Outcome{committed("r-1")}); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := handed.Streams["billing"]; !ok {

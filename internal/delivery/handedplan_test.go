@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -53,7 +54,7 @@ func (r *refusals) count() int {
 func TestAQuietHandedFireCompletesWithNoRead(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		st := &counting{DueStore: f.st, calls: map[string]int{}}
 		sink := newTally(2)
 		d, _ := lingeringDriver(t, f, st, &Handler{Sink: sink})
@@ -62,7 +63,7 @@ func TestAQuietHandedFireCompletesWithNoRead(t *testing.T) {
 		st.mu.Unlock()
 		p := store.Partition{Namespace: "acme"}
 		app := &outbox.Appender{Store: f.st, Clock: clock.System{}, Due: d.FireDue, Hold: d.HoldFor}
-		if _, err := app.Append(f.ctx, p, []outbox.Outcome{committed("r-1"), committed("r-2")}); err != nil {
+		if _, err := app.Append(f.ctx, p, []schema.Outcome{committed("r-1"), committed("r-2")}); err != nil {
 			t.Fatal(err)
 		}
 		sink.wait(t)
@@ -99,7 +100,7 @@ func (s *appendingSink) Deliver(ctx context.Context, o Parcel) error {
 	s.once.Do(func() {
 		p := store.Partition{Namespace: o.Namespace}
 		app := &outbox.Appender{Store: s.f.st, Clock: clock.System{}}
-		st, err := app.Append(ctx, p, []outbox.Outcome{committed("r-2")})
+		st, err := app.Append(ctx, p, []schema.Outcome{committed("r-2")})
 		if err != nil {
 			s.f.t.Error(err)
 			return
@@ -135,7 +136,7 @@ func (s *appendingSink) wait(t *testing.T) []string {
 // on and how many batches failed their guards.
 func handedFireWithAnAppend(t *testing.T, f *fleet, h *Handler, local bool) (map[string]int, int) {
 	t.Helper()
-	f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+	f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 	st := &counting{DueStore: f.st, calls: map[string]int{}}
 	ref := &refusals{DueStore: st}
 	sink := &appendingSink{f: f, done: make(chan struct{})}
@@ -148,7 +149,7 @@ func handedFireWithAnAppend(t *testing.T, f *fleet, h *Handler, local bool) (map
 	st.mu.Lock()
 	clear(st.calls)
 	st.mu.Unlock()
-	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed("r-1")}); err != nil {
+	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed("r-1")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := sink.wait(t); !slices.Equal(got, []string{"r-1", "r-2"}) {

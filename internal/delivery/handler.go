@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -133,9 +134,9 @@ func (h *Handler) fireBound() time.Duration {
 
 // callTimeout bounds each call to the endpoint: its own timeout_ms, else
 // SinkTimeout. It is kept to at most two thirds of the fire's bound (10 s
-// by default, outbox.MaxTimeoutMs), so a fire has at least a third of its
+// by default, schema.MaxTimeoutMs), so a fire has at least a third of its
 // bound to launch calls in.
-func (h *Handler) callTimeout(ep *outbox.Endpoint) time.Duration {
+func (h *Handler) callTimeout(ep *schema.Endpoint) time.Duration {
 	if ep.TimeoutMs <= 0 {
 		return h.sinkTimeout()
 	}
@@ -163,10 +164,10 @@ type stream struct {
 	endpointKey  store.Key
 	headKey      store.Key
 	// head is the stream's head as read at the start of the fire.
-	head outbox.Head
+	head schema.Head
 	// ep is the endpoint as read at the start of the fire, or with its
 	// queue, and epRaw its row.
-	ep    outbox.Endpoint
+	ep    schema.Endpoint
 	epRaw store.Value
 }
 
@@ -176,12 +177,12 @@ type pendingRow struct {
 	seq     uint64
 	rid     string
 	rec     outbox.StreamRecord
-	outcome outbox.Outcome
+	outcome schema.Outcome
 	// done is how its delivering call went, once acknowledged.
 	done outbox.Done
 	// attempts are the row's recorded attempts, empty when none or
 	// unreadable.
-	attempts outbox.Attempts
+	attempts schema.Attempts
 }
 
 // failed is a call that did not deliver its row.
@@ -199,11 +200,11 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	started := clk.Now()
 	s := stream{ns: fc.Partition.Namespace, endpoint: t.Reference}
 	var err error
-	if s.backlogKey, err = outbox.BacklogKey(s.endpoint); err != nil {
+	if s.backlogKey, err = schema.BacklogKey(s.endpoint); err != nil {
 		return timers.Fired{}, fmt.Errorf("delivery timer: %w", err)
 	}
-	s.endpointKey, _ = outbox.EndpointKey(s.endpoint)
-	s.headKey, _ = outbox.HeadKey(s.endpoint)
+	s.endpointKey, _ = schema.EndpointKey(s.endpoint)
+	s.headKey, _ = schema.HeadKey(s.endpoint)
 	var watch *lingerWatch
 	if h.Linger > 0 {
 		// From before the first read, so an arrival after it is not missed.
@@ -215,25 +216,25 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("read stream %s/%s: %w", s.ns, s.endpoint, err)
 	}
-	if s.head, err = outbox.HeadOf(head[2]); err != nil {
+	if s.head, err = schema.HeadOf(head[2]); err != nil {
 		// A head that does not decode is read as none: the stream's
 		// pending rows still go, and the log's wait for a repair.
 		h.log().ErrorContext(ctx, "delivery stream's head does not decode; reading its pending rows only",
 			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
-		s.head = outbox.Head{}
+		s.head = schema.Head{}
 	}
 	acks, err := outbox.NewAcks(s.endpoint, head[0].Value, head[0].Found)
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	state, err := outbox.DecodeDeliveryState(t.State)
+	state, err := schema.DecodeDeliveryState(t.State)
 	if err != nil {
 		// The state is only where to resume and how long to back off:
 		// starting afresh from the head loses nothing, while refusing to
 		// fire would hold every row of the stream.
 		h.log().WarnContext(ctx, "undecodable delivery timer state; starting from the head",
 			"namespace", s.ns, "endpoint", s.endpoint, "error", err)
-		state = outbox.DeliveryState{}
+		state = schema.DeliveryState{}
 	}
 	if state.Health != nil && len(state.Health.Pending) > 0 {
 		if flushed, ended, err := h.flush(ctx, fc, t, &s, head[1], &state); ended || err != nil {
@@ -247,7 +248,7 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 			// Kept until an hour after its last event, so the next
 			// failure within it is not told again (FailingEventEvery).
 			if due := hl.NotifiedMs + FailingEventEvery.Milliseconds(); due > max(fc.NowMs, h.clock().Now().UnixMilli()) {
-				value, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Throttle: state.Throttle, Health: hl})
+				value, err := schema.EncodeDeliveryState(schema.DeliveryState{Throttle: state.Throttle, Health: hl})
 				if err != nil {
 					return timers.Fired{}, err
 				}
@@ -323,21 +324,21 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 // at every fire. Ingest never writes such a count; only a damaged row holds
 // one, and an operator must repair it. Each fire logs it at Error, and the
 // wait grows as a failing endpoint's does.
-func (h *Handler) stall(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state outbox.DeliveryState) (timers.Fired, error) {
+func (h *Handler) stall(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s stream, state schema.DeliveryState) (timers.Fired, error) {
 	h.log().ErrorContext(ctx, "delivery stream's backlog counts beyond what the store can reduce; stalling the stream until the backlog row is repaired",
 		"namespace", s.ns, "endpoint", s.endpoint)
 	h.Metrics.stalled()
 	next := state
-	if next.Attempt < ^uint32(0) {
-		next.Attempt++
+	if next.FailedFires < ^uint32(0) {
+		next.FailedFires++
 	}
-	value, err := outbox.EncodeDeliveryState(next)
+	value, err := schema.EncodeDeliveryState(next)
 	if err != nil {
 		return timers.Fired{}, err
 	}
 	nowMs := max(fc.NowMs, h.clock().Now().UnixMilli())
 	return timers.Fired{
-		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.Attempt), t.DueAtMs),
+		DueAtMs: max(nowMs+backoffMs(s.ns, s.endpoint, state.FailedFires), t.DueAtMs),
 		State:   value,
 		Batch:   store.Batch{Settles: true},
 		Backoff: true,
@@ -348,10 +349,10 @@ func (h *Handler) stall(ctx context.Context, fc timers.FireContext, t timers.Due
 // its rows stay, and nothing fires until the endpoint is enabled (which pulls
 // the timer). The park is guarded by the endpoint row as read, so an enable
 // racing it releases the timer to fire at once instead.
-func (h *Handler) park(state outbox.DeliveryState, s *stream, row store.Row) (timers.Fired, bool, error) {
+func (h *Handler) park(state schema.DeliveryState, s *stream, row store.Row) (timers.Fired, bool, error) {
 	// Re-encoded, so a parked timer always holds a state ingest can read
 	// when it pulls the timer.
-	value, err := outbox.EncodeDeliveryState(state)
+	value, err := schema.EncodeDeliveryState(state)
 	if err != nil {
 		return timers.Fired{}, false, err
 	}
@@ -407,7 +408,7 @@ func (h *Handler) readStream(ctx context.Context, fc timers.FireContext, s *stre
 // queue, as a read from its head would find it. ok is false, and the fire
 // reads its queue, for a timer with a state of its own, rows another
 // ingest added, a resend's pending rows, or more rows than a page.
-func (h *Handler) handedPage(ctx context.Context, fc timers.FireContext, s *stream, t timers.DueTimer, backlog outbox.Backlog) (outbox.QueuePage, []*pendingRow, bool) {
+func (h *Handler) handedPage(ctx context.Context, fc timers.FireContext, s *stream, t timers.DueTimer, backlog schema.Backlog) (outbox.QueuePage, []*pendingRow, bool) {
 	handed, _ := ctx.Value(handedKey{}).(outbox.Handed)
 	refs := handed.Rows
 	if len(refs) == 0 || len(t.State) != 0 || backlog.Rows == 0 || backlog.Rows > uint64(len(refs)) {

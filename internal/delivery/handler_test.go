@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -69,7 +69,7 @@ func (g *gated) Deliver(ctx context.Context, o Parcel) error {
 func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOnce(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 2})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 2})
 		e.seed("a", "b", "c", "d", "e")
 		sink := newGated()
 		sink.hold["a"] = true
@@ -92,8 +92,8 @@ func TestAFailingRowAmongConcurrentCallsIsKeptAndRetriedAndTheRestAcknowledgedOn
 		if a, ok := e.attempt("b"); !ok || a.Status != 500 || a.Count != 1 {
 			t.Fatalf("attempt of b %+v (found %v)", a, ok)
 		}
-		if due := e.timerDue(); due > e.NowMs()+1 || e.state().Attempt != 0 {
-			t.Fatalf("due +%d ms, attempt %d: something was delivered, so no backoff", due-e.NowMs(), e.state().Attempt)
+		if due := e.timerDue(); due > e.NowMs()+1 || e.state().FailedFires != 0 {
+			t.Fatalf("due +%d ms, failed fires %d: something was delivered, so no backoff", due-e.NowMs(), e.state().FailedFires)
 		}
 		// The next fire resumes after b, the last row launched; b follows
 		// once the cursor wraps, and succeeds.
@@ -123,7 +123,7 @@ func TestCallsInFlightNeverExceedTheEndpointsSetting(t *testing.T) {
 	for _, width := range []int{1, 4, 16} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: width})
 				ids := rids("row", MaxRowsCeiling)
 				e.seed(ids...)
 				sink := newGated()
@@ -209,7 +209,7 @@ func TestAFailingStreamBacksOffExponentiallyAndRecordsEachAttempt(t *testing.T) 
 			if gap < base || gap > base+base/5 {
 				t.Fatalf("failure %d: next fire in %d ms, want %d plus at most 20 %%", i+1, gap, base)
 			}
-			if got := e.state().Attempt; got != uint32(i+1) {
+			if got := e.state().FailedFires; got != uint32(i+1) {
 				t.Fatalf("failure %d: attempt %d", i+1, got)
 			}
 			a, ok := e.attempt("a")
@@ -256,7 +256,7 @@ func TestADisabledEndpointsStreamIsParkedWithoutACall(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
-		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		e.putEndpoint(schema.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if len(sink.seen) != 0 || e.backlogRows() != 1 {
@@ -302,16 +302,16 @@ func TestBackoffJitterIsDeterministicPerStreamAndBounded(t *testing.T) {
 	spread := map[int64]bool{}
 	for i := range 50 {
 		ep := fmt.Sprintf("ep-%d", i)
-		for attempt := range uint32(40) {
-			base := min(int64(1000)<<min(attempt, 20), MaxBackoff.Milliseconds())
-			d := backoffMs("acme", ep, attempt)
+		for failedFires := range uint32(40) {
+			base := min(int64(1000)<<min(failedFires, 20), MaxBackoff.Milliseconds())
+			d := backoffMs("acme", ep, failedFires)
 			if d < base || d > base+base/5 {
-				t.Fatalf("attempt %d: %d ms outside [%d, %d]", attempt, d, base, base+base/5)
+				t.Fatalf("failed fires %d: %d ms outside [%d, %d]", failedFires, d, base, base+base/5)
 			}
-			if d != backoffMs("acme", ep, attempt) {
+			if d != backoffMs("acme", ep, failedFires) {
 				t.Fatal("not deterministic")
 			}
-			if attempt == 30 {
+			if failedFires == 30 {
 				spread[d] = true
 			}
 		}
@@ -326,8 +326,8 @@ func TestAStreamWithNoBacklogIsDoneAndItsEmptyBacklogRowRemoved(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a")
-		key, _ := outbox.BacklogKey(ep)
-		e.put(key, outbox.EncodeBacklog(outbox.Backlog{}))
+		key, _ := schema.BacklogKey(ep)
+		e.put(key, schema.EncodeBacklog(schema.Backlog{}))
 		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.Clk}); rep.Done != 1 {
 			t.Fatalf("report %+v, want Done", rep)
 		}
@@ -393,9 +393,9 @@ func TestAGoneEndpointIsDisabledAndParkedEvenWhenAnAppendLandsDuringTheCall(t *t
 		cfg := e.endpoint()
 		due := e.timerDue()
 		if cfg.Enabled || due != timers.NeverMs {
-			t.Fatalf("after a 410: endpoint enabled=%v, timer due %+d ms from now (attempt %d); "+
+			t.Fatalf("after a 410: endpoint enabled=%v, timer due %+d ms from now (failed fires %d); "+
 				"want the endpoint disabled and its stream parked",
-				cfg.Enabled, due-e.NowMs(), e.state().Attempt)
+				cfg.Enabled, due-e.NowMs(), e.state().FailedFires)
 		}
 	})
 }
@@ -426,13 +426,13 @@ func TestAStreamParkedWithAnUndecodableStateIsWokenWhenItsEndpointIsEnabled(t *t
 		var b store.Batch
 		r.Replace(&b, r.DueAtMs, []byte("not a delivery state"))
 		e.Apply(b)
-		e.putEndpoint(outbox.Endpoint{Enabled: false, DisabledReason: "paused"})
+		e.putEndpoint(schema.Endpoint{Enabled: false, DisabledReason: "paused"})
 		sink := &capture{}
 		e.fire(&Handler{Sink: sink, Clock: e.Clk})
 		if due := e.timerDue(); due != timers.NeverMs {
 			t.Fatalf("timer due %d, want parked", due)
 		}
-		e.putEndpoint(outbox.Endpoint{Enabled: true})
+		e.putEndpoint(schema.Endpoint{Enabled: true})
 		e.append(committed("b"))
 		if due := e.timerDue(); due > e.NowMs() {
 			t.Fatalf("timer due %d after the endpoint was enabled and an outcome accepted, want now", due)
@@ -455,7 +455,7 @@ type appendAfterBacklogRead struct {
 
 func (s *appendAfterBacklogRead) Get(ctx context.Context, p store.Partition, key store.Key) (store.Value, bool, error) {
 	v, found, err := s.NamespaceStore.Get(ctx, p, key)
-	if bk, _ := outbox.BacklogKey(ep); string(key) == string(bk) {
+	if bk, _ := schema.BacklogKey(ep); string(key) == string(bk) {
 		s.once.Do(func() { s.e.append(aborted("landed")) })
 	}
 	return v, found, err
@@ -546,7 +546,7 @@ func TestADeadEndpointWithManyRowsWaitingBacksOffAsItsStreamFails(t *testing.T) 
 		if got := dead.calls(); len(got) < 5 || !slices.Equal(got, ids[:len(got)]) {
 			t.Fatalf("calls %v, want the first rows, one a fire", got)
 		}
-		if got := e.state().Attempt; got != uint32(len(dead.at)) {
+		if got := e.state().FailedFires; got != uint32(len(dead.at)) {
 			t.Fatalf("stream attempt %d after %d failing fires", got, len(dead.at))
 		}
 		if e.backlogRows() != 200 {
@@ -584,7 +584,7 @@ func TestAFailureWaitsTheStreamsStepUntilSomethingIsDelivered(t *testing.T) {
 		if gap := e.timerDue() - now; gap < 16000 || gap > 19200 {
 			t.Fatalf("a first failure on a stream failing for 4 fires waits %d ms, want 16 s plus at most 20 %%", gap)
 		}
-		if got := e.state().Attempt; got != 5 {
+		if got := e.state().FailedFires; got != 5 {
 			t.Fatalf("stream attempt %d, want 5", got)
 		}
 		// A healthy fire: old is delivered, new refused.
@@ -595,8 +595,8 @@ func TestAFailureWaitsTheStreamsStepUntilSomethingIsDelivered(t *testing.T) {
 		if got := sink.rids(); !slices.Equal(got, []string{"old"}) {
 			t.Fatalf("delivered %v, want [old]", got)
 		}
-		if due, st := e.timerDue(), e.state(); due > e.NowMs() || st.Attempt != 0 {
-			t.Fatalf("due +%d ms, attempt %d: something was delivered, so due now and the count reset", due-e.NowMs(), st.Attempt)
+		if due, st := e.timerDue(), e.state(); due > e.NowMs() || st.FailedFires != 0 {
+			t.Fatalf("due +%d ms, failed fires %d: something was delivered, so due now and the count reset", due-e.NowMs(), st.FailedFires)
 		}
 		e.seed("later")
 		now = e.NowMs()
@@ -624,7 +624,7 @@ func TestRetryAfterHoldsWhenTheSameFireDeliveredRows(t *testing.T) {
 	for _, width := range []int{1, 3} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: width})
+				e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: width})
 				e.seed("a", "b", "c")
 				sink := newGated()
 				sink.fail["b"] = &Error{Class: "status", Status: 429, RetryAfter: 90 * time.Second, Reason: "slow down"}
@@ -637,7 +637,7 @@ func TestRetryAfterHoldsWhenTheSameFireDeliveredRows(t *testing.T) {
 				if gap := due - e.NowMs(); gap < 90_000 {
 					t.Fatalf("next fire in %d ms after a 429 with Retry-After: 90, want at least 90 s", gap)
 				}
-				if got := e.state().Attempt; got != 1 {
+				if got := e.state().FailedFires; got != 1 {
 					t.Fatalf("stream attempt %d, want 1: the count restarts with this fire", got)
 				}
 				e.Clk.Advance(time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -32,14 +33,14 @@ const (
 // *outbox.Appender on the driver's store does: idempotently, so an event
 // appended twice is one event.
 type EventAppender interface {
-	Append(ctx context.Context, p store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error)
+	Append(ctx context.Context, p store.Partition, outcomes []schema.Outcome) ([]outbox.Status, error)
 }
 
 // judgement is what a fire's calls say of its endpoint's health: the
 // stream's health after them, and whether the endpoint has failed long
 // enough to be disabled.
 type judgement struct {
-	health  outbox.Health
+	health  schema.Health
 	disable bool
 }
 
@@ -62,7 +63,7 @@ func (h *Handler) judge(f *firing, nowMs int64) judgement {
 	hl := &j.health
 	if len(run.acked) > 0 {
 		if hl.FailingSinceMs != 0 && hl.NotifiedMs >= hl.FailingSinceMs {
-			h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventRecovered, FailingSinceMs: hl.FailingSinceMs}, nowMs)
+			h.queue(hl, &f.stream, schema.Event{Type: schema.EventRecovered, FailingSinceMs: hl.FailingSinceMs}, nowMs)
 		}
 		hl.FailingSinceMs, hl.LastStatus, hl.LastError = 0, 0, ""
 	}
@@ -77,7 +78,7 @@ func (h *Handler) judge(f *firing, nowMs int64) judgement {
 		// A 410 is told by its own event, endpoint.gone, once the plan has
 		// disabled the endpoint.
 		if run.gone() == nil && (hl.NotifiedMs == 0 || nowMs-hl.NotifiedMs >= FailingEventEvery.Milliseconds()) {
-			h.queue(hl, &f.stream, outbox.Event{Type: outbox.EventFailing, FailingSinceMs: nowMs}, nowMs)
+			h.queue(hl, &f.stream, schema.Event{Type: schema.EventFailing, FailingSinceMs: nowMs}, nowMs)
 		}
 		return j
 	}
@@ -102,9 +103,9 @@ func failedSince(run *calls) []failed {
 // failure; a failing, disabled or gone event marks the stream notified.
 // Past MaxPendingEvents (events that could not be appended, fire after
 // fire) the oldest is dropped and logged.
-func (h *Handler) queue(hl *outbox.Health, s *stream, e outbox.Event, nowMs int64) {
+func (h *Handler) queue(hl *schema.Health, s *stream, e schema.Event, nowMs int64) {
 	e.Endpoint = s.endpoint
-	if e.Type != outbox.EventRecovered {
+	if e.Type != schema.EventRecovered {
 		e.LastStatus, e.LastError = hl.LastStatus, hl.LastError
 		hl.NotifiedMs = nowMs
 	}
@@ -113,17 +114,17 @@ func (h *Handler) queue(hl *outbox.Health, s *stream, e outbox.Event, nowMs int6
 		h.tell(s.ns, e)
 		return
 	}
-	if len(hl.Pending) == outbox.MaxPendingEvents {
+	if len(hl.Pending) == schema.MaxPendingEvents {
 		h.log().Error("operator event dropped: too many pending", "namespace", s.ns, "endpoint", s.endpoint, "event", hl.Pending[0].Event.Type)
 		hl.Pending = hl.Pending[1:]
 	}
-	hl.Pending = append(hl.Pending, outbox.PendingEvent{Event: e, AtMs: max(nowMs, 1)})
+	hl.Pending = append(hl.Pending, schema.PendingEvent{Event: e, AtMs: max(nowMs, 1)})
 }
 
 // stateHealth is the health a timer state keeps: none once there is
 // nothing to remember, so a healthy stream's state stays as small as it
 // was.
-func stateHealth(hl outbox.Health, nowMs int64) *outbox.Health {
+func stateHealth(hl schema.Health, nowMs int64) *schema.Health {
 	recent := hl.NotifiedMs != 0 && nowMs-hl.NotifiedMs < FailingEventEvery.Milliseconds()
 	if hl.FailingSinceMs == 0 && len(hl.Pending) == 0 && !recent {
 		return nil
@@ -136,7 +137,7 @@ func stateHealth(hl outbox.Health, nowMs int64) *outbox.Health {
 
 // tell logs and counts an event, once it is appended (or has nowhere to
 // go).
-func (h *Handler) tell(ns string, e outbox.Event) {
+func (h *Handler) tell(ns string, e schema.Event) {
 	h.Metrics.event(e.Type)
 	h.log().Warn("endpoint event", "namespace", ns, "endpoint", e.Endpoint, "event", e.Type,
 		"reason", e.Reason, "failing_since_ms", e.FailingSinceMs, "last_status", e.LastStatus, "last_error", e.LastError)
@@ -150,7 +151,7 @@ func eventStatus(s int) int {
 }
 
 func eventError(class string) string {
-	if !outbox.ValidEventError(class) {
+	if !schema.ValidEventError(class) {
 		return ClassError
 	}
 	return class
@@ -163,18 +164,18 @@ func eventError(class string) string {
 // to it with the events cleared; otherwise it goes on, with state cleared,
 // and its own completion records them appended. Its error leaves the
 // events for the next fire.
-func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s *stream, endpoint store.Row, state *outbox.DeliveryState) (timers.Fired, bool, error) {
+func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.DueTimer, s *stream, endpoint store.Row, state *schema.DeliveryState) (timers.Fired, bool, error) {
 	hl := state.Health
 	takes := false
 	if endpoint.Found {
-		if ep, err := outbox.DecodeEndpoint(endpoint.Value); err == nil {
+		if ep, err := schema.DecodeEndpoint(endpoint.Value); err == nil {
 			takes = ep.TakesEvents()
 		}
 	}
 	if !takes && h.Events != nil {
-		outs := make([]outbox.Outcome, len(hl.Pending))
+		outs := make([]schema.Outcome, len(hl.Pending))
 		for i, p := range hl.Pending {
-			outs[i] = outbox.NewEvent(p.Event, p.AtMs)
+			outs[i] = schema.NewEvent(p.Event, p.AtMs)
 		}
 		st, err := h.Events.Append(ctx, fc.Partition, outs)
 		switch {
@@ -203,13 +204,13 @@ func (h *Handler) flush(ctx context.Context, fc timers.FireContext, t timers.Due
 	next := *hl
 	next.Pending, next.ResumeMs = nil, 0
 	state.Health = stateHealth(next, nowMs)
-	if resume <= nowMs || resume >= timers.NeverMs || (state.Attempt == 0 && !state.Paced()) {
+	if resume <= nowMs || resume >= timers.NeverMs || (state.FailedFires == 0 && !state.Paced()) {
 		// Due now, parked, or due later with nothing to wait for (no
 		// backoff, no tokens): rows ingested meanwhile go now, as the
 		// ingest would have pulled the timer to now.
 		return timers.Fired{}, false, nil
 	}
-	value, err := outbox.EncodeDeliveryState(*state)
+	value, err := schema.EncodeDeliveryState(*state)
 	if err != nil {
 		return timers.Fired{}, false, err
 	}

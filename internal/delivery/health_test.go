@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -21,7 +22,7 @@ const ops = "ops"
 type opsSink struct {
 	mu     sync.Mutex
 	err    error
-	events []outbox.Event
+	events []schema.Event
 	seen   map[string]int
 }
 
@@ -52,10 +53,10 @@ func (s *opsSink) setErr(err error) {
 }
 
 // types are the event types the operator endpoint received, in order.
-func (s *opsSink) types() []outbox.EventType {
+func (s *opsSink) types() []schema.EventType {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []outbox.EventType
+	var out []schema.EventType
 	for _, e := range s.events {
 		out = append(out, e.Type)
 	}
@@ -68,15 +69,15 @@ var unavailable = &Error{Class: "status", Status: 503, Reason: "unavailable"}
 // every event, and a handler that disables after an hour.
 func opsEnv(t *testing.T, e *env) (*Handler, *opsSink) {
 	t.Helper()
-	e.putEndpoint(outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
-	putByAdmin(t, e, ops, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents}})
+	e.putEndpoint(schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindCommitted}})
+	putByAdmin(t, e, ops, schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindEvents}})
 	sink := &opsSink{}
 	return &Handler{Sink: sink, Clock: e.Clk, DisableAfter: time.Hour, Events: e.App}, sink
 }
 
 // putByAdmin puts the endpoint of id as an operator does, through
 // outbox.Admin, so that enabling it wakes its stream.
-func putByAdmin(t *testing.T, e *env, id string, cfg outbox.Endpoint) {
+func putByAdmin(t *testing.T, e *env, id string, cfg schema.Endpoint) {
 	t.Helper()
 	admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
 	if _, err := admin.PutEndpoint(e.Ctx, e.P, id, outbox.EndpointSpec{Enabled: cfg.Enabled, Kinds: cfg.Kinds,
@@ -138,7 +139,7 @@ func TestAnEndpointFailingForTheDisableAfterPeriodIsDisabledAndRecovers(t *testi
 			e.Clk.Advance(time.Hour)
 			e.fire(h)
 		}
-		if got := sink.types(); !slices.Equal(got, []outbox.EventType{outbox.EventFailing, outbox.EventDisabled}) {
+		if got := sink.types(); !slices.Equal(got, []schema.EventType{schema.EventFailing, schema.EventDisabled}) {
 			t.Fatalf("events %v", got)
 		}
 		d := sink.events[1]
@@ -152,10 +153,10 @@ func TestAnEndpointFailingForTheDisableAfterPeriodIsDisabledAndRecovers(t *testi
 		// Enabled again by its operator: the backlog goes out, and the
 		// operator hears it recovered.
 		sink.setErr(nil)
-		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: cfg.Kinds})
+		putByAdmin(t, e, ep, schema.Endpoint{Enabled: true, Kinds: cfg.Kinds})
 		e.fireUntil(h, 20, func() bool { return len(sink.types()) == 3 && e.backlogRows() == 0 })
 		r := sink.events[2]
-		if r.Type != outbox.EventRecovered || r.FailingSinceMs != start {
+		if r.Type != schema.EventRecovered || r.FailingSinceMs != start {
 			t.Fatalf("third event %+v, want endpoint.recovered since %d", r, start)
 		}
 	})
@@ -171,7 +172,7 @@ func TestEnablingAFailingEndpointGivesItAWholePeriod(t *testing.T) {
 		e.seed("a")
 		e.fireUntil(h, 200, func() bool { return !e.endpoint().Enabled })
 		cfg := e.endpoint()
-		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: cfg.Kinds})
+		putByAdmin(t, e, ep, schema.Endpoint{Enabled: true, Kinds: cfg.Kinds})
 		enabled := e.NowMs()
 		e.fireUntil(h, 200, func() bool { return !e.endpoint().Enabled })
 		if got := e.endpoint().DisabledMs; got < enabled+time.Hour.Milliseconds() {
@@ -197,7 +198,7 @@ func TestFailingIsToldAtMostOnceAnHour(t *testing.T) {
 		}
 		// Whatever is still to be told, told.
 		e.fireUntil(h, 20, func() bool { return len(e.pendingOf(ops)) == 0 && !e.hasPendingEvents() })
-		want := []outbox.EventType{outbox.EventFailing, outbox.EventRecovered}
+		want := []schema.EventType{schema.EventFailing, schema.EventRecovered}
 		if got := sink.types(); !slices.Equal(got, want) {
 			t.Fatalf("events %v, want %v", got, want)
 		}
@@ -206,7 +207,7 @@ func TestFailingIsToldAtMostOnceAnHour(t *testing.T) {
 		sink.setErr(unavailable)
 		e.seed("late")
 		e.fireUntil(h, 20, func() bool { return len(sink.types()) == 3 })
-		if got := sink.types()[2]; got != outbox.EventFailing {
+		if got := sink.types()[2]; got != schema.EventFailing {
 			t.Fatalf("event %s, want endpoint.failing", got)
 		}
 	})
@@ -224,7 +225,7 @@ func TestAGoneEndpointTellsGone(t *testing.T) {
 			e.Clk.Advance(time.Hour)
 			e.fire(h)
 		}
-		if got := sink.types(); !slices.Equal(got, []outbox.EventType{outbox.EventGone}) {
+		if got := sink.types(); !slices.Equal(got, []schema.EventType{schema.EventGone}) {
 			t.Fatalf("events %v", got)
 		}
 		if g := sink.events[0]; g.Reason != ReasonGone || g.LastStatus != 410 {
@@ -254,7 +255,7 @@ func TestEventsAppendedTwiceAreOneEvent(t *testing.T) {
 			t.Fatalf("operator stream %v after the lost fire", got)
 		}
 		e.fireUntil(h, 5, func() bool { return !e.hasPendingEvents() && len(e.pendingOf(ops)) == 0 })
-		if got := sink.types(); !slices.Equal(got, []outbox.EventType{outbox.EventFailing}) {
+		if got := sink.types(); !slices.Equal(got, []schema.EventType{schema.EventFailing}) {
 			t.Fatalf("the operator endpoint received %v, want the one event", got)
 		}
 	})
@@ -265,7 +266,7 @@ func TestEventsAppendedTwiceAreOneEvent(t *testing.T) {
 func TestNoEventIsSentAboutTheOperatorEndpoint(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		putByAdmin(t, e, ep, outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindEvents, outbox.KindCommitted}})
+		putByAdmin(t, e, ep, schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindEvents, schema.KindCommitted}})
 		failing := &capture{fail: unavailable}
 		h := &Handler{Sink: failing, Clock: e.Clk, DisableAfter: time.Hour, Events: e.App}
 		e.seed("a")
@@ -328,7 +329,7 @@ func (e *env) hasPendingEvents() bool {
 	if !ok {
 		return false
 	}
-	s, err := outbox.DecodeDeliveryState(r.State)
+	s, err := schema.DecodeDeliveryState(r.State)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func (e *env) hasPendingEvents() bool {
 // failingAppender fails every append with err.
 type failingAppender struct{ err error }
 
-func (f failingAppender) Append(context.Context, store.Partition, []outbox.Outcome) ([]outbox.Status, error) {
+func (f failingAppender) Append(context.Context, store.Partition, []schema.Outcome) ([]outbox.Status, error) {
 	return nil, f.err
 }
 
@@ -372,7 +373,7 @@ func TestAnEventThatCannotBeAppendedDoesNotHoldTheStream(t *testing.T) {
 		h.Events = e.App
 		e.fireUntil(h, 5, func() bool { return !e.hasPendingEvents() && len(e.pendingOf(ops)) == 0 })
 		// The first episode's events were dropped, the second's kept.
-		if got := sink.types(); !slices.Equal(got, []outbox.EventType{outbox.EventFailing}) {
+		if got := sink.types(); !slices.Equal(got, []schema.EventType{schema.EventFailing}) {
 			t.Fatalf("the operator received %v", got)
 		}
 	})

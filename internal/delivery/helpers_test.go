@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -34,23 +35,23 @@ func eachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 
 func setup(t *testing.T, st store.NamespaceStore) *env {
 	e := &env{outboxtest.NewEnv(t, st)}
-	e.putEndpoint(outbox.Endpoint{Enabled: true})
+	e.putEndpoint(schema.Endpoint{Enabled: true})
 	return e
 }
 
-func (e *env) putEndpoint(cfg outbox.Endpoint) {
+func (e *env) putEndpoint(cfg schema.Endpoint) {
 	e.T.Helper()
 	outboxtest.PutEndpoint(e.T, e.St, e.P, ep, cfg)
 }
 
-func (e *env) endpoint() outbox.Endpoint {
+func (e *env) endpoint() schema.Endpoint {
 	e.T.Helper()
-	key, _ := outbox.EndpointKey(ep)
+	key, _ := schema.EndpointKey(ep)
 	v, found := e.Get(key)
 	if !found {
 		e.T.Fatal("no endpoint row")
 	}
-	cfg, err := outbox.DecodeEndpoint(v)
+	cfg, err := schema.DecodeEndpoint(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func (e *env) endpoint() outbox.Endpoint {
 // sequence follows the order given.
 func (e *env) seed(rids ...string) {
 	e.T.Helper()
-	var os []outbox.Outcome
+	var os []schema.Outcome
 	for _, rid := range rids {
 		os = append(os, committed(rid))
 	}
@@ -69,7 +70,7 @@ func (e *env) seed(rids ...string) {
 }
 
 // append accepts the outcomes, failing the test unless each is accepted.
-func (e *env) append(os ...outbox.Outcome) {
+func (e *env) append(os ...schema.Outcome) {
 	e.T.Helper()
 	for i, st := range e.Append(os...) {
 		if st.Code != outbox.Accepted {
@@ -86,7 +87,7 @@ func (e *env) put(key store.Key, v store.Value) {
 }
 
 func (e *env) backlogRow() (store.Value, bool) {
-	key, _ := outbox.BacklogKey(ep)
+	key, _ := schema.BacklogKey(ep)
 	return e.Get(key)
 }
 
@@ -96,7 +97,7 @@ func (e *env) backlogRows() uint64 {
 	if !found {
 		return 0
 	}
-	b, err := outbox.DecodeBacklog(v)
+	b, err := schema.DecodeBacklog(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func (e *env) logKey(rid string) (store.Key, bool) {
 	e.T.Helper()
 	for _, q := range outboxtest.Queue(e.T, e.St, e.P, ep) {
 		if q.RID == rid {
-			return outbox.LogKey(q.Seq), true
+			return schema.LogKey(q.Seq), true
 		}
 	}
 	return "", false
@@ -142,7 +143,7 @@ func (e *env) logKey(rid string) (store.Key, bool) {
 
 // lastAttempt is a row's newest recorded attempt, with the count of all.
 type lastAttempt struct {
-	outbox.Attempt
+	schema.Attempt
 	Count uint32
 }
 
@@ -157,14 +158,14 @@ func (e *env) attempt(rid string) (lastAttempt, bool) {
 }
 
 // attempts is the row's attempt row, false when it has none.
-func (e *env) attempts(rid string) (outbox.Attempts, bool) {
+func (e *env) attempts(rid string) (schema.Attempts, bool) {
 	e.T.Helper()
-	key, _ := outbox.AttemptKey(ep, rid)
+	key, _ := schema.AttemptKey(ep, rid)
 	v, found := e.Get(key)
 	if !found {
-		return outbox.Attempts{}, false
+		return schema.Attempts{}, false
 	}
-	h, err := outbox.DecodeAttempts(v)
+	h, err := schema.DecodeAttempts(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -202,13 +203,13 @@ func (e *env) timerDue() int64 {
 	return r.DueAtMs
 }
 
-func (e *env) state() outbox.DeliveryState {
+func (e *env) state() schema.DeliveryState {
 	e.T.Helper()
 	r, ok := e.timer()
 	if !ok {
 		e.T.Fatal("no delivery timer")
 	}
-	s, err := outbox.DecodeDeliveryState(r.State)
+	s, err := schema.DecodeDeliveryState(r.State)
 	if err != nil {
 		e.T.Fatal(err)
 	}

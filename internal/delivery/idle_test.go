@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -89,7 +90,7 @@ func TestABackoffIsFiredWhenItEndsWithoutAFullPoll(t *testing.T) {
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		clk := clock.NewManual(time.Now().UnixMilli())
 		f.app = &outbox.Appender{Store: f.st, Clock: clk}
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		f.seed("acme", "r-1")
 		sink := &failsFirst{calls: map[string]int{}, delivered: make(chan string, 1)}
 		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk})
@@ -139,8 +140,8 @@ func TestATimerAnotherProcessWroteIsFoundByTheNextFullPoll(t *testing.T) {
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		clk := clock.NewManual(time.Now().UnixMilli())
 		f.app = &outbox.Appender{Store: f.st, Clock: clk}
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
-		f.endpoint("later", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
+		f.endpoint("later", "billing", schema.Endpoint{Enabled: true})
 		sink := newTally(2)
 		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -54,8 +55,8 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 		namespaces := []string{"acme", "globex", "initech"}
 		for _, ns := range namespaces {
 			// Every kind, strictly in order; committed only, four at once.
-			f.endpoint(ns, "all", outbox.Endpoint{Enabled: true})
-			f.endpoint(ns, "commits", outbox.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []outbox.Kind{outbox.KindCommitted}})
+			f.endpoint(ns, "all", schema.Endpoint{Enabled: true})
+			f.endpoint(ns, "commits", schema.Endpoint{Enabled: true, MaxInFlight: 4, Kinds: []schema.Kind{schema.KindCommitted}})
 		}
 		sink := &flaky{rng: rand.New(rand.NewPCG(seed, 1)), taken: map[string]int{}}
 		reg, err := timers.NewHandlers(&Handler{Sink: sink, Clock: clk}, &outbox.SeenSweeper{}, &outbox.LogSweeper{})
@@ -91,7 +92,7 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(w)+2))
 				for i := 0; i < 60; {
 					ns := namespaces[rng.IntN(len(namespaces))]
-					var list []outbox.Outcome
+					var list []schema.Outcome
 					for range 1 + rng.IntN(5) {
 						rid := fmt.Sprintf("w%d-%03d", w, i)
 						o := outboxtest.Committed(rid)
@@ -178,13 +179,13 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range page.Entries {
-				pk, ok := outbox.Parse(e.Key)
+				pk, ok := schema.Parse(e.Key)
 				switch {
 				case !ok:
 					t.Errorf("%s: unparsable row %q", ns, e.Key)
-				case pk.Class == outbox.ClassEndpoint, pk.Class == outbox.ClassSeen, pk.Class == outbox.ClassSequence,
-					pk.Class == outbox.ClassCounters, pk.Class == outbox.ClassMinute, pk.Class == outbox.ClassHead:
-				case pk.Class == outbox.ClassTimer && (pk.TimerKind == timers.KindSeenSweep || pk.TimerKind == timers.KindLogSweep):
+				case pk.Class == schema.ClassEndpoint, pk.Class == schema.ClassSeen, pk.Class == schema.ClassSequence,
+					pk.Class == schema.ClassCounters, pk.Class == schema.ClassMinute, pk.Class == schema.ClassHead:
+				case pk.Class == schema.ClassTimer && (pk.TimerKind == timers.KindSeenSweep || pk.TimerKind == timers.KindLogSweep):
 				default:
 					t.Errorf("%s: row %+v left after every outcome was delivered", ns, pk)
 				}
@@ -210,7 +211,7 @@ func sweepLog(t *testing.T, ctx context.Context, st store.NamespaceStore, p stor
 			t.Fatalf("log sweep batch: %+v %v", res, err)
 		}
 		for _, w := range f.Batch.Writes {
-			if pk, ok := outbox.Parse(w.Key); ok && pk.Class == outbox.ClassLog {
+			if pk, ok := schema.Parse(w.Key); ok && pk.Class == schema.ClassLog {
 				deleted++
 			}
 		}

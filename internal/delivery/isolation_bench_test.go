@@ -21,6 +21,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -114,14 +115,14 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	}))
 	b.Cleanup(hang.Close)
 
-	secret := outbox.Secret(outbox.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
+	secret := schema.Secret(schema.SecretPrefix + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))))
 	endpoint := func(ns, url string) {
-		cfg := outbox.Endpoint{URL: url, Scheme: outbox.SchemeStandardWebhooks, Secrets: []outbox.Secret{secret}, Enabled: true, MaxInFlight: 1}
-		v, err := outbox.EncodeEndpoint(&cfg)
+		cfg := schema.Endpoint{URL: url, Scheme: schema.SchemeStandardWebhooks, Secrets: []schema.Secret{secret}, Enabled: true, MaxInFlight: 1}
+		v, err := schema.EncodeEndpoint(&cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		key, _ := outbox.EndpointKey("hook")
+		key, _ := schema.EndpointKey("hook")
 		var batch store.Batch
 		batch.Put(key, v)
 		if _, err := st.Apply(ctx, store.Partition{Namespace: ns}, batch); err != nil {
@@ -132,7 +133,7 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	for i := range hanging {
 		ns := fmt.Sprintf("hang-%03d", i)
 		endpoint(ns, hang.URL+"/"+ns)
-		var os []outbox.Outcome
+		var os []schema.Outcome
 		for j := range hangingRows {
 			os = append(os, committed(fmt.Sprintf("x-%d", j)))
 		}
@@ -145,7 +146,7 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	}
 
 	ch, err := outbound.NewChannel(outbound.ChannelOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		MaxConns: (DefaultConcurrency + DefaultSlowConcurrency) * outbox.MaxMaxInFlight})
+		MaxConns: (DefaultConcurrency + DefaultSlowConcurrency) * schema.MaxMaxInFlight})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	for i := range n {
 		<-tick.C
 		p := store.Partition{Namespace: fmt.Sprintf("ok-%02d", i%healthyNamespaces)}
-		res, err := app.Append(ctx, p, []outbox.Outcome{committed("h-" + strconv.Itoa(i))})
+		res, err := app.Append(ctx, p, []schema.Outcome{committed("h-" + strconv.Itoa(i))})
 		if err != nil || res[0].Code != outbox.Accepted {
 			b.Fatalf("append: %v %+v", err, res)
 		}
@@ -204,12 +205,12 @@ func benchBesideHangers(b *testing.B, hanging int) {
 	stop()
 
 	for i := range hanging {
-		key, _ := outbox.BacklogKey("hook")
+		key, _ := schema.BacklogKey("hook")
 		v, _, err := st.Get(ctx, store.Partition{Namespace: fmt.Sprintf("hang-%03d", i)}, key)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if bl, err := outbox.DecodeBacklog(v); err != nil || bl.Rows != hangingRows {
+		if bl, err := schema.DecodeBacklog(v); err != nil || bl.Rows != hangingRows {
 			b.Fatalf("hanging stream %d: backlog %+v (%v), want its %d rows kept", i, bl, err, hangingRows)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -84,7 +85,7 @@ const (
 )
 
 // failedLast reports whether e is the delivery timer of a stream whose last
-// fire failed: its state counts a failed attempt. Such a stream fires in
+// fire failed: its state counts a failed fire. Such a stream fires in
 // the slow lane. Any other timer, or one that does not decode, is fired in
 // the main lane (a corrupt one is deferred at once there).
 func failedLast(e store.Entry) bool {
@@ -92,8 +93,8 @@ func failedLast(e store.Entry) bool {
 	if err != nil || row.Kind != timers.KindOutcomeDelivery {
 		return false
 	}
-	s, err := outbox.DecodeDeliveryState(row.State)
-	return err == nil && s.Attempt > 0
+	s, err := schema.DecodeDeliveryState(row.State)
+	return err == nil && s.FailedFires > 0
 }
 
 // heldFire is a timer an ingest wrote held for this process, and what

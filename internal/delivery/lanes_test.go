@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -88,12 +88,12 @@ func recv[T any](t *testing.T, c <-chan T, what string) T {
 
 // lanesFleet seeds one row for each namespace's billing endpoint, due in
 // the order given (the first the oldest); those listed in failed have a
-// timer whose state counts a failed attempt, as after a fire that timed out.
+// timer whose state counts a failed fire, as after a fire that timed out.
 func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 	f.t.Helper()
 	now := time.Now().UnixMilli()
 	for i, ns := range namespaces {
-		f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 		f.seed(ns, ns+"-r")
 		due := now - int64(len(namespaces)-i)*1000
 		if !failed[ns] {
@@ -105,7 +105,7 @@ func lanesFleet(f *fleet, namespaces []string, failed map[string]bool) {
 		if err != nil || !found {
 			f.t.Fatalf("timer of %s: %v %v", ns, found, err)
 		}
-		state, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 1})
+		state, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 1})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestStreamsThatStartHangingHoldAMainWorkerOnlyUntilTheyMoveToTheSlowLane(t 
 	})
 }
 
-// A stream whose last fire failed (its timer counts a failed attempt) is
+// A stream whose last fire failed (its timer counts a failed fire) is
 // fired in the slow lane from the start: hanging again, it never holds a
 // main worker, even for SlowAfter. With one main worker and the slow-lane
 // threshold never ending, a healthy stream due after three such hangers is
@@ -415,7 +415,7 @@ func TestAStreamWaitingForTheSlowLaneIsNotOvertakenByFiresThatStartedWaitingAfte
 				lanesFleet(f, []string{ns}, map[string]bool{ns: true})
 				continue
 			}
-			f.endpoint(ns, "billing", outbox.Endpoint{Enabled: true})
+			f.endpoint(ns, "billing", schema.Endpoint{Enabled: true})
 			f.seed(ns, rids(ns, 30)...)
 			f.dueAt(ns, now-int64(3-i)*1000)
 		}
@@ -541,7 +541,7 @@ func TestASlowSlotHandedToAWaitingStreamIsHeldForItUntilItsPartitionIsScanned(t 
 		// due before billing: the scan comes to audit first, finds no
 		// main worker, and must still go on to billing.
 		waiter := store.Partition{Namespace: "waiter"}
-		f.endpoint("waiter", "audit", outbox.Endpoint{Enabled: true})
+		f.endpoint("waiter", "audit", schema.Endpoint{Enabled: true})
 		f.seed("waiter", "later")
 		audit, found, err := timers.Find(f.ctx, f.st, waiter, timers.KindOutcomeDelivery, "audit")
 		if err != nil || !found {
@@ -581,7 +581,7 @@ func TestAFullPollFiresTheHealthyStreamsOfAPartitionWaitingForTheSlowLane(t *tes
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
 		lanesFleet(f, []string{"hang-x", "mixed"}, map[string]bool{"hang-x": true, "mixed": true})
-		f.endpoint("mixed", "audit", outbox.Endpoint{Enabled: true})
+		f.endpoint("mixed", "audit", schema.Endpoint{Enabled: true})
 		sink := newHangers()
 		sink.hang = func(ns string) bool { return ns == "hang-x" }
 		waits := make(chan store.Partition, 8)

@@ -3,11 +3,11 @@ package delivery
 import (
 	"strconv"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // A stream's rate limit and adaptive throttle, kept in its delivery timer's
-// state (outbox.DeliveryState): only the fire holding the timer's lease
+// state (schema.DeliveryState): only the fire holding the timer's lease
 // writes it, and every fire reads it with the timer, so the limit is the
 // whole cluster's at no cost of its own in round trips.
 //
@@ -48,7 +48,7 @@ type limits struct {
 	tokens, atMs int64
 	// throttle is the state's throttle, clamped to the configuration; nil
 	// when the stream runs at it.
-	throttle *outbox.Throttle
+	throttle *schema.Throttle
 }
 
 // capacity is a bucket's size at rate: one second's calls, at least one.
@@ -66,10 +66,10 @@ func capacity(rate int64, throttled bool) int64 {
 
 // startLimits refills the stream's bucket to nowMs, the fire's start, and
 // clamps its throttle to the endpoint's configuration as the fire read it.
-func startLimits(st outbox.DeliveryState, ep *outbox.Endpoint, nowMs int64) limits {
-	l := limits{cfgWidth: min(max(ep.MaxInFlight, 1), outbox.MaxMaxInFlight)}
+func startLimits(st schema.DeliveryState, ep *schema.Endpoint, nowMs int64) limits {
+	l := limits{cfgWidth: min(max(ep.MaxInFlight, 1), schema.MaxMaxInFlight)}
 	if ep.RateLimit > 0 {
-		l.cfgRate = int64(min(ep.RateLimit, outbox.MaxRateLimit)) * 1000
+		l.cfgRate = int64(min(ep.RateLimit, schema.MaxRateLimit)) * 1000
 	}
 	l.width, l.rate = l.cfgWidth, l.cfgRate
 	if t := st.Throttle; t != nil {
@@ -131,15 +131,15 @@ func signal(e *Error, timedOut bool) string {
 // signalled, raised by a fire whose calls all succeeded (one more call at
 // once; the rate by a step per second of success), nil once back at the
 // configuration.
-func (l *limits) adapt(run *calls, nowMs int64) *outbox.Throttle {
-	var th *outbox.Throttle
+func (l *limits) adapt(run *calls, nowMs int64) *schema.Throttle {
+	var th *schema.Throttle
 	if l.throttle != nil {
 		c := *l.throttle
 		th = &c
 	}
 	if run.signal != "" {
 		if th == nil {
-			th = &outbox.Throttle{MaxInFlight: uint8(l.cfgWidth), RateMilli: uint32(l.cfgRate), SinceMs: nowMs}
+			th = &schema.Throttle{MaxInFlight: uint8(l.cfgWidth), RateMilli: uint32(l.cfgRate), SinceMs: nowMs}
 		}
 		if th.DecreasedMs == 0 || nowMs-th.DecreasedMs >= ceilingWindowMs {
 			// A new refusal: the rate it came at is where the endpoint's
@@ -181,7 +181,7 @@ func (l *limits) adapt(run *calls, nowMs int64) *outbox.Throttle {
 }
 
 // effectiveRate is the rate a throttle leaves the stream, 0 unlimited.
-func (l *limits) effectiveRate(th *outbox.Throttle) int64 {
+func (l *limits) effectiveRate(th *schema.Throttle) int64 {
 	if th != nil && th.RateMilli > 0 {
 		return int64(th.RateMilli)
 	}
@@ -192,7 +192,7 @@ func (l *limits) effectiveRate(th *outbox.Throttle) int64 {
 // throttle the fire leaves the stream (th), and when it is due again for
 // its tokens: waitDue once the tokens for a slice of calls are in, fullDue
 // once it is full. nil for a stream without a rate limit.
-func (l *limits) tokensAfter(run *calls, th *outbox.Throttle, rowsLeft bool, maxRows int) (b *outbox.TokenBucket, waitDue, fullDue int64) {
+func (l *limits) tokensAfter(run *calls, th *schema.Throttle, rowsLeft bool, maxRows int) (b *schema.TokenBucket, waitDue, fullDue int64) {
 	rate := l.effectiveRate(th)
 	if rate == 0 || l.rate == 0 {
 		return nil, 0, 0
@@ -200,7 +200,7 @@ func (l *limits) tokensAfter(run *calls, th *outbox.Throttle, rowsLeft bool, max
 	full := capacity(rate, th != nil)
 	left := min(max(l.tokens-int64(run.launched)*1000, 0), full)
 	want := min(max(rate/1000/paceSlices, 1), int64(maxRows)) * 1000
-	b = &outbox.TokenBucket{MilliTokens: uint32(left), AtMs: l.atMs}
+	b = &schema.TokenBucket{MilliTokens: uint32(left), AtMs: l.atMs}
 	// Out of tokens with rows left: waiting for tokens, not for ingest.
 	b.Paced = rowsLeft && (run.paced || left < 1000)
 	waitDue = l.atMs + ceilDiv(max(want-left, 0)*1000, rate)

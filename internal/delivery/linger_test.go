@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -36,7 +37,7 @@ func (a *arriving) Deliver(ctx context.Context, o Parcel) error {
 	if !ok {
 		return err
 	}
-	var os []outbox.Outcome
+	var os []schema.Outcome
 	for _, rid := range next.rids {
 		os = append(os, committed(rid))
 	}
@@ -65,7 +66,7 @@ func (s *scanCounting) Scan(ctx context.Context, p store.Partition, start, end s
 }
 
 // refsOf is the rows of the accepted outcomes, as ingest tells Arrivals.
-func refsOf(os []outbox.Outcome, st []outbox.Status) []outbox.StreamRef {
+func refsOf(os []schema.Outcome, st []outbox.Status) []outbox.StreamRef {
 	var refs []outbox.StreamRef
 	for i, s := range st {
 		if s.Code == outbox.Accepted {
@@ -157,7 +158,7 @@ func TestALingeringFireReadsRowsNoArrivalNamed(t *testing.T) {
 		arr.began = func() {
 			// The fire waits: append c and name it alone.
 			arr.began = func() { arr.Close() } // the next wait ends the fire
-			os := []outbox.Outcome{committed("c")}
+			os := []schema.Outcome{committed("c")}
 			st, err := e.App.Append(e.Ctx, e.P, os)
 			if err != nil {
 				errs = append(errs, err)
@@ -259,7 +260,7 @@ func TestCloseEndsTheLingering(t *testing.T) {
 func TestARateLimitedStreamDoesNotLinger(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, RateLimit: 100})
+		e.putEndpoint(schema.Endpoint{Enabled: true, RateLimit: 100})
 		e.seed("a")
 		arr := NewArrivals(4)
 		busy(arr, e.P)

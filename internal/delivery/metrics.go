@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -93,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, o := range []string{"done", "rescheduled", "replanned", "lease_lost", "deferred", "refused"} {
 		m.fires.WithLabelValues(o)
 	}
-	for _, t := range outbox.EventTypes() {
+	for _, t := range schema.EventTypes() {
 		m.events.WithLabelValues(string(t))
 	}
 	m.inFlight(0, 0)
@@ -164,7 +164,7 @@ func (m *Metrics) stalled() {
 	}
 }
 
-func (m *Metrics) event(t outbox.EventType) {
+func (m *Metrics) event(t schema.EventType) {
 	if m != nil {
 		m.events.WithLabelValues(string(t)).Inc()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // Operators' changes that land while a fire's calls are under way: the
@@ -59,8 +60,8 @@ func (c *changeDuring) rids() []string {
 func TestAResendToAnotherEndpointDuringAFireIsReadByTheReplan(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		outboxtest.PutEndpoint(t, e.St, e.P, other, outbox.Endpoint{Enabled: true})
-		e.putEndpoint(outbox.Endpoint{Enabled: false})
+		outboxtest.PutEndpoint(t, e.St, e.P, other, schema.Endpoint{Enabled: true})
+		e.putEndpoint(schema.Endpoint{Enabled: false})
 		e.seed("x", "y", "z")
 		// The other stream delivers all three; ep, disabled, keeps them.
 		if rep := e.fire(&Handler{Sink: &capture{}, Clock: e.Clk}); rep.Fired != 1 {
@@ -213,7 +214,7 @@ func TestAnEraseDuringAFireWaitsForItAndNothingIsSentAfter(t *testing.T) {
 		if len(out.Dropped) != 0 {
 			t.Fatalf("erasure dropped %v: c was delivered before it applied", out.Dropped)
 		}
-		if key, ok := outbox.AttemptKey(ep, "c"); ok == nil {
+		if key, ok := schema.AttemptKey(ep, "c"); ok == nil {
 			if _, found := e.Get(key); found {
 				t.Fatal("c's attempt row outlived its erasure")
 			}
@@ -244,7 +245,7 @@ func TestAnEraseDuringAFailingCallLeavesNoAttemptRowAndCountsTheCall(t *testing.
 		if !slices.Equal(out.Dropped, []string{ep}) {
 			t.Fatalf("erasure dropped %v, want [%s]", out.Dropped, ep)
 		}
-		key, _ := outbox.AttemptKey(ep, "a")
+		key, _ := schema.AttemptKey(ep, "a")
 		if _, found := e.Get(key); found {
 			t.Fatal("the failed call's attempt row outlived the erasure")
 		}
@@ -333,7 +334,7 @@ func (s *editDuring) Deliver(ctx context.Context, p Parcel) error {
 		_, err := s.admin.PutEndpoint(ctx, s.e.P, ep, s.spec)
 		var st []outbox.Status
 		if err == nil {
-			os := []outbox.Outcome{committed(s.next)}
+			os := []schema.Outcome{committed(s.next)}
 			if st, err = s.e.App.Append(ctx, s.e.P, os); err == nil {
 				refs := refsOf(os, st)
 				if !s.byRows {
@@ -358,25 +359,25 @@ func (s *editDuring) Deliver(ctx context.Context, p Parcel) error {
 func TestAnOutcomeAcceptedAfterAnEditGoesAsTheEditSays(t *testing.T) {
 	t.Parallel()
 	const url = "https://hooks.example.com/ep"
-	before := outbox.EndpointSpec{URL: url, Enabled: true, Headers: map[string]outbox.HeaderValue{"x-api-key": "k1"}}
-	v1a := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooksV1a}
-	sw := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooks}
+	before := outbox.EndpointSpec{URL: url, Enabled: true, Headers: map[string]schema.HeaderValue{"x-api-key": "k1"}}
+	v1a := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: schema.SchemeStandardWebhooksV1a}
+	sw := outbox.EndpointSpec{URL: url, Enabled: true, Scheme: schema.SchemeStandardWebhooks}
 	edits := []struct {
 		name         string
 		before, edit outbox.EndpointSpec
 		// same reports whether b went as the edit says.
-		same func(old, got outbox.Endpoint) bool
+		same func(old, got schema.Endpoint) bool
 	}{
 		{"url", before, outbox.EndpointSpec{URL: url + "/v2", Enabled: true, Headers: before.Headers},
-			func(_, got outbox.Endpoint) bool { return got.URL == url+"/v2" }},
+			func(_, got schema.Endpoint) bool { return got.URL == url+"/v2" }},
 		{"disabled", before, outbox.EndpointSpec{URL: url, Enabled: false}, nil},
 		{"headers", before, outbox.EndpointSpec{URL: url, Enabled: true},
-			func(_, got outbox.Endpoint) bool { return len(got.Headers) == 0 }},
-		{"secret", sw, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooks,
+			func(_, got schema.Endpoint) bool { return len(got.Headers) == 0 }},
+		{"secret", sw, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: schema.SchemeStandardWebhooks,
 			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
-			func(old, got outbox.Endpoint) bool { return got.Secrets[0] != old.Secrets[0] }},
-		{"key", v1a, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: outbox.SchemeStandardWebhooksV1a, RotateKey: true},
-			func(old, got outbox.Endpoint) bool {
+			func(old, got schema.Endpoint) bool { return got.Secrets[0] != old.Secrets[0] }},
+		{"key", v1a, outbox.EndpointSpec{URL: url, Enabled: true, Scheme: schema.SchemeStandardWebhooksV1a, RotateKey: true},
+			func(old, got schema.Endpoint) bool {
 				return got.SigningKeys[0].PublicKey() != old.SigningKeys[0].PublicKey()
 			}},
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -52,7 +53,7 @@ func TestSingleOutcomesAcceptedWhileDeliveringArriveOnce(t *testing.T) {
 		parts := make([]store.Partition, namespaces)
 		for i := range parts {
 			parts[i] = store.Partition{Namespace: fmt.Sprintf("once-%d", i)}
-			f.endpoint(parts[i].Namespace, "hooks", outbox.Endpoint{Enabled: true, MaxInFlight: width})
+			f.endpoint(parts[i].Namespace, "hooks", schema.Endpoint{Enabled: true, MaxInFlight: width})
 		}
 		sink := &once{n: n, seen: map[string]int{}, arrived: make(chan struct{})}
 		fired := make(chan struct{}, 1)
@@ -133,9 +134,9 @@ func TestSingleOutcomesAcceptedWhileDeliveringArriveOnce(t *testing.T) {
 
 // accept accepts o as a producer does: a request answered contended (503)
 // is sent again, and then the outcome may answer as a duplicate of itself.
-func accept(f *fleet, p store.Partition, o outbox.Outcome, contended *atomic.Int64) error {
+func accept(f *fleet, p store.Partition, o schema.Outcome, contended *atomic.Int64) error {
 	for try := 0; ; try++ {
-		st, err := f.app.Append(f.ctx, p, []outbox.Outcome{o})
+		st, err := f.app.Append(f.ctx, p, []schema.Outcome{o})
 		switch {
 		case errors.Is(err, outbox.ErrContended) && try < 8:
 			contended.Add(1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -19,7 +20,7 @@ type firing struct {
 	fc     timers.FireContext
 	timer  timers.DueTimer
 	stream stream
-	state  outbox.DeliveryState
+	state  schema.DeliveryState
 	page   outbox.QueuePage
 	// rows are the page's rows as prepared, nil where one was left out.
 	rows []*pendingRow
@@ -162,14 +163,14 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	parked := false
 	health := judged.health
 	if disabling {
-		reason, event := ReasonGone, outbox.EventGone
+		reason, event := ReasonGone, schema.EventGone
 		if gone == nil {
-			reason, event = ReasonFailing, outbox.EventDisabled
+			reason, event = ReasonFailing, schema.EventDisabled
 		}
 		var disabled bool
 		parked, disabled = h.disable(ctx, &b, s, endpoint, nowMs, reason)
 		if disabled {
-			h.queue(&health, s, outbox.Event{Type: event, Reason: reason, FailingSinceMs: health.FailingSinceMs}, nowMs)
+			h.queue(&health, s, schema.Event{Type: event, Reason: reason, FailingSinceMs: health.FailingSinceMs}, nowMs)
 		}
 	}
 	lim := f.limits
@@ -177,7 +178,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	rowsLeft := acks.Remaining().Rows > 0
 	bucket, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
 	if !rowsLeft {
-		ended := outbox.DeliveryState{Bucket: bucket, Throttle: throttle, Health: stateHealth(health, nowMs)}
+		ended := schema.DeliveryState{Bucket: bucket, Throttle: throttle, Health: stateHealth(health, nowMs)}
 		due := int64(0)
 		if bucket != nil && !parked && fullDue > nowMs {
 			// A stream that ends with its bucket short keeps its timer until
@@ -212,7 +213,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			resume = f.page.Cursor(run.last)
 		}
 	}
-	next := outbox.DeliveryState{Attempt: f.state.Attempt, Cursor: resume, Bucket: bucket, Throttle: throttle}
+	next := schema.DeliveryState{FailedFires: f.state.FailedFires, Cursor: resume, Bucket: bucket, Throttle: throttle}
 	// A Retry-After the endpoint gave is a floor whatever else the fire
 	// did: rows delivered before the call told to wait do not cut it
 	// short, or a rate-limited endpoint would be called again at once.
@@ -222,11 +223,11 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	case delivered > 0:
 		// The endpoint took something, so its count of failing fires
 		// starts afresh and the rest are due now, unless it asked to wait.
-		// Then this fire counts as the first failing one: a stream at
-		// attempt 0 is not backing off, and an ingest would pull it to now.
-		next.Attempt = 0
+		// Then this fire counts as the first failing one: a stream with no
+		// failed fire is not backing off, and an ingest would pull it to now.
+		next.FailedFires = 0
 		if floorMs > 0 {
-			next.Attempt = 1
+			next.FailedFires = 1
 		}
 		delayMs = floorMs
 	case run.paced && !run.callFailed:
@@ -243,9 +244,9 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 		// in each fire and must still back off. Only a failed call raises
 		// the count: a page of rows that cannot be sent is no fault of the
 		// endpoint.
-		delayMs = max(backoffMs(s.ns, s.endpoint, f.state.Attempt), floorMs)
-		if run.callFailed && next.Attempt < ^uint32(0) {
-			next.Attempt++
+		delayMs = max(backoffMs(s.ns, s.endpoint, f.state.FailedFires), floorMs)
+		if run.callFailed && next.FailedFires < ^uint32(0) {
+			next.FailedFires++
 		}
 	}
 	next.Health = stateHealth(health, nowMs)
@@ -305,7 +306,7 @@ func (h *Handler) moveHead(f *firing, acks *outbox.Acks, acked, left map[int]boo
 // or, with events to append, due now, next's health keeping due for the
 // fire that appends them (none when due has come: that fire goes on). A
 // due of 0 is one that has come.
-func (h *Handler) fired(f timers.Fired, next outbox.DeliveryState, due, nowMs int64) (timers.Fired, error) {
+func (h *Handler) fired(f timers.Fired, next schema.DeliveryState, due, nowMs int64) (timers.Fired, error) {
 	if hl := next.Health; hl != nil && len(hl.Pending) > 0 {
 		hl.ResumeMs = 0
 		if due > nowMs {
@@ -313,7 +314,7 @@ func (h *Handler) fired(f timers.Fired, next outbox.DeliveryState, due, nowMs in
 		}
 		due = nowMs
 	}
-	value, err := outbox.EncodeDeliveryState(next)
+	value, err := schema.EncodeDeliveryState(next)
 	if err != nil {
 		return timers.Fired{}, err
 	}
@@ -373,7 +374,7 @@ func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur st
 		b.RequireAbsent(s.endpointKey)
 		return true, false
 	}
-	ep, err := outbox.DecodeEndpoint(cur.Value)
+	ep, err := schema.DecodeEndpoint(cur.Value)
 	if err != nil {
 		// The acknowledgements stand; the next fire reports the row.
 		log.ErrorContext(ctx, "endpoint to be disabled but its row does not decode; not disabled", "error", err)
@@ -394,7 +395,7 @@ func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur st
 	ep.DisabledReason = reason
 	ep.UpdatedMs = max(ep.UpdatedMs, nowMs)
 	ep.DisabledMs = ep.UpdatedMs
-	v, err := outbox.EncodeEndpoint(&ep)
+	v, err := schema.EncodeEndpoint(&ep)
 	if err != nil {
 		log.ErrorContext(ctx, "cannot disable endpoint", "error", err)
 		return false, false
@@ -412,7 +413,7 @@ func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur st
 
 // attemptNotes records each failed call on its row's attempt row, for
 // operators to see why a row is stuck: the row's attempts as the fire read
-// them with this one added, the oldest dropped past outbox.MaxAttempts. It
+// them with this one added, the oldest dropped past schema.MaxAttempts. It
 // is one Put per failed call whatever the row holds, so the fire's
 // operation budget (outbox.MaxAcksPerBatch) is as it was.
 func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowMs int64) []store.Write {
@@ -422,24 +423,24 @@ func (h *Handler) attemptNotes(ctx context.Context, s *stream, fs []failed, nowM
 		if !f.ended.IsZero() {
 			at = max(0, f.ended.UnixMilli())
 		}
-		a := outbox.Attempt{
+		a := schema.Attempt{
 			AtMs: at, DurationMs: durationMs(f.took), Status: f.err.Status, ErrorClass: f.err.Class,
-			Excerpt: outbox.Excerpt(f.err.Excerpt),
+			Excerpt: schema.Excerpt(f.err.Excerpt),
 		}
 		if a.ErrorClass == "" {
 			a.ErrorClass = ClassError // a failed call has a class
 		}
-		v, err := outbox.EncodeAttempts(f.row.attempts.With(a))
+		v, err := schema.EncodeAttempts(f.row.attempts.With(a))
 		if err != nil {
 			// A sink's class or status no row may hold: keep the fact.
 			a.Status, a.ErrorClass = 0, ClassError
-			v, err = outbox.EncodeAttempts(f.row.attempts.With(a))
+			v, err = schema.EncodeAttempts(f.row.attempts.With(a))
 		}
 		if err != nil {
 			h.log().WarnContext(ctx, "cannot record attempt", "namespace", s.ns, "endpoint", s.endpoint, "error", err)
 			continue
 		}
-		key, _ := outbox.AttemptKey(s.endpoint, f.row.rid)
+		key, _ := schema.AttemptKey(s.endpoint, f.row.rid)
 		notes = append(notes, store.Write{Kind: store.Put, Key: key, Value: v})
 	}
 	if len(fs) > 0 {

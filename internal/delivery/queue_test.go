@@ -9,10 +9,11 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
-func (e *env) head() outbox.Head {
+func (e *env) head() schema.Head {
 	e.T.Helper()
 	return outboxtest.Head(e.T, e.St, e.P, ep)
 }
@@ -21,14 +22,14 @@ func (e *env) head() outbox.Head {
 // head queue what the log no longer does.
 func (e *env) pendingRowsOf(id string) []string {
 	e.T.Helper()
-	start, end, _ := outbox.PendingRange(id)
+	start, end, _ := schema.PendingRange(id)
 	page, err := e.St.Scan(e.Ctx, e.P, start, end, nil, 100)
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	var rids []string
 	for _, row := range page.Entries {
-		pk, _ := outbox.Parse(row.Key)
+		pk, _ := schema.Parse(row.Key)
 		rids = append(rids, pk.RID)
 	}
 	return rids
@@ -41,7 +42,7 @@ func (e *env) pendingRowsOf(id string) []string {
 func TestTheHeadMovesPastARefusedRowOnlyWithItsPendingRow(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 3})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 3})
 		e.seed("a", "b", "c", "d")
 		queue := outboxtest.Queue(t, e.St, e.P, ep)
 		sink := &refusing{e: e, refuse: map[string]bool{"b": true}}
@@ -77,7 +78,7 @@ func TestTheHeadMovesPastARefusedRowOnlyWithItsPendingRow(t *testing.T) {
 func TestAFailingEndpointKeepsItsRowsInTheLog(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 4})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 4})
 		e.seed("a", "b", "c")
 		before := e.head()
 		sink := &refusing{e: e, refuse: map[string]bool{"*": true}}
@@ -102,12 +103,12 @@ func TestAFailingEndpointKeepsItsRowsInTheLog(t *testing.T) {
 func TestAPageOfOtherStreamsRowsIsDueAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint(schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		// Disabled, so only the stream under test fires: its rows are the
 		// log's others.
-		outboxtest.PutEndpoint(t, e.St, e.P, "all", outbox.Endpoint{Enabled: false})
+		outboxtest.PutEndpoint(t, e.St, e.P, "all", schema.Endpoint{Enabled: false})
 		e.append(outboxtest.Aborted("first"))
-		var many []outbox.Outcome
+		var many []schema.Outcome
 		for i := range 20 {
 			many = append(many, committed(fmt.Sprintf("c-%02d", i)))
 		}
@@ -150,7 +151,7 @@ type logScans struct {
 }
 
 func (s *logScans) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
-	if pk, ok := outbox.Parse(start); ok && pk.Class == outbox.ClassLog {
+	if pk, ok := schema.Parse(start); ok && pk.Class == schema.ClassLog {
 		s.mu.Lock()
 		s.limits = append(s.limits, limit)
 		s.mu.Unlock()
@@ -165,16 +166,16 @@ func TestAFireReadsADensePageForAnEndpointTakingEveryKind(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		kinds []outbox.Kind
+		kinds []schema.Kind
 		want  int
 	}{
 		{"every kind", nil, 20 + outbox.QueueLogSlack},
-		{"some kinds", []outbox.Kind{outbox.KindCommitted}, outbox.QueueLogRows * 20},
+		{"some kinds", []schema.Kind{schema.KindCommitted}, outbox.QueueLogRows * 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, Kinds: tc.kinds})
+				e.putEndpoint(schema.Endpoint{Enabled: true, Kinds: tc.kinds})
 				var rids []string
 				for i := range 25 {
 					rids = append(rids, fmt.Sprintf("r-%02d", i))

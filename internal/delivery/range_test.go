@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/testlog"
 )
@@ -21,7 +21,7 @@ import (
 func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.seed("a", "b", "c")
-		key, _ := outbox.BacklogKey(ep)
+		key, _ := schema.BacklogKey(ep)
 		v := []byte{1}
 		v = binary.BigEndian.AppendUint64(v, 3)
 		v = binary.BigEndian.AppendUint64(v, 1<<53)
@@ -36,8 +36,8 @@ func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) 
 			if sink.count("a") != 0 {
 				t.Fatalf("round %d: row a sent %d times while its acknowledgement cannot commit", round, sink.count("a"))
 			}
-			if st := e.state(); st.Attempt != uint32(round+1) {
-				t.Fatalf("round %d: attempt %d, want %d", round, st.Attempt, round+1)
+			if st := e.state(); st.FailedFires != uint32(round+1) {
+				t.Fatalf("round %d: failed fires %d, want %d", round, st.FailedFires, round+1)
 			}
 			waits = append(waits, e.timerDue()-max(before, e.NowMs()))
 		}
@@ -55,7 +55,7 @@ func TestABacklogBeyondTheStoresRangeHoldsTheStreamWithoutSending(t *testing.T) 
 		}
 
 		// Repaired (the bytes need not be exact: they stop at 0).
-		e.put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 3}))
+		e.put(key, schema.EncodeBacklog(schema.Backlog{Rows: 3}))
 		e.fireAtDue(h)
 		if sink.count("a") != 1 || e.backlogRows() != 2 || len(e.pending()) != 2 {
 			t.Fatalf("after the repair: a sent %d times, backlog %d rows, pending %v", sink.count("a"), e.backlogRows(), e.pending())
@@ -73,7 +73,7 @@ type deleting struct {
 
 func (d *deleting) Deliver(ctx context.Context, o Parcel) error {
 	d.once.Do(func() {
-		key, _ := outbox.BacklogKey(ep)
+		key, _ := schema.BacklogKey(ep)
 		var b store.Batch
 		b.Delete(key)
 		d.e.Apply(b)

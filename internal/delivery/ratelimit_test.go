@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // receiver is an endpoint on the simulated clock: it counts the calls that
@@ -68,7 +68,7 @@ func (s *sim) ingest() {
 	if s.e.backlogRows() >= uint64(s.perTick) {
 		return
 	}
-	var os []outbox.Outcome
+	var os []schema.Outcome
 	for range s.perTick {
 		os = append(os, committed(fmt.Sprintf("r-%d", s.nextRID)))
 		s.nextRID++
@@ -117,7 +117,7 @@ func TestRateLimitHoldsOverAMinuteAcrossProcesses(t *testing.T) {
 	for _, processes := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d processes", processes), func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 4, RateLimit: 50})
+				e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 4, RateLimit: 50})
 				rcv := newReceiver(e)
 				s := newSim(e, rcv, processes, 25, 250)
 				s.run(t0 + 60_000)
@@ -136,7 +136,7 @@ func TestRateLimitHoldsOverAMinuteAcrossProcesses(t *testing.T) {
 					}
 				}
 				// Pacing is not backing off.
-				if st := e.state(); st.Attempt != 0 || st.Throttle != nil {
+				if st := e.state(); st.FailedFires != 0 || st.Throttle != nil {
 					t.Errorf("state %+v", st)
 				}
 			})
@@ -149,7 +149,7 @@ func TestRateLimitHoldsOverAMinuteAcrossProcesses(t *testing.T) {
 // bucket, until the bucket is full again.
 func TestADrainedStreamKeepsItsBucket(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 4, RateLimit: 5})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 4, RateLimit: 5})
 		rcv := newReceiver(e)
 		// 4 outcomes every 100 ms: 40/s offered to a 5/s endpoint.
 		s := newSim(e, rcv, 1, 4, 100)
@@ -169,7 +169,7 @@ func TestADrainedStreamKeepsItsBucket(t *testing.T) {
 // stops refusing the stream returns to its configured limits.
 func TestThrottleSettlesNearTheReceiversLimitAndRecovers(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint(outbox.Endpoint{Enabled: true, MaxInFlight: 8, RateLimit: 100})
+		e.putEndpoint(schema.Endpoint{Enabled: true, MaxInFlight: 8, RateLimit: 100})
 		rcv := newReceiver(e)
 		rcv.refuseAbove = 20
 		// 50 outcomes every 500 ms: always more than the receiver takes.

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbound"
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/signing"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -92,7 +92,7 @@ func TestAppendAfterTheFreshReadFailsTheGuardAndReplansDelivery(t *testing.T) {
 		if !fired.Done {
 			t.Fatal("the only row was delivered: want Done")
 		}
-		backlogKey, _ := outbox.BacklogKey(ep)
+		backlogKey, _ := schema.BacklogKey(ep)
 		if !hasEquals(fired.Batch, backlogKey, prior) {
 			t.Fatal("Done is not guarded by the backlog as read")
 		}
@@ -134,7 +134,7 @@ func TestNoAcknowledgementsStillGuardTheInitialBacklog(t *testing.T) {
 		if fired.Done {
 			t.Fatal("a failed call finished the stream")
 		}
-		backlogKey, _ := outbox.BacklogKey(ep)
+		backlogKey, _ := schema.BacklogKey(ep)
 		if !hasEquals(fired.Batch, backlogKey, prior) {
 			t.Fatal("the reschedule is not guarded by the backlog as first read")
 		}
@@ -305,7 +305,7 @@ func TestAnUndeliverablePageDoesNotRaiseTheBackoff(t *testing.T) {
 				t.Fatalf("gaps %v ms, want each within 1 s plus 20 %%", gaps)
 			}
 		}
-		if got := e.state().Attempt; got != 0 {
+		if got := e.state().FailedFires; got != 0 {
 			t.Fatalf("attempt %d, want 0", got)
 		}
 	})
@@ -471,7 +471,7 @@ func TestMaxRowsBoundsOneFireAndTheCursorRotates(t *testing.T) {
 		// last row leaves it: the next fire wraps to the head.
 		e.seed("v", "w", "x", "y", "z")
 		queue := outboxtest.Queue(t, e.St, e.P, ep)
-		state, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Cursor: store.CursorAfter(queue[len(queue)-1].Key)})
+		state, err := schema.EncodeDeliveryState(schema.DeliveryState{Cursor: store.CursorAfter(queue[len(queue)-1].Key)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -533,7 +533,7 @@ func TestAFailingRemoteHookKeepsTheRowAndEachRetryIsSignedAfresh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.putEndpoint(outbox.Endpoint{Enabled: true, URL: srv.URL + "/hooks"})
+		e.putEndpoint(schema.Endpoint{Enabled: true, URL: srv.URL + "/hooks"})
 		e.seed("retry")
 		// The sender shares the test's clock, so a retry's window moves.
 		sink := &Webhooks{Audience: "https://relay.example.com",

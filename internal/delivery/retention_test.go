@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // answering is a StatusSink that takes every parcel with one 2xx status.
@@ -36,12 +36,12 @@ func TestARetainedDeliveryKeepsItsStatusAndTime(t *testing.T) {
 		if !found {
 			t.Fatal("log row deleted though retained")
 		}
-		l, err := outbox.DecodeLog(v)
+		l, err := schema.DecodeLog(v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		en, _ := l.Entry(ep)
-		if en.State != outbox.EntryDelivered || en.Status != 204 || en.AtMs != e.NowMs() || !en.Attempts {
+		if en.State != schema.EntryDelivered || en.Status != 204 || en.AtMs != e.NowMs() || !en.Attempts {
 			t.Errorf("entry %+v, want delivered now with 204 and its attempt row kept", en)
 		}
 		if _, found := e.attempts("a"); !found {

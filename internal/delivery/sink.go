@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // Parcel is one outcome addressed to one endpoint: what a Sink delivers.
@@ -13,11 +13,11 @@ type Parcel struct {
 	Namespace  string
 	EndpointID string
 	// Endpoint is the endpoint's configuration as the fire read it.
-	Endpoint outbox.Endpoint
+	Endpoint schema.Endpoint
 	// Seq is the outcome's sequence number in its namespace: with the
 	// namespace and endpoint it identifies this delivery across attempts.
 	Seq     uint64
-	Outcome outbox.Outcome
+	Outcome schema.Outcome
 }
 
 // Sink delivers one parcel to its endpoint. nil means the endpoint took it;
@@ -58,7 +58,7 @@ type Error struct {
 	Reason string
 	// Excerpt is the start of the endpoint's answer body, as it sent it,
 	// at most outbound.MaxExcerptBytes: stored on the attempt row through
-	// outbox.Excerpt, never logged, never in Error's text.
+	// schema.Excerpt, never logged, never in Error's text.
 	Excerpt []byte
 }
 

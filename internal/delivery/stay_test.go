@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -32,7 +33,7 @@ func (c *completions) Apply(ctx context.Context, p store.Partition, b store.Batc
 func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		p := store.Partition{Namespace: "acme"}
 		clk := clock.NewManual(time.Now().UnixMilli())
 		st := &completions{DueStore: f.st, done: make(chan struct{}, 4)}
@@ -43,7 +44,7 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 		ingest := func(rid string) { ingestAndComplete(t, f, app, st, rid) }
 		backlogRow := func() bool {
 			t.Helper()
-			key, _ := outbox.BacklogKey("billing")
+			key, _ := schema.BacklogKey("billing")
 			_, found, err := f.st.Get(f.ctx, p, key)
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +105,7 @@ func TestAStreamThatEndsAgainAtOnceKeepsItsTimer(t *testing.T) {
 // the driver then applies: its fire's completion.
 func ingestAndComplete(t *testing.T, f *fleet, app *outbox.Appender, st *completions, rid string) {
 	t.Helper()
-	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []outbox.Outcome{committed(rid)}); err != nil {
+	if _, err := app.Append(f.ctx, store.Partition{Namespace: "acme"}, []schema.Outcome{committed(rid)}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -138,7 +139,7 @@ func onlyDeliveryTimer(t *testing.T, f *fleet, p store.Partition) timers.Row {
 func TestATimerThatStaysIsHeldByAnotherProcessesIngest(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, func(t *testing.T, f *fleet) {
-		f.endpoint("acme", "billing", outbox.Endpoint{Enabled: true})
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
 		p := store.Partition{Namespace: "acme"}
 		clk := clock.NewManual(time.Now().UnixMilli())
 		type process struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -88,12 +89,12 @@ func (w *Webhooks) DeliverStatus(ctx context.Context, o Parcel) (int, error) {
 	}
 	var scheme signing.Scheme
 	switch o.Endpoint.Scheme {
-	case outbox.SchemeMkitHookV2, "":
+	case schema.SchemeMkitHookV2, "":
 		// An unset scheme is the default, as Endpoint.WithDefaults has it.
 		scheme = signing.SchemeMkit
-	case outbox.SchemeStandardWebhooks:
+	case schema.SchemeStandardWebhooks:
 		scheme = signing.SchemeStandard
-	case outbox.SchemeStandardWebhooksV1a:
+	case schema.SchemeStandardWebhooksV1a:
 		scheme = signing.SchemeStandardV1a
 	default:
 		return 0, unsignable()

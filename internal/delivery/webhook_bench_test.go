@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbound"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -36,15 +36,15 @@ func BenchmarkWebhooksDeliver(b *testing.B) {
 		b.Fatal(err)
 	}
 	sink := &Webhooks{Sender: &outbound.Sender{Channel: ch, Mkit: signer}, Audience: "https://relay.example.com"}
-	secret := outbox.Secret(outbox.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
-	for _, scheme := range []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2} {
+	secret := schema.Secret(schema.SecretPrefix + "a2tra2tra2tra2tra2tra2tra2tra2tra2tra2tra2s=")
+	for _, scheme := range []schema.Scheme{schema.SchemeStandardWebhooks, schema.SchemeMkitHookV2} {
 		parcel := Parcel{
 			Namespace: "acme", EndpointID: "billing", Seq: 42,
-			Endpoint: outbox.Endpoint{URL: srv.URL + "/hooks/relay?token=t", Scheme: scheme,
-				Secrets: []outbox.Secret{secret}, Enabled: true, MaxInFlight: 1},
-			Outcome: outbox.Outcome{ReservationID: "r-7f3a", Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
-				Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
-					Refs: []outbox.Ref{{Name: "refs/heads/main", New: strings.Repeat("ab", 32)}}}},
+			Endpoint: schema.Endpoint{URL: srv.URL + "/hooks/relay?token=t", Scheme: scheme,
+				Secrets: []schema.Secret{secret}, Enabled: true, MaxInFlight: 1},
+			Outcome: schema.Outcome{ReservationID: "r-7f3a", Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
+				Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
+					Refs: []schema.Ref{{Name: "refs/heads/main", New: strings.Repeat("ab", 32)}}}},
 		}
 		for _, on := range []string{"goroutine", "worker"} {
 			b.Run(string(scheme)+"/"+on, func(b *testing.B) {

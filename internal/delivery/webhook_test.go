@@ -17,6 +17,7 @@ import (
 	"github.com/hookrelay/relay/internal/delivery"
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -33,12 +34,12 @@ const (
 )
 
 // whSecret is a valid whsec_ secret of 32 bytes first, first+1, ...
-func whSecret(first byte) outbox.Secret {
+func whSecret(first byte) schema.Secret {
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = first + byte(i)
 	}
-	return outbox.Secret(outbox.SecretPrefix + base64.StdEncoding.EncodeToString(key))
+	return schema.Secret(schema.SecretPrefix + base64.StdEncoding.EncodeToString(key))
 }
 
 // whReceived is one request as the receiver saw it.
@@ -99,19 +100,19 @@ func whSetup(t *testing.T, answer func(w http.ResponseWriter)) *whBundle {
 }
 
 // outcome is a committed outcome for the receiver's endpoint under scheme.
-func (b *whBundle) outcome(scheme outbox.Scheme, secrets ...outbox.Secret) delivery.Parcel {
+func (b *whBundle) outcome(scheme schema.Scheme, secrets ...schema.Secret) delivery.Parcel {
 	return delivery.Parcel{
 		Namespace:  "acme",
 		EndpointID: "billing",
-		Endpoint: outbox.Endpoint{
+		Endpoint: schema.Endpoint{
 			URL: b.srv.URL + whPath + "?token=" + whToken, Scheme: scheme, Secrets: secrets,
 			Enabled: true, MaxInFlight: 1,
 		},
 		Seq: 42,
-		Outcome: outbox.Outcome{
+		Outcome: schema.Outcome{
 			ReservationID: "r-7f3a", Repository: "acme/widgets", OccurredUnixMs: whT0.UnixMilli(),
-			Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
-				Refs: []outbox.Ref{{Name: "refs/heads/main", New: strings.Repeat("ab", 32)}}},
+			Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
+				Refs: []schema.Ref{{Name: "refs/heads/main", New: strings.Repeat("ab", 32)}}},
 		},
 	}
 }
@@ -187,7 +188,7 @@ func TestWebhooksStandardDeliveryVerifiesWithEachSecret(t *testing.T) {
 	// During a rotation both secrets sign: a receiver holding either one
 	// verifies.
 	current, next := whSecret(1), whSecret(100)
-	o := b.outcome(outbox.SchemeStandardWebhooks, current, next)
+	o := b.outcome(schema.SchemeStandardWebhooks, current, next)
 	if err := b.sink.Deliver(context.Background(), o); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -205,7 +206,7 @@ func TestWebhooksStandardDeliveryVerifiesWithEachSecret(t *testing.T) {
 	if ct := got.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	for _, s := range []outbox.Secret{current, next} {
+	for _, s := range []schema.Secret{current, next} {
 		v := &hookverify.StandardVerifier{Secrets: []string{string(s)}, Now: func() time.Time { return whT0 }}
 		if err := v.Verify(got.header, got.body); err != nil {
 			t.Errorf("receiver with one of the secrets refuses the delivery: %v", err)
@@ -220,7 +221,7 @@ func TestWebhooksStandardDeliveryVerifiesWithEachSecret(t *testing.T) {
 func TestWebhooksMkitDeliveryVerifiesWithThePublishedKeys(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, nil)
-	o := b.outcome(outbox.SchemeMkitHookV2)
+	o := b.outcome(schema.SchemeMkitHookV2)
 	if err := b.sink.Deliver(context.Background(), o); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -249,7 +250,7 @@ func TestWebhooksMkitDeliverySignsTheStreamsNamespace(t *testing.T) {
 	b := whSetup(t, nil)
 	v := b.mkitVerifier(t)
 	for _, ns := range []string{"acme", "attacker-a"} {
-		o := b.outcome(outbox.SchemeMkitHookV2)
+		o := b.outcome(schema.SchemeMkitHookV2)
 		o.Namespace = ns
 		if err := b.sink.Deliver(context.Background(), o); err != nil {
 			t.Fatalf("Deliver for %s: %v", ns, err)
@@ -277,7 +278,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 		t.Parallel()
 		b := whSetup(t, nil)
 		secret := whSecret(1)
-		o := b.outcome(outbox.SchemeStandardWebhooks, secret)
+		o := b.outcome(schema.SchemeStandardWebhooks, secret)
 		v := &hookverify.StandardVerifier{Secrets: []string{string(secret)}, Now: func() time.Time { return whT0 }}
 		var attempts []whReceived
 		for range 2 {
@@ -309,7 +310,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 	t.Run("mkit-hook-v2", func(t *testing.T) {
 		t.Parallel()
 		b := whSetup(t, nil)
-		o := b.outcome(outbox.SchemeMkitHookV2)
+		o := b.outcome(schema.SchemeMkitHookV2)
 		// One verifier for both: its replay cache refuses a repeated nonce.
 		v := b.mkitVerifier(t)
 		var attempts []whReceived
@@ -340,7 +341,7 @@ func TestWebhooksRetrySendsTheSameMessageSignedAfresh(t *testing.T) {
 func TestWebhooksGoneEndpointIsReportedGone(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, func(w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
-	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeMkitHookV2))
+	err := b.sink.Deliver(context.Background(), b.outcome(schema.SchemeMkitHookV2))
 	b.one(t)
 	e := b.sinkError(t, err)
 	if !e.Gone || e.Status != http.StatusGone || e.Class != string(outbound.ClassGone) {
@@ -354,7 +355,7 @@ func TestWebhooksRetryAfterIsPassedOn(t *testing.T) {
 		w.Header().Set("Retry-After", "7")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
-	err := b.sink.Deliver(context.Background(), b.outcome(outbox.SchemeStandardWebhooks, whSecret(1)))
+	err := b.sink.Deliver(context.Background(), b.outcome(schema.SchemeStandardWebhooks, whSecret(1)))
 	b.one(t)
 	e := b.sinkError(t, err)
 	if e.RetryAfter != 7*time.Second || e.Status != http.StatusServiceUnavailable || e.Gone || e.Class != string(outbound.ClassStatus) {
@@ -367,7 +368,7 @@ func TestWebhooksRetryAfterIsPassedOn(t *testing.T) {
 
 func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 	t.Parallel()
-	badSecret := outbox.Secret("whsec_" + strings.Repeat("*", 40))
+	badSecret := schema.Secret("whsec_" + strings.Repeat("*", 40))
 	cases := []struct {
 		name       string
 		change     func(b *whBundle, o *delivery.Parcel)
@@ -381,13 +382,13 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 			b.sink.Sender.Mkit = nil
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
 		{"malformed secret", func(_ *whBundle, o *delivery.Parcel) {
-			o.Endpoint.Scheme, o.Endpoint.Secrets = outbox.SchemeStandardWebhooks, []outbox.Secret{badSecret}
+			o.Endpoint.Scheme, o.Endpoint.Secrets = schema.SchemeStandardWebhooks, []schema.Secret{badSecret}
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
 		{"unknown scheme", func(_ *whBundle, o *delivery.Parcel) {
 			o.Endpoint.Scheme = "hmac-md5"
 		}, delivery.ClassUnsignable, "cannot sign the webhook"},
 		{"invalid outcome", func(_ *whBundle, o *delivery.Parcel) {
-			o.Outcome.Expired = &outbox.Expired{} // a second kind
+			o.Outcome.Expired = &schema.Expired{} // a second kind
 		}, delivery.ClassEncode, ""},
 		{"no audience", func(b *whBundle, _ *delivery.Parcel) {
 			b.sink.Audience = ""
@@ -403,7 +404,7 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := whSetup(t, nil)
-			o := b.outcome(outbox.SchemeMkitHookV2)
+			o := b.outcome(schema.SchemeMkitHookV2)
 			c.change(b, &o)
 			e := b.sinkError(t, b.sink.Deliver(context.Background(), o))
 			b.none(t)
@@ -429,7 +430,7 @@ func TestWebhooksRefusesWhatItCannotSendWithoutCalling(t *testing.T) {
 // bytes and their values after, no value reaches the excerpt.
 func TestWebhooksExcerptIsOnlyTheStartOfTheAnswer(t *testing.T) {
 	b := whSetup(t, nil)
-	for _, scheme := range []outbox.Scheme{outbox.SchemeStandardWebhooks, outbox.SchemeMkitHookV2} {
+	for _, scheme := range []schema.Scheme{schema.SchemeStandardWebhooks, schema.SchemeMkitHookV2} {
 		t.Run(string(scheme), func(t *testing.T) {
 			var sent http.Header
 			var answer []byte
@@ -455,7 +456,7 @@ func TestWebhooksExcerptIsOnlyTheStartOfTheAnswer(t *testing.T) {
 			if strings.Contains(e.Error(), string(answer[:16])) {
 				t.Fatalf("error text %q holds the answer", e.Error())
 			}
-			shown := outbox.Excerpt(e.Excerpt)
+			shown := schema.Excerpt(e.Excerpt)
 			if len(sent) < 3 {
 				t.Fatalf("request headers %v", sent)
 			}

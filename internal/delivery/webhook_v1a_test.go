@@ -9,19 +9,20 @@ import (
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 func TestWebhooksV1aDeliveryVerifiesWithTheEndpointsPublicKeysOnly(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, nil)
-	current, err := outbox.NewSigningKey()
+	current, err := schema.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	previous, _ := outbox.NewSigningKey()
-	other, _ := outbox.NewSigningKey()
-	o := b.outcome(outbox.SchemeStandardWebhooksV1a)
-	o.Endpoint.SigningKeys = []outbox.SigningKey{current, previous}
+	previous, _ := schema.NewSigningKey()
+	other, _ := schema.NewSigningKey()
+	o := b.outcome(schema.SchemeStandardWebhooksV1a)
+	o.Endpoint.SigningKeys = []schema.SigningKey{current, previous}
 	if err := b.sink.Deliver(context.Background(), o); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -36,7 +37,7 @@ func TestWebhooksV1aDeliveryVerifiesWithTheEndpointsPublicKeysOnly(t *testing.T)
 	if entries := strings.Split(sig, " "); len(entries) != 2 || !strings.HasPrefix(entries[0], "v1a,") || !strings.HasPrefix(entries[1], "v1a,") {
 		t.Fatalf("webhook-signature %q: want two v1a entries during rotation", sig)
 	}
-	for _, k := range []outbox.SigningKey{current, previous} {
+	for _, k := range []schema.SigningKey{current, previous} {
 		v := &hookverify.StandardVerifier{PublicKeys: []string{k.PublicKey()}, Now: func() time.Time { return whT0 }}
 		if err := v.Verify(got.header, got.body); err != nil {
 			t.Errorf("receiver with one of the public keys refuses the delivery: %v", err)
@@ -54,8 +55,8 @@ func TestWebhooksV1aDeliveryVerifiesWithTheEndpointsPublicKeysOnly(t *testing.T)
 func TestWebhooksV1aWithoutKeysIsUnsignableAndSaysNothingOfThem(t *testing.T) {
 	t.Parallel()
 	b := whSetup(t, nil)
-	o := b.outcome(outbox.SchemeStandardWebhooksV1a)
-	o.Endpoint.SigningKeys = []outbox.SigningKey{"whsk_bm90IGEga2V5"}
+	o := b.outcome(schema.SchemeStandardWebhooksV1a)
+	o.Endpoint.SigningKeys = []schema.SigningKey{"whsk_bm90IGEga2V5"}
 	err := b.sink.Deliver(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "cannot sign") || strings.Contains(err.Error(), "bm90IGEga2V5") {
 		t.Fatalf("Deliver with a malformed key: %v", err)

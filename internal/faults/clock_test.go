@@ -15,6 +15,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/store"
@@ -83,7 +84,7 @@ func TestClockJumps(t *testing.T) {
 	for _, ns := range []string{"clock-a", "clock-b"} {
 		rc := newReceiver(t, ns, notify, failFirst)
 		_, err := admin.PutEndpoint(ctx, store.Partition{Namespace: ns}, "hook", outbox.EndpointSpec{
-			URL: rc.URL, Scheme: outbox.SchemeStandardWebhooks, Enabled: true, MaxInFlight: 1, Secret: outbox.Secret(rc.Secret),
+			URL: rc.URL, Scheme: schema.SchemeStandardWebhooks, Enabled: true, MaxInFlight: 1, Secret: schema.Secret(rc.Secret),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +98,7 @@ func TestClockJumps(t *testing.T) {
 			part := store.Partition{Namespace: tg.ns}
 			ids := rids(tg.ns+"-"+phase, n)
 			for i := 0; i < len(ids); i += 10 {
-				var os []outbox.Outcome
+				var os []schema.Outcome
 				for _, rid := range ids[i:min(i+10, len(ids))] {
 					os = append(os, outboxtest.Committed(rid))
 				}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/relaytest"
 )
@@ -205,7 +205,7 @@ func (p *producer) send(ns string, rids []string) {
 	if len(rids) == 1 {
 		body = outboxtest.Committed(rids[0])
 	} else {
-		outcomes := make([]outbox.Outcome, len(rids))
+		outcomes := make([]schema.Outcome, len(rids))
 		for i, rid := range rids {
 			outcomes[i] = outboxtest.Committed(rid)
 		}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/relaytest"
 	"github.com/hookrelay/relay/internal/store"
@@ -85,16 +85,16 @@ func TestPoisonRow(t *testing.T) {
 	r.must(http.StatusOK, http.MethodDelete, "/v1/namespaces/"+ns+"/endpoints/deleted?force=true", nil)
 
 	// A fixed log row is delivered to the endpoint left.
-	record, err := outbox.EncodeRecord(ptr(outboxtest.Committed(poisoned)))
+	record, err := schema.EncodeRecord(ptr(outboxtest.Committed(poisoned)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logRow, err := outbox.EncodeLog(outbox.LogRow{RID: poisoned, AcceptedMs: time.Now().UnixMilli(), Record: record,
-		Entries: []outbox.LogEntry{{Endpoint: "fixed", State: outbox.EntryPending}}})
+	logRow, err := schema.EncodeLog(schema.LogRow{RID: poisoned, AcceptedMs: time.Now().UnixMilli(), Record: record,
+		Entries: []schema.LogEntry{{Endpoint: "fixed", State: schema.EntryPending}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, st, ns, outbox.LogKey(seq), logRow)
+	put(t, st, ns, schema.LogKey(seq), logRow)
 	fixed.Store(true)
 	settle(t, p, notify, targets[0])
 
@@ -102,14 +102,14 @@ func TestPoisonRow(t *testing.T) {
 		t.Fatalf("after a forced delete: %d %v %v", code, v, err)
 	}
 	left := 0
-	for _, class := range []outbox.Class{outbox.ClassPending, outbox.ClassAttempt} {
-		start, end := outbox.ClassRange(class)
+	for _, class := range []schema.Class{schema.ClassPending, schema.ClassAttempt} {
+		start, end := schema.ClassRange(class)
 		page, err := st.Scan(t.Context(), store.Partition{Namespace: ns}, start, end, nil, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range page.Entries {
-			if k, ok := outbox.Parse(e.Key); ok && k.Endpoint == "deleted" {
+			if k, ok := schema.Parse(e.Key); ok && k.Endpoint == "deleted" {
 				left++
 			}
 		}
@@ -124,16 +124,16 @@ func TestPoisonRow(t *testing.T) {
 // operator (or a bug) could, and returns its sequence number.
 func putLog(t testing.TB, st *redisstore.Store, ns, rid string, v store.Value) uint64 {
 	t.Helper()
-	key, _ := outbox.SeenKey(rid)
+	key, _ := schema.SeenKey(rid)
 	raw, found, err := st.Get(t.Context(), store.Partition{Namespace: ns}, key)
 	if err != nil || !found {
 		t.Fatalf("seen row of %s: %v %v", rid, found, err)
 	}
-	seen, err := outbox.DecodeSeen(raw)
+	seen, err := schema.DecodeSeen(raw)
 	if err != nil || !seen.Logged {
 		t.Fatalf("seen row of %s: %+v %v", rid, seen, err)
 	}
-	put(t, st, ns, outbox.LogKey(seen.Seq), v)
+	put(t, st, ns, schema.LogKey(seen.Seq), v)
 	return seen.Seq
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -24,7 +25,7 @@ const MaxBodyBytes = 1 << 20
 // *outbox.Appender, or an *outbox.Coalescer that combines concurrent
 // requests into one store batch.
 type Appender interface {
-	Append(ctx context.Context, p store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error)
+	Append(ctx context.Context, p store.Partition, outcomes []schema.Outcome) ([]outbox.Status, error)
 }
 
 // Config is what the API is built from.
@@ -180,7 +181,7 @@ func streamParams(r *http.Request) (store.Partition, string, *Problem) {
 		return p, "", prob
 	}
 	id := chi.URLParam(r, "id")
-	if err := outbox.ValidateEndpointID(id); err != nil {
+	if err := schema.ValidateEndpointID(id); err != nil {
 		return p, id, NewProblem(SlugInvalidRequest, err.Error())
 	}
 	return p, id, nil

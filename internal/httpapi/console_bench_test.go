@@ -18,6 +18,7 @@ import (
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -95,7 +96,7 @@ func benchConsolePages(b *testing.B, c *redis.Client, prefix string, m *miniredi
 					errs <- err
 					return
 				}
-				os := make([]outbox.Outcome, consolePending)
+				os := make([]schema.Outcome, consolePending)
 				for j := range os {
 					os[j] = outboxtest.Committed(fmt.Sprintf("r-%05d-%02d", i, j))
 				}

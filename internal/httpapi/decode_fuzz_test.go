@@ -19,6 +19,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -65,28 +66,28 @@ var echoVocabulary = strings.Join(slices.Concat(outcomeFields, endpointFields, [
 
 // outcomeList is the list form of an outcomes body.
 type outcomeList struct {
-	Outcomes []outbox.Outcome `json:"outcomes"`
+	Outcomes []schema.Outcome `json:"outcomes"`
 }
 
 // endpointRequest is an endpoint body that leaves out what is unset.
 type endpointRequest struct {
 	URL         string        `json:"url"`
-	Scheme      outbox.Scheme `json:"scheme,omitempty"`
-	Kinds       []outbox.Kind `json:"kinds,omitempty"`
+	Scheme      schema.Scheme `json:"scheme,omitempty"`
+	Kinds       []schema.Kind `json:"kinds,omitempty"`
 	Enabled     *bool         `json:"enabled,omitempty"`
 	MaxInFlight *int          `json:"max_in_flight,omitempty"`
-	Secret      outbox.Secret `json:"secret,omitempty"`
+	Secret      schema.Secret `json:"secret,omitempty"`
 }
 
 func FuzzDecodeOutcomesBody(f *testing.F) {
 	deleted := outboxtest.Committed("r-5")
-	deleted.Committed.Refs = append(deleted.Committed.Refs, outbox.Ref{Name: "refs/tags/v1", Deleted: true})
-	all := []outbox.Outcome{
+	deleted.Committed.Refs = append(deleted.Committed.Refs, schema.Ref{Name: "refs/tags/v1", Deleted: true})
+	all := []schema.Outcome{
 		outboxtest.Committed("r-1"),
 		outboxtest.Aborted("r-2"),
-		{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0, Expired: &outbox.Expired{}},
+		{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0, Expired: &schema.Expired{}},
 		{ReservationID: "r-4", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
-			ReadServed: &outbox.ReadServed{Object: outboxtest.HexA, BytesServed: 42}},
+			ReadServed: &schema.ReadServed{Object: outboxtest.HexA, BytesServed: 42}},
 		deleted,
 	}
 	for _, o := range all {
@@ -95,7 +96,7 @@ func FuzzDecodeOutcomesBody(f *testing.F) {
 	f.Add(mustJSON(f, outcomeList{all}))
 	badHex := outboxtest.Committed("r-6")
 	badHex.Committed.Refs[0].New = strings.ToUpper(outboxtest.HexA)
-	f.Add(mustJSON(f, outcomeList{[]outbox.Outcome{all[1], badHex}}))
+	f.Add(mustJSON(f, outcomeList{[]schema.Outcome{all[1], badHex}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec, got := postOutcomesBody(t, body)
 		if rec.Code != http.StatusAccepted {
@@ -126,15 +127,15 @@ func FuzzDecodeOutcomesBody(f *testing.F) {
 		}
 
 		var lax struct {
-			outbox.Outcome
-			Outcomes []outbox.Outcome `json:"outcomes"`
+			schema.Outcome
+			Outcomes []schema.Outcome `json:"outcomes"`
 		}
 		if err := json.Unmarshal(body, &lax); err != nil {
 			t.Fatalf("encoding/json refuses a body the API accepted: %v", err)
 		}
 		want := lax.Outcomes
 		if want == nil {
-			want = []outbox.Outcome{lax.Outcome}
+			want = []schema.Outcome{lax.Outcome}
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("the API read %+v, encoding/json reads %+v", got, want)
@@ -160,11 +161,11 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 	yes, no, four := true, false, 4
 	for _, e := range []endpointRequest{
 		{URL: "https://hooks.acme.example/relay"},
-		{URL: "https://billing.acme.example/hooks/relay", Scheme: outbox.SchemeStandardWebhooks,
-			Kinds: []outbox.Kind{outbox.KindCommitted, outbox.KindAborted}, Enabled: &yes},
-		{URL: "https://hooks.acme.example:8443/r?x=1", Scheme: outbox.SchemeStandardWebhooks,
-			Kinds: outbox.Kinds(), Enabled: &no, MaxInFlight: &four, Secret: outbox.Secret("whsec_" + strings.Repeat("QUJD", 8))},
-		{URL: "http://hooks.acme.example/relay", Scheme: outbox.SchemeMkitHookV2, Kinds: []outbox.Kind{outbox.KindReadServed}},
+		{URL: "https://billing.acme.example/hooks/relay", Scheme: schema.SchemeStandardWebhooks,
+			Kinds: []schema.Kind{schema.KindCommitted, schema.KindAborted}, Enabled: &yes},
+		{URL: "https://hooks.acme.example:8443/r?x=1", Scheme: schema.SchemeStandardWebhooks,
+			Kinds: schema.Kinds(), Enabled: &no, MaxInFlight: &four, Secret: schema.Secret("whsec_" + strings.Repeat("QUJD", 8))},
+		{URL: "http://hooks.acme.example/relay", Scheme: schema.SchemeMkitHookV2, Kinds: []schema.Kind{schema.KindReadServed}},
 	} {
 		f.Add(mustJSON(f, e))
 	}
@@ -188,7 +189,7 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 		if err := json.Unmarshal(body, &lax); err != nil {
 			t.Fatalf("encoding/json refuses a body the API accepted: %v", err)
 		}
-		want := outbox.Endpoint{URL: lax.URL, Scheme: lax.Scheme, Kinds: lax.Kinds, Enabled: true,
+		want := schema.Endpoint{URL: lax.URL, Scheme: lax.Scheme, Kinds: lax.Kinds, Enabled: true,
 			CreatedMs: outboxtest.T0, UpdatedMs: outboxtest.T0}
 		if len(want.Kinds) == 0 {
 			want.Kinds = nil // the row does not tell [] from none
@@ -203,10 +204,10 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 		if !want.Enabled {
 			want.DisabledMs = outboxtest.T0 // disabled since its creation
 		}
-		generated := lax.Secret == "" && want.Scheme == outbox.SchemeStandardWebhooks
+		generated := lax.Secret == "" && want.Scheme == schema.SchemeStandardWebhooks
 		switch {
 		case lax.Secret != "":
-			want.Secrets = []outbox.Secret{lax.Secret}
+			want.Secrets = []schema.Secret{lax.Secret}
 			if bytes.Contains(rec.Body.Bytes(), []byte(lax.Secret)) {
 				t.Fatalf("the answer shows the secret the client sent: %s", rec.Body.Bytes())
 			}
@@ -247,10 +248,10 @@ func FuzzDecodeEndpointBody(f *testing.F) {
 // keepingAppender accepts every outcome and keeps those it was given.
 type keepingAppender struct {
 	calls int
-	got   []outbox.Outcome
+	got   []schema.Outcome
 }
 
-func (k *keepingAppender) Append(_ context.Context, _ store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error) {
+func (k *keepingAppender) Append(_ context.Context, _ store.Partition, outcomes []schema.Outcome) ([]outbox.Status, error) {
 	k.calls++
 	k.got = slices.Clone(outcomes)
 	st := make([]outbox.Status, len(outcomes))
@@ -292,7 +293,7 @@ func (s *blankStore) Apply(_ context.Context, _ store.Partition, b store.Batch) 
 
 // postOutcomesBody posts body as JSON to the outcomes handler, and returns
 // the answer and the outcomes it stored, nil when it stored none.
-func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []outbox.Outcome) {
+func postOutcomesBody(t *testing.T, body []byte) (*httptest.ResponseRecorder, []schema.Outcome) {
 	t.Helper()
 	app := &keepingAppender{}
 	a := &api{Config: Config{Appender: app, Clock: clock.NewManual(outboxtest.T0)}, log: slog.New(slog.DiscardHandler)}
@@ -336,13 +337,13 @@ func serveJSON(h http.HandlerFunc, method, target string, body []byte, params ..
 }
 
 // storedEndpoint is the endpoint row of the one batch st applied, as
-// outbox.DecodeEndpoint reads it: valid and canonical, or the test fails.
-func storedEndpoint(t *testing.T, st *blankStore) outbox.Endpoint {
+// schema.DecodeEndpoint reads it: valid and canonical, or the test fails.
+func storedEndpoint(t *testing.T, st *blankStore) schema.Endpoint {
 	t.Helper()
 	if len(st.batches) != 1 {
 		t.Fatalf("one request applied %d batches", len(st.batches))
 	}
-	key, err := outbox.EndpointKey(fuzzEndpointID)
+	key, err := schema.EndpointKey(fuzzEndpointID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func storedEndpoint(t *testing.T, st *blankStore) outbox.Endpoint {
 	if len(rows) != 1 {
 		t.Fatalf("the batch puts the endpoint row %d times", len(rows))
 	}
-	e, err := outbox.DecodeEndpoint(rows[0])
+	e, err := schema.DecodeEndpoint(rows[0])
 	if err != nil {
 		t.Fatalf("the endpoint row written does not decode: %v", err)
 	}
@@ -504,7 +505,7 @@ func checkNotRewritten(t *testing.T, body, stored []byte) {
 
 // withoutEmptyRefs is outcomes with an empty committed.refs as none: JSON
 // encodes none as [].
-func withoutEmptyRefs(outcomes []outbox.Outcome) []outbox.Outcome {
+func withoutEmptyRefs(outcomes []schema.Outcome) []schema.Outcome {
 	out := slices.Clone(outcomes)
 	for i, o := range out {
 		if o.Committed != nil && len(o.Committed.Refs) == 0 {

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -26,7 +26,7 @@ func TestTheEndpointShowsItsHealth(t *testing.T) {
 		}
 	}
 	p := store.Partition{Namespace: "acme"}
-	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 3, Health: &outbox.Health{
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 3, Health: &schema.Health{
 		FailingSinceMs: outboxtest.T0 - 60_000, NotifiedMs: outboxtest.T0 - 60_000, LastStatus: 503, LastError: "status"}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,18 +42,18 @@ func TestTheEndpointShowsItsHealth(t *testing.T) {
 		t.Errorf("failing %v, want %v", got["failing"], wantFailing)
 	}
 	// Disabled by relay: why, and since when.
-	key, _ := outbox.EndpointKey("billing")
+	key, _ := schema.EndpointKey("billing")
 	row, _, err := h.st.Get(context.Background(), p, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := outbox.DecodeEndpoint(row)
+	ep, err := schema.DecodeEndpoint(row)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep.Enabled, ep.DisabledReason, ep.DisabledMs = false, "failing", outboxtest.T0+500
 	ep.UpdatedMs = ep.DisabledMs
-	nv, err := outbox.EncodeEndpoint(&ep)
+	nv, err := schema.EncodeEndpoint(&ep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +86,9 @@ func TestTheNextAttemptOfAStreamWithEventsToAppendIsItsOwn(t *testing.T) {
 	path := "/v1/namespaces/acme/endpoints/billing"
 	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
 	resume := outboxtest.T0 + 10*60_000
-	v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: 1, Health: &outbox.Health{
+	v, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: 1, Health: &schema.Health{
 		FailingSinceMs: outboxtest.T0, NotifiedMs: outboxtest.T0, LastStatus: 503, LastError: "status", ResumeMs: resume,
-		Pending: []outbox.PendingEvent{{AtMs: outboxtest.T0, Event: outbox.Event{Type: outbox.EventFailing, Endpoint: "billing", FailingSinceMs: outboxtest.T0}}}}})
+		Pending: []schema.PendingEvent{{AtMs: outboxtest.T0, Event: schema.Event{Type: schema.EventFailing, Endpoint: "billing", FailingSinceMs: outboxtest.T0}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +110,10 @@ func TestAStreamWithNothingToDeliverHasNoNextAttempt(t *testing.T) {
 	path := "/v1/namespaces/acme/endpoints/billing"
 	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks"}`), http.StatusCreated, "")
 	p := store.Partition{Namespace: "acme"}
-	bkey, _ := outbox.BacklogKey("billing")
+	bkey, _ := schema.BacklogKey("billing")
 	var b store.Batch
 	b.Put(timers.Key(outboxtest.T0+30_000, timers.KindOutcomeDelivery, "billing"), timers.EncodeIdle(nil))
-	b.Put(bkey, outbox.EncodeBacklog(outbox.Backlog{}))
+	b.Put(bkey, schema.EncodeBacklog(schema.Backlog{}))
 	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
 		t.Fatalf("put timer: %+v %v", res, err)
 	}
@@ -122,7 +122,7 @@ func TestAStreamWithNothingToDeliverHasNoNextAttempt(t *testing.T) {
 		t.Errorf("next attempt %v with nothing to deliver, want null", got["next_attempt_at"])
 	}
 	b = store.Batch{}
-	b.Put(bkey, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 10}))
+	b.Put(bkey, schema.EncodeBacklog(schema.Backlog{Rows: 1, Bytes: 10}))
 	if res, err := h.st.Apply(context.Background(), p, b); err != nil || !res.Committed {
 		t.Fatalf("put backlog: %+v %v", res, err)
 	}

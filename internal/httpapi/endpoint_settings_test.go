@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -162,7 +162,7 @@ func TestCredentialLookingHeaderValuesAreNotShown(t *testing.T) {
 	wantShown := map[string]any{"x-tenant": "acme"}
 	for n, v := range secrets {
 		headers[n] = v
-		wantShown[n] = outbox.RedactedHeader
+		wantShown[n] = schema.RedactedHeader
 	}
 	body, err := json.Marshal(map[string]any{"url": "https://billing.example.com/hooks", "headers": headers})
 	if err != nil {
@@ -238,7 +238,7 @@ func TestTheEndpointShowsItsStreamsThrottle(t *testing.T) {
 	path := "/v1/namespaces/acme/endpoints/billing"
 	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": 50, "max_in_flight": 8}`), http.StatusCreated, "")
 	since := outboxtest.T0 - 5000
-	setState := func(th *outbox.Throttle) {
+	setState := func(th *schema.Throttle) {
 		t.Helper()
 		all, err := timers.All(context.Background(), h.st, store.Partition{Namespace: "acme"})
 		if err != nil {
@@ -250,7 +250,7 @@ func TestTheEndpointShowsItsStreamsThrottle(t *testing.T) {
 				b.Delete(r.Key)
 			}
 		}
-		v, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Throttle: th})
+		v, err := schema.EncodeDeliveryState(schema.DeliveryState{Throttle: th})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestTheEndpointShowsItsStreamsThrottle(t *testing.T) {
 			t.Fatalf("put timer: %+v %v", res, err)
 		}
 	}
-	setState(&outbox.Throttle{MaxInFlight: 4, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: since, DecreasedMs: since, RaisedMs: since})
+	setState(&schema.Throttle{MaxInFlight: 4, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: since, DecreasedMs: since, RaisedMs: since})
 	got := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
 	wantThrottle := map[string]any{"max_in_flight": 4.0, "rate_limit": 12.5, "reason": "429", "since": "2025-11-29T23:59:55.000Z"}
 	if !reflect.DeepEqual(got["throttle"], wantThrottle) {
@@ -271,13 +271,13 @@ func TestTheEndpointShowsItsStreamsThrottle(t *testing.T) {
 	}
 	// Lowered below what the operator configured since: shown within it.
 	want(t, h.do(http.MethodPut, path, h.admin(), `{"url": "https://billing.example.com/hooks", "rate_limit": 10, "max_in_flight": 2}`), http.StatusOK, "")
-	setState(&outbox.Throttle{MaxInFlight: 1, RateMilli: 12_500, Reason: "timeout", SinceMs: since})
+	setState(&schema.Throttle{MaxInFlight: 1, RateMilli: 12_500, Reason: "timeout", SinceMs: since})
 	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
 	if th, _ := got["throttle"].(map[string]any); th["max_in_flight"] != 1.0 || th["rate_limit"] != 10.0 || th["reason"] != "timeout" {
 		t.Errorf("throttle within the configuration: %v", got["throttle"])
 	}
 	// At the configuration, nothing to show.
-	setState(&outbox.Throttle{MaxInFlight: 2, RateMilli: 10_000, Reason: "503", SinceMs: since})
+	setState(&schema.Throttle{MaxInFlight: 2, RateMilli: 10_000, Reason: "503", SinceMs: since})
 	got = want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
 	if th, ok := got["throttle"]; ok {
 		t.Errorf("throttle at the configuration shown: %v", th)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // privateKeys are the whsk_ keys in Redis: what relay keeps and must never
@@ -42,7 +42,7 @@ func TestV1aEndpointShowsItsPublicKeyAndNeverItsPrivateKey(t *testing.T) {
 		t.Fatal("a v1a endpoint shows a secret")
 	}
 	keys := h.privateKeys(t)
-	if len(keys) != 1 || outbox.SigningKey(keys[0]).PublicKey() != pub {
+	if len(keys) != 1 || schema.SigningKey(keys[0]).PublicKey() != pub {
 		t.Fatalf("Redis holds %d private keys; want one, whose public key is shown", len(keys))
 	}
 	got := do(http.MethodGet, path, "", http.StatusOK, "")
@@ -59,7 +59,7 @@ func TestV1aEndpointShowsItsPublicKeyAndNeverItsPrivateKey(t *testing.T) {
 	if !strings.HasPrefix(next, "whpk_") || next == pub {
 		t.Fatalf("rotation shows %q, was %q", next, pub)
 	}
-	if keys = h.privateKeys(t); len(keys) != 2 || outbox.SigningKey(keys[0]).PublicKey() != next && outbox.SigningKey(keys[1]).PublicKey() != next {
+	if keys = h.privateKeys(t); len(keys) != 2 || schema.SigningKey(keys[0]).PublicKey() != next && schema.SigningKey(keys[1]).PublicKey() != next {
 		t.Fatalf("after a rotation Redis holds %d private keys, want the new and the previous", len(keys))
 	}
 

@@ -9,20 +9,21 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
 // endpointBody is an endpoint as a PUT registers it.
 type endpointBody struct {
 	URL         string                        `json:"url"`
-	Scheme      outbox.Scheme                 `json:"scheme"`
-	Kinds       []outbox.Kind                 `json:"kinds"`
+	Scheme      schema.Scheme                 `json:"scheme"`
+	Kinds       []schema.Kind                 `json:"kinds"`
 	Enabled     *bool                         `json:"enabled"`
 	MaxInFlight *int                          `json:"max_in_flight"`
-	Secret      outbox.Secret                 `json:"secret"`
+	Secret      schema.Secret                 `json:"secret"`
 	RotateKey   bool                          `json:"rotate_key"`
 	TimeoutMs   *int                          `json:"timeout_ms"`
-	Headers     map[string]outbox.HeaderValue `json:"headers"`
+	Headers     map[string]schema.HeaderValue `json:"headers"`
 	RateLimit   *int                          `json:"rate_limit"`
 }
 
@@ -36,8 +37,8 @@ type backlogView struct {
 type endpointView struct {
 	ID             string        `json:"id"`
 	URL            string        `json:"url"`
-	Scheme         outbox.Scheme `json:"scheme"`
-	Kinds          []outbox.Kind `json:"kinds"`
+	Scheme         schema.Scheme `json:"scheme"`
+	Kinds          []schema.Kind `json:"kinds"`
 	Enabled        bool          `json:"enabled"`
 	MaxInFlight    int           `json:"max_in_flight"`
 	DisabledReason string        `json:"disabled_reason,omitempty"`
@@ -90,7 +91,7 @@ type throttleView struct {
 // viewThrottle shows a stream's throttle within the endpoint's current
 // configuration, which may have changed since the last fire; nil when it
 // leaves the stream at the configuration.
-func viewThrottle(t *outbox.StreamTimer, e outbox.Endpoint) *throttleView {
+func viewThrottle(t *outbox.StreamTimer, e schema.Endpoint) *throttleView {
 	if t == nil || t.Throttle == nil {
 		return nil
 	}
@@ -124,7 +125,7 @@ func viewEndpoint(s outbox.Stream) endpointView {
 		NextAttemptAt: nextAttempt(s.Timer, s.Backlog),
 	}
 	if v.Kinds == nil {
-		v.Kinds = []outbox.Kind{}
+		v.Kinds = []schema.Kind{}
 	}
 	if len(e.SigningKeys) > 0 {
 		v.PublicKey = e.SigningKeys[0].PublicKey()
@@ -145,12 +146,12 @@ func viewEndpoint(s outbox.Stream) endpointView {
 	}
 	v.TimeoutMs = e.TimeoutMs
 	if v.TimeoutMs == 0 {
-		v.TimeoutMs = outbox.DefaultTimeoutMs
+		v.TimeoutMs = schema.DefaultTimeoutMs
 	}
 	v.Headers = make(map[string]string, len(e.Headers))
 	for name, value := range e.Headers {
 		if outbox.SecretHeader(name, value) {
-			v.Headers[name] = outbox.RedactedHeader
+			v.Headers[name] = schema.RedactedHeader
 			continue
 		}
 		v.Headers[name] = string(value)
@@ -162,11 +163,11 @@ func viewEndpoint(s outbox.Stream) endpointView {
 // is parked, or only waits, idle and not failing, with nothing to deliver:
 // a timer kept after its stream ended (timers.Fired.Stay) ends when it
 // fires.
-func nextAttempt(t *outbox.StreamTimer, backlog outbox.Backlog) *string {
+func nextAttempt(t *outbox.StreamTimer, backlog schema.Backlog) *string {
 	if t == nil || t.DueAtMs == timers.NeverMs {
 		return nil
 	}
-	if backlog.Rows == 0 && !t.Leased && t.Attempt == 0 && t.FailingSinceMs == 0 {
+	if backlog.Rows == 0 && !t.Leased && t.FailedFires == 0 && t.FailingSinceMs == 0 {
 		return nil
 	}
 	s := rfc3339(t.DueAtMs)
@@ -189,28 +190,28 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		spec.Enabled = *body.Enabled
 	}
 	if body.MaxInFlight != nil {
-		if *body.MaxInFlight < outbox.MinMaxInFlight || *body.MaxInFlight > outbox.MaxMaxInFlight {
+		if *body.MaxInFlight < schema.MinMaxInFlight || *body.MaxInFlight > schema.MaxMaxInFlight {
 			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, "max_in_flight must be 1 to 16"))
 			return
 		}
 		spec.MaxInFlight = *body.MaxInFlight
 	}
 	if body.TimeoutMs != nil {
-		if *body.TimeoutMs < outbox.MinTimeoutMs || *body.TimeoutMs > outbox.MaxTimeoutMs {
-			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("timeout_ms must be %d to %d", outbox.MinTimeoutMs, outbox.MaxTimeoutMs)))
+		if *body.TimeoutMs < schema.MinTimeoutMs || *body.TimeoutMs > schema.MaxTimeoutMs {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("timeout_ms must be %d to %d", schema.MinTimeoutMs, schema.MaxTimeoutMs)))
 			return
 		}
 		spec.TimeoutMs = *body.TimeoutMs
 	}
 	if body.RateLimit != nil {
-		if *body.RateLimit < outbox.MinRateLimit || *body.RateLimit > outbox.MaxRateLimit {
-			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("rate_limit must be %d to %d calls per second", outbox.MinRateLimit, outbox.MaxRateLimit)))
+		if *body.RateLimit < schema.MinRateLimit || *body.RateLimit > schema.MaxRateLimit {
+			WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, fmt.Sprintf("rate_limit must be %d to %d calls per second", schema.MinRateLimit, schema.MaxRateLimit)))
 			return
 		}
 		spec.RateLimit = *body.RateLimit
 	}
 	spec.Headers = body.Headers
-	if err := outbox.ValidateNewURL(body.URL); err != nil {
+	if err := schema.ValidateNewURL(body.URL); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, err.Error()))
 		return
 	}

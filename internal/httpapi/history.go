@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -35,7 +36,7 @@ type outcomeView struct {
 	ReservationID string              `json:"reservation_id"`
 	Seq           uint64              `json:"seq"`
 	AcceptedAt    string              `json:"accepted_at"`
-	Outcome       outbox.Outcome      `json:"outcome"`
+	Outcome       schema.Outcome      `json:"outcome"`
 	Endpoints     []outcomeStreamView `json:"endpoints"`
 }
 
@@ -51,7 +52,7 @@ type outcomeSummaryView struct {
 	ReservationID string                 `json:"reservation_id"`
 	Seq           uint64                 `json:"seq"`
 	AcceptedAt    string                 `json:"accepted_at"`
-	Kind          outbox.Kind            `json:"kind,omitempty"`
+	Kind          schema.Kind            `json:"kind,omitempty"`
 	Endpoints     []outcomeSummaryStream `json:"endpoints"`
 }
 
@@ -158,7 +159,7 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 	var f outbox.OutcomeFilter
 	if q.Has("endpoint") {
 		f.Endpoint = q.Get("endpoint")
-		if err := outbox.ValidateEndpointID(f.Endpoint); err != nil {
+		if err := schema.ValidateEndpointID(f.Endpoint); err != nil {
 			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "endpoint: "+err.Error()))
 			return
 		}
@@ -291,7 +292,7 @@ type recoveryView struct {
 	FinishedAt *string `json:"finished_at,omitempty"`
 }
 
-func viewRecovery(j outbox.Recovery) recoveryView {
+func viewRecovery(j schema.Recovery) recoveryView {
 	v := recoveryView{
 		ID: j.ID, Endpoint: j.Endpoint, State: j.State.String(), Since: rfc3339(j.SinceMs), Until: rfc3339(j.UntilMs),
 		Examined: j.Examined, Queued: j.Queued, CreatedAt: rfc3339(j.CreatedMs),

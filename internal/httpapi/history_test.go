@@ -13,6 +13,7 @@ import (
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -31,8 +32,8 @@ func (h *harness) deliver(ns, endpoint string, n int, done outbox.Done) {
 // failedAttempt records one failed attempt of rid on the stream of endpoint.
 func (h *harness) failedAttempt(endpoint, rid string, atMs int64) {
 	h.t.Helper()
-	key, _ := outbox.AttemptKey(endpoint, rid)
-	v, err := outbox.EncodeAttempts(outbox.Attempts{}.With(outbox.Attempt{AtMs: atMs, DurationMs: 30, Status: 503, ErrorClass: "status", Excerpt: "busy"}))
+	key, _ := schema.AttemptKey(endpoint, rid)
+	v, err := schema.EncodeAttempts(schema.Attempts{}.With(schema.Attempt{AtMs: atMs, DurationMs: 30, Status: 503, ErrorClass: "status", Excerpt: "busy"}))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -19,7 +20,7 @@ import (
 // own cost.
 type acceptAll struct{}
 
-func (acceptAll) Append(_ context.Context, _ store.Partition, outcomes []outbox.Outcome) ([]outbox.Status, error) {
+func (acceptAll) Append(_ context.Context, _ store.Partition, outcomes []schema.Outcome) ([]outbox.Status, error) {
 	st := make([]outbox.Status, len(outcomes))
 	for i := range st {
 		st[i] = outbox.Status{Code: outbox.Accepted, Seq: uint64(i + 1)}

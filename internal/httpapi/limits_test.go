@@ -11,6 +11,7 @@ import (
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -85,7 +86,7 @@ func TestANamespaceOverItsEndpointLimitAnswersThroughTheAPI(t *testing.T) {
 			n := configured + 1
 			p := store.Partition{Namespace: "acme"}
 			for i := range n {
-				outboxtest.PutEndpoint(t, st, p, fmt.Sprintf("ep%d", i), outbox.Endpoint{Enabled: true})
+				outboxtest.PutEndpoint(t, st, p, fmt.Sprintf("ep%d", i), schema.Endpoint{Enabled: true})
 			}
 			tok := h.admin()
 			var list struct {

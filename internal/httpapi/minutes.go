@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // minuteView is one minute of a stream: what it delivered and which calls
@@ -21,7 +21,7 @@ type endpointDetail struct {
 	PerMinute []minuteView `json:"per_minute"`
 }
 
-func viewMinutes(ms []outbox.Minute) []minuteView {
+func viewMinutes(ms []schema.Minute) []minuteView {
 	out := make([]minuteView, len(ms))
 	for i, m := range ms {
 		out[i] = minuteView{Start: rfc3339(m.StartMs), Delivered: m.Delivered, FailedAttempts: m.Failed}

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -236,12 +236,12 @@ func TestNamespacesWantsAnAdminTokenBoundToNoNamespace(t *testing.T) {
 // pipelined batches, as PutEndpoint would store it.
 func seedNamespaces(t *testing.T, st *redisstore.Store, names []string) {
 	t.Helper()
-	ep := outbox.Endpoint{URL: "https://hooks.example.com/ep", Enabled: true}.WithDefaults()
-	v, err := outbox.EncodeEndpoint(&ep)
+	ep := schema.Endpoint{URL: "https://hooks.example.com/ep", Enabled: true}.WithDefaults()
+	v, err := schema.EncodeEndpoint(&ep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := outbox.EndpointKey("ep")
+	key, _ := schema.EndpointKey("ep")
 	for start := 0; start < len(names); start += 500 {
 		var items []redisstore.Item
 		for _, n := range names[start:min(start+500, len(names))] {

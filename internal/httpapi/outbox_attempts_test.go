@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -19,23 +19,23 @@ func TestOutboxShowsEachRowsAttemptsAndTheirCount(t *testing.T) {
 		want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON("r-1", "committed")), http.StatusAccepted, "")
 		// 37 failures, the last 10 kept: a timeout, then refusals whose
 		// answers carried a text.
-		var hist outbox.Attempts
+		var hist schema.Attempts
 		for i := range 37 {
-			a := outbox.Attempt{AtMs: outboxtest.T0 + int64(i)*1000 + 7, DurationMs: 5000, ErrorClass: "timeout"}
+			a := schema.Attempt{AtMs: outboxtest.T0 + int64(i)*1000 + 7, DurationMs: 5000, ErrorClass: "timeout"}
 			if i >= 30 {
-				a = outbox.Attempt{AtMs: outboxtest.T0 + int64(i)*1000 + 7, DurationMs: 12, Status: 503, ErrorClass: "status",
-					Excerpt: outbox.Excerpt([]byte("{\"error\":\"busy\"}\n\x1b[0m"))}
+				a = schema.Attempt{AtMs: outboxtest.T0 + int64(i)*1000 + 7, DurationMs: 12, Status: 503, ErrorClass: "status",
+					Excerpt: schema.Excerpt([]byte("{\"error\":\"busy\"}\n\x1b[0m"))}
 			}
 			if i == 28 {
 				a.DurationMs = 0 // refused at once: still shown
 			}
 			hist = hist.With(a)
 		}
-		v, err := outbox.EncodeAttempts(hist)
+		v, err := schema.EncodeAttempts(hist)
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := outbox.AttemptKey("billing", "r-0")
+		key, _ := schema.AttemptKey("billing", "r-0")
 		var b store.Batch
 		b.Put(key, v)
 		if _, err := h.st.Apply(t.Context(), store.Partition{Namespace: "acme"}, b); err != nil {
@@ -69,7 +69,7 @@ func TestOutboxShowsEachRowsAttemptsAndTheirCount(t *testing.T) {
 			t.Fatalf("rows %s", rec.Body)
 		}
 		r0, r1 := page.Rows[0], page.Rows[1]
-		if r0.AttemptCount != 37 || len(r0.Attempts) != outbox.MaxAttempts || r0.LastAttempt == nil || r0.LastAttempt.Count != 37 {
+		if r0.AttemptCount != 37 || len(r0.Attempts) != schema.MaxAttempts || r0.LastAttempt == nil || r0.LastAttempt.Count != 37 {
 			t.Fatalf("r-0: %s", rec.Body)
 		}
 		first, last := r0.Attempts[0], r0.Attempts[9]

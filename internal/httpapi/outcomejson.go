@@ -3,7 +3,7 @@ package httpapi
 import (
 	"unicode/utf8"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // The outcomes body is read on every ingest, and the general strict path
@@ -19,8 +19,8 @@ import (
 
 // outcomesBody is the body of POST .../outcomes: one outcome, or a list.
 type outcomesBody struct {
-	outbox.Outcome
-	Outcomes []outbox.Outcome `json:"outcomes"`
+	schema.Outcome
+	Outcomes []schema.Outcome `json:"outcomes"`
 }
 
 // decodeOutcomesBody reads body as the general path would when it can,
@@ -231,13 +231,13 @@ func (d *outcomeDecoder) bool(v *bool) bool {
 }
 
 // outcomes reads a list's array.
-func (d *outcomeDecoder) outcomes(v *[]outbox.Outcome) bool {
+func (d *outcomeDecoder) outcomes(v *[]schema.Outcome) bool {
 	if !d.open('[') {
 		return false
 	}
-	out := make([]outbox.Outcome, 0, 1)
+	out := make([]schema.Outcome, 0, 1)
 	for more := !d.close(']'); more; more = d.next(']') {
-		out = append(out, outbox.Outcome{})
+		out = append(out, schema.Outcome{})
 		if !d.outcome(&out[len(out)-1]) {
 			return false
 		}
@@ -247,12 +247,12 @@ func (d *outcomeDecoder) outcomes(v *[]outbox.Outcome) bool {
 }
 
 // outcome reads one outcome object.
-func (d *outcomeDecoder) outcome(o *outbox.Outcome) bool {
+func (d *outcomeDecoder) outcome(o *schema.Outcome) bool {
 	return d.object(func(key []byte) (uint16, bool) { return d.outcomeMember(key, o) })
 }
 
 // outcomeMember reads the value of an outcome's member key into o.
-func (d *outcomeDecoder) outcomeMember(key []byte, o *outbox.Outcome) (uint16, bool) {
+func (d *outcomeDecoder) outcomeMember(key []byte, o *schema.Outcome) (uint16, bool) {
 	switch string(key) {
 	case "reservation_id":
 		return 1 << 0, d.str(&o.ReservationID)
@@ -261,22 +261,22 @@ func (d *outcomeDecoder) outcomeMember(key []byte, o *outbox.Outcome) (uint16, b
 	case "occurred_unix_ms":
 		return 1 << 2, d.int(&o.OccurredUnixMs)
 	case "committed":
-		o.Committed = new(outbox.Committed)
+		o.Committed = new(schema.Committed)
 		return 1 << 3, d.committed(o.Committed)
 	case "aborted":
-		o.Aborted = new(outbox.Aborted)
+		o.Aborted = new(schema.Aborted)
 		return 1 << 4, d.aborted(o.Aborted)
 	case "expired":
-		o.Expired = new(outbox.Expired)
+		o.Expired = new(schema.Expired)
 		return 1 << 5, d.empty()
 	case "read_served":
-		o.ReadServed = new(outbox.ReadServed)
+		o.ReadServed = new(schema.ReadServed)
 		return 1 << 6, d.readServed(o.ReadServed)
 	}
 	return 0, false
 }
 
-func (d *outcomeDecoder) committed(c *outbox.Committed) bool {
+func (d *outcomeDecoder) committed(c *schema.Committed) bool {
 	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "bytes_stored":
@@ -292,13 +292,13 @@ func (d *outcomeDecoder) committed(c *outbox.Committed) bool {
 	})
 }
 
-func (d *outcomeDecoder) refs(v *[]outbox.Ref) bool {
+func (d *outcomeDecoder) refs(v *[]schema.Ref) bool {
 	if !d.open('[') {
 		return false
 	}
-	out := []outbox.Ref{}
+	out := []schema.Ref{}
 	for more := !d.close(']'); more; more = d.next(']') {
-		out = append(out, outbox.Ref{})
+		out = append(out, schema.Ref{})
 		if !d.ref(&out[len(out)-1]) {
 			return false
 		}
@@ -307,7 +307,7 @@ func (d *outcomeDecoder) refs(v *[]outbox.Ref) bool {
 	return d.ok
 }
 
-func (d *outcomeDecoder) ref(r *outbox.Ref) bool {
+func (d *outcomeDecoder) ref(r *schema.Ref) bool {
 	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "name":
@@ -321,7 +321,7 @@ func (d *outcomeDecoder) ref(r *outbox.Ref) bool {
 	})
 }
 
-func (d *outcomeDecoder) aborted(a *outbox.Aborted) bool {
+func (d *outcomeDecoder) aborted(a *schema.Aborted) bool {
 	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "reason":
@@ -333,7 +333,7 @@ func (d *outcomeDecoder) aborted(a *outbox.Aborted) bool {
 	})
 }
 
-func (d *outcomeDecoder) readServed(r *outbox.ReadServed) bool {
+func (d *outcomeDecoder) readServed(r *schema.ReadServed) bool {
 	return d.object(func(key []byte) (uint16, bool) {
 		switch string(key) {
 		case "object":

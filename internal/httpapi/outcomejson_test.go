@@ -9,25 +9,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // producerBodies are outcomes bodies as producers send them: each kind,
 // a list, compact and indented, with non-ASCII text.
 func producerBodies(tb testing.TB) [][]byte {
 	deleted := outboxtest.Committed("r-5")
-	deleted.Committed.Refs = append(deleted.Committed.Refs, outbox.Ref{Name: "refs/tags/v1", Deleted: true})
+	deleted.Committed.Refs = append(deleted.Committed.Refs, schema.Ref{Name: "refs/tags/v1", Deleted: true})
 	noRefs := outboxtest.Committed("r-7")
 	noRefs.Committed.Refs = nil
 	unicode := outboxtest.Aborted("r-8")
 	unicode.Repository, unicode.Aborted.Detail = "acme/wïdgets", "zu groß — 🚫"
-	all := []outbox.Outcome{
+	all := []schema.Outcome{
 		outboxtest.Committed("r-1"),
 		outboxtest.Aborted("r-2"),
-		{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0, Expired: &outbox.Expired{}},
+		{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0, Expired: &schema.Expired{}},
 		{ReservationID: "r-4", Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
-			ReadServed: &outbox.ReadServed{Object: outboxtest.HexA, BytesServed: 1<<64 - 1}},
+			ReadServed: &schema.ReadServed{Object: outboxtest.HexA, BytesServed: 1<<64 - 1}},
 		deleted, noRefs, unicode,
 	}
 	var bodies [][]byte

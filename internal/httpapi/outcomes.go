@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // outcomeResult is the answer for one outcome of a request.
@@ -57,12 +58,12 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		outcomes = []outbox.Outcome{body.Outcome}
+		outcomes = []schema.Outcome{body.Outcome}
 	}
 	var invalid []itemError
 	now := a.Clock.Now()
 	for i := range outcomes {
-		if err := outcomes[i].ValidateIngest(now); err != nil {
+		if err := outbox.ValidateIngest(outcomes[i], now); err != nil {
 			invalid = append(invalid, itemError{Index: i, Detail: err.Error()})
 		}
 	}
@@ -121,7 +122,7 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusAccepted, answer)
 }
 
-func isZeroOutcome(o *outbox.Outcome) bool {
+func isZeroOutcome(o *schema.Outcome) bool {
 	return o.ReservationID == "" && o.Repository == "" && o.OccurredUnixMs == 0 &&
 		o.Committed == nil && o.Aborted == nil && o.Expired == nil && o.ReadServed == nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
@@ -31,7 +32,7 @@ type attemptEntryView struct {
 type pendingRowView struct {
 	ReservationID  string             `json:"reservation_id,omitempty"`
 	Sequence       uint64             `json:"sequence"`
-	Kind           outbox.Kind        `json:"kind,omitempty"`
+	Kind           schema.Kind        `json:"kind,omitempty"`
 	OccurredUnixMs int64              `json:"occurred_unix_ms,omitempty"`
 	LastAttempt    *attemptView       `json:"last_attempt"`
 	Attempts       []attemptEntryView `json:"attempts"`
@@ -41,7 +42,7 @@ type pendingRowView struct {
 
 // attemptsView shows a row's attempts, oldest first, and its last failed
 // one with the count of all, as last_attempt always did.
-func attemptsView(h outbox.Attempts) ([]attemptEntryView, *attemptView) {
+func attemptsView(h schema.Attempts) ([]attemptEntryView, *attemptView) {
 	out := make([]attemptEntryView, len(h.Last))
 	var last *attemptView
 	for i, a := range h.Last {
@@ -74,7 +75,7 @@ func streamState(t *outbox.StreamTimer, nowMs int64) string {
 		return "delivering"
 	case t.DueAtMs == timers.NeverMs:
 		return "parked"
-	case t.Attempt > 0:
+	case t.FailedFires > 0:
 		return "backing_off"
 	case t.DueAtMs <= nowMs:
 		return "due"
@@ -96,7 +97,7 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := q.Get("endpoint")
-	if err := outbox.ValidateEndpointID(id); err != nil {
+	if err := schema.ValidateEndpointID(id); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "endpoint: "+err.Error()))
 		return
 	}
@@ -131,7 +132,7 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		Rows:          make([]pendingRowView, len(page.Rows)),
 	}
 	if page.Timer != nil {
-		v.FailedFires = page.Timer.Attempt
+		v.FailedFires = page.Timer.FailedFires
 	}
 	for i, row := range page.Rows {
 		rv := pendingRowView{ReservationID: row.RID, Sequence: row.Seq, Kind: row.Kind, OccurredUnixMs: row.OccurredUnixMs, Corrupt: row.Corrupt}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // strictCases are bodies with the detail checkStrict answers them with, ""
@@ -439,7 +439,7 @@ func (w *walkReference) value(depth int, path []string) *Problem {
 // by its API path, not by the Go struct it was decoded into.
 func TestTypeErrorsNameTheAPIField(t *testing.T) {
 	var v struct {
-		outbox.Outcome
+		schema.Outcome
 	}
 	p := decodeStrict([]byte(`{"occurred_unix_ms":"1"}`), &v)
 	if p == nil || p.Detail != "occurred_unix_ms must be a JSON number of the right range" {

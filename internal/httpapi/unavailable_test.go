@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -209,9 +209,9 @@ func TestFullRedisRefusesIngestWholeWith503(t *testing.T) {
 func TestIngestPastTheLargestBacklogIsA503(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
-		key, _ := outbox.BacklogKey("billing")
+		key, _ := schema.BacklogKey("billing")
 		var b store.Batch
-		b.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}))
+		b.Put(key, schema.EncodeBacklog(schema.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}))
 		if res, err := h.st.Apply(t.Context(), store.Partition{Namespace: "acme"}, b); err != nil || !res.Committed {
 			t.Fatalf("put backlog: %+v, %v", res, err)
 		}

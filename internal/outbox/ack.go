@@ -3,6 +3,7 @@ package outbox
 import (
 	"fmt"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -43,7 +44,7 @@ type Acks struct {
 	backlogKey store.Key
 	raw        store.Value
 	found      bool
-	backlog    Backlog
+	backlog    schema.Backlog
 	rows       []ackRow
 	bytes      uint64
 	rids       map[string]struct{}
@@ -84,11 +85,11 @@ type Done struct {
 // NewAcks starts a plan for the stream of endpoint, given its backlog row as
 // just read (found false when absent). A corrupt backlog is an error.
 func NewAcks(endpoint string, backlog store.Value, found bool) (*Acks, error) {
-	key, err := BacklogKey(endpoint)
+	key, err := schema.BacklogKey(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	b, err := backlogOf(backlog, found)
+	b, err := schema.BacklogOf(backlog, found)
 	if err != nil {
 		return nil, fmt.Errorf("backlog of endpoint %s: %w", endpoint, err)
 	}
@@ -129,7 +130,7 @@ func (a *Acks) dropUnreadable(seq uint64) error {
 }
 
 func (a *Acks) add(rid string, seq uint64, rec StreamRecord, done Done, recordless bool) error {
-	if err := ValidateReservationID(rid); err != nil {
+	if err := schema.ValidateReservationID(rid); err != nil {
 		return err
 	}
 	record := rec.Record
@@ -174,11 +175,11 @@ func (a *Acks) Kept() int { return len(a.kept) }
 // planQueue adds the kept rows and the head move to b.
 func (a *Acks) planQueue(b *store.Batch) {
 	for _, r := range a.kept {
-		requireEntry(b, r.seq, r.rec.entry)
-		b.Put(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
+		schema.RequireEntry(b, r.seq, r.rec.entry)
+		b.Put(schema.PendingKeyOf(a.endpoint, r.seq, r.rid), store.Value{})
 	}
 	if a.head != nil {
-		b.Put(tagged(ClassHead, a.endpoint), EncodeHead(*a.head))
+		b.Put(schema.ClassHead.Key(a.endpoint), schema.EncodeHead(*a.head))
 	}
 }
 
@@ -186,14 +187,14 @@ func (a *Acks) planQueue(b *store.Batch) {
 func (a *Acks) Len() int { return len(a.rows) }
 
 // Backlog is the backlog as read.
-func (a *Acks) Backlog() Backlog { return a.backlog }
+func (a *Acks) Backlog() schema.Backlog { return a.backlog }
 
 // Remaining is the backlog the plan leaves, as read: rows reaching 0 means
 // every row is acknowledged and the stream's timer may be done. A plan that
 // leaves rows may leave more, accepted since the read. Bytes are a gauge and
 // saturate at 0 rather than refusing a plan over an accounting drift.
-func (a *Acks) Remaining() Backlog {
-	r := Backlog{Rows: a.backlog.Rows - uint64(len(a.rows))}
+func (a *Acks) Remaining() schema.Backlog {
+	r := schema.Backlog{Rows: a.backlog.Rows - uint64(len(a.rows))}
 	if a.bytes < a.backlog.Bytes {
 		r.Bytes = a.backlog.Bytes - a.bytes
 	}
@@ -237,21 +238,21 @@ func (a *Acks) Plan(b *store.Batch) {
 	if rest.Rows == 0 {
 		b.Guard(a.backlogKey, a.raw, a.found)
 	}
-	state := EntryDelivered
+	state := schema.EntryDelivered
 	if a.dropped > 0 {
-		state = EntryDropped
+		state = schema.EntryDropped
 	}
 	for _, r := range a.rows {
 		switch {
 		case r.unreadable:
 		case a.last(r):
 			// Its first run deletes the log row: a resend fails this guard.
-			b.RequireEquals(LogKey(r.seq), r.rec.log)
+			b.RequireEquals(schema.LogKey(r.seq), r.rec.log)
 		case r.rec.queued:
 			// Its first run rewrites the entry.
-			requireEntry(b, r.seq, r.rec.entry)
+			schema.RequireEntry(b, r.seq, r.rec.entry)
 		default:
-			b.RequireEquals(pendingKey(a.endpoint, r.seq, r.rid), store.Value{})
+			b.RequireEquals(schema.PendingKeyOf(a.endpoint, r.seq, r.rid), store.Value{})
 		}
 	}
 	for _, r := range a.rows {
@@ -259,37 +260,37 @@ func (a *Acks) Plan(b *store.Batch) {
 			continue
 		}
 		if !r.rec.queued {
-			b.Delete(pendingKey(a.endpoint, r.seq, r.rid))
+			b.Delete(schema.PendingKeyOf(a.endpoint, r.seq, r.rid))
 		}
 		switch {
 		case !r.rec.logged:
 			// Its record is gone (a forced drop): no log entry to change.
 		case a.last(r):
-			b.Delete(LogKey(r.seq))
+			b.Delete(schema.LogKey(r.seq))
 		default:
 			e := r.rec.entry
 			e.State, e.AtMs, e.DurationMs, e.Status = state, max(r.done.AtMs, 0), r.done.DurationMs, r.done.Status
 			// A dropped row's attempts go with its endpoint.
-			e.Attempts = a.Retain && state == EntryDelivered && r.rec.HasAttempts
-			putEntry(b, r.seq, e)
+			e.Attempts = a.Retain && state == schema.EntryDelivered && r.rec.HasAttempts
+			schema.PutEntry(b, r.seq, e)
 		}
-		if !a.Retain || state == EntryDropped || !r.rec.logged {
-			b.Delete(streamKey(ClassAttempt, a.endpoint, r.rid))
+		if !a.Retain || state == schema.EntryDropped || !r.rec.logged {
+			b.Delete(schema.AttemptKeyOf(a.endpoint, r.rid))
 		}
 	}
 	switch {
 	case rest.Rows == 0 && a.StayEmpty:
-		b.Put(a.backlogKey, EncodeBacklog(Backlog{}))
+		b.Put(a.backlogKey, schema.EncodeBacklog(schema.Backlog{}))
 	case rest.Rows == 0:
 		b.Delete(a.backlogKey)
 	default:
 		// The rows count exactly, so one below 0 is a bug and refuses the
 		// batch; the bytes are a gauge and stop at 0, so a drift in them (or
 		// plans of other rows landing first) never wedges the stream.
-		b.AddSaturating(a.backlogKey, backlogHeader, backlogBytesSaturate, -int64(len(a.rows)), -int64(a.bytes))
+		b.Writes = append(b.Writes, schema.AddBacklog(a.endpoint, -int64(len(a.rows)), -int64(a.bytes), true))
 	}
 	n := uint64(len(a.rows))
-	b.Writes = append(b.Writes, addCounters(a.endpoint, Counters{Delivered: n - a.dropped, Dropped: a.dropped}))
+	b.Writes = append(b.Writes, schema.AddCounters(a.endpoint, schema.Counters{Delivered: n - a.dropped, Dropped: a.dropped}))
 	if delivered := n - a.dropped; delivered > 0 {
 		b.Writes = append(b.Writes, minuteWrites(a.endpoint, a.lastDoneMs(), delivered, 0)...)
 	}
@@ -309,9 +310,5 @@ func (a *Acks) lastDoneMs() int64 {
 // last reports whether the plan deletes r's log row: nothing is retained
 // and no other stream waits on it as read.
 func (a *Acks) last(r ackRow) bool {
-	return r.rec.logged && !a.Retain && !r.rec.row.pendingElsewhere(a.endpoint)
+	return r.rec.logged && !a.Retain && !r.rec.row.PendingElsewhere(a.endpoint)
 }
-
-// backlogBytesSaturate marks the backlog's byte count, its second counter,
-// as one that stops at 0.
-const backlogBytesSaturate = 1 << 1

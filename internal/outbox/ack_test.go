@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/store/storetest"
 	"github.com/hookrelay/relay/internal/timers"
@@ -16,7 +17,7 @@ import (
 // it is now.
 func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
 	t.Helper()
-	key, _ := outbox.BacklogKey(endpoint)
+	key, _ := schema.BacklogKey(endpoint)
 	v, found := e.Get(key)
 	acks, err := outbox.NewAcks(endpoint, v, found)
 	if err != nil {
@@ -27,8 +28,8 @@ func freshAcks(t *testing.T, e *env, endpoint string) *outbox.Acks {
 
 func putAttempt(t *testing.T, e *env, endpoint, rid string) store.Key {
 	t.Helper()
-	key, _ := outbox.AttemptKey(endpoint, rid)
-	v, err := outbox.EncodeAttempts(outbox.Attempts{Total: 1, Last: []outbox.Attempt{{AtMs: e.NowMs(), Status: 503, ErrorClass: "status"}}})
+	key, _ := schema.AttemptKey(endpoint, rid)
+	v, err := schema.EncodeAttempts(schema.Attempts{Total: 1, Last: []schema.Attempt{{AtMs: e.NowMs(), Status: 503, ErrorClass: "status"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func putAttempt(t *testing.T, e *env, endpoint, rid string) store.Key {
 
 func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), aborted("b"), committed("c"))
 		attemptA := putAttempt(t, e, "billing", "a")
 		attemptC := putAttempt(t, e, "billing", "c")
@@ -81,7 +82,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "c" {
 			t.Errorf("pending %+v", p)
 		}
-		want := outbox.Backlog{Rows: 1, Bytes: uint64(len(mustRecord(t, committed("c"))))}
+		want := schema.Backlog{Rows: 1, Bytes: uint64(len(mustRecord(t, committed("c"))))}
 		if got, _ := e.backlog("billing"); got != want || acks.Remaining() != want {
 			t.Errorf("backlog %+v, remaining %+v, want %+v", got, acks.Remaining(), want)
 		}
@@ -106,7 +107,7 @@ func TestAcknowledgedRowsAreDeletedAndTheBacklogShrinks(t *testing.T) {
 // re-plans.
 func TestAChangedBacklogFailsAPlanThatAcknowledgesEveryRow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("first"))
 		acks := freshAcks(t, e, "billing")
 		rec, _ := e.record("billing", "first")
@@ -147,7 +148,7 @@ func ackFirst(t *testing.T, e *env, endpoint string, n int) (*outbox.Acks, store
 // nor are lost from the count: acknowledging does not lose to ingest.
 func TestAppendsAfterTheReadDoNotFailAPlanThatLeavesRows(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), aborted("b"), committed("c"))
 		_, b := ackFirst(t, e, "billing", 2)
 		e.Append(aborted("d"))
@@ -155,8 +156,8 @@ func TestAppendsAfterTheReadDoNotFailAPlanThatLeavesRows(t *testing.T) {
 		if res := e.Apply(b); !res.Committed {
 			t.Fatalf("failed precondition %d: an append failed the acknowledgement", res.Failed)
 		}
-		want := outbox.Backlog{Rows: 4}
-		for _, o := range []outbox.Outcome{committed("c"), aborted("d"), committed("e"), aborted("f")} {
+		want := schema.Backlog{Rows: 4}
+		for _, o := range []schema.Outcome{committed("c"), aborted("d"), committed("e"), aborted("f")} {
 			want.Bytes += uint64(len(mustRecord(t, o)))
 		}
 		if got, _ := e.backlog("billing"); got != want {
@@ -182,7 +183,7 @@ func TestAppendsAfterTheReadDoNotFailAPlanThatLeavesRows(t *testing.T) {
 // pending rows its first run deleted, fails their guards and writes nothing.
 func TestAResentAcknowledgementReducesTheBacklogOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), aborted("b"), committed("c"))
 		acks, b := ackFirst(t, e, "billing", 2)
 		e.Append(aborted("d"))
@@ -210,7 +211,7 @@ func TestAResentAcknowledgementReducesTheBacklogOnce(t *testing.T) {
 func TestAStalePlanDoesNotAcknowledgeTheRowThatReplacedIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r"))
 		stale, _ := e.record("billing", "r")
 		ackAll(t, e, "billing")
@@ -245,7 +246,7 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 	if err := absent.Add("r", 0, rec, outbox.Done{}); !errors.Is(err, outbox.ErrBacklogUnderflow) {
 		t.Errorf("absent backlog: %v", err)
 	}
-	one, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 1}), true)
+	one, _ := outbox.NewAcks("billing", schema.EncodeBacklog(schema.Backlog{Rows: 1, Bytes: 1}), true)
 	if err := one.Add("r", 0, rec, outbox.Done{}); err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +256,10 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 	if err := one.Add("r", 0, rec, outbox.Done{}); err == nil {
 		t.Error("same row twice")
 	}
-	if one.Len() != 1 || one.Remaining() != (outbox.Backlog{}) {
+	if one.Len() != 1 || one.Remaining() != (schema.Backlog{}) {
 		t.Errorf("len %d, remaining %+v (bytes saturate at 0)", one.Len(), one.Remaining())
 	}
-	two, _ := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: 2, Bytes: 1000}), true)
+	two, _ := outbox.NewAcks("billing", schema.EncodeBacklog(schema.Backlog{Rows: 2, Bytes: 1000}), true)
 	if err := two.Add("r", 0, outbox.StreamRecord{}, outbox.Done{}); err == nil {
 		t.Error("row without a record")
 	}
@@ -278,7 +279,7 @@ func TestAcksRefuseRowsTheBacklogDoesNotCount(t *testing.T) {
 	}
 	// A backlog row that counts nothing is deleted under its guard, as a
 	// fire that finds nothing pending does before it is Done.
-	zero := outbox.EncodeBacklog(outbox.Backlog{})
+	zero := schema.EncodeBacklog(schema.Backlog{})
 	empty, _ := outbox.NewAcks("billing", zero, true)
 	b = store.Batch{}
 	empty.Plan(&b)
@@ -312,7 +313,7 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 	// AckOps bounds both shapes of a plan: every row counted acknowledged,
 	// and rows left.
 	for _, counted := range []uint64{outbox.MaxAcksPerBatch, outbox.MaxAcksPerBatch + 1} {
-		acks, err := outbox.NewAcks("billing", outbox.EncodeBacklog(outbox.Backlog{Rows: counted, Bytes: 1 << 20}), true)
+		acks, err := outbox.NewAcks("billing", schema.EncodeBacklog(schema.Backlog{Rows: counted, Bytes: 1 << 20}), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,8 +338,8 @@ func TestTheFullestCompletionFitsOneBatch(t *testing.T) {
 // minute.
 func TestAFullPageOfAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		var in []outbox.Outcome
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		var in []schema.Outcome
 		for i := range outbox.MaxAcksPerBatch {
 			in = append(in, committed(fmt.Sprintf("r-%02d", i)))
 		}
@@ -380,11 +381,11 @@ func TestAFullPageOfAcknowledgementsAndTheTimerCompletionFitOneBatch(t *testing.
 // either applied, so neither fails and the rows are not sent again.
 func TestADriftedByteCountStopsAtZeroInsteadOfRefusingAcknowledgements(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), aborted("b"), committed("c"))
-		key, _ := outbox.BacklogKey("billing")
+		key, _ := schema.BacklogKey("billing")
 		var drift store.Batch
-		drift.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 10}))
+		drift.Put(key, schema.EncodeBacklog(schema.Backlog{Rows: 3, Bytes: 10}))
 		e.Apply(drift)
 		pending := e.pending("billing")
 		plan := func(i int) store.Batch {
@@ -404,7 +405,7 @@ func TestADriftedByteCountStopsAtZeroInsteadOfRefusingAcknowledgements(t *testin
 				t.Fatalf("acknowledgement = %+v, %v; want committed", res, err)
 			}
 		}
-		if got, _ := e.backlog("billing"); got != (outbox.Backlog{Rows: 1}) {
+		if got, _ := e.backlog("billing"); got != (schema.Backlog{Rows: 1}) {
 			t.Fatalf("backlog %+v, want 1 row and bytes at 0", got)
 		}
 		if p := e.pending("billing"); len(p) != 1 || p[0].RID != "c" {

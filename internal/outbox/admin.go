@@ -2,13 +2,12 @@ package outbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -93,14 +92,14 @@ func (a *Admin) maxEndpoints() int {
 // EndpointSpec is an endpoint as an operator registers it.
 type EndpointSpec struct {
 	URL         string
-	Scheme      Scheme
-	Kinds       []Kind
+	Scheme      schema.Scheme
+	Kinds       []schema.Kind
 	Enabled     bool
 	MaxInFlight int
 	// Secret, for standard-webhooks only, becomes the current secret; the
 	// one it replaces stays valid beside it so receivers can rotate. Empty
 	// keeps the current secret, or generates one when there is none.
-	Secret Secret
+	Secret schema.Secret
 	// RotateKey, for standard-webhooks-v1a only, generates a new key pair
 	// to sign first; the current one keeps signing beside it until the next
 	// rotation. Without it the current keys are kept, or a pair is
@@ -110,7 +109,7 @@ type EndpointSpec struct {
 	// TimeoutMs and Headers replace the endpoint's own (0 and none: the
 	// defaults).
 	TimeoutMs int
-	Headers   map[string]HeaderValue
+	Headers   map[string]schema.HeaderValue
 	// RateLimit replaces the endpoint's own; 0 is unlimited.
 	RateLimit int
 }
@@ -118,12 +117,12 @@ type EndpointSpec struct {
 // Stream is an endpoint with the state of its stream.
 type Stream struct {
 	ID       string
-	Endpoint Endpoint
-	Backlog  Backlog
+	Endpoint schema.Endpoint
+	Backlog  schema.Backlog
 	// Timer is the stream's delivery timer; nil when it has none.
 	Timer *StreamTimer
 	// Counters count what became of the stream's rows.
-	Counters Counters
+	Counters schema.Counters
 	// OldestAcceptedMs is when the stream's oldest pending row was
 	// accepted (see BacklogReader); 0 when none is pending. Only the
 	// endpoint views (Endpoint, Endpoints) read it.
@@ -133,14 +132,15 @@ type Stream struct {
 // StreamTimer is a stream's delivery timer as operators see it.
 type StreamTimer struct {
 	DueAtMs int64
-	// Attempt is how many fires in a row delivered nothing; one told to
-	// wait by a Retry-After counts whatever it delivered.
-	Attempt uint32
+	// FailedFires is how many fires in a row delivered nothing; one told
+	// to wait by a Retry-After counts whatever it delivered
+	// (schema.DeliveryState.FailedFires).
+	FailedFires uint32
 	// Leased: a fire holds it now.
 	Leased bool
 	// Throttle is the stream's limits lowered after its endpoint refused
 	// calls; nil when it runs at the configured ones.
-	Throttle *Throttle
+	Throttle *schema.Throttle
 	// FailingSinceMs is the first failed call since the endpoint last
 	// delivered; 0 while it is healthy.
 	FailingSinceMs int64
@@ -157,7 +157,7 @@ type PutResult struct {
 	Created bool
 	// Generated is the secret relay generated for the endpoint, shown once;
 	// empty when none was generated.
-	Generated Secret
+	Generated schema.Secret
 }
 
 // streamRead is one stream's rows as read: the guards of a change to it.
@@ -167,12 +167,12 @@ type streamRead struct {
 	endpoints int
 	ep        *endpointRow // the stream's, nil when not registered
 	backlog   backlogRead
-	counters  Counters
+	counters  schema.Counters
 	timer     *timers.Row // the stream's delivery timer, nil when none
 	// head is the stream's head row (queue.go) as read, and headAt what it
 	// holds; a head that does not decode reads as none.
 	head   rowRead
-	headAt Head
+	headAt schema.Head
 	// seq is the namespace's sequence row: every ingest guards it, so a
 	// change that creates what ingest plans on (an endpoint, a delivery
 	// timer) bumps it to fence out plans read before.
@@ -185,7 +185,7 @@ func (s *streamRead) fenced() (uint64, error) {
 	var next uint64
 	if s.seq.found {
 		var err error
-		if next, err = DecodeSequence(s.seq.raw); err != nil {
+		if next, err = schema.DecodeSequence(s.seq.raw); err != nil {
 			return 0, err
 		}
 	}
@@ -199,12 +199,12 @@ func (s *streamRead) fence(b *store.Batch) error {
 	var next uint64
 	if s.seq.found {
 		var err error
-		if next, err = DecodeSequence(s.seq.raw); err != nil {
+		if next, err = schema.DecodeSequence(s.seq.raw); err != nil {
 			return err
 		}
 	}
-	b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
-	b.Put(SequenceKey(), EncodeSequence(next+1))
+	b.Guard(schema.SequenceKey(), s.seq.raw, s.seq.found)
+	b.Put(schema.SequenceKey(), schema.EncodeSequence(next+1))
 	return nil
 }
 
@@ -218,15 +218,15 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ValidateEndpointID(id); err != nil {
+	if err := schema.ValidateEndpointID(id); err != nil {
 		return nil, err
 	}
-	es, ee := EndpointRange()
+	es, ee := schema.EndpointRange()
 	ts, te := timers.Range()
 	// The rows by key come first: a store that reads one at a time then
 	// reads the sequence before it counts the endpoints, so an endpoint
 	// created between the two moved the sequence the fence guards.
-	keys := []store.Key{SequenceKey(), tagged(ClassEndpoint, id), tagged(ClassBacklog, id), tagged(ClassCounters, id), tagged(ClassHead, id)}
+	keys := []store.Key{schema.SequenceKey(), schema.ClassEndpoint.Key(id), schema.ClassBacklog.Key(id), schema.ClassCounters.Key(id), schema.ClassHead.Key(id)}
 	res, err := store.ReadMany(ctx, a.Store, p, []store.Read{
 		{Keys: keys},
 		{Start: es, End: ee, Limit: a.maxEndpoints()},
@@ -238,21 +238,21 @@ func (a *Admin) readStream(ctx context.Context, p store.Partition, id string) (*
 	rows := res[0].Rows
 	s := &streamRead{endpoints: len(res[1].Page.Entries), seq: rowRead{raw: rows[0].Value, found: rows[0].Found}}
 	if r := rows[1]; r.Found {
-		ep, err := DecodeEndpoint(r.Value)
+		ep, err := schema.DecodeEndpoint(r.Value)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s of %s: %w", id, p, err)
 		}
 		s.ep = &endpointRow{id: id, key: keys[1], raw: r.Value, ep: ep}
 	}
 	s.backlog.rowRead = rowRead{raw: rows[2].Value, found: rows[2].Found}
-	if s.backlog.backlog, err = backlogOf(rows[2].Value, rows[2].Found); err != nil {
+	if s.backlog.backlog, err = schema.BacklogOf(rows[2].Value, rows[2].Found); err != nil {
 		return nil, fmt.Errorf("backlog of %s/%s: %w", p, id, err)
 	}
-	if s.counters, err = countersOf(rows[3].Value, rows[3].Found); err != nil {
+	if s.counters, err = schema.CountersOf(rows[3].Value, rows[3].Found); err != nil {
 		return nil, fmt.Errorf("counters of %s/%s: %w", p, id, err)
 	}
 	s.head = rowRead{raw: rows[4].Value, found: rows[4].Found}
-	s.headAt, _ = HeadOf(rows[4])
+	s.headAt, _ = schema.HeadOf(rows[4])
 	if res[2].Page.Next != nil {
 		return nil, fmt.Errorf("%w: partition %s holds more than %d timers", store.ErrCorrupt, p, timers.MaxRows)
 	}
@@ -277,7 +277,7 @@ const endpointPage = 64
 // many it holds: one over its limit (left by racing registrations of an
 // earlier version, or by a lowered limit) is read like any other.
 func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partition) ([]endpointRow, error) {
-	start, end := EndpointRange()
+	start, end := schema.EndpointRange()
 	var out []endpointRow
 	var after *store.Cursor
 	for {
@@ -286,11 +286,11 @@ func readEndpoints(ctx context.Context, st store.NamespaceStore, p store.Partiti
 			return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
 		}
 		for _, e := range page.Entries {
-			pk, ok := Parse(e.Key)
-			if !ok || pk.Class != ClassEndpoint {
+			pk, ok := schema.Parse(e.Key)
+			if !ok || pk.Class != schema.ClassEndpoint {
 				return nil, fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
 			}
-			ep, err := DecodeEndpoint(e.Value)
+			ep, err := schema.DecodeEndpoint(e.Value)
 			if err != nil {
 				return nil, fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
 			}
@@ -312,12 +312,12 @@ func viewTimer(r *timers.Row) *StreamTimer {
 		// The key holds the lease expiry; the stream was due before.
 		t.DueAtMs = r.Lease.DueAtMs
 	}
-	st, err := DecodeDeliveryState(r.State)
+	st, err := schema.DecodeDeliveryState(r.State)
 	if r.Err != nil || err != nil {
 		t.Corrupt = true
 		return t
 	}
-	t.Attempt = st.Attempt
+	t.FailedFires = st.FailedFires
 	t.Throttle = st.Throttle
 	if h := st.Health; h != nil && h.FailingSinceMs != 0 {
 		t.FailingSinceMs, t.LastStatus, t.LastError = h.FailingSinceMs, h.LastStatus, h.LastError
@@ -346,10 +346,10 @@ func (a *Admin) apply(ctx context.Context, p store.Partition, b store.Batch) (bo
 // timer is pulled to now with the backoff reset, or created when rows wait
 // without one (an endpoint registered disabled gets none from ingest).
 func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, spec EndpointSpec) (PutResult, error) {
-	if spec.Secret != "" && !spec.Secret.valid() {
-		return PutResult{}, invalidf("secret must be %q followed by the base64 of %d to %d bytes", SecretPrefix, minSecretBytes, maxSecretBytes)
+	if spec.Secret != "" && !spec.Secret.Valid() {
+		return PutResult{}, invalidf("secret must be %q followed by the base64 of %d to %d bytes", schema.SecretPrefix, schema.MinSecretBytes, schema.MaxSecretBytes)
 	}
-	if err := ValidateNewURL(spec.URL); err != nil {
+	if err := schema.ValidateNewURL(spec.URL); err != nil {
 		return PutResult{}, err
 	}
 	for range adminRetries {
@@ -366,7 +366,7 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 		}
 		// Known by the row as this call wrote it: its times, and any
 		// secret or key pair it generated.
-		key := tagged(ClassEndpoint, id)
+		key := schema.ClassEndpoint.Key(id)
 		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.holds(ctx, p, key, putOf(&b, key)) })
 		if err != nil {
 			return PutResult{}, err
@@ -381,7 +381,7 @@ func (a *Admin) PutEndpoint(ctx context.Context, p store.Partition, id string, s
 func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult, store.Batch, error) {
 	var b store.Batch
 	nowMs := a.Clock.Now().UnixMilli()
-	e := Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight,
+	e := schema.Endpoint{URL: spec.URL, Scheme: spec.Scheme, Kinds: spec.Kinds, Enabled: spec.Enabled, MaxInFlight: spec.MaxInFlight,
 		TimeoutMs: spec.TimeoutMs, Headers: spec.Headers, RateLimit: spec.RateLimit}.WithDefaults()
 	e.CreatedMs, e.UpdatedMs = nowMs, nowMs
 	if !e.Enabled {
@@ -389,7 +389,7 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	}
 	res := PutResult{Created: s.ep == nil}
 	var (
-		prior *Endpoint
+		prior *schema.Endpoint
 		err   error
 	)
 	if s.ep != nil {
@@ -408,44 +408,44 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		// keeps working, and its endpoints can still be changed.
 		return res, b, &EndpointLimitError{Max: a.maxEndpoints()}
 	}
-	if e.Scheme == SchemeStandardWebhooks {
-		var current []Secret
-		if prior != nil && prior.Scheme == SchemeStandardWebhooks {
+	if e.Scheme == schema.SchemeStandardWebhooks {
+		var current []schema.Secret
+		if prior != nil && prior.Scheme == schema.SchemeStandardWebhooks {
 			current = prior.Secrets
 		}
 		switch {
 		case spec.Secret == "" && len(current) > 0:
 			e.Secrets = current
 		case spec.Secret == "":
-			gen, err := NewSecret()
+			gen, err := schema.NewSecret()
 			if err != nil {
 				return res, b, err
 			}
-			e.Secrets, res.Generated = []Secret{gen}, gen
+			e.Secrets, res.Generated = []schema.Secret{gen}, gen
 		case len(current) > 0 && current[0] == spec.Secret:
 			e.Secrets = current
 		case len(current) > 0:
 			// Rotation: the new secret signs first, the old one still
 			// verifies until the next rotation.
-			e.Secrets = []Secret{spec.Secret, current[0]}
+			e.Secrets = []schema.Secret{spec.Secret, current[0]}
 		default:
-			e.Secrets = []Secret{spec.Secret}
+			e.Secrets = []schema.Secret{spec.Secret}
 		}
 	} else if spec.Secret != "" {
-		return res, b, invalidf("secret is only for scheme %s", SchemeStandardWebhooks)
+		return res, b, invalidf("secret is only for scheme %s", schema.SchemeStandardWebhooks)
 	}
-	if e.Scheme == SchemeStandardWebhooksV1a {
+	if e.Scheme == schema.SchemeStandardWebhooksV1a {
 		if e.SigningKeys, err = planSigningKeys(prior, spec.RotateKey); err != nil {
 			return res, b, err
 		}
 	} else if spec.RotateKey {
-		return res, b, invalidf("rotate_key is only for scheme %s", SchemeStandardWebhooksV1a)
+		return res, b, invalidf("rotate_key is only for scheme %s", schema.SchemeStandardWebhooksV1a)
 	}
-	value, err := EncodeEndpoint(&e)
+	value, err := schema.EncodeEndpoint(&e)
 	if err != nil {
 		return res, b, err
 	}
-	key := tagged(ClassEndpoint, id)
+	key := schema.ClassEndpoint.Key(id)
 	if s.ep != nil {
 		b.RequireEquals(key, s.ep.raw)
 	} else {
@@ -459,12 +459,12 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 		if e.CreatedSeq, err = s.fenced(); err != nil {
 			return res, b, err
 		}
-		if value, err = EncodeEndpoint(&e); err != nil {
+		if value, err = schema.EncodeEndpoint(&e); err != nil {
 			return res, b, err
 		}
 		// The stream's counters start at zero, in this growing batch, so
 		// the settling batches that add to them never create the row.
-		b.Put(tagged(ClassCounters, id), EncodeCounters(Counters{}))
+		b.Put(schema.ClassCounters.Key(id), schema.EncodeCounters(schema.Counters{}))
 	}
 	b.Put(key, value)
 	if e.Enabled && (prior == nil || !prior.Enabled) {
@@ -516,34 +516,25 @@ func planWake(b *store.Batch, s *streamRead, id string, nowMs int64) {
 			return
 		}
 		// Guarded by the backlog: a concurrent ingest may create a timer.
-		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		b.Guard(schema.ClassBacklog.Key(id), s.backlog.raw, s.backlog.found)
 		b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(nil))
 	case t.Lease != nil || t.Err != nil:
 		b.RequireEquals(t.Key, t.Raw)
 	default:
-		st, err := DecodeDeliveryState(t.State)
+		st, err := schema.DecodeDeliveryState(t.State)
 		if err != nil {
 			b.RequireEquals(t.Key, t.Raw)
 			return
 		}
-		st.Attempt = 0
-		state, _ := EncodeDeliveryState(st)
+		st.FailedFires = 0
+		state, _ := schema.EncodeDeliveryState(st)
 		t.Replace(b, nowMs, state)
 	}
-}
-
-// NewSecret generates a Standard Webhooks secret of 32 random bytes.
-func NewSecret() (Secret, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return "", fmt.Errorf("generate secret: %w", err)
-	}
-	return Secret(SecretPrefix + base64.StdEncoding.EncodeToString(key)), nil
 }
 
 // pendingCursorBefore is a cursor that resumes a scan of the stream at the
 // pending row of sequence number seq: the row's key without its id sorts
 // after every row of a lower sequence number and before the row itself.
 func pendingCursorBefore(endpoint string, seq uint64) *store.Cursor {
-	return store.CursorAfter(pendingKey(endpoint, seq, ""))
+	return store.CursorAfter(schema.PendingKeyOf(endpoint, seq, ""))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -149,8 +150,8 @@ func TestForcedDeleteLeavesNoAttemptRowOfAFireReleasedMeanwhile(t *testing.T) {
 		claim.Delete(tm.Key)
 		claim.Put(leasedKey, leased)
 		e.Apply(claim)
-		attemptKey, _ := outbox.AttemptKey("billing", "r-000")
-		note, err := outbox.EncodeAttempts(outbox.Attempts{Total: 1, Last: []outbox.Attempt{{AtMs: e.NowMs(), Status: 500, ErrorClass: "status"}}})
+		attemptKey, _ := schema.AttemptKey("billing", "r-000")
+		note, err := schema.EncodeAttempts(schema.Attempts{Total: 1, Last: []schema.Attempt{{AtMs: e.NowMs(), Status: 500, ErrorClass: "status"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ func TestForcedDeleteLeavesNoAttemptRowOfAFireReleasedMeanwhile(t *testing.T) {
 			t.Fatalf("forced delete: %d %v", dropped, err)
 		}
 		for _, row := range e.all() {
-			if pk, ok := outbox.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
+			if pk, ok := schema.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
 				t.Fatalf("row %q of the deleted stream is left", row.Key)
 			}
 		}
@@ -184,9 +185,9 @@ func TestForcedDeleteFinishesWhenTheBacklogOvercounts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		e.appendN("r", 1)
-		bk, _ := outbox.BacklogKey("billing")
+		bk, _ := schema.BacklogKey("billing")
 		var b store.Batch
-		b.Put(bk, outbox.EncodeBacklog(outbox.Backlog{Rows: 2, Bytes: 1}))
+		b.Put(bk, schema.EncodeBacklog(schema.Backlog{Rows: 2, Bytes: 1}))
 		e.Apply(b)
 		dropped, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", true)
 		if err != nil {
@@ -202,14 +203,14 @@ func TestForcedDeleteDropsARowWithoutItsRecord(t *testing.T) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		e.appendN("r", 2)
 		var b store.Batch
-		b.Delete(outbox.LogKey(e.pending("billing")[0].Seq))
+		b.Delete(schema.LogKey(e.pending("billing")[0].Seq))
 		e.Apply(b)
 		dropped, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", true)
 		if err != nil && !errors.Is(err, outbox.ErrNotFound) {
 			t.Fatalf("forced delete: dropped %d, %v", dropped, err)
 		}
 		for _, row := range e.all() {
-			if pk, ok := outbox.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
+			if pk, ok := schema.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
 				t.Fatalf("row %q of the deleted stream is left", row.Key)
 			}
 		}
@@ -226,7 +227,7 @@ func TestANamespaceOverItsEndpointLimitKeepsWorking(t *testing.T) {
 		ids := make([]string, n)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("ep%d", i)
-			e.putEndpoint(ids[i], outbox.Endpoint{Enabled: true})
+			e.putEndpoint(ids[i], schema.Endpoint{Enabled: true})
 		}
 		adm := e.admin()
 		if list, err := adm.Endpoints(e.Ctx, e.P); err != nil || len(list) != n {

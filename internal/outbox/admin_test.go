@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -37,22 +38,22 @@ func (e *env) appendN(prefix string, n int) {
 
 func TestPutEndpointGeneratesASecretOnceAndRotatesAGivenOne(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spec := outbox.EndpointSpec{Scheme: outbox.SchemeStandardWebhooks, Enabled: true}
+		spec := outbox.EndpointSpec{Scheme: schema.SchemeStandardWebhooks, Enabled: true}
 		first := e.put("billing", spec)
-		if !first.Created || first.Generated == "" || !reflect.DeepEqual(first.Endpoint.Secrets, []outbox.Secret{first.Generated}) {
+		if !first.Created || first.Generated == "" || !reflect.DeepEqual(first.Endpoint.Secrets, []schema.Secret{first.Generated}) {
 			t.Fatalf("first put: created %v, generated %v, secrets %d", first.Created, first.Generated != "", len(first.Endpoint.Secrets))
 		}
 		again := e.put("billing", spec)
 		if again.Created || again.Generated != "" || !reflect.DeepEqual(again.Endpoint.Secrets, first.Endpoint.Secrets) {
 			t.Fatalf("a put without a secret must keep the current one and generate none")
 		}
-		next, err := outbox.NewSecret()
+		next, err := schema.NewSecret()
 		if err != nil {
 			t.Fatal(err)
 		}
 		spec.Secret = next
 		rotated := e.put("billing", spec)
-		if want := []outbox.Secret{next, first.Generated}; rotated.Generated != "" || !reflect.DeepEqual(rotated.Endpoint.Secrets, want) {
+		if want := []schema.Secret{next, first.Generated}; rotated.Generated != "" || !reflect.DeepEqual(rotated.Endpoint.Secrets, want) {
 			t.Fatalf("rotation: want the new secret first and the old one beside it")
 		}
 		got, err := e.admin().Endpoint(e.Ctx, e.P, "billing")
@@ -73,8 +74,8 @@ func TestPutEndpointRefusesBadInputWritingNothing(t *testing.T) {
 		before := e.all()
 		cases := map[string]outbox.EndpointSpec{
 			"a secret for mkit-hook-v2": {URL: "https://h.example.com/", Secret: "whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"},
-			"a malformed secret":        {URL: "https://h.example.com/", Scheme: outbox.SchemeStandardWebhooks, Secret: "whsec_nope"},
-			"an unknown kind":           {URL: "https://h.example.com/", Kinds: []outbox.Kind{"bogus"}},
+			"a malformed secret":        {URL: "https://h.example.com/", Scheme: schema.SchemeStandardWebhooks, Secret: "whsec_nope"},
+			"an unknown kind":           {URL: "https://h.example.com/", Kinds: []schema.Kind{"bogus"}},
 			"max_in_flight 17":          {URL: "https://h.example.com/", MaxInFlight: 17},
 			"a URL with credentials":    {URL: "https://u:p@h.example.com/"},
 		}
@@ -123,9 +124,9 @@ func TestEnablingAParkedStreamPullsItWithItsBackoffReset(t *testing.T) {
 		e.Clk.Set(t0 + 9000)
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		tm, _ = e.deliveryTimer("billing")
-		st, err := outbox.DecodeDeliveryState(tm.State)
-		if err != nil || tm.DueAtMs != t0+9000 || st.Attempt != 0 {
-			t.Fatalf("want due now with attempt 0, got due %d, state %+v, %v", tm.DueAtMs, st, err)
+		st, err := schema.DecodeDeliveryState(tm.State)
+		if err != nil || tm.DueAtMs != t0+9000 || st.FailedFires != 0 {
+			t.Fatalf("want due now with no failed fire, got due %d, state %+v, %v", tm.DueAtMs, st, err)
 		}
 	})
 }
@@ -160,7 +161,7 @@ func TestForcedDeleteDropsEveryRowOfTheStreamAndNoOther(t *testing.T) {
 			t.Fatalf("forced delete: dropped %d, %v; want %d", dropped, err, n)
 		}
 		for _, row := range e.all() {
-			if pk, ok := outbox.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
+			if pk, ok := schema.Parse(row.Key); ok && (pk.Endpoint == "billing" || pk.Reference == "billing") {
 				t.Fatalf("row %q of the deleted stream is left", row.Key)
 			}
 		}
@@ -178,7 +179,7 @@ func TestForcedDeleteDropsEveryRowOfTheStreamAndNoOther(t *testing.T) {
 
 func TestIngestGivesNoRowsToAnEndpointBeingDeleted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: false, DisabledReason: outbox.ReasonDeleting})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: false, DisabledReason: outbox.ReasonDeleting})
 		if st := e.Append(committed("r-1")); st[0].Code != outbox.NoEndpoint {
 			t.Fatalf("want no_endpoint, got %+v", st)
 		}
@@ -196,8 +197,8 @@ func TestPendingPagesThroughAStreamWithItsLastAttempts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		e.appendN("r", 5)
-		ak, _ := outbox.AttemptKey("billing", "r-001")
-		av, err := outbox.EncodeAttempts(outbox.Attempts{Total: 2, Last: []outbox.Attempt{
+		ak, _ := schema.AttemptKey("billing", "r-001")
+		av, err := schema.EncodeAttempts(schema.Attempts{Total: 2, Last: []schema.Attempt{
 			{AtMs: t0, DurationMs: 7, Status: 500, ErrorClass: "status", Excerpt: "busy"},
 			{AtMs: t0 + 1, DurationMs: 9, Status: 503, ErrorClass: "status"},
 		}})
@@ -222,7 +223,7 @@ func TestPendingPagesThroughAStreamWithItsLastAttempts(t *testing.T) {
 			}
 			for _, r := range page.Rows {
 				rids = append(rids, r.RID)
-				if r.Kind != outbox.KindCommitted || r.Corrupt {
+				if r.Kind != schema.KindCommitted || r.Corrupt {
 					t.Fatalf("row %s: kind %q corrupt %v", r.RID, r.Kind, r.Corrupt)
 				}
 				last, ok := r.Attempts.Latest()
@@ -262,8 +263,8 @@ func TestReplayPutsTheRowFirstDueNowWithTheBackoffReset(t *testing.T) {
 			t.Fatal(err)
 		}
 		tm, _ = e.deliveryTimer("billing")
-		st, err := outbox.DecodeDeliveryState(tm.State)
-		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.Attempt != 0 || st.Cursor == nil {
+		st, err := schema.DecodeDeliveryState(tm.State)
+		if err != nil || tm.DueAtMs != t0+100 || got.DueAtMs != t0+100 || st.FailedFires != 0 || st.Cursor == nil {
 			t.Fatalf("timer after replay: due %d, state %+v, %v", tm.DueAtMs, st, err)
 		}
 		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
@@ -284,15 +285,15 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true, RateLimit: 5})
 		e.appendN("r", 4)
-		failing := outbox.Event{Type: outbox.EventFailing, Endpoint: "billing", FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status"}
-		before := outbox.DeliveryState{
-			Attempt: 7,
-			Cursor:  store.CursorAfter(store.Key("p-somewhere")),
-			Bucket:  &outbox.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
-			Throttle: &outbox.Throttle{MaxInFlight: 1, RateMilli: 2_500, CeilingMilli: 5_000, Reason: "429",
+		failing := schema.Event{Type: schema.EventFailing, Endpoint: "billing", FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status"}
+		before := schema.DeliveryState{
+			FailedFires: 7,
+			Cursor:      store.CursorAfter(store.Key("p-somewhere")),
+			Bucket:      &schema.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
+			Throttle: &schema.Throttle{MaxInFlight: 1, RateMilli: 2_500, CeilingMilli: 5_000, Reason: "429",
 				SinceMs: t0 - 9_000, DecreasedMs: t0 - 1_000, RaisedMs: t0 - 500},
-			Health: &outbox.Health{FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status", ResumeMs: t0 + 64_000,
-				Pending: []outbox.PendingEvent{{Event: failing, AtMs: t0 - 100}}},
+			Health: &schema.Health{FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status", ResumeMs: t0 + 64_000,
+				Pending: []schema.PendingEvent{{Event: failing, AtMs: t0 - 100}}},
 		}
 		tm, _ := e.deliveryTimer("billing")
 		var b store.Batch
@@ -305,12 +306,12 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 		tm, _ = e.deliveryTimer("billing")
-		st, err := outbox.DecodeDeliveryState(tm.State)
+		st, err := schema.DecodeDeliveryState(tm.State)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tm.DueAtMs != t0+100 || st.Attempt != 0 {
-			t.Errorf("timer due %d, attempt %d: want due now with no backoff", tm.DueAtMs, st.Attempt)
+		if tm.DueAtMs != t0+100 || st.FailedFires != 0 {
+			t.Errorf("timer due %d, failed fires %d: want due now with no backoff", tm.DueAtMs, st.FailedFires)
 		}
 		page, err := outbox.ReadQueue(e.Ctx, e.St, e.P, "billing", outboxtest.Head(t, e.St, e.P, "billing"), st.Cursor, 1)
 		if err != nil || len(page.Rows) != 1 || page.Rows[0].RID != "r-002" || page.Rows[0].Seq != got.Seq {
@@ -393,8 +394,8 @@ func TestIngestReadsPastOrphanBacklogRows(t *testing.T) {
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
 		var b store.Batch
 		for i := range outbox.DefaultMaxEndpoints + 2 {
-			key, _ := outbox.BacklogKey(fmt.Sprintf("gone%d", i))
-			b.Put(key, outbox.EncodeBacklog(outbox.Backlog{Rows: 1, Bytes: 1}))
+			key, _ := schema.BacklogKey(fmt.Sprintf("gone%d", i))
+			b.Put(key, schema.EncodeBacklog(schema.Backlog{Rows: 1, Bytes: 1}))
 		}
 		e.Apply(b)
 		if st := e.Append(committed("r-1")); st[0].Code != outbox.Accepted {

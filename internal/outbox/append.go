@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/digest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -30,9 +31,10 @@ const (
 	// one batch's worth: IngestOps(31) = 256. A namespace holding more
 	// than its limit, which an earlier version let racing registrations
 	// leave and a lowered limit leaves, is ingested into up to this many;
-	// past it ingest refuses, while reads and deletes still work. A log
-	// row holds at most this many entries.
-	MaxIngestEndpoints = (store.MaxBatchOps - 8) / 8
+	// past it ingest refuses, while reads and deletes still work. It is
+	// the bound of a log row's entries, one per endpoint
+	// (schema.MaxLogEntries).
+	MaxIngestEndpoints = schema.MaxLogEntries
 	// DefaultMaxRetries bounds consecutive batches of one Append that fail
 	// their guards because another writer changed the namespace. With the
 	// backoff between them, 64 concurrent requests on one namespace all
@@ -118,7 +120,7 @@ type Endpoints struct {
 func guardedEndpoints(b *store.Batch) *Endpoints {
 	e := &Endpoints{}
 	for _, pc := range b.Preconditions {
-		if pc.Kind == store.Equals && len(pc.Key) > 0 && Class(pc.Key[0]) == ClassEndpoint {
+		if pc.Kind == store.Equals && len(pc.Key) > 0 && schema.Class(pc.Key[0]) == schema.ClassEndpoint {
 			e.rows = append(e.rows, pc)
 		}
 	}
@@ -132,7 +134,7 @@ func (e *Endpoints) Row(id string) (store.Value, bool) {
 		return nil, false
 	}
 	for _, pc := range e.rows {
-		if string(pc.Key[1:]) == id {
+		if got, _ := schema.ClassEndpoint.ID(pc.Key); got == id {
 			return pc.Value, true
 		}
 	}
@@ -247,7 +249,7 @@ func (a *Appender) config() (appendConfig, error) {
 type item struct {
 	index   int
 	rid     string
-	kind    Kind
+	kind    schema.Kind
 	record  store.Value
 	digest  [32]byte
 	seenKey store.Key
@@ -263,7 +265,7 @@ type item struct {
 // returns no statuses. Outcomes answered by batches before the error are
 // stored: retrying the whole request is safe, and they then answer
 // Duplicate.
-func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []Outcome) ([]Status, error) {
+func (a *Appender) Append(ctx context.Context, p store.Partition, outcomes []schema.Outcome) ([]Status, error) {
 	cfg, err := a.config()
 	if err != nil {
 		return nil, err
@@ -288,22 +290,22 @@ type prepared struct {
 	items    []*item
 }
 
-func prepare(outcomes []Outcome) *prepared {
+func prepare(outcomes []schema.Outcome) *prepared {
 	pr := &prepared{statuses: make([]Status, len(outcomes)), items: make([]*item, 0, len(outcomes))}
 	for i := range outcomes {
 		o := &outcomes[i]
-		if err := o.Validate(); err != nil {
+		rec, err := schema.EncodeRecord(o)
+		if err != nil {
 			pr.statuses[i] = Status{Code: Invalid, Detail: err.Error()}
 			continue
 		}
-		rec := encodeRecord(o)
 		pr.items = append(pr.items, &item{
 			index:   i,
 			rid:     o.ReservationID,
 			kind:    o.Kind(),
 			record:  rec,
 			digest:  digest.Sum256(rec),
-			seenKey: tagged(ClassSeen, o.ReservationID),
+			seenKey: schema.ClassSeen.Key(o.ReservationID),
 		})
 	}
 	return pr

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/store/storetest"
 	"github.com/hookrelay/relay/internal/timers"
@@ -39,7 +40,7 @@ func (s *spyStore) Apply(ctx context.Context, p store.Partition, b store.Batch) 
 
 func TestAcceptedThenDuplicateThenConflictAlsoAfterDelivery(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("first: %v", got)
 		}
@@ -95,7 +96,7 @@ func ackAll(t *testing.T, e *env, endpoint string) {
 func TestWindowExpiryMakesTheReservationIDNewAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
 		e.Clk.Advance(time.Hour - time.Millisecond)
@@ -122,7 +123,7 @@ func TestWindowExpiryMakesTheReservationIDNewAgain(t *testing.T) {
 func TestExpiredRIDStillPendingIsNotStoredAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: false})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: false})
 		e.Append(committed("r-1"))
 		e.Clk.Advance(2 * time.Hour)
 		rec, _ := e.record("billing", "r-1")
@@ -144,7 +145,7 @@ func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
 		if got := e.Append(committed("r-0")); got[0].Code != outbox.NoEndpoint {
 			t.Fatalf("no endpoints at all: %v", got)
 		}
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindCommitted}})
 		before := e.all()
 		got := e.Append(aborted("r-1"))
 		if got[0].Code != outbox.NoEndpoint || got[0].Detail != "no endpoint of this namespace receives aborted outcomes" {
@@ -154,7 +155,7 @@ func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
 			t.Error("a refused outcome wrote rows")
 		}
 		// Refused, not remembered: once an endpoint takes it, it is new.
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		if got := codes(e.Append(aborted("r-1"))); got[0] != outbox.Accepted {
 			t.Errorf("after adding an endpoint: %v", got)
 		}
@@ -163,9 +164,9 @@ func TestNoEndpointWhenNoFilterTakesTheKind(t *testing.T) {
 
 func TestFanOutWritesOneStreamPerMatchingEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("commits", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
-		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
+		e.putEndpoint("commits", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindCommitted}})
+		e.putEndpoint("aborts", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.Append(committed("r-1"), aborted("r-2"), committed("r-3"))
 		rec1, rec2, rec3 := mustRecord(t, committed("r-1")), mustRecord(t, aborted("r-2")), mustRecord(t, committed("r-3"))
 		want := map[string][]uint64{"all": {0, 1, 2}, "commits": {0, 2}, "aborts": {1}}
@@ -195,7 +196,7 @@ func TestFanOutWritesOneStreamPerMatchingEndpoint(t *testing.T) {
 		if e.sequence() != 3 {
 			t.Errorf("sequence %d", e.sequence())
 		}
-		o, err := outbox.DecodeRecord("r-2", rec2)
+		o, err := schema.DecodeRecord("r-2", rec2)
 		if err != nil || !reflect.DeepEqual(o, aborted("r-2")) {
 			t.Errorf("decoded %+v, %v", o, err)
 		}
@@ -207,26 +208,26 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		now := e.NowMs()
 		later := now + 60_000
 		// created: enabled, no timer.
-		e.putEndpoint("fresh", outbox.Endpoint{Enabled: true})
-		// pulled: idle, attempt 0, due later.
-		e.putEndpoint("idle", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("fresh", schema.Endpoint{Enabled: true})
+		// pulled: idle, no failed fire, due later.
+		e.putEndpoint("idle", schema.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "idle", timers.EncodeIdle(deliveryState(t, 0)))
 		// left: backing off.
-		e.putEndpoint("failing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("failing", schema.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "failing", timers.EncodeIdle(deliveryState(t, 3)))
 		// left: paced, out of its rate_limit's tokens until later.
-		e.putEndpoint("paced", outbox.Endpoint{Enabled: true, RateLimit: 5})
-		e.putTimer(later, timers.KindOutcomeDelivery, "paced", timers.EncodeIdle(encodeState(t, outbox.DeliveryState{
-			Bucket: &outbox.TokenBucket{MilliTokens: 200, AtMs: now, Paced: true}})))
+		e.putEndpoint("paced", schema.Endpoint{Enabled: true, RateLimit: 5})
+		e.putTimer(later, timers.KindOutcomeDelivery, "paced", timers.EncodeIdle(encodeState(t, schema.DeliveryState{
+			Bucket: &schema.TokenBucket{MilliTokens: 200, AtMs: now, Paced: true}})))
 		// pulled: a drained stream's timer kept for its bucket, tokens left.
-		e.putEndpoint("refilling", outbox.Endpoint{Enabled: true, RateLimit: 5})
-		e.putTimer(later, timers.KindOutcomeDelivery, "refilling", timers.EncodeIdle(encodeState(t, outbox.DeliveryState{
-			Bucket: &outbox.TokenBucket{MilliTokens: 2000, AtMs: now}})))
+		e.putEndpoint("refilling", schema.Endpoint{Enabled: true, RateLimit: 5})
+		e.putTimer(later, timers.KindOutcomeDelivery, "refilling", timers.EncodeIdle(encodeState(t, schema.DeliveryState{
+			Bucket: &schema.TokenBucket{MilliTokens: 2000, AtMs: now}})))
 		// left: leased by a firing worker.
-		e.putEndpoint("firing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("firing", schema.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "firing", leasedValue(now-5, nil))
 		// none: disabled.
-		e.putEndpoint("off", outbox.Endpoint{Enabled: false, DisabledReason: "gone"})
+		e.putEndpoint("off", schema.Endpoint{Enabled: false, DisabledReason: "gone"})
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
 		}
@@ -269,7 +270,7 @@ func TestTimerClaimedBetweenReadAndApplyIsLeftAlone(t *testing.T) {
 		spy := &spyStore{NamespaceStore: e.St}
 		e.App.Store = spy
 		later := e.NowMs() + 60_000
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		key := e.putTimer(later, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
 		spy.beforeApply = func(store.Batch) {
 			spy.beforeApply = nil
@@ -294,8 +295,8 @@ func TestOutcomesOfOneRequestShareBatchesButAnswerEachItem(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		spy := &spyStore{NamespaceStore: e.St}
 		e.App.Store = spy
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindCommitted}})
-		var in []outbox.Outcome
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindCommitted}})
+		var in []schema.Outcome
 		var want []outbox.Code
 		for i := range 40 {
 			switch {
@@ -353,7 +354,7 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		later := e.NowMs() + 1000
 		for i := range outbox.DefaultMaxEndpoints {
 			id := fmt.Sprintf("ep%d", i)
-			e.putEndpoint(id, outbox.Endpoint{Enabled: true})
+			e.putEndpoint(id, schema.Endpoint{Enabled: true})
 			e.putTimer(later, timers.KindOutcomeDelivery, id, timers.EncodeIdle(nil))
 		}
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
@@ -376,7 +377,7 @@ func TestOneOutcomeToEightEndpointsFitsOneBatch(t *testing.T) {
 		// no pending rows), one more does not.
 		spy.applied = nil
 		fit := (store.MaxBatchOps - 36) / 3
-		var more []outbox.Outcome
+		var more []schema.Outcome
 		for i := range fit + 1 {
 			more = append(more, committed(fmt.Sprintf("r-%d", 2+i)))
 		}
@@ -398,7 +399,7 @@ func TestIngestFansOutToAsManyEndpointsAsOneBatchTakes(t *testing.T) {
 		later := e.NowMs() + 1000
 		for i := range outbox.MaxIngestEndpoints {
 			id := fmt.Sprintf("ep%02d", i)
-			e.putEndpoint(id, outbox.Endpoint{Enabled: true})
+			e.putEndpoint(id, schema.Endpoint{Enabled: true})
 			e.putTimer(later, timers.KindOutcomeDelivery, id, timers.EncodeIdle(nil))
 		}
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
@@ -412,9 +413,9 @@ func TestIngestFansOutToAsManyEndpointsAsOneBatchTakes(t *testing.T) {
 				t.Fatalf("ep%02d has %d rows pending, want 1", i, len(rows))
 			}
 		}
-		e.putEndpoint("one-more", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("one-more", schema.Endpoint{Enabled: true})
 		before := e.all()
-		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-2")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
+		if _, err := e.App.Append(e.Ctx, e.P, []schema.Outcome{committed("r-2")}); !errors.Is(err, outbox.ErrTooManyEndpoints) {
 			t.Fatalf("%d endpoints: %v, want ErrTooManyEndpoints", outbox.MaxIngestEndpoints+1, err)
 		}
 		if !reflect.DeepEqual(e.all(), before) {
@@ -436,7 +437,7 @@ func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		spy := &spyStore{NamespaceStore: e.St}
 		e.App.Store = spy
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		before := e.all()
 		if res := e.Apply(spy.applied[0]); res.Committed {
@@ -453,7 +454,7 @@ func TestABatchRunTwiceAppliesOnce(t *testing.T) {
 // reported accepted, not as duplicates of themselves, and stored once.
 func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.App.Store = storetest.LostReplies{NamespaceStore: e.St}
 		got := codes(e.Append(committed("r-1"), committed("r-2")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Accepted}) {
@@ -474,14 +475,14 @@ func TestAnOutcomeWhoseReplyWasLostIsReportedAccepted(t *testing.T) {
 // outcome: a lost reply for the first must not make it "accepted".
 func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.App.Store = storetest.LostReplies{NamespaceStore: e.St}
 		got := codes(e.Append(committed("r-1"), aborted("r-1")))
 		if !reflect.DeepEqual(got, []outbox.Code{outbox.Accepted, outbox.Conflict}) {
 			t.Fatalf("answers %v, want accepted then conflict", got)
 		}
 		rec, _ := e.record("billing", "r-1")
-		if o, err := outbox.DecodeRecord("r-1", rec.Record); err != nil || o.Committed == nil {
+		if o, err := schema.DecodeRecord("r-1", rec.Record); err != nil || o.Committed == nil {
 			t.Fatalf("stored %+v, %v; want the committed outcome", o, err)
 		}
 	})
@@ -492,11 +493,11 @@ func TestALostReplyAcceptsOnlyTheOutcomeItStored(t *testing.T) {
 func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		spy := &spyStore{NamespaceStore: e.St}
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		other := &outbox.Appender{Store: e.St, Clock: e.Clk}
 		spy.beforeApply = func(store.Batch) {
 			spy.beforeApply = nil
-			if _, err := other.Append(e.Ctx, e.P, []outbox.Outcome{committed("other")}); err != nil {
+			if _, err := other.Append(e.Ctx, e.P, []schema.Outcome{committed("other")}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -520,12 +521,12 @@ func TestConcurrentIngestBetweenReadAndApplyIsReplanned(t *testing.T) {
 func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		spy := &spyStore{NamespaceStore: e.St}
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		n := 0
 		spy.beforeApply = func(store.Batch) {
 			// Another writer changes the endpoint every time.
 			n++
-			e.putEndpoint("billing", outbox.Endpoint{Enabled: true, UpdatedMs: int64(n)})
+			e.putEndpoint("billing", schema.Endpoint{Enabled: true, UpdatedMs: int64(n)})
 		}
 		e.App.Store = spy
 		e.App.MaxRetries = 3
@@ -534,7 +535,7 @@ func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 			waits = append(waits, d)
 			return nil
 		}
-		_, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-1")})
+		_, err := e.App.Append(e.Ctx, e.P, []schema.Outcome{committed("r-1")})
 		if !errors.Is(err, outbox.ErrContended) {
 			t.Fatalf("err %v", err)
 		}
@@ -553,8 +554,8 @@ func TestEndlessContentionEndsInErrContendedWritingNothing(t *testing.T) {
 
 func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		const workers, each = 16, 2
 		var wg sync.WaitGroup
 		errs := make(chan error, workers*2)
@@ -563,7 +564,7 @@ func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					var in []outbox.Outcome
+					var in []schema.Outcome
 					for i := range each {
 						in = append(in, committed(fmt.Sprintf("w%d-%d", w, i)))
 					}
@@ -608,7 +609,7 @@ func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
 				t.Errorf("%s: %d distinct sequence numbers", ep, len(seqs))
 			}
 		}
-		start, end := outbox.SeenRange()
+		start, end := schema.SeenRange()
 		if n := len(e.scan(start, end)); n != total {
 			t.Errorf("%d seen rows", n)
 		}
@@ -617,7 +618,7 @@ func TestManyConcurrentAppendersAcceptEachOutcomeOnce(t *testing.T) {
 
 func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		bad := committed("r-1")
 		bad.Committed.Refs[0].New = "nothex"
 		st := e.Append(bad)
@@ -627,7 +628,7 @@ func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
 		if _, err := e.App.Append(e.Ctx, store.Partition{Namespace: "Bad"}, nil); !errors.Is(err, store.ErrInvalidPartition) {
 			t.Errorf("bad partition: %v", err)
 		}
-		tooMany := make([]outbox.Outcome, outbox.MaxAppendOutcomes+1)
+		tooMany := make([]schema.Outcome, outbox.MaxAppendOutcomes+1)
 		if _, err := e.App.Append(e.Ctx, e.P, tooMany); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("101 outcomes: %v", err)
 		}
@@ -639,8 +640,8 @@ func TestInvalidOutcomesAndConfigAreRefused(t *testing.T) {
 // their rows and timers, and no second timer is created beside the corrupt one.
 func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("broken", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("healthy", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("broken", schema.Endpoint{Enabled: true})
+		e.putEndpoint("healthy", schema.Endpoint{Enabled: true})
 		corrupt := store.Value{0x7f, 0x01}
 		key := e.putTimer(e.NowMs()+60_000, timers.KindOutcomeDelivery, "broken", corrupt)
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
@@ -664,10 +665,10 @@ func TestACorruptTimerRowNeitherBlocksIngestNorIsOverwritten(t *testing.T) {
 }
 
 // A stream parked when its endpoint was disabled is woken by the next ingest
-// once the endpoint is enabled, with its attempt count reset.
+// once the endpoint is enabled, with its count of failed fires reset.
 func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.putTimer(timers.NeverMs, timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(deliveryState(t, 3)))
 		if got := codes(e.Append(committed("r-1"))); got[0] != outbox.Accepted {
 			t.Fatalf("append: %v", got)
@@ -676,9 +677,9 @@ func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 		if !ok || r.DueAtMs != e.NowMs() {
 			t.Fatalf("timer %+v %v, want due now", r, ok)
 		}
-		st, err := outbox.DecodeDeliveryState(r.State)
-		if err != nil || st.Attempt != 0 {
-			t.Fatalf("state %+v %v, want attempt 0", st, err)
+		st, err := schema.DecodeDeliveryState(r.State)
+		if err != nil || st.FailedFires != 0 {
+			t.Fatalf("state %+v %v, want no failed fire", st, err)
 		}
 		if n := len(e.timers(timers.KindOutcomeDelivery, "billing")); n != 1 {
 			t.Fatalf("%d delivery timers, want 1", n)
@@ -690,15 +691,15 @@ func TestIngestWakesAParkedTimerOfAnEnabledEndpoint(t *testing.T) {
 // store.MaxCounter: acknowledgements could never reduce such a count.
 func TestIngestRefusesABacklogPastTheLargestCounter(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"))
-		key, _ := outbox.BacklogKey("billing")
-		near := outbox.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}
+		key, _ := schema.BacklogKey("billing")
+		near := schema.Backlog{Rows: 1, Bytes: store.MaxCounter - 10}
 		var b store.Batch
-		b.Put(key, outbox.EncodeBacklog(near))
+		b.Put(key, schema.EncodeBacklog(near))
 		e.Apply(b)
 		before := e.all()
-		_, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("b")})
+		_, err := e.App.Append(e.Ctx, e.P, []schema.Outcome{committed("b")})
 		if !errors.Is(err, outbox.ErrBacklogFull) {
 			t.Fatalf("append = %v, want ErrBacklogFull", err)
 		}
@@ -714,7 +715,7 @@ func TestIngestRefusesABacklogPastTheLargestCounter(t *testing.T) {
 // out a backoff, is not due for these rows.
 func TestStatusesNameTheirSequenceAndWhetherAStreamIsDue(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		st := e.Append(committed("r-1"), committed("r-2"))
 		if st[0].Seq != 0 || st[1].Seq != 1 || !st[0].Due || !st[1].Due {
 			t.Fatalf("a new timer: %+v", st)
@@ -750,10 +751,10 @@ func TestStatusesNameTheirSequenceAndWhetherAStreamIsDue(t *testing.T) {
 func TestAStatusCarriesTheLogRowOfAReservationIDNeverAcceptedBefore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		st := e.Append(committed("r-1"), committed("r-2"))
 		for i, s := range st {
-			stored, ok := e.Get(outbox.LogKey(s.Seq))
+			stored, ok := e.Get(schema.LogKey(s.Seq))
 			if !ok || s.Log == nil || !bytes.Equal(s.Log, stored) {
 				t.Fatalf("status %d: log %q, stored %q", i, s.Log, stored)
 			}
@@ -777,7 +778,7 @@ func TestAStatusCarriesTheLogRowOfAReservationIDNeverAcceptedBefore(t *testing.T
 // waiting out a backoff, is not told of.
 func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		var told [][]store.Entry
 		take := true
 		e.App.Due = func(p store.Partition, due []store.Entry, _ outbox.Handed) bool {
@@ -828,8 +829,8 @@ func TestTheDueHookIsToldOfTheTimersABatchLeftDue(t *testing.T) {
 // Due, Hold is not asked and the timer is idle.
 func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		var told []store.Entry
 		var rows []outbox.StreamRef
 		var streams map[string]outbox.StreamRows
@@ -860,9 +861,9 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 			t.Fatalf("handed streams %v, want audit and billing", streams)
 		}
 		for _, id := range []string{"audit", "billing"} {
-			bk, _ := outbox.BacklogKey(id)
-			ek, _ := outbox.EndpointKey(id)
-			hk, _ := outbox.HeadKey(id)
+			bk, _ := schema.BacklogKey(id)
+			ek, _ := schema.EndpointKey(id)
+			hk, _ := schema.HeadKey(id)
 			want, err := e.St.GetMany(e.Ctx, e.P, []store.Key{bk, ek, hk})
 			if err != nil {
 				t.Fatal(err)
@@ -879,7 +880,7 @@ func TestANewStreamsTimerIsWrittenHeldWhenTheAppenderHolds(t *testing.T) {
 		}
 	})
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.App.Hold = func() time.Duration { t.Fatal("Hold asked with no Due"); return 0 }
 		e.Append(committed("r-1"))
 		if row, _ := e.deliveryTimer("billing"); row.Lease != nil {
@@ -916,7 +917,7 @@ func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
 	}{{"lost reply", errors.New("reply lost")}, {"resent run refused", nil}} {
 		t.Run(c.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+				e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 				app := *e.App
 				app.Store = &lostReplyStore{NamespaceStore: e.St, err: c.err}
 				var told []store.Entry
@@ -925,7 +926,7 @@ func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
 					return true
 				}
 				app.Hold = func() time.Duration { return 30 * time.Second }
-				st, err := app.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-1")})
+				st, err := app.Append(e.Ctx, e.P, []schema.Outcome{committed("r-1")})
 				if (err != nil) != (c.err != nil) {
 					t.Fatalf("append: %+v %v", st, err)
 				}
@@ -950,10 +951,10 @@ func TestAHeldTimerIsReleasedWhenItsBatchCommittedUnseen(t *testing.T) {
 // backlog or head of no endpoint) are read past.
 func TestTheStreamRowsReadTogetherStillRefuseABadEndpointKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		orphan, _ := outbox.BacklogKey("gone")
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		orphan, _ := schema.BacklogKey("gone")
 		var b store.Batch
-		b.Put(orphan, outbox.EncodeBacklog(outbox.Backlog{Rows: 3, Bytes: 30}))
+		b.Put(orphan, schema.EncodeBacklog(schema.Backlog{Rows: 3, Bytes: 30}))
 		if res, err := e.St.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
 			t.Fatalf("put orphan backlog: %+v %v", res, err)
 		}
@@ -968,7 +969,7 @@ func TestTheStreamRowsReadTogetherStillRefuseABadEndpointKey(t *testing.T) {
 		if res, err := e.St.Apply(e.Ctx, e.P, b); err != nil || !res.Committed {
 			t.Fatalf("put bad endpoint row: %+v %v", res, err)
 		}
-		if _, err := e.App.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-2")}); !errors.Is(err, store.ErrCorrupt) {
+		if _, err := e.App.Append(e.Ctx, e.P, []schema.Outcome{committed("r-2")}); !errors.Is(err, store.ErrCorrupt) {
 			t.Fatalf("append beside an endpoint row whose key does not parse: %v, want ErrCorrupt", err)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -47,7 +48,7 @@ func (r *BacklogReader) Read(ctx context.Context, p store.Partition, nowMs int64
 	}
 	var out NamespaceBacklog
 	var streams []string
-	start, end := ClassRange(ClassBacklog)
+	start, end := schema.ClassRange(schema.ClassBacklog)
 	var after *store.Cursor
 	for {
 		page, err := r.Store.Scan(ctx, p, start, end, after, backlogPage)
@@ -88,12 +89,12 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	reads := make([]store.Read, len(streams), len(streams)+1)
 	headKeys := make([]store.Key, len(streams))
 	for i, id := range streams {
-		s, e, err := PendingRange(id)
+		s, e, err := schema.PendingRange(id)
 		if err != nil {
 			return nil, err
 		}
 		reads[i] = store.Read{Start: s, End: e, Limit: 1}
-		headKeys[i] = tagged(ClassHead, id)
+		headKeys[i] = schema.ClassHead.Key(id)
 	}
 	reads = append(reads, store.Read{Keys: headKeys})
 	firsts, err := store.ReadMany(ctx, st, p, reads)
@@ -104,22 +105,22 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	var keys []store.Key
 	var at, logAt []int
 	var logReads []store.Read
-	_, logEnd := LogRange()
+	_, logEnd := schema.LogRange()
 	for i, h := range firsts[:len(streams)] {
 		if len(h.Page.Entries) == 0 {
-			if head, err := HeadOf(heads[i]); err == nil && head.Found {
-				logReads = append(logReads, store.Read{Start: LogKey(head.Seq), End: logEnd, Limit: queueDateRows})
+			if head, err := schema.HeadOf(heads[i]); err == nil && head.Found {
+				logReads = append(logReads, store.Read{Start: schema.LogKey(head.Seq), End: logEnd, Limit: queueDateRows})
 				logAt = append(logAt, i)
 			}
 			// Else the backlog row was read before an acknowledgement
 			// that emptied the stream.
 			continue
 		}
-		pk, ok := Parse(h.Page.Entries[0].Key)
-		if !ok || pk.Class != ClassPending || pk.Endpoint != streams[i] {
+		pk, ok := schema.Parse(h.Page.Entries[0].Key)
+		if !ok || pk.Class != schema.ClassPending || pk.Endpoint != streams[i] {
 			return nil, fmt.Errorf("pending row of %s/%s: %w", p, streams[i], corruptf("bad pending key"))
 		}
-		keys = append(keys, LogKey(pk.Seq))
+		keys = append(keys, schema.LogKey(pk.Seq))
 		at = append(at, i)
 	}
 	for chunk := range slices.Chunk(keys, store.MaxBatchOps) {
@@ -134,12 +135,12 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	}
 	for j, i := range logAt {
 		for _, e := range res[j].Page.Entries {
-			l, err := DecodeLog(e.Value)
+			l, err := schema.DecodeLog(e.Value)
 			if err != nil {
 				continue
 			}
 			out[i] = l.AcceptedMs
-			if en, ok := l.Entry(streams[i]); ok && en.State == EntryPending {
+			if en, ok := l.Entry(streams[i]); ok && en.State == schema.EntryPending {
 				break
 			}
 		}
@@ -152,7 +153,7 @@ func oldestAccepted(ctx context.Context, st store.NamespaceStore, p store.Partit
 	for j, i := range at {
 		out[i] = floor
 		if l := rows[j]; l.Found {
-			if row, err := DecodeLog(l.Value); err == nil {
+			if row, err := schema.DecodeLog(l.Value); err == nil {
 				out[i] = row.AcceptedMs
 			}
 		}
@@ -168,11 +169,11 @@ const queueDateRows = 8
 // streams the endpoint of each that counts rows.
 func sumBacklogs(p store.Partition, entries []store.Entry, out *NamespaceBacklog, streams []string) ([]string, error) {
 	for _, e := range entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassBacklog {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassBacklog {
 			return nil, fmt.Errorf("backlog row of %s: %w", p, corruptf("bad backlog key"))
 		}
-		b, err := DecodeBacklog(e.Value)
+		b, err := schema.DecodeBacklog(e.Value)
 		if err != nil {
 			return nil, fmt.Errorf("backlog of %s/%s: %w", p, pk.Endpoint, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -34,8 +35,8 @@ func TestBacklogSumsStreamsAndDatesTheOldestHead(t *testing.T) {
 		if b := readBacklog(t, e); b != (outbox.NamespaceBacklog{}) {
 			t.Fatalf("an empty namespace: %+v", b)
 		}
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.Append(committed("a"))
 		e.Clk.Advance(time.Second)
 		e.Append(aborted("b"))
@@ -73,11 +74,11 @@ func TestBacklogSumsStreamsAndDatesTheOldestHead(t *testing.T) {
 // A head is dated by its log row, whatever became of its seen row.
 func TestAHeadIsDatedByItsLogRow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"))
 		accepted := e.NowMs()
 		e.Clk.Advance(outbox.DefaultWindow + time.Hour)
-		seen, _ := outbox.SeenKey("a")
+		seen, _ := schema.SeenKey("a")
 
 		var b store.Batch
 		b.Delete(seen)

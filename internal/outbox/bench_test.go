@@ -12,6 +12,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -41,13 +42,13 @@ func benchAppend(b *testing.B, endpoints int) float64 {
 	ctx := context.Background()
 	var ns atomic.Int64
 	var accepted atomic.Int64
-	refs := make([]outbox.Ref, 20)
+	refs := make([]schema.Ref, 20)
 	for i := range refs {
-		refs[i] = outbox.Ref{Name: fmt.Sprintf("refs/heads/feature-%02d", i), New: strings.Repeat("ab", 32)}
+		refs[i] = schema.Ref{Name: fmt.Sprintf("refs/heads/feature-%02d", i), New: strings.Repeat("ab", 32)}
 	}
-	sample := outbox.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
-		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs}}
-	rec, err := outbox.EncodeRecord(&sample)
+	sample := schema.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
+		Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs}}
+	rec, err := schema.EncodeRecord(&sample)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,9 +59,9 @@ func benchAppend(b *testing.B, endpoints int) float64 {
 		p := store.Partition{Namespace: fmt.Sprintf("bench-%d", ns.Add(1))}
 		var setup store.Batch
 		for i := range endpoints {
-			key, _ := outbox.EndpointKey(fmt.Sprintf("endpoint-%d", i))
-			ep := outbox.Endpoint{URL: fmt.Sprintf("https://endpoint-%d.example.com/hooks", i), Enabled: true}.WithDefaults()
-			v, err := outbox.EncodeEndpoint(&ep)
+			key, _ := schema.EndpointKey(fmt.Sprintf("endpoint-%d", i))
+			ep := schema.Endpoint{URL: fmt.Sprintf("https://endpoint-%d.example.com/hooks", i), Enabled: true}.WithDefaults()
+			v, err := schema.EncodeEndpoint(&ep)
 			if err != nil {
 				b.Error(err)
 				return
@@ -74,12 +75,12 @@ func benchAppend(b *testing.B, endpoints int) float64 {
 		app := &outbox.Appender{Store: st, Clock: clock.System{}}
 		seq := 0
 		for pb.Next() {
-			outcomes := make([]outbox.Outcome, 100)
+			outcomes := make([]schema.Outcome, 100)
 			for i := range outcomes {
 				seq++
-				outcomes[i] = outbox.Outcome{
+				outcomes[i] = schema.Outcome{
 					ReservationID: fmt.Sprintf("r-%d", seq), Repository: "acme/widgets", OccurredUnixMs: 1_764_460_800_000,
-					Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs},
+					Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs},
 				}
 			}
 			statuses, err := app.Append(ctx, p, outcomes)
@@ -112,7 +113,7 @@ func BenchmarkAppendContended(b *testing.B) {
 	ctx := context.Background()
 	p := store.Partition{Namespace: "contended"}
 	for _, id := range []string{"billing", "audit"} {
-		outboxtest.PutEndpoint(b, st, p, id, outbox.Endpoint{Enabled: true})
+		outboxtest.PutEndpoint(b, st, p, id, schema.Endpoint{Enabled: true})
 	}
 	app := &outbox.Appender{Store: st, Clock: clock.System{}}
 	var next, contended atomic.Int64
@@ -121,9 +122,9 @@ func BenchmarkAppendContended(b *testing.B) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			o := outbox.Outcome{ReservationID: fmt.Sprintf("r-%d", next.Add(1)), Repository: "acme/widgets",
-				OccurredUnixMs: 1_764_460_800_000, Expired: &outbox.Expired{}}
-			_, err := app.Append(ctx, p, []outbox.Outcome{o})
+			o := schema.Outcome{ReservationID: fmt.Sprintf("r-%d", next.Add(1)), Repository: "acme/widgets",
+				OccurredUnixMs: 1_764_460_800_000, Expired: &schema.Expired{}}
+			_, err := app.Append(ctx, p, []schema.Outcome{o})
 			switch {
 			case errors.Is(err, outbox.ErrContended):
 				contended.Add(1)
@@ -142,22 +143,22 @@ func BenchmarkAppendContended(b *testing.B) {
 // attempt added with its excerpt, and encoded again.
 func BenchmarkAFailedCallsAttemptNote(b *testing.B) {
 	body := []byte(strings.Repeat(`{"error":"upstream unavailable"} `, 10))
-	var h outbox.Attempts
-	for i := range outbox.MaxAttempts {
-		h = h.With(outbox.Attempt{AtMs: t0 + int64(i), DurationMs: 40, Status: 503, ErrorClass: "status", Excerpt: outbox.Excerpt(body)})
+	var h schema.Attempts
+	for i := range schema.MaxAttempts {
+		h = h.With(schema.Attempt{AtMs: t0 + int64(i), DurationMs: 40, Status: 503, ErrorClass: "status", Excerpt: schema.Excerpt(body)})
 	}
-	row, err := outbox.EncodeAttempts(h)
+	row, err := schema.EncodeAttempts(h)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		read, err := outbox.DecodeAttempts(row)
+		read, err := schema.DecodeAttempts(row)
 		if err != nil {
 			b.Fatal(err)
 		}
-		a := outbox.Attempt{AtMs: t0 + 99, DurationMs: 41, Status: 503, ErrorClass: "status", Excerpt: outbox.Excerpt(body)}
-		if _, err := outbox.EncodeAttempts(read.With(a)); err != nil {
+		a := schema.Attempt{AtMs: t0 + 99, DurationMs: 41, Status: 503, ErrorClass: "status", Excerpt: schema.Excerpt(body)}
+		if _, err := schema.EncodeAttempts(read.With(a)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/gopool"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -161,7 +162,7 @@ func (q *queue) folded(snap *snapshot) *snapshot {
 // closes done.
 type request struct {
 	ctx      context.Context
-	outcomes []Outcome
+	outcomes []schema.Outcome
 	taken    bool // guarded by Coalescer.mu
 	done     chan struct{}
 	statuses []Status
@@ -193,7 +194,7 @@ func (c *Coalescer) config() (limit int, timeout time.Duration, err error) {
 // started returns ctx's error as well, but that Append goes on and may
 // store its outcomes. The flusher reads outcomes until then, so the caller
 // must not change them.
-func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []Outcome) ([]Status, error) {
+func (c *Coalescer) Append(ctx context.Context, p store.Partition, outcomes []schema.Outcome) ([]Status, error) {
 	limit, timeout, err := c.config()
 	if err != nil {
 		return nil, err
@@ -329,11 +330,11 @@ func (c *Coalescer) keep(p store.Partition, s *snapshot) {
 }
 
 // outcomesOf is the outcomes of reqs, in order.
-func outcomesOf(reqs []*request) []Outcome {
+func outcomesOf(reqs []*request) []schema.Outcome {
 	if len(reqs) == 1 {
 		return reqs[0].outcomes
 	}
-	var outcomes []Outcome
+	var outcomes []schema.Outcome
 	for _, r := range reqs {
 		outcomes = append(outcomes, r.outcomes...)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -42,7 +43,7 @@ func (s *readCounting) ReadMany(ctx context.Context, p store.Partition, reads []
 
 // heldReads is hold, with the Coalescer's reads counted and its retry
 // waits counted (they return at once).
-func heldReads(t *testing.T, e *env, first ...outbox.Outcome) (*held, *readCounting, *atomic.Int64) {
+func heldReads(t *testing.T, e *env, first ...schema.Outcome) (*held, *readCounting, *atomic.Int64) {
 	t.Helper()
 	h := hold(t, e, 0, e.Ctx, first...)
 	rc := &readCounting{countingStore: h.st}
@@ -59,8 +60,8 @@ func heldReads(t *testing.T, e *env, first ...outbox.Outcome) (*held, *readCount
 // read and wrote: one round trip (its Apply) instead of two.
 func TestACombinedAppendBehindAnotherPlansWithoutReading(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		// The held Append read before the counting began.
 		h, rc, waits := heldReads(t, e, committed("r-0"))
 		second := h.send(e.Ctx, committed("r-1"), committed("r-2"))
@@ -95,7 +96,7 @@ func TestACombinedAppendBehindAnotherPlansWithoutReading(t *testing.T) {
 // twice and no wait, since no other writer was in the way.
 func TestAReusedPlanReadsAgainForAReservationIDSeenBefore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h, rc, waits := heldReads(t, e, committed("r-1"))
 		different := committed("r-1")
 		different.Committed.BytesStored++
@@ -129,7 +130,7 @@ func TestAReusedPlanReadsAgainForAReservationIDSeenBefore(t *testing.T) {
 // reach it too.
 func TestAnEndpointRegisteredBeforeAReusedPlanAppliesGetsItsOutcomes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h, rc, _ := heldReads(t, e, committed("r-0"))
 		admin := &outbox.Admin{Store: e.St, Clock: e.Clk}
 		h.fail = func(n int64) error {
@@ -163,7 +164,7 @@ func TestAnEndpointRegisteredBeforeAReusedPlanAppliesGetsItsOutcomes(t *testing.
 // A snapshot read MaxSnapshotReuse ago is read again.
 func TestAPlanIsNotReusedPastMaxSnapshotReuse(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		for _, c := range []struct {
 			advance time.Duration
 			reads   int64
@@ -186,11 +187,11 @@ func TestAPlanIsNotReusedPastMaxSnapshotReuse(t *testing.T) {
 // its last combined Append left, within MaxSnapshotReuse.
 func TestTheNextFlusherOfAPartitionPlansFromWhatTheLastLeft(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		st := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
 		co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
 		for i := range 3 {
-			st, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(fmt.Sprintf("r-%d", i))})
+			st, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed(fmt.Sprintf("r-%d", i))})
 			expectCodes(t, fmt.Sprintf("r-%d", i), answer{st, err}, outbox.Accepted)
 			idle(t, co)
 		}
@@ -198,7 +199,7 @@ func TestTheNextFlusherOfAPartitionPlansFromWhatTheLastLeft(t *testing.T) {
 			t.Errorf("3 requests in turn read %d times, want 1", n)
 		}
 		e.Clk.Advance(outbox.MaxSnapshotReuse)
-		_, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-later")})
+		_, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed("r-later")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,12 +218,12 @@ func TestTheNextFlusherOfAPartitionPlansFromWhatTheLastLeft(t *testing.T) {
 // it the partition would keep rows no sweep ever removes.
 func TestASweepTimerEndedElsewhereIsPutAgainFromAFreshRead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		st := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
 		co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
 		for _, kind := range []timers.Kind{timers.KindSeenSweep, timers.KindLogSweep} {
 			rid := fmt.Sprintf("r-%d", kind)
-			if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(rid + "-0")}); err != nil {
+			if _, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed(rid + "-0")}); err != nil {
 				t.Fatal(err)
 			}
 			idle(t, co)
@@ -235,7 +236,7 @@ func TestASweepTimerEndedElsewhereIsPutAgainFromAFreshRead(t *testing.T) {
 			e.Apply(b)
 			reads := st.reads.Load()
 			e.Clk.Advance(outbox.MaxSnapshotReuse / 2)
-			if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(rid + "-1")}); err != nil {
+			if _, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed(rid + "-1")}); err != nil {
 				t.Fatal(err)
 			}
 			idle(t, co)
@@ -258,8 +259,8 @@ func TestKeptSnapshotsOfQuietPartitionsArePruned(t *testing.T) {
 	most := 0
 	for i := range namespaces {
 		p := store.Partition{Namespace: fmt.Sprintf("ns-%d", i)}
-		outboxtest.PutEndpoint(t, e.St, p, "billing", outbox.Endpoint{Enabled: true})
-		if _, err := co.Append(e.Ctx, p, []outbox.Outcome{committed("r-0")}); err != nil {
+		outboxtest.PutEndpoint(t, e.St, p, "billing", schema.Endpoint{Enabled: true})
+		if _, err := co.Append(e.Ctx, p, []schema.Outcome{committed("r-0")}); err != nil {
 			t.Fatal(err)
 		}
 		// Ten namespaces a reuse period.
@@ -279,7 +280,7 @@ func TestKeptSnapshotsOfQuietPartitionsArePruned(t *testing.T) {
 // at its global queue first, so the test asks it of one round in five).
 func TestAFlusherTakesTheRequestsAlreadyRunningBesideIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 		const n, rounds = 8, 5
 		var applies []int64
@@ -290,7 +291,7 @@ func TestAFlusherTakesTheRequestsAlreadyRunningBesideIt(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
-					statuses, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(fmt.Sprintf("r-%d-%d", round, i))})
+					statuses, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed(fmt.Sprintf("r-%d-%d", round, i))})
 					answers[i] = answer{statuses, err}
 				})
 			}
@@ -328,10 +329,10 @@ func TestACoalescerFollowsTheBatchesItIsToldOf(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, e *env) {
-				e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+				e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 				rc := &readCounting{countingStore: &countingStore{NamespaceStore: e.St}}
 				co := &outbox.Coalescer{Appender: &outbox.Appender{Store: rc, Clock: e.Clk}}
-				if _, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-0"), committed("r-1"), committed("r-2")}); err != nil {
+				if _, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed("r-0"), committed("r-1"), committed("r-2")}); err != nil {
 					t.Fatal(err)
 				}
 				idle(t, co)
@@ -356,12 +357,12 @@ func TestACoalescerFollowsTheBatchesItIsToldOf(t *testing.T) {
 					t.Fatalf("acknowledge: %+v %v", res, err)
 				}
 				if c.bogus {
-					key, _ := outbox.BacklogKey("billing")
-					co.Observe(e.P, []store.Write{{Kind: store.Put, Key: key, Value: outbox.EncodeBacklog(outbox.Backlog{Rows: 40, Bytes: 9})}})
+					key, _ := schema.BacklogKey("billing")
+					co.Observe(e.P, []store.Write{{Kind: store.Put, Key: key, Value: schema.EncodeBacklog(schema.Backlog{Rows: 40, Bytes: 9})}})
 				}
 				rc.reads.Store(0)
 				applies := rc.applies.Load()
-				st, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-3")})
+				st, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed("r-3")})
 				expectCodes(t, "after the fire", answer{st, err}, outbox.Accepted)
 				idle(t, co)
 				if n := rc.reads.Load(); n != c.wantReads {
@@ -391,7 +392,7 @@ func TestACoalescerFollowsTheBatchesItIsToldOf(t *testing.T) {
 // Append plans without reading and commits.
 func TestABatchObservedDuringACombinedAppendIsFoldedOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-0"), committed("r-1"))
 		h, rc, _ := heldReads(t, e, committed("r-2"))
 		acks := freshAcks(t, e, "billing")
@@ -410,7 +411,7 @@ func TestABatchObservedDuringACombinedAppendIsFoldedOnce(t *testing.T) {
 		idle(t, h.co)
 		rc.reads.Store(0)
 		applies := rc.applies.Load()
-		st, err := h.co.Append(e.Ctx, e.P, []outbox.Outcome{committed("r-3")})
+		st, err := h.co.Append(e.Ctx, e.P, []schema.Outcome{committed("r-3")})
 		expectCodes(t, "after", answer{st, err}, outbox.Accepted)
 		if n, m := rc.reads.Load(), rc.applies.Load()-applies; n != 0 || m != 1 {
 			t.Errorf("%d reads and %d applies, want 0 and 1", n, m)
@@ -433,8 +434,8 @@ func TestKeptSnapshotsStayWithinTheirBound(t *testing.T) {
 	most := 0
 	for i := range namespaces {
 		p := store.Partition{Namespace: fmt.Sprintf("ns-%d", i)}
-		outboxtest.PutEndpoint(t, e.St, p, "billing", outbox.Endpoint{Enabled: true})
-		if _, err := co.Append(e.Ctx, p, []outbox.Outcome{committed("r-0")}); err != nil {
+		outboxtest.PutEndpoint(t, e.St, p, "billing", schema.Endpoint{Enabled: true})
+		if _, err := co.Append(e.Ctx, p, []schema.Outcome{committed("r-0")}); err != nil {
 			t.Fatal(err)
 		}
 		idle(t, co)
@@ -445,7 +446,7 @@ func TestKeptSnapshotsStayWithinTheirBound(t *testing.T) {
 	}
 	before := st.reads.Load()
 	last := store.Partition{Namespace: fmt.Sprintf("ns-%d", namespaces-1)}
-	if _, err := co.Append(e.Ctx, last, []outbox.Outcome{committed("r-1")}); err != nil {
+	if _, err := co.Append(e.Ctx, last, []schema.Outcome{committed("r-1")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := st.reads.Load() - before; n != 0 {

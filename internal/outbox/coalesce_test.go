@@ -16,6 +16,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -61,7 +62,7 @@ type held struct {
 	release func()
 }
 
-func hold(t *testing.T, e *env, maxOutcomes int, ctx context.Context, first ...outbox.Outcome) *held {
+func hold(t *testing.T, e *env, maxOutcomes int, ctx context.Context, first ...schema.Outcome) *held {
 	t.Helper()
 	entered, released := make(chan struct{}), make(chan struct{})
 	h := &held{t: t, e: e, applyCtxErr: make(chan error, 1)}
@@ -86,7 +87,7 @@ func hold(t *testing.T, e *env, maxOutcomes int, ctx context.Context, first ...o
 }
 
 // start sends a request.
-func (h *held) start(ctx context.Context, outcomes ...outbox.Outcome) <-chan answer {
+func (h *held) start(ctx context.Context, outcomes ...schema.Outcome) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
 		st, err := h.co.Append(ctx, h.e.P, outcomes)
@@ -97,7 +98,7 @@ func (h *held) start(ctx context.Context, outcomes ...outbox.Outcome) <-chan ans
 
 // send sends a request and returns once it is queued, so the requests of
 // successive sends queue in that order.
-func (h *held) send(ctx context.Context, outcomes ...outbox.Outcome) <-chan answer {
+func (h *held) send(ctx context.Context, outcomes ...schema.Outcome) <-chan answer {
 	h.t.Helper()
 	n := h.co.Stats().Queued
 	ch := h.start(ctx, outcomes...)
@@ -130,14 +131,14 @@ func idle(t *testing.T, co *outbox.Coalescer) {
 // that wrote their seen rows, each group sorted, the groups in order.
 func appendsOf(e *env) [][]string {
 	e.T.Helper()
-	start, end := outbox.SeenRange()
+	start, end := schema.SeenRange()
 	by := map[[8]byte][]string{}
 	for _, row := range e.scan(start, end) {
-		pk, ok := outbox.Parse(row.Key)
+		pk, ok := schema.Parse(row.Key)
 		if !ok {
 			e.T.Fatalf("bad seen key %q", row.Key)
 		}
-		s, err := outbox.DecodeSeen(row.Value)
+		s, err := schema.DecodeSeen(row.Value)
 		if err != nil {
 			e.T.Fatal(err)
 		}
@@ -165,8 +166,8 @@ func expectCodes(t *testing.T, name string, a answer, want ...outbox.Code) {
 
 func TestCoalescedConcurrentRequestsAreEachAcceptedOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		st := &countingStore{NamespaceStore: e.St}
 		co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
 		const n = 64
@@ -175,7 +176,7 @@ func TestCoalescedConcurrentRequestsAreEachAcceptedOnce(t *testing.T) {
 			answers := make([]answer, n)
 			for i := range n {
 				wg.Go(func() {
-					statuses, err := co.Append(e.Ctx, e.P, []outbox.Outcome{committed(fmt.Sprintf("r-%d", i))})
+					statuses, err := co.Append(e.Ctx, e.P, []schema.Outcome{committed(fmt.Sprintf("r-%d", i))})
 					answers[i] = answer{statuses, err}
 				})
 			}
@@ -211,7 +212,7 @@ func TestCoalescedConcurrentRequestsAreEachAcceptedOnce(t *testing.T) {
 // each one Apply here (one endpoint, 10 outcomes fit a batch).
 func TestRequestsQueuedBehindAnAppendInFlightAreCombined(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		const n, maxOutcomes = 64, 10
 		h := hold(t, e, maxOutcomes, e.Ctx, committed("r-00"))
 		var queued []<-chan answer
@@ -246,9 +247,9 @@ func TestRequestsQueuedBehindAnAppendInFlightAreCombined(t *testing.T) {
 
 func TestACombinedAppendTakesWholeRequestsInOrderUpToMaxOutcomes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		request := func(name string, size int) []outbox.Outcome {
-			var out []outbox.Outcome
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		request := func(name string, size int) []schema.Outcome {
+			var out []schema.Outcome
 			for i := range size {
 				out = append(out, committed(fmt.Sprintf("%s-%d", name, i)))
 			}
@@ -287,7 +288,7 @@ func TestACombinedAppendTakesWholeRequestsInOrderUpToMaxOutcomes(t *testing.T) {
 // in arrival order.
 func TestRequestsOfOneCombinedAppendAnswerAsIfSentInTurn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h := hold(t, e, 0, e.Ctx, committed("r-0"))
 		different := committed("r-1")
 		different.Committed.BytesStored++
@@ -315,7 +316,7 @@ func TestRequestsOfOneCombinedAppendAnswerAsIfSentInTurn(t *testing.T) {
 
 func TestARequestCanceledWhileQueuedLeavesAndStoresNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h := hold(t, e, 0, e.Ctx, committed("r-0"))
 		ctx, cancel := context.WithCancel(e.Ctx)
 		gone := h.send(ctx, committed("r-gone"))
@@ -347,7 +348,7 @@ func TestARequestCanceledWhileQueuedLeavesAndStoresNothing(t *testing.T) {
 // the Append goes on, for it and for the others.
 func TestARequestThatGivesUpDoesNotCancelItsCombinedAppend(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		ctx, cancel := context.WithCancel(e.Ctx)
 		h := hold(t, e, 0, ctx, committed("r-0"))
 		next := h.send(e.Ctx, committed("r-1"))
@@ -369,7 +370,7 @@ func TestARequestThatGivesUpDoesNotCancelItsCombinedAppend(t *testing.T) {
 
 func TestAnAppendErrorReachesEveryRequestItCombines(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		h := hold(t, e, 0, e.Ctx, committed("r-0"))
 		boom := errors.New("boom")
 		h.fail = func(int64) error { return boom }
@@ -399,7 +400,7 @@ func TestCoalescerRefusesBadInputWithoutQueueing(t *testing.T) {
 	e := newEnv(t, redistest.Miniredis(t))
 	st := &countingStore{NamespaceStore: e.St}
 	co := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: e.Clk}}
-	many := make([]outbox.Outcome, outbox.MaxAppendOutcomes+1)
+	many := make([]schema.Outcome, outbox.MaxAppendOutcomes+1)
 	for i := range many {
 		many[i] = committed(fmt.Sprintf("r-%d", i))
 	}
@@ -440,7 +441,7 @@ func BenchmarkCoalescedAppend(b *testing.B) {
 	ctx := context.Background()
 	p := store.Partition{Namespace: "coalesced"}
 	for _, id := range []string{"billing", "audit"} {
-		outboxtest.PutEndpoint(b, st, p, id, outbox.Endpoint{Enabled: true})
+		outboxtest.PutEndpoint(b, st, p, id, schema.Endpoint{Enabled: true})
 	}
 	counting := &countingStore{NamespaceStore: st}
 	co := &outbox.Coalescer{Appender: &outbox.Appender{Store: counting, Clock: clock.System{}}}
@@ -450,9 +451,9 @@ func BenchmarkCoalescedAppend(b *testing.B) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			o := outbox.Outcome{ReservationID: fmt.Sprintf("r-%d", next.Add(1)), Repository: "acme/widgets",
-				OccurredUnixMs: 1_764_460_800_000, Expired: &outbox.Expired{}}
-			st, err := co.Append(ctx, p, []outbox.Outcome{o})
+			o := schema.Outcome{ReservationID: fmt.Sprintf("r-%d", next.Add(1)), Repository: "acme/widgets",
+				OccurredUnixMs: 1_764_460_800_000, Expired: &schema.Expired{}}
+			st, err := co.Append(ctx, p, []schema.Outcome{o})
 			if err != nil {
 				b.Error(err)
 				return

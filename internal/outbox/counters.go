@@ -1,97 +1,21 @@
 package outbox
 
 import (
-	"encoding/binary"
 	"fmt"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
-
-// Counters count what became of a stream's outcomes, over the life of its
-// endpoint. They live in one row per stream, written only by store.Add in
-// the batches that make the change they count, so they hold for the whole
-// cluster and a batch that fails writes none of them. Each such batch
-// carries a guard its own first run falsifies (the pending rows it deletes,
-// or the lease of the fire), so a batch sent again after a lost reply does
-// not count twice.
-type Counters struct {
-	// Delivered counts the rows acknowledged: answered 2xx, or synthetic.
-	Delivered uint64
-	// FailedAttempts counts the calls that failed.
-	FailedAttempts uint64
-	// Dropped counts the rows a forced delete dropped.
-	Dropped uint64
-}
-
-const countersLen = 1 + 3*8
-
-// countersHeader precedes a counters row's three counters, the layout
-// store.Add adds to.
-var countersHeader = store.Value{codecV1}
-
-// The counters' positions in the row.
-const (
-	counterDelivered = iota
-	counterFailed
-	counterDropped
-	numCounters
-)
-
-// CountersKey is the key of a stream's counters.
-func CountersKey(endpoint string) (store.Key, error) {
-	if err := ValidateEndpointID(endpoint); err != nil {
-		return "", err
-	}
-	return tagged(ClassCounters, endpoint), nil
-}
-
-// EncodeCounters is version 1, delivered u64, failed attempts u64, dropped
-// u64.
-func EncodeCounters(c Counters) store.Value {
-	v := make([]byte, 0, countersLen)
-	v = append(v, codecV1)
-	v = binary.BigEndian.AppendUint64(v, c.Delivered)
-	v = binary.BigEndian.AppendUint64(v, c.FailedAttempts)
-	return binary.BigEndian.AppendUint64(v, c.Dropped)
-}
-
-// DecodeCounters decodes a counters row.
-func DecodeCounters(v store.Value) (Counters, error) {
-	r := newReader("counters", v)
-	c := Counters{Delivered: r.u64(), FailedAttempts: r.u64(), Dropped: r.u64()}
-	if err := r.end(); err != nil {
-		return Counters{}, err
-	}
-	return c, nil
-}
-
-// countersOf decodes counters as read; an absent row counts nothing, as the
-// stream of an endpoint created before streams kept counters does.
-func countersOf(v store.Value, found bool) (Counters, error) {
-	if !found {
-		return Counters{}, nil
-	}
-	return DecodeCounters(v)
-}
-
-// addCounters is the one Add of a batch to a stream's counters, carrying all
-// of that batch's deltas. An absent row counts as zeros, so the stream of an
-// endpoint older than its counters row gets one from its first Add.
-func addCounters(endpoint string, c Counters) store.Write {
-	d := make([]int64, numCounters)
-	d[counterDelivered], d[counterFailed], d[counterDropped] = int64(c.Delivered), int64(c.FailedAttempts), int64(c.Dropped)
-	return store.Write{Kind: store.Add, Key: tagged(ClassCounters, endpoint), Value: countersHeader, Deltas: d}
-}
 
 // FailedAttemptsNote is the write that counts n failed calls of the stream
 // of endpoint: a fire's note, so it stands whatever the fire's other guards
 // find, guarded by the fire's lease alone.
 func FailedAttemptsNote(endpoint string, n int) (store.Write, error) {
-	if err := ValidateEndpointID(endpoint); err != nil {
+	if err := schema.ValidateEndpointID(endpoint); err != nil {
 		return store.Write{}, err
 	}
 	if n <= 0 {
 		return store.Write{}, fmt.Errorf("count %d failed attempts of %s", n, endpoint)
 	}
-	return addCounters(endpoint, Counters{FailedAttempts: uint64(n)}), nil
+	return schema.AddCounters(endpoint, schema.Counters{FailedAttempts: uint64(n)}), nil
 }

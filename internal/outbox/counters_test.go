@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
-func (e *env) counters(endpoint string) outbox.Counters {
+func (e *env) counters(endpoint string) schema.Counters {
 	e.T.Helper()
 	s, err := e.admin().Endpoint(e.Ctx, e.P, endpoint)
 	if err != nil {
@@ -50,10 +51,10 @@ func TestDeliveredCountsOnceWhenTheAcknowledgementIsSentAgain(t *testing.T) {
 		if res := e.Apply(b); res.Committed {
 			t.Fatal("the batch applied twice")
 		}
-		if c := e.counters("billing"); c != (outbox.Counters{Delivered: 2}) {
+		if c := e.counters("billing"); c != (schema.Counters{Delivered: 2}) {
 			t.Fatalf("billing counters %+v, want 2 delivered", c)
 		}
-		if c := e.counters("audit"); c != (outbox.Counters{}) {
+		if c := e.counters("audit"); c != (schema.Counters{}) {
 			t.Fatalf("audit counters %+v, want none", c)
 		}
 		// The last row: the plan that ends the stream counts too.
@@ -70,13 +71,13 @@ func TestDeliveredCountsOnceWhenTheAcknowledgementIsSentAgain(t *testing.T) {
 // reads as zero, and the first acknowledgement creates the row.
 func TestAnEndpointWithoutACountersRowReadsZeroAndCounts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		key, _ := outbox.CountersKey("billing")
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		key, _ := schema.CountersKey("billing")
 		if _, found := e.Get(key); found {
 			t.Fatal("the fixture wrote a counters row")
 		}
 		e.appendN("r", 2)
-		if c := e.counters("billing"); c != (outbox.Counters{}) {
+		if c := e.counters("billing"); c != (schema.Counters{}) {
 			t.Fatalf("counters %+v, want zero", c)
 		}
 		note, err := outbox.FailedAttemptsNote("billing", 2)
@@ -87,11 +88,11 @@ func TestAnEndpointWithoutACountersRowReadsZeroAndCounts(t *testing.T) {
 		if res := e.Apply(planAcks(t, e, "billing", 1)); !res.Committed {
 			t.Fatalf("acknowledge: %+v", res)
 		}
-		if c := e.counters("billing"); c != (outbox.Counters{Delivered: 1, FailedAttempts: 2}) {
+		if c := e.counters("billing"); c != (schema.Counters{Delivered: 1, FailedAttempts: 2}) {
 			t.Fatalf("counters %+v", c)
 		}
 		list, err := e.admin().Endpoints(e.Ctx, e.P)
-		if err != nil || len(list) != 1 || list[0].Counters != (outbox.Counters{Delivered: 1, FailedAttempts: 2}) {
+		if err != nil || len(list) != 1 || list[0].Counters != (schema.Counters{Delivered: 1, FailedAttempts: 2}) {
 			t.Fatalf("list: %+v %v", list, err)
 		}
 		if list[0].OldestAcceptedMs != t0 {
@@ -130,7 +131,7 @@ func TestAForcedDeleteCountsItsDropsBatchByBatch(t *testing.T) {
 		if _, err := cut.DeleteEndpoint(e.Ctx, e.P, "billing", true); !errors.Is(err, errCut) {
 			t.Fatalf("cut delete: %v", err)
 		}
-		if c := e.counters("billing"); c != (outbox.Counters{Dropped: 2 * outbox.MaxAcksPerBatch}) {
+		if c := e.counters("billing"); c != (schema.Counters{Dropped: 2 * outbox.MaxAcksPerBatch}) {
 			t.Fatalf("counters %+v after two drop batches", c)
 		}
 		if c, bl := e.counters("billing"), len(e.pending("billing")); c.Dropped+uint64(bl) != n {
@@ -140,15 +141,15 @@ func TestAForcedDeleteCountsItsDropsBatchByBatch(t *testing.T) {
 		if err != nil || dropped != 4 {
 			t.Fatalf("rest of the delete: %d, %v", dropped, err)
 		}
-		key, _ := outbox.CountersKey("billing")
+		key, _ := schema.CountersKey("billing")
 		if _, found := e.Get(key); found {
 			t.Fatal("the counters outlived their endpoint")
 		}
-		if c := e.counters("audit"); c != (outbox.Counters{}) {
+		if c := e.counters("audit"); c != (schema.Counters{}) {
 			t.Fatalf("audit counters %+v", c)
 		}
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
-		if c := e.counters("billing"); c != (outbox.Counters{}) {
+		if c := e.counters("billing"); c != (schema.Counters{}) {
 			t.Fatalf("re-created endpoint counts %+v", c)
 		}
 	})
@@ -169,12 +170,12 @@ func TestEveryAcceptedOutcomeIsDeliveredPendingOrDropped(t *testing.T) {
 		create := func(id string) {
 			if id == "old" {
 				// Stored before counters: no counters row.
-				e.putEndpoint(id, outbox.Endpoint{Enabled: true})
+				e.putEndpoint(id, schema.Endpoint{Enabled: true})
 				return
 			}
 			spec := outbox.EndpointSpec{Enabled: true}
 			if id == "commits" {
-				spec.Kinds = []outbox.Kind{"committed"}
+				spec.Kinds = []schema.Kind{"committed"}
 			}
 			e.put(id, spec)
 		}
@@ -186,7 +187,7 @@ func TestEveryAcceptedOutcomeIsDeliveredPendingOrDropped(t *testing.T) {
 			id := ids[rng.IntN(len(ids))]
 			switch op := rng.IntN(10); {
 			case op < 4:
-				var list []outbox.Outcome
+				var list []schema.Outcome
 				for range 1 + rng.IntN(5) {
 					rid := fmt.Sprintf("r-%d", next)
 					next++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -39,7 +40,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 			empty = done
 			continue
 		}
-		key := tagged(ClassEndpoint, id)
+		key := schema.ClassEndpoint.Key(id)
 		// Rows of the stream that no pending row holds: attempt rows a
 		// fire's release wrote after dropPending dropped their rows (its
 		// notes are guarded by its lease only), stray records, and the
@@ -63,20 +64,20 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 		var b store.Batch
 		b.Settles = true
 		b.RequireEquals(key, s.ep.raw)
-		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		b.Guard(schema.ClassBacklog.Key(id), s.backlog.raw, s.backlog.found)
 		b.Delete(key)
 		for _, k := range leftover {
 			b.Delete(k)
 		}
 		if s.backlog.found {
-			b.Delete(tagged(ClassBacklog, id))
+			b.Delete(schema.ClassBacklog.Key(id))
 		}
 		// A fire that could still add to the counters holds the timer,
 		// which this batch guards and deletes.
-		b.Delete(tagged(ClassCounters, id))
+		b.Delete(schema.ClassCounters.Key(id))
 		// A recovery's fire finds no endpoint, and ends.
-		b.Delete(recoveryKey(id))
-		b.Delete(tagged(ClassHead, id))
+		b.Delete(schema.ClassJob.Key(id))
+		b.Delete(schema.ClassHead.Key(id))
 		if t := s.timer; t != nil {
 			// A fire holding it fails its guard and writes nothing.
 			b.RequireEquals(t.Key, t.Raw)
@@ -101,7 +102,7 @@ const maxLeftovers = store.MaxBatchOps - 9
 // stream of id; more reports that there are others. The minute rows go in
 // the final batch, which guards the timer, so no fire adds to them after.
 func (a *Admin) leftovers(ctx context.Context, p store.Partition, id string) (keys []store.Key, more bool, err error) {
-	start, end, err := AttemptRange(id)
+	start, end, err := schema.AttemptRange(id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -134,7 +135,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 		e := s.ep.ep
 		e.Enabled, e.DisabledReason = false, ReasonDeleting
 		e.UpdatedMs = max(e.CreatedMs, a.Clock.Now().UnixMilli())
-		value, err := EncodeEndpoint(&e)
+		value, err := schema.EncodeEndpoint(&e)
 		if err != nil {
 			return 0, false, err
 		}
@@ -148,7 +149,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 	}
 	head := s.head
 	for {
-		at, err := HeadOf(store.Row{Value: head.raw, Found: head.found})
+		at, err := schema.HeadOf(store.Row{Value: head.raw, Found: head.found})
 		if err != nil {
 			return dropped, false, fmt.Errorf("head of %s/%s: %w", p, id, err)
 		}
@@ -165,7 +166,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 				refs = append(refs, StreamRef{Seq: q.Seq, RID: q.RID, Logged: q.Logged})
 			}
 		}
-		bl, found, err := a.Store.Get(ctx, p, tagged(ClassBacklog, id))
+		bl, found, err := a.Store.Get(ctx, p, schema.ClassBacklog.Key(id))
 		if err != nil {
 			return dropped, false, fmt.Errorf("read backlog of %s/%s: %w", p, id, err)
 		}
@@ -213,7 +214,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 		if moved {
 			// Every row the page read from the head is dropped: the head
 			// goes past them, and its guard makes a resent batch fail.
-			b.RequireEquals(tagged(ClassHead, id), head.raw)
+			b.RequireEquals(schema.ClassHead.Key(id), head.raw)
 			acks.MoveHead(page.End)
 		}
 		acks.Plan(&b)
@@ -223,7 +224,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 		}
 		dropped += uint64(acks.Len())
 		if moved {
-			head = rowRead{raw: EncodeHead(page.End), found: true}
+			head = rowRead{raw: schema.EncodeHead(page.End), found: true}
 		}
 		if acks.Remaining().Rows == 0 {
 			return dropped, false, nil

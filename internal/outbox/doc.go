@@ -1,13 +1,11 @@
-// Package outbox is the domain of relay's storage: the keys of a namespace's
-// rows, the strict codecs of their values, the ingest plan (Appender) and the
-// acknowledgement plan (Acks).
+// Package outbox is the domain of relay's storage: the ingest plan and its
+// group commit (Appender, Coalescer), the acknowledgement plan (Acks),
+// operators' changes and history (Admin), and the timer handlers that
+// sweep the outbox and run recoveries. What it stores, every key and value,
+// is package schema's.
 //
 // A namespace is one store partition. Each endpoint of it is a stream with its
 // own pending index, backlog and delivery timer, so one stream never waits
 // on another; the sequence, the outcome log and the idempotency (seen) rows
 // are shared by the streams of the namespace.
-//
-// Every decoder is strict: a truncated, trailing, non-canonical or
-// unknown-version value is an error wrapping store.ErrCorrupt, never a panic
-// and never silently accepted.
 package outbox

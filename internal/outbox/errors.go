@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -11,8 +12,10 @@ import (
 var (
 	// ErrInvalid marks input that breaks a documented rule: a bad id, an
 	// invalid outcome or endpoint. The error's text is a user-facing
-	// explanation that names fields, never their secret values.
-	ErrInvalid = errors.New("outbox: invalid input")
+	// explanation that names fields, never their secret values. It is the
+	// stored format's schema.ErrInvalid, so a value its codecs refuse
+	// matches it too.
+	ErrInvalid = schema.ErrInvalid
 	// ErrTooManyEndpoints: a new endpoint would pass the namespace's
 	// limit (an *EndpointLimitError), or an ingest found more endpoints
 	// than one outcome's batch can fan out to (MaxIngestEndpoints).

@@ -9,26 +9,27 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
-func disabledEvent() outbox.Outcome {
-	return outbox.NewEvent(outbox.Event{Type: outbox.EventDisabled, Endpoint: "billing", Reason: "failing",
+func disabledEvent() schema.Outcome {
+	return schema.NewEvent(schema.Event{Type: schema.EventDisabled, Endpoint: "billing", Reason: "failing",
 		FailingSinceMs: t0 - 5*24*3600*1000, LastStatus: 503, LastError: "status"}, t0)
 }
 
 func TestEventRecordRoundTrips(t *testing.T) {
 	t.Parallel()
-	for _, typ := range outbox.EventTypes() {
-		o := outbox.NewEvent(outbox.Event{Type: typ, Endpoint: "e-1", FailingSinceMs: 3}, t0)
-		v, err := outbox.EncodeRecord(&o)
+	for _, typ := range schema.EventTypes() {
+		o := schema.NewEvent(schema.Event{Type: typ, Endpoint: "e-1", FailingSinceMs: 3}, t0)
+		v, err := schema.EncodeRecord(&o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := outbox.DecodeRecord(o.ReservationID, v)
+		got, err := schema.DecodeRecord(o.ReservationID, v)
 		if err != nil || !reflect.DeepEqual(got, o) {
 			t.Fatalf("%s: %+v, %v; want %+v", typ, got, err, o)
 		}
-		if got.Kind() != outbox.Kind("relay."+string(typ)) {
+		if got.Kind() != schema.Kind("relay."+string(typ)) {
 			t.Fatalf("%s: kind %q", typ, got.Kind())
 		}
 	}
@@ -39,17 +40,17 @@ func TestEventRecordRoundTrips(t *testing.T) {
 func TestEventIDIsDerived(t *testing.T) {
 	t.Parallel()
 	a, b := disabledEvent(), disabledEvent()
-	if a.ReservationID != b.ReservationID || outbox.ValidateReservationID(a.ReservationID) != nil {
+	if a.ReservationID != b.ReservationID || schema.ValidateReservationID(a.ReservationID) != nil {
 		t.Fatalf("ids %q and %q", a.ReservationID, b.ReservationID)
 	}
-	long := strings.Repeat("e", outbox.MaxEndpointIDBytes)
-	for _, typ := range outbox.EventTypes() {
-		id := outbox.EventID(typ, long, 1<<62)
-		if err := outbox.ValidateReservationID(id); err != nil {
+	long := strings.Repeat("e", schema.MaxEndpointIDBytes)
+	for _, typ := range schema.EventTypes() {
+		id := schema.EventID(typ, long, 1<<62)
+		if err := schema.ValidateReservationID(id); err != nil {
 			t.Fatalf("the longest event id %q: %v", id, err)
 		}
 	}
-	if outbox.EventID(outbox.EventFailing, "billing", t0) == a.ReservationID || outbox.EventID(outbox.EventDisabled, "billing", t0+1) == a.ReservationID {
+	if schema.EventID(schema.EventFailing, "billing", t0) == a.ReservationID || schema.EventID(schema.EventDisabled, "billing", t0+1) == a.ReservationID {
 		t.Fatal("two events share an id")
 	}
 }
@@ -60,14 +61,14 @@ func TestIngestRefusesEvents(t *testing.T) {
 	t.Parallel()
 	o := disabledEvent()
 	o.ReservationID = "r-forged"
-	err := o.ValidateIngest(time.UnixMilli(t0))
+	err := outbox.ValidateIngest(o, time.UnixMilli(t0))
 	if !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "event") {
 		t.Fatalf("ValidateIngest = %v", err)
 	}
 	// Nor smuggle one beside an outcome.
 	c := committed("r-1")
 	c.Event = o.Event
-	if err := c.ValidateIngest(time.UnixMilli(t0)); !errors.Is(err, outbox.ErrInvalid) {
+	if err := outbox.ValidateIngest(c, time.UnixMilli(t0)); !errors.Is(err, outbox.ErrInvalid) {
 		t.Fatalf("an outcome with an event: %v", err)
 	}
 	if err := c.Validate(); !errors.Is(err, outbox.ErrInvalid) {
@@ -76,24 +77,24 @@ func TestIngestRefusesEvents(t *testing.T) {
 	// Nor take an event's id first, which would leave the event a
 	// conflict.
 	squat := committed(string(o.Event.Type.Kind()) + ".billing.1764460800000")
-	if err := squat.ValidateIngest(time.UnixMilli(t0)); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "relay.") {
+	if err := outbox.ValidateIngest(squat, time.UnixMilli(t0)); !errors.Is(err, outbox.ErrInvalid) || !strings.Contains(err.Error(), "relay.") {
 		t.Fatalf("an outcome under an event's id: %v", err)
 	}
-	if err := committed("relayed-1").ValidateIngest(time.UnixMilli(t0)); err != nil {
+	if err := outbox.ValidateIngest(committed("relayed-1"), time.UnixMilli(t0)); err != nil {
 		t.Fatalf("an ordinary id: %v", err)
 	}
 }
 
 func TestEventValidation(t *testing.T) {
 	t.Parallel()
-	for name, mod := range map[string]func(*outbox.Outcome){
-		"unknown type": func(o *outbox.Outcome) { o.Event.Type = "endpoint.exploded" },
-		"bad endpoint": func(o *outbox.Outcome) { o.Event.Endpoint = "Billing!" },
-		"bad reason":   func(o *outbox.Outcome) { o.Event.Reason = "Not a token" },
-		"bad status":   func(o *outbox.Outcome) { o.Event.LastStatus = 42 },
-		"bad error":    func(o *outbox.Outcome) { o.Event.LastError = strings.Repeat("x", outbox.MaxEventErrorBytes+1) },
-		"repository":   func(o *outbox.Outcome) { o.Repository = "acme/widgets" },
-		"no time":      func(o *outbox.Outcome) { o.OccurredUnixMs = 0 },
+	for name, mod := range map[string]func(*schema.Outcome){
+		"unknown type": func(o *schema.Outcome) { o.Event.Type = "endpoint.exploded" },
+		"bad endpoint": func(o *schema.Outcome) { o.Event.Endpoint = "Billing!" },
+		"bad reason":   func(o *schema.Outcome) { o.Event.Reason = "Not a token" },
+		"bad status":   func(o *schema.Outcome) { o.Event.LastStatus = 42 },
+		"bad error":    func(o *schema.Outcome) { o.Event.LastError = strings.Repeat("x", schema.MaxEventErrorBytes+1) },
+		"repository":   func(o *schema.Outcome) { o.Repository = "acme/widgets" },
+		"no time":      func(o *schema.Outcome) { o.OccurredUnixMs = 0 },
 	} {
 		o := disabledEvent()
 		mod(&o)
@@ -107,43 +108,43 @@ func TestEventValidation(t *testing.T) {
 // filter takes every outcome kind and no event.
 func TestEndpointsTakeEventsOnlyByName(t *testing.T) {
 	t.Parallel()
-	disabled := outbox.EventDisabled.Kind()
+	disabled := schema.EventDisabled.Kind()
 	for _, c := range []struct {
-		kinds            []outbox.Kind
+		kinds            []schema.Kind
 		event, committed bool
 	}{
 		{nil, false, true},
-		{[]outbox.Kind{outbox.KindCommitted}, false, true},
-		{[]outbox.Kind{outbox.KindEvents}, true, false},
-		{[]outbox.Kind{disabled}, true, false},
-		{[]outbox.Kind{outbox.EventFailing.Kind()}, false, false},
-		{[]outbox.Kind{outbox.KindEvents, outbox.KindCommitted}, true, true},
+		{[]schema.Kind{schema.KindCommitted}, false, true},
+		{[]schema.Kind{schema.KindEvents}, true, false},
+		{[]schema.Kind{disabled}, true, false},
+		{[]schema.Kind{schema.EventFailing.Kind()}, false, false},
+		{[]schema.Kind{schema.KindEvents, schema.KindCommitted}, true, true},
 	} {
-		e := outbox.Endpoint{Kinds: c.kinds}
+		e := schema.Endpoint{Kinds: c.kinds}
 		if got := e.Accepts(disabled); got != c.event {
 			t.Errorf("kinds %v take endpoint.disabled: %v", c.kinds, got)
 		}
-		if got := e.Accepts(outbox.KindCommitted); got != c.committed {
+		if got := e.Accepts(schema.KindCommitted); got != c.committed {
 			t.Errorf("kinds %v take committed: %v", c.kinds, got)
 		}
 		if got := e.TakesEvents(); got != slicesHasEvent(c.kinds) {
 			t.Errorf("kinds %v TakesEvents %v", c.kinds, got)
 		}
 	}
-	e := outbox.Endpoint{URL: "https://example.com/h", Scheme: outbox.SchemeMkitHookV2, MaxInFlight: 1, Enabled: true}
-	for _, k := range []outbox.Kind{"relay.", "relay.endpoint", "relay.endpoint.exploded", "relay.**"} {
-		e.Kinds = []outbox.Kind{k}
+	e := schema.Endpoint{URL: "https://example.com/h", Scheme: schema.SchemeMkitHookV2, MaxInFlight: 1, Enabled: true}
+	for _, k := range []schema.Kind{"relay.", "relay.endpoint", "relay.endpoint.exploded", "relay.**"} {
+		e.Kinds = []schema.Kind{k}
 		if err := e.Validate(); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("kinds [%q]: %v", k, err)
 		}
 	}
-	e.Kinds = []outbox.Kind{outbox.KindEvents, outbox.EventGone.Kind()}
+	e.Kinds = []schema.Kind{schema.KindEvents, schema.EventGone.Kind()}
 	if err := e.Validate(); err != nil {
 		t.Errorf("kinds %v: %v", e.Kinds, err)
 	}
 }
 
-func slicesHasEvent(ks []outbox.Kind) bool {
+func slicesHasEvent(ks []schema.Kind) bool {
 	for _, k := range ks {
 		if k.IsEvent() {
 			return true

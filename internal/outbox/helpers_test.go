@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
@@ -34,7 +35,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 
 func newEnv(t *testing.T, st store.NamespaceStore) *env { return &env{outboxtest.NewEnv(t, st)} }
 
-func (e *env) putEndpoint(id string, ep outbox.Endpoint) {
+func (e *env) putEndpoint(id string, ep schema.Endpoint) {
 	e.T.Helper()
 	outboxtest.PutEndpoint(e.T, e.St, e.P, id, ep)
 }
@@ -63,14 +64,14 @@ func (e *env) scan(start, end store.Key) []store.Entry {
 // all is every row of the partition.
 func (e *env) all() []store.Entry { return e.scan(store.Key([]byte{0}), store.Key([]byte{0xff})) }
 
-func (e *env) backlog(endpoint string) (outbox.Backlog, bool) {
+func (e *env) backlog(endpoint string) (schema.Backlog, bool) {
 	e.T.Helper()
-	key, _ := outbox.BacklogKey(endpoint)
+	key, _ := schema.BacklogKey(endpoint)
 	v, found := e.Get(key)
 	if !found {
-		return outbox.Backlog{}, false
+		return schema.Backlog{}, false
 	}
-	b, err := outbox.DecodeBacklog(v)
+	b, err := schema.DecodeBacklog(v)
 	if err != nil {
 		e.T.Fatalf("backlog: %v", err)
 	}
@@ -79,11 +80,11 @@ func (e *env) backlog(endpoint string) (outbox.Backlog, bool) {
 
 func (e *env) sequence() uint64 {
 	e.T.Helper()
-	v, found := e.Get(outbox.SequenceKey())
+	v, found := e.Get(schema.SequenceKey())
 	if !found {
 		return 0
 	}
-	n, err := outbox.DecodeSequence(v)
+	n, err := schema.DecodeSequence(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -92,14 +93,14 @@ func (e *env) sequence() uint64 {
 
 // pending is the stream's queue, each row as the key of its pending row,
 // whether that row exists or its log entry alone queues it.
-func (e *env) pending(endpoint string) []outbox.ParsedKey {
+func (e *env) pending(endpoint string) []schema.ParsedKey {
 	e.T.Helper()
-	var out []outbox.ParsedKey
+	var out []schema.ParsedKey
 	for _, q := range outboxtest.Queue(e.T, e.St, e.P, endpoint) {
 		if q.Corrupt {
 			e.T.Fatalf("bad queue row %q", q.Key)
 		}
-		out = append(out, outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: endpoint, Seq: q.Seq, RID: q.RID})
+		out = append(out, schema.ParsedKey{Class: schema.ClassPending, Endpoint: endpoint, Seq: q.Seq, RID: q.RID})
 	}
 	return out
 }
@@ -115,7 +116,7 @@ func (e *env) unheaded(endpoint string) {
 			b.Put(q.Key, store.Value{})
 		}
 	}
-	key, _ := outbox.HeadKey(endpoint)
+	key, _ := schema.HeadKey(endpoint)
 	b.Delete(key)
 	if res := e.Apply(b); !res.Committed {
 		e.T.Fatalf("unhead %s: precondition %d failed", endpoint, res.Failed)
@@ -186,9 +187,9 @@ func leasedValue(priorDueMs int64, state []byte) store.Value {
 	return append(v, state...)
 }
 
-func deliveryState(t *testing.T, attempt uint32) []byte {
+func deliveryState(t *testing.T, failedFires uint32) []byte {
 	t.Helper()
-	s, err := outbox.EncodeDeliveryState(outbox.DeliveryState{Attempt: attempt})
+	s, err := schema.EncodeDeliveryState(schema.DeliveryState{FailedFires: failedFires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,18 +204,18 @@ func codes(st []outbox.Status) []outbox.Code {
 	return out
 }
 
-func mustRecord(t *testing.T, o outbox.Outcome) store.Value {
+func mustRecord(t *testing.T, o schema.Outcome) store.Value {
 	t.Helper()
-	v, err := outbox.EncodeRecord(&o)
+	v, err := schema.EncodeRecord(&o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func encodeState(t *testing.T, s outbox.DeliveryState) []byte {
+func encodeState(t *testing.T, s schema.DeliveryState) []byte {
 	t.Helper()
-	v, err := outbox.EncodeDeliveryState(s)
+	v, err := schema.EncodeDeliveryState(s)
 	if err != nil {
 		t.Fatal(err)
 	}

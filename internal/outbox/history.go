@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -32,7 +33,7 @@ const StateFiltered = "filtered"
 // OutcomeView is one outcome as accepted and what became of it on each
 // endpoint that existed when it was.
 type OutcomeView struct {
-	Outcome    Outcome
+	Outcome    schema.Outcome
 	Seq        uint64
 	AcceptedMs int64
 	Streams    []OutcomeStream // in endpoint id order
@@ -47,7 +48,7 @@ type OutcomeStream struct {
 	AtMs int64
 	// Attempts are its last attempts, oldest first, the delivering one
 	// last, and their total.
-	Attempts Attempts
+	Attempts schema.Attempts
 	// Corrupt: the attempt row does not decode.
 	Corrupt bool
 }
@@ -57,8 +58,8 @@ type loggedOutcome struct {
 	seen    rowRead
 	seq     uint64
 	raw     store.Value
-	row     LogRow
-	outcome Outcome
+	row     schema.LogRow
+	outcome schema.Outcome
 }
 
 // findLogged finds the outcome rid through its seen row, which names its
@@ -67,10 +68,10 @@ func (a *Admin) findLogged(ctx context.Context, p store.Partition, rid string) (
 	if err := p.Validate(); err != nil {
 		return loggedOutcome{}, err
 	}
-	if err := ValidateReservationID(rid); err != nil {
+	if err := schema.ValidateReservationID(rid); err != nil {
 		return loggedOutcome{}, err
 	}
-	key := tagged(ClassSeen, rid)
+	key := schema.ClassSeen.Key(rid)
 	v, found, err := a.Store.Get(ctx, p, key)
 	if err != nil {
 		return loggedOutcome{}, fmt.Errorf("read %s/%s: %w", p, rid, err)
@@ -78,21 +79,21 @@ func (a *Admin) findLogged(ctx context.Context, p store.Partition, rid string) (
 	if !found {
 		return loggedOutcome{}, ErrOutcomeNotFound
 	}
-	seen, err := DecodeSeen(v)
+	seen, err := schema.DecodeSeen(v)
 	if err != nil {
 		return loggedOutcome{}, fmt.Errorf("seen row of %s/%s: %w", p, rid, err)
 	}
 	if !seen.Logged {
 		return loggedOutcome{}, ErrOutcomeNotFound
 	}
-	raw, found, err := a.Store.Get(ctx, p, LogKey(seen.Seq))
+	raw, found, err := a.Store.Get(ctx, p, schema.LogKey(seen.Seq))
 	if err != nil {
 		return loggedOutcome{}, fmt.Errorf("read %s/%s: %w", p, rid, err)
 	}
 	if !found {
 		return loggedOutcome{}, ErrOutcomeNotFound
 	}
-	l, err := DecodeLog(raw)
+	l, err := schema.DecodeLog(raw)
 	if err != nil {
 		return loggedOutcome{}, fmt.Errorf("log row of %s/%s: %w", p, rid, err)
 	}
@@ -101,7 +102,7 @@ func (a *Admin) findLogged(ctx context.Context, p store.Partition, rid string) (
 		// since has another.
 		return loggedOutcome{}, ErrOutcomeNotFound
 	}
-	o, err := DecodeRecord(rid, l.Record)
+	o, err := schema.DecodeRecord(rid, l.Record)
 	if err != nil {
 		return loggedOutcome{}, fmt.Errorf("log row of %s/%s: %w", p, rid, err)
 	}
@@ -122,7 +123,7 @@ func (a *Admin) Outcome(ctx context.Context, p store.Partition, rid string) (Out
 	view := OutcomeView{Outcome: lo.outcome, Seq: lo.seq, AcceptedMs: lo.row.AcceptedMs}
 	keys := make([]store.Key, len(eps))
 	for i, ep := range eps {
-		keys[i] = streamKey(ClassAttempt, ep.id, rid)
+		keys[i] = schema.AttemptKeyOf(ep.id, rid)
 	}
 	attempts, err := getMany(ctx, a.Store, p, keys)
 	if err != nil {
@@ -130,27 +131,27 @@ func (a *Admin) Outcome(ctx context.Context, p store.Partition, rid string) (Out
 	}
 	for i, ep := range eps {
 		en, ok := lo.row.Entry(ep.id)
-		if !ep.ep.took(lo.seq, lo.row.AcceptedMs) {
+		if !took(&ep.ep, lo.seq, lo.row.AcceptedMs) {
 			// Created after: an entry under its id is an earlier endpoint's.
 			continue
 		}
 		s := OutcomeStream{Endpoint: ep.id, State: StateFiltered}
 		if ok {
 			s.State = en.State.String()
-			if en.State != EntryPending {
+			if en.State != schema.EntryPending {
 				s.AtMs = en.AtMs
 			}
 		}
 		if attempts[i].Found {
-			h, err := DecodeAttempts(attempts[i].Value)
+			h, err := schema.DecodeAttempts(attempts[i].Value)
 			if err != nil {
 				s.Corrupt = true
 			} else {
 				s.Attempts = h
 			}
 		}
-		if ok && en.State == EntryDelivered && !IsSynthetic(rid) {
-			s.Attempts = s.Attempts.With(Attempt{AtMs: en.AtMs, DurationMs: en.DurationMs, Status: int(en.Status)})
+		if ok && en.State == schema.EntryDelivered && !schema.IsSynthetic(rid) {
+			s.Attempts = s.Attempts.With(schema.Attempt{AtMs: en.AtMs, DurationMs: en.DurationMs, Status: int(en.Status)})
 		}
 		view.Streams = append(view.Streams, s)
 	}
@@ -188,11 +189,11 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 		}
 		en, ok := lo.row.Entry(id)
 		switch {
-		case !ok || !s.ep.ep.took(lo.seq, lo.row.AcceptedMs):
+		case !ok || !took(&s.ep.ep, lo.seq, lo.row.AcceptedMs):
 			return Resent{}, ErrNotDelivered
-		case en.State == EntryPending:
+		case en.State == schema.EntryPending:
 			return Resent{}, ErrStillPending
-		case en.State != EntryDelivered:
+		case en.State != schema.EntryDelivered:
 			return Resent{}, ErrNotDelivered
 		}
 		nowMs := a.Clock.Now().UnixMilli()
@@ -226,30 +227,30 @@ func (a *Admin) Resend(ctx context.Context, p store.Partition, id, rid string) (
 // resent reports whether the outcome lo's entry for id is pending under the
 // tag of the Resend that wrote it.
 func (a *Admin) resent(ctx context.Context, p store.Partition, id string, lo loggedOutcome, tag int64) (bool, error) {
-	v, found, err := a.Store.Get(ctx, p, LogKey(lo.seq))
+	v, found, err := a.Store.Get(ctx, p, schema.LogKey(lo.seq))
 	if err != nil {
 		return false, fmt.Errorf("read %s/%s: %w", p, lo.row.RID, err)
 	}
 	if !found {
 		return false, nil
 	}
-	l, err := DecodeLog(v)
+	l, err := schema.DecodeLog(v)
 	if err != nil || l.RID != lo.row.RID {
 		return false, nil
 	}
 	en, ok := l.Entry(id)
-	return ok && en.State == EntryPending && en.AtMs == tag, nil
+	return ok && en.State == schema.EntryPending && en.AtMs == tag, nil
 }
 
 // requeue adds to b the guard of the log row as read and the writes that
 // make its entry for id pending again at its own sequence number: three
-// operations. tag is the entry's at ms while pending (LogEntry.AtMs): 0,
+// operations. tag is the entry's at ms while pending (schema.LogEntry.AtMs): 0,
 // or a Resend's tag.
-func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row LogRow, en LogEntry, tag int64) error {
-	b.RequireEquals(LogKey(seq), raw)
-	b.Put(pendingKey(id, seq, row.RID), store.Value{})
-	en.State, en.AtMs, en.DurationMs, en.Status = EntryPending, tag, 0, 0
-	putEntry(b, seq, en)
+func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row schema.LogRow, en schema.LogEntry, tag int64) error {
+	b.RequireEquals(schema.LogKey(seq), raw)
+	b.Put(schema.PendingKeyOf(id, seq, row.RID), store.Value{})
+	en.State, en.AtMs, en.DurationMs, en.Status = schema.EntryPending, tag, 0, 0
+	schema.PutEntry(b, seq, en)
 	return nil
 }
 
@@ -258,9 +259,8 @@ func requeue(b *store.Batch, id string, seq uint64, raw store.Value, row LogRow,
 // back to pending.
 func requeueCounts(id string, n, bytes uint64) []store.Write {
 	return []store.Write{
-		{Kind: store.Add, Key: tagged(ClassBacklog, id), Value: backlogHeader, Deltas: []int64{int64(n), int64(bytes)}},
-		// Saturating: a stream older than its counters may count fewer.
-		{Kind: store.Add, Key: tagged(ClassCounters, id), Value: countersHeader, Deltas: []int64{-int64(n), 0, 0}, Saturating: 1 << counterDelivered},
+		schema.AddBacklog(id, int64(n), int64(bytes), false),
+		schema.UncountDelivered(id, n),
 	}
 }
 
@@ -271,7 +271,7 @@ func wakeForRows(b *store.Batch, s *streamRead, id string, nowMs int64) {
 		// Neither the backlog nor the endpoint fence out an ingest that
 		// also read no timer and would create a second one: the sequence
 		// does.
-		b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+		b.Guard(schema.ClassBacklog.Key(id), s.backlog.raw, s.backlog.found)
 		_ = s.fence(b)
 		b.Put(timers.Key(nowMs, timers.KindOutcomeDelivery, id), timers.EncodeIdle(nil))
 		return
@@ -310,7 +310,7 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		if err != nil {
 			return Erased{}, err
 		}
-		seen, err := DecodeSeen(lo.seen.raw)
+		seen, err := schema.DecodeSeen(lo.seen.raw)
 		if err != nil {
 			return Erased{}, err
 		}
@@ -319,7 +319,7 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		if _, err := rand.Read(seen.Writer[:]); err != nil {
 			return Erased{}, fmt.Errorf("erase %s/%s: %w", p, rid, err)
 		}
-		digestOnly, err := EncodeSeen(seen)
+		digestOnly, err := schema.EncodeSeen(seen)
 		if err != nil {
 			return Erased{}, err
 		}
@@ -330,15 +330,15 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 		nowMs := a.Clock.Now().UnixMilli()
 		var b store.Batch
 		b.Settles = true
-		b.RequireEquals(LogKey(lo.seq), lo.raw)
-		b.RequireEquals(tagged(ClassSeen, rid), lo.seen.raw)
-		b.Delete(LogKey(lo.seq))
-		b.Put(tagged(ClassSeen, rid), digestOnly)
+		b.RequireEquals(schema.LogKey(lo.seq), lo.raw)
+		b.RequireEquals(schema.ClassSeen.Key(rid), lo.seen.raw)
+		b.Delete(schema.LogKey(lo.seq))
+		b.Put(schema.ClassSeen.Key(rid), digestOnly)
 		var out Erased
 		busy := false
 		for _, en := range lo.row.Entries {
-			b.Delete(streamKey(ClassAttempt, en.Endpoint, rid))
-			if en.State != EntryPending {
+			b.Delete(schema.AttemptKeyOf(en.Endpoint, rid))
+			if en.State != schema.EntryPending {
 				continue
 			}
 			if t := streamTimer(all, en.Endpoint); t != nil {
@@ -347,11 +347,10 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 				b.RequireEquals(t.Key, t.Raw)
 			}
 			out.Dropped = append(out.Dropped, en.Endpoint)
-			b.Delete(pendingKey(en.Endpoint, lo.seq, rid))
+			b.Delete(schema.PendingKeyOf(en.Endpoint, lo.seq, rid))
 			b.Writes = append(b.Writes,
-				store.Write{Kind: store.Add, Key: tagged(ClassBacklog, en.Endpoint), Value: backlogHeader,
-					Deltas: []int64{-1, -int64(len(lo.row.Record))}, Saturating: backlogBytesSaturate},
-				addCounters(en.Endpoint, Counters{Dropped: 1}))
+				schema.AddBacklog(en.Endpoint, -1, -int64(len(lo.row.Record)), true),
+				schema.AddCounters(en.Endpoint, schema.Counters{Dropped: 1}))
 		}
 		if busy {
 			if waited >= EraseWait {
@@ -364,7 +363,7 @@ func (a *Admin) Erase(ctx context.Context, p store.Partition, rid string) (Erase
 			waited += d
 			continue
 		}
-		seenKey := tagged(ClassSeen, rid)
+		seenKey := schema.ClassSeen.Key(rid)
 		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.holds(ctx, p, seenKey, digestOnly) })
 		if err != nil {
 			return Erased{}, err
@@ -383,3 +382,13 @@ const (
 	eraseWaitBase = 2 * time.Millisecond
 	eraseWaitMax  = 250 * time.Millisecond
 )
+
+// took reports whether the outcome at seq, accepted at acceptedMs, was
+// accepted while endpoint e existed: an entry under its id in an older log
+// row is an earlier endpoint's of the same id.
+func took(e *schema.Endpoint, seq uint64, acceptedMs int64) bool {
+	if e.CreatedSeq > 0 {
+		return seq >= e.CreatedSeq
+	}
+	return e.CreatedMs <= acceptedMs
+}

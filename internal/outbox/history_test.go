@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -27,14 +28,14 @@ func streamStates(v []outbox.OutcomeStream) map[string]string {
 
 func TestAnOutcomesStoryShowsEachEndpointsStateAndAttempts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("expired-only", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindExpired}})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("expired-only", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindExpired}})
 		e.Append(committed("r-1"))
 		putAttempt(t, e, "billing", "r-1")
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: t0 + 70, DurationMs: 12, Status: 200})
 		e.Clk.Advance(time.Minute)
-		e.putEndpoint("later", outbox.Endpoint{Enabled: true, CreatedMs: e.NowMs(), UpdatedMs: e.NowMs()})
+		e.putEndpoint("later", schema.Endpoint{Enabled: true, CreatedMs: e.NowMs(), UpdatedMs: e.NowMs()})
 
 		v, err := e.history().Outcome(e.Ctx, e.P, "r-1")
 		if err != nil {
@@ -70,8 +71,8 @@ func TestAnOutcomesStoryShowsEachEndpointsStateAndAttempts(t *testing.T) {
 
 func TestAResendQueuesADeliveredOutcomeAgainAtItsPlace(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		ackRetained(t, e, "billing", 2, outbox.Done{AtMs: t0})
 		a := e.history()
@@ -119,14 +120,14 @@ func TestAResendQueuesADeliveredOutcomeAgainAtItsPlace(t *testing.T) {
 	})
 }
 
-func countersOf(t *testing.T, e *env, endpoint string) outbox.Counters {
+func countersOf(t *testing.T, e *env, endpoint string) schema.Counters {
 	t.Helper()
-	key, _ := outbox.CountersKey(endpoint)
+	key, _ := schema.CountersKey(endpoint)
 	v, found := e.Get(key)
 	if !found {
-		return outbox.Counters{}
+		return schema.Counters{}
 	}
-	c, err := outbox.DecodeCounters(v)
+	c, err := schema.DecodeCounters(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +136,8 @@ func countersOf(t *testing.T, e *env, endpoint string) outbox.Counters {
 
 func TestAnErasureRemovesTheOutcomeEverywhereAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		putAttempt(t, e, "billing", "r-1")
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: t0})
@@ -152,7 +153,7 @@ func TestAnErasureRemovesTheOutcomeEverywhereAtOnce(t *testing.T) {
 			t.Error("log row kept")
 		}
 		for _, ep := range []string{"billing", "audit"} {
-			key, _ := outbox.AttemptKey(ep, "r-1")
+			key, _ := schema.AttemptKey(ep, "r-1")
 			if _, found := e.Get(key); found {
 				t.Errorf("%s attempt row kept", ep)
 			}
@@ -181,8 +182,8 @@ func TestAnErasureRemovesTheOutcomeEverywhereAtOnce(t *testing.T) {
 
 func TestOutcomesPageInAcceptanceOrderWithFilters(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		for i := range 5 {
 			e.Append(committed(ridN(i)), aborted(ridN(i+100)))
 			e.Clk.Advance(time.Minute)
@@ -287,7 +288,7 @@ func runRecovery(t *testing.T, e *env, id string) int {
 
 func TestARecoveryQueuesTheDeliveredOutcomesOfItsRangeInOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, MaxInFlight: 1})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true, MaxInFlight: 1})
 		var in []string
 		for i := range 60 {
 			e.Append(committed(ridN(i)))
@@ -324,7 +325,7 @@ func TestARecoveryQueuesTheDeliveredOutcomesOfItsRangeInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if done.State != outbox.RecoveryDone || done.Queued != 39 || done.FinishedMs == 0 {
+		if done.State != schema.RecoveryDone || done.Queued != 39 || done.FinishedMs == 0 {
 			t.Errorf("job %+v, want done with 39 queued", done)
 		}
 		if b, _ := e.backlog("billing"); b.Rows != 40 {
@@ -338,7 +339,7 @@ func TestARecoveryQueuesTheDeliveredOutcomesOfItsRangeInOrder(t *testing.T) {
 
 func TestARecoveryRefusesARangeItCannotServe(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Clk.Advance(48 * time.Hour)
 		before := len(e.all())
 		a := e.history()
@@ -371,7 +372,7 @@ func TestARecoveryRefusesARangeItCannotServe(t *testing.T) {
 // and recovery alike.
 func TestAnUnreadableLogRowHidesNoOutcomeOfARange(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		const n = 24
 		var rids []string
 		for i := range n {
@@ -386,7 +387,7 @@ func TestAnUnreadableLogRowHidesNoOutcomeOfARange(t *testing.T) {
 		corrupt := func(seqs ...uint64) []string {
 			var b store.Batch
 			for _, seq := range seqs {
-				b.Put(outbox.LogKey(seq), store.Value{0x01, 0xff})
+				b.Put(schema.LogKey(seq), store.Value{0x01, 0xff})
 			}
 			e.Apply(b)
 			var want []string
@@ -397,7 +398,7 @@ func TestAnUnreadableLogRowHidesNoOutcomeOfARange(t *testing.T) {
 			}
 			return want
 		}
-		originals := e.scan(outbox.LogRange())
+		originals := e.scan(schema.LogRange())
 		restore := func() {
 			var b store.Batch
 			for _, r := range originals {

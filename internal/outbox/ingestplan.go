@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -53,7 +54,7 @@ type known struct {
 func (k *known) remember(items []*item, pl plan) {
 	seen := map[string]store.Value{}
 	for _, w := range pl.batch.Writes {
-		if pk, ok := Parse(w.Key); ok && pk.Class == ClassSeen && w.Kind == store.Put {
+		if pk, ok := schema.Parse(w.Key); ok && pk.Class == schema.ClassSeen && w.Kind == store.Put {
 			seen[pk.RID] = w.Value
 		}
 	}
@@ -174,7 +175,7 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 		return Status{Code: Accepted, Due: true}, true, nil
 	}
 	if r := s.seen[it.rid]; r.found {
-		seen, err := DecodeSeen(r.raw)
+		seen, err := schema.DecodeSeen(r.raw)
 		if err != nil {
 			return Status{}, false, fmt.Errorf("seen row of %s: %w", it.rid, err)
 		}
@@ -189,7 +190,7 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 	if len(eps) == 0 {
 		return Status{Code: NoEndpoint, Detail: fmt.Sprintf("no endpoint of this namespace receives %s outcomes", it.kind)}, true, nil
 	}
-	if old, ok := s.earlier(it.rid); ok && slices.ContainsFunc(old.row.Entries, func(e LogEntry) bool { return e.State == EntryPending }) {
+	if old, ok := s.earlier(it.rid); ok && slices.ContainsFunc(old.row.Entries, func(e schema.LogEntry) bool { return e.State == schema.EntryPending }) {
 		if bytes.Equal(old.row.Record, it.record) {
 			return Status{Code: Duplicate}, true, nil
 		}
@@ -215,7 +216,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 		Writes:        make([]store.Write, 0, 2+2*len(items)+4*len(s.endpoints)),
 	}
 	matching := make([][]int, len(items))
-	added := make([]Backlog, len(s.endpoints))
+	added := make([]schema.Backlog, len(s.endpoints))
 	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
 		matching[j] = s.matching(it.kind)
@@ -229,14 +230,14 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 	// Every endpoint read is guarded, used or not: a filter widened or an
 	// endpoint enabled meanwhile changes who must get these outcomes. An
 	// endpoint created meanwhile is not seen, as if this ingest came first.
-	b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
+	b.Guard(schema.SequenceKey(), s.seq.raw, s.seq.found)
 	for i, ep := range s.endpoints {
 		b.RequireEquals(ep.key, ep.raw)
 		if !used[i] {
 			continue
 		}
 		bl := s.backlogs[ep.id]
-		b.Guard(tagged(ClassBacklog, ep.id), bl.raw, bl.found)
+		b.Guard(schema.ClassBacklog.Key(ep.id), bl.raw, bl.found)
 	}
 	for _, it := range items {
 		r := s.seen[it.rid]
@@ -244,7 +245,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 		if old, ok := s.earlier(it.rid); ok {
 			// Accepted again past the window because nothing waits on the
 			// earlier one: a resend of it meanwhile must fail this batch.
-			b.RequireEquals(LogKey(old.seq), old.raw)
+			b.RequireEquals(schema.LogKey(old.seq), old.raw)
 		}
 	}
 	// Writes. A stream with a head reads these rows from the log; one
@@ -257,18 +258,18 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 	}
 	for j, it := range items {
 		cached := enc != nil && j < len(enc.logs)
-		var l LogRow
+		var l schema.LogRow
 		if !cached {
-			l = LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]LogEntry, len(matching[j]))}
+			l = schema.LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]schema.LogEntry, len(matching[j]))}
 		}
 		for n, i := range matching[j] {
 			id := s.endpoints[i].id
 			if !cached {
-				l.Entries[n] = LogEntry{Endpoint: id, State: EntryPending}
+				l.Entries[n] = schema.LogEntry{Endpoint: id, State: schema.EntryPending}
 			}
 			if !headed[i] {
-				b.RequireAbsent(tagged(ClassHead, id))
-				b.Put(tagged(ClassHead, id), EncodeHead(seq))
+				b.RequireAbsent(schema.ClassHead.Key(id))
+				b.Put(schema.ClassHead.Key(id), schema.EncodeHead(seq))
 				headed[i] = true
 			}
 		}
@@ -277,19 +278,19 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 			v, seen = enc.logs[j], enc.seen[j]
 		} else {
 			var err error
-			if v, err = EncodeLog(l); err != nil {
+			if v, err = schema.EncodeLog(l); err != nil {
 				return store.Batch{}, err
 			}
-			seen, _ = EncodeSeen(Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
+			seen, _ = schema.EncodeSeen(schema.Seen{Digest: it.digest, AcceptedMs: s.nowMs, Writer: s.writer, Logged: true, Seq: seq})
 			if enc != nil {
 				enc.logs, enc.seen = append(enc.logs, v), append(enc.seen, seen)
 			}
 		}
-		b.Put(LogKey(seq), v)
+		b.Put(schema.LogKey(seq), v)
 		b.Put(it.seenKey, seen)
 		seq++
 	}
-	b.Put(SequenceKey(), EncodeSequence(seq))
+	b.Put(schema.SequenceKey(), schema.EncodeSequence(seq))
 	for i, ep := range s.endpoints {
 		if !used[i] {
 			continue
@@ -298,7 +299,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 		if bl.Rows > store.MaxCounter-added[i].Rows || bl.Bytes > store.MaxCounter-added[i].Bytes {
 			return store.Batch{}, fmt.Errorf("%w: endpoint %s holds %d rows of %d bytes", ErrBacklogFull, ep.id, bl.Rows, bl.Bytes)
 		}
-		b.Put(tagged(ClassBacklog, ep.id), EncodeBacklog(Backlog{Rows: bl.Rows + added[i].Rows, Bytes: bl.Bytes + added[i].Bytes}))
+		b.Put(schema.ClassBacklog.Key(ep.id), schema.EncodeBacklog(schema.Backlog{Rows: bl.Rows + added[i].Rows, Bytes: bl.Bytes + added[i].Bytes}))
 	}
 	for i := range s.endpoints {
 		if used[i] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -18,11 +19,11 @@ type PendingRow struct {
 	RID string
 	Seq uint64
 	// Kind and OccurredUnixMs come from the record; zero when Corrupt.
-	Kind           Kind
+	Kind           schema.Kind
 	OccurredUnixMs int64
 	// Attempts are the row's last attempts and their total; empty when
 	// none was recorded yet. A pending row's attempts all failed.
-	Attempts Attempts
+	Attempts schema.Attempts
 	// Corrupt: the record or attempt row does not decode. The delivery
 	// driver keeps and skips such a row.
 	Corrupt bool
@@ -69,7 +70,7 @@ func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, err
 	// Each stream's backlog, then its counters.
 	keys := make([]store.Key, 2*len(eps))
 	for i, ep := range eps {
-		keys[i], keys[len(eps)+i] = tagged(ClassBacklog, ep.id), tagged(ClassCounters, ep.id)
+		keys[i], keys[len(eps)+i] = schema.ClassBacklog.Key(ep.id), schema.ClassCounters.Key(ep.id)
 	}
 	rows, err := getMany(ctx, a.Store, p, keys)
 	if err != nil {
@@ -83,11 +84,11 @@ func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, err
 	var waiting []string
 	var at []int
 	for i, ep := range eps {
-		bl, err := backlogOf(rows[i].Value, rows[i].Found)
+		bl, err := schema.BacklogOf(rows[i].Value, rows[i].Found)
 		if err != nil {
 			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
 		}
-		c, err := countersOf(rows[len(eps)+i].Value, rows[len(eps)+i].Found)
+		c, err := schema.CountersOf(rows[len(eps)+i].Value, rows[len(eps)+i].Found)
 		if err != nil {
 			return nil, fmt.Errorf("counters of %s/%s: %w", p, ep.id, err)
 		}
@@ -124,7 +125,7 @@ func (a *Admin) Pending(ctx context.Context, p store.Partition, id string, after
 	if err != nil {
 		return PendingPage{}, err
 	}
-	start, end, err := PendingRange(id)
+	start, end, err := schema.PendingRange(id)
 	if err != nil {
 		return PendingPage{}, err
 	}
@@ -230,7 +231,7 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		}
 		seq := q.seq
 		nowMs := a.Clock.Now().UnixMilli()
-		state, err := EncodeDeliveryState(replayState(s.timer, id, seq))
+		state, err := schema.EncodeDeliveryState(replayState(s.timer, id, seq))
 		if err != nil {
 			return Replayed{}, err
 		}
@@ -242,7 +243,7 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 			// Neither the backlog nor the endpoint changes here, so they do
 			// not fence out an ingest or another Replay that also read no
 			// timer and would create a second one: the sequence does.
-			b.Guard(tagged(ClassBacklog, id), s.backlog.raw, s.backlog.found)
+			b.Guard(schema.ClassBacklog.Key(id), s.backlog.raw, s.backlog.found)
 			if err := s.fence(&b); err != nil {
 				return Replayed{}, err
 			}
@@ -271,14 +272,14 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 // throttle, so the endpoint's limits hold across a replay, and its health,
 // with the operator events not yet appended. A state that does not decode
 // is replaced by a fresh one.
-func replayState(t *timers.Row, id string, seq uint64) DeliveryState {
-	var st DeliveryState
+func replayState(t *timers.Row, id string, seq uint64) schema.DeliveryState {
+	var st schema.DeliveryState
 	if t != nil && t.Err == nil {
-		if got, err := DecodeDeliveryState(t.State); err == nil {
+		if got, err := schema.DecodeDeliveryState(t.State); err == nil {
 			st = got
 		}
 	}
-	st.Cursor, st.Attempt = pendingCursorBefore(id, seq), 0
+	st.Cursor, st.FailedFires = pendingCursorBefore(id, seq), 0
 	if st.Health != nil {
 		h := *st.Health
 		h.ResumeMs = 0
@@ -293,34 +294,34 @@ func replayState(t *timers.Row, id string, seq uint64) DeliveryState {
 type queued struct {
 	seq    uint64
 	logged bool
-	entry  LogEntry
+	entry  schema.LogEntry
 }
 
 // guard guards the row as found: its pending row, or its log entry.
 func (q queued) guard(b *store.Batch, id, rid string) {
 	if q.logged {
-		requireEntry(b, q.seq, q.entry)
+		schema.RequireEntry(b, q.seq, q.entry)
 		return
 	}
-	b.RequireEquals(pendingKey(id, q.seq, rid), store.Value{})
+	b.RequireEquals(schema.PendingKeyOf(id, q.seq, rid), store.Value{})
 }
 
 // findPending finds the row rid of the stream's queue. The seen row names
 // its sequence number: the row is queued when its pending row is there,
 // or, at or after the head, when its log entry is pending.
-func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string, head Head) (queued, bool, error) {
-	v, found, err := a.Store.Get(ctx, p, tagged(ClassSeen, rid))
+func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid string, head schema.Head) (queued, bool, error) {
+	v, found, err := a.Store.Get(ctx, p, schema.ClassSeen.Key(rid))
 	if err != nil {
 		return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
 	}
 	if !found {
 		return queued{}, false, nil
 	}
-	seen, err := DecodeSeen(v)
+	seen, err := schema.DecodeSeen(v)
 	if err != nil || !seen.Logged {
 		return queued{}, false, nil
 	}
-	got, err := a.Store.GetMany(ctx, p, []store.Key{pendingKey(id, seen.Seq, rid), LogKey(seen.Seq)})
+	got, err := a.Store.GetMany(ctx, p, []store.Key{schema.PendingKeyOf(id, seen.Seq, rid), schema.LogKey(seen.Seq)})
 	if err != nil {
 		return queued{}, false, fmt.Errorf("read %s/%s: %w", p, rid, err)
 	}
@@ -328,8 +329,8 @@ func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid stri
 		return queued{seq: seen.Seq}, true, nil
 	}
 	if head.Found && seen.Seq >= head.Seq && got[1].Found {
-		if l, err := DecodeLog(got[1].Value); err == nil && l.RID == rid {
-			if en, ok := l.Entry(id); ok && en.State == EntryPending {
+		if l, err := schema.DecodeLog(got[1].Value); err == nil && l.RID == rid {
+			if en, ok := l.Entry(id); ok && en.State == schema.EntryPending {
 				return queued{seq: seen.Seq, logged: true, entry: en}, true, nil
 			}
 		}
@@ -339,11 +340,11 @@ func (a *Admin) findPending(ctx context.Context, p store.Partition, id, rid stri
 
 // head reads the stream's head; one that does not decode reads as none,
 // as delivery reads it.
-func (a *Admin) head(ctx context.Context, p store.Partition, id string) (Head, error) {
-	v, found, err := a.Store.Get(ctx, p, tagged(ClassHead, id))
+func (a *Admin) head(ctx context.Context, p store.Partition, id string) (schema.Head, error) {
+	v, found, err := a.Store.Get(ctx, p, schema.ClassHead.Key(id))
 	if err != nil {
-		return Head{}, fmt.Errorf("read head of %s/%s: %w", p, id, err)
+		return schema.Head{}, fmt.Errorf("read head of %s/%s: %w", p, id, err)
 	}
-	h, _ := HeadOf(store.Row{Value: v, Found: found})
+	h, _ := schema.HeadOf(store.Row{Value: v, Found: found})
 	return h, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -27,13 +28,13 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		seed := rand.Uint64()
 		t.Logf("seed %d", seed)
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("commits", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{"committed"}})
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
+		e.putEndpoint("commits", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{"committed"}})
 		ctx := context.Background()
 
 		var (
 			mu       sync.Mutex
-			accepted = map[string]outbox.Kind{}
+			accepted = map[string]schema.Kind{}
 			acked    = map[string]map[string]int{"all": {}, "commits": {}}
 			wg       sync.WaitGroup
 			done     = make(chan struct{})
@@ -42,7 +43,7 @@ func TestRacingIngestAndAcknowledgementKeepTheOutboxConsistent(t *testing.T) {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(seed, uint64(w)))
 				for range 12 {
-					var list []outbox.Outcome
+					var list []schema.Outcome
 					for range 1 + rng.IntN(6) {
 						// Ids repeat across writers, so duplicates and
 						// conflicts race too.

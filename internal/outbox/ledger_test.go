@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -24,7 +25,7 @@ const ledgerRetention = time.Hour
 
 // lEntry is the model of one stream's entry in a log row.
 type lEntry struct {
-	state outbox.EntryState
+	state schema.EntryState
 	// inc is the incarnation of the endpoint that the entry is for.
 	inc int
 	// attempts: the entry flags an attempt row for the log sweep.
@@ -52,13 +53,13 @@ type lOutcome struct {
 // lStream is the model of one endpoint's stream in its current incarnation.
 type lStream struct {
 	inc      int
-	kinds    []outbox.Kind
+	kinds    []schema.Kind
 	deleting bool
 	// accepted counts the outcomes ingest gave this incarnation.
 	accepted, delivered, dropped, failed uint64
 }
 
-func (s *lStream) accepts(k outbox.Kind) bool {
+func (s *lStream) accepts(k schema.Kind) bool {
 	return !s.deleting && (len(s.kinds) == 0 || slices.Contains(s.kinds, k))
 }
 
@@ -84,9 +85,9 @@ func (l *ledger) fatalf(format string, args ...any) {
 	l.t.Fatalf("step %d: "+format, append([]any{l.step}, args...)...)
 }
 
-var ledgerKinds = [][]outbox.Kind{nil, {outbox.KindCommitted}, {outbox.KindAborted}, {outbox.KindCommitted, outbox.KindAborted}}
+var ledgerKinds = [][]schema.Kind{nil, {schema.KindCommitted}, {schema.KindAborted}, {schema.KindCommitted, schema.KindAborted}}
 
-func (l *ledger) create(id string, kinds []outbox.Kind) {
+func (l *ledger) create(id string, kinds []schema.Kind) {
 	l.t.Helper()
 	inc := 0
 	if s, ok := l.streams[id]; ok {
@@ -101,7 +102,7 @@ func (l *ledger) create(id string, kinds []outbox.Kind) {
 func (l *ledger) pendingOf(id string) []*lOutcome {
 	var out []*lOutcome
 	for _, o := range l.outcomes {
-		if en, ok := o.entries[id]; ok && o.logged && en.state == outbox.EntryPending {
+		if en, ok := o.entries[id]; ok && o.logged && en.state == schema.EntryPending {
 			out = append(out, o)
 		}
 	}
@@ -110,7 +111,7 @@ func (l *ledger) pendingOf(id string) []*lOutcome {
 
 func (o *lOutcome) pendingElsewhere(id string) bool {
 	for ep, en := range o.entries {
-		if ep != id && en.state == outbox.EntryPending {
+		if ep != id && en.state == schema.EntryPending {
 			return true
 		}
 	}
@@ -119,7 +120,7 @@ func (o *lOutcome) pendingElsewhere(id string) bool {
 
 // ingest appends a list of new outcomes in one Append.
 func (l *ledger) ingest() {
-	var list []outbox.Outcome
+	var list []schema.Outcome
 	for range 1 + l.rng.IntN(5) {
 		rid := fmt.Sprintf("r-%d", l.next)
 		l.next++
@@ -163,7 +164,7 @@ func (l *ledger) ingest() {
 			l.fatalf("%s at sequence %d after %d", m.rid, m.seq, l.outcomes[n-1].seq)
 		}
 		for _, id := range takers {
-			m.entries[id] = &lEntry{state: outbox.EntryPending, inc: l.streams[id].inc}
+			m.entries[id] = &lEntry{state: schema.EntryPending, inc: l.streams[id].inc}
 			l.streams[id].accepted++
 		}
 		l.done["accepted"]++
@@ -199,7 +200,7 @@ func (l *ledger) ack() {
 		want = append(want, o.rid)
 		en := o.entries[id]
 		key := [2]string{id, o.rid}
-		en.state, en.atMs, en.attempts = outbox.EntryDelivered, done.AtMs, retain && l.attempts[key]
+		en.state, en.atMs, en.attempts = schema.EntryDelivered, done.AtMs, retain && l.attempts[key]
 		if !retain {
 			delete(l.attempts, key)
 			if !o.pendingElsewhere(id) {
@@ -258,7 +259,7 @@ func (l *ledger) anyRID() (*lOutcome, bool) {
 func (l *ledger) delivered() (outcomes []*lOutcome, ids []string) {
 	for _, o := range l.outcomes {
 		for _, id := range l.ids {
-			if en := o.entries[id]; o.logged && en != nil && en.inc == l.streams[id].inc && en.state == outbox.EntryDelivered {
+			if en := o.entries[id]; o.logged && en != nil && en.inc == l.streams[id].inc && en.state == schema.EntryDelivered {
 				outcomes, ids = append(outcomes, o), append(ids, id)
 			}
 		}
@@ -287,9 +288,9 @@ func (l *ledger) resend() {
 		want = outbox.ErrOutcomeNotFound
 	case en == nil || en.inc != s.inc:
 		want = outbox.ErrNotDelivered
-	case en.state == outbox.EntryPending:
+	case en.state == schema.EntryPending:
 		want = outbox.ErrStillPending
-	case en.state != outbox.EntryDelivered:
+	case en.state != schema.EntryDelivered:
 		want = outbox.ErrNotDelivered
 	}
 	got, err := l.admin.Resend(l.e.Ctx, l.e.P, id, o.rid)
@@ -304,7 +305,7 @@ func (l *ledger) resend() {
 	if got.Seq != o.seq {
 		l.fatalf("resent %s at %d, want its own sequence number %d", o.rid, got.Seq, o.seq)
 	}
-	en.state, en.atMs = outbox.EntryPending, resentTag
+	en.state, en.atMs = schema.EntryPending, resentTag
 	s.delivered--
 }
 
@@ -343,10 +344,10 @@ func (l *ledger) recover() {
 	var queued uint64
 	for _, o := range l.outcomes {
 		en := o.entries[id]
-		if !o.logged || en == nil || en.inc != s.inc || en.state != outbox.EntryDelivered || o.accepted < since || o.accepted >= until {
+		if !o.logged || en == nil || en.inc != s.inc || en.state != schema.EntryDelivered || o.accepted < since || o.accepted >= until {
 			continue
 		}
-		en.state, en.atMs = outbox.EntryPending, 0
+		en.state, en.atMs = schema.EntryPending, 0
 		queued++
 	}
 	s.delivered -= queued
@@ -357,7 +358,7 @@ func (l *ledger) recover() {
 	if err != nil {
 		l.fatalf("recovery %s: %v", id, err)
 	}
-	if r.State != outbox.RecoveryDone || r.Queued != queued {
+	if r.State != schema.RecoveryDone || r.Queued != queued {
 		l.fatalf("recovery of %s [%d, %d): %+v, want done with %d queued", id, since, until, r, queued)
 	}
 }
@@ -384,9 +385,9 @@ func (l *ledger) erase() {
 			continue
 		}
 		delete(l.attempts, [2]string{id, o.rid})
-		if en.state == outbox.EntryPending {
+		if en.state == schema.EntryPending {
 			want = append(want, id)
-			en.state, en.atMs = outbox.EntryDropped, l.e.NowMs()
+			en.state, en.atMs = schema.EntryDropped, l.e.NowMs()
 			l.streams[id].dropped++
 		}
 	}
@@ -404,7 +405,7 @@ func (l *ledger) erase() {
 func (l *ledger) drop(id string, n int, retain bool) {
 	for _, o := range l.pendingOf(id)[:n] {
 		en := o.entries[id]
-		en.state, en.atMs, en.attempts = outbox.EntryDropped, l.e.NowMs(), false
+		en.state, en.atMs, en.attempts = schema.EntryDropped, l.e.NowMs(), false
 		delete(l.attempts, [2]string{id, o.rid})
 		if !retain && !o.pendingElsewhere(id) {
 			o.logged = false
@@ -480,11 +481,11 @@ func (l *ledger) sweep() {
 	} else {
 		l.e.Clk.Advance(time.Duration(l.rng.Int64N(int64(ledgerRetention))))
 	}
-	before := map[uint64]outbox.LogRow{}
-	start, end := outbox.LogRange()
+	before := map[uint64]schema.LogRow{}
+	start, end := schema.LogRange()
 	for _, row := range l.e.scan(start, end) {
-		pk, _ := outbox.Parse(row.Key)
-		lr, err := outbox.DecodeLog(row.Value)
+		pk, _ := schema.Parse(row.Key)
+		lr, err := schema.DecodeLog(row.Value)
 		if err != nil {
 			l.fatalf("log row %d: %v", pk.Seq, err)
 		}
@@ -511,7 +512,7 @@ func (l *ledger) sweep() {
 			continue
 		}
 		for _, en := range lr.Entries {
-			if en.State == outbox.EntryPending {
+			if en.State == schema.EntryPending {
 				l.fatalf("the sweep deleted log row %d (%s) pending on %s", seq, lr.RID, en.Endpoint)
 			}
 		}
@@ -523,7 +524,7 @@ func (l *ledger) sweep() {
 		}
 		due := true
 		for _, en := range o.entries {
-			due = due && en.state != outbox.EntryPending && nowMs >= en.atMs+retMs
+			due = due && en.state != schema.EntryPending && nowMs >= en.atMs+retMs
 		}
 		if !due {
 			continue
@@ -546,34 +547,34 @@ func (l *ledger) check() {
 	// Every stream's queue, each row as its pending key; and every
 	// pending row of the namespace, which below a stream's head each
 	// pending entry must have.
-	pendingRows := map[string][]outbox.ParsedKey{}
+	pendingRows := map[string][]schema.ParsedKey{}
 	pendingSet := map[[2]string]uint64{}
-	heads := map[string]outbox.Head{}
+	heads := map[string]schema.Head{}
 	for _, id := range l.ids {
 		heads[id] = outboxtest.Head(l.t, e.St, e.P, id)
 		for _, q := range outboxtest.Queue(l.t, e.St, e.P, id) {
 			if q.Corrupt {
 				l.fatalf("bad queue row %q", q.Key)
 			}
-			pk := outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: id, Seq: q.Seq, RID: q.RID}
+			pk := schema.ParsedKey{Class: schema.ClassPending, Endpoint: id, Seq: q.Seq, RID: q.RID}
 			pendingRows[id] = append(pendingRows[id], pk)
 			pendingSet[[2]string{id, q.RID}] = q.Seq
 		}
 	}
 	rowSet := map[[2]string]uint64{}
-	start, end := outbox.ClassRange(outbox.ClassPending)
+	start, end := schema.ClassRange(schema.ClassPending)
 	for _, row := range e.scan(start, end) {
-		pk, ok := outbox.Parse(row.Key)
-		if !ok || pk.Class != outbox.ClassPending {
+		pk, ok := schema.Parse(row.Key)
+		if !ok || pk.Class != schema.ClassPending {
 			l.fatalf("bad pending row %q", row.Key)
 		}
 		rowSet[[2]string{pk.Endpoint, pk.RID}] = pk.Seq
 	}
-	logRows := map[uint64]outbox.LogRow{}
-	start, end = outbox.LogRange()
+	logRows := map[uint64]schema.LogRow{}
+	start, end = schema.LogRange()
 	for _, row := range e.scan(start, end) {
-		pk, _ := outbox.Parse(row.Key)
-		lr, err := outbox.DecodeLog(row.Value)
+		pk, _ := schema.Parse(row.Key)
+		lr, err := schema.DecodeLog(row.Value)
 		if err != nil {
 			l.fatalf("log row %d: %v", pk.Seq, err)
 		}
@@ -605,7 +606,7 @@ func (l *ledger) check() {
 			if !ok || lr.RID != pk.RID {
 				l.fatalf("%s/%s pending at %d without its log row", ep, pk.RID, pk.Seq)
 			}
-			if en, ok := lr.Entry(ep); !ok || en.State != outbox.EntryPending {
+			if en, ok := lr.Entry(ep); !ok || en.State != schema.EntryPending {
 				l.fatalf("%s/%s pending at %d, its entry %+v", ep, pk.RID, pk.Seq, en)
 			}
 		}
@@ -618,15 +619,15 @@ func (l *ledger) check() {
 			key := [2]string{en.Endpoint, lr.RID}
 			at, queued := pendingSet[key]
 			queued = queued && at == seq
-			if (en.State == outbox.EntryPending) != queued {
+			if (en.State == schema.EntryPending) != queued {
 				l.fatalf("log row %d (%s): %s entry %v, queued %v", seq, lr.RID, en.Endpoint, en.State, queued)
 			}
 			at, row := rowSet[key]
 			row = row && at == seq
-			if h := heads[en.Endpoint]; (!h.Found || seq < h.Seq) && en.State == outbox.EntryPending && !row {
+			if h := heads[en.Endpoint]; (!h.Found || seq < h.Seq) && en.State == schema.EntryPending && !row {
 				l.fatalf("log row %d (%s): %s entry pending below the head %+v without its pending row", seq, lr.RID, en.Endpoint, h)
 			}
-			if row && en.State != outbox.EntryPending {
+			if row && en.State != schema.EntryPending {
 				l.fatalf("log row %d (%s): %s entry %v keeps its pending row", seq, lr.RID, en.Endpoint, en.State)
 			}
 		}
@@ -635,13 +636,13 @@ func (l *ledger) check() {
 	// The streams as the model has them.
 	for _, id := range l.ids {
 		s, st := l.streams[id], streams[id]
-		if c := st.Counters; c != (outbox.Counters{Delivered: s.delivered, FailedAttempts: s.failed, Dropped: s.dropped}) {
+		if c := st.Counters; c != (schema.Counters{Delivered: s.delivered, FailedAttempts: s.failed, Dropped: s.dropped}) {
 			l.fatalf("%s counters %+v, want %d delivered, %d failed, %d dropped", id, c, s.delivered, s.failed, s.dropped)
 		}
-		var want []outbox.ParsedKey
+		var want []schema.ParsedKey
 		var bytes uint64
 		for _, o := range l.pendingOf(id) {
-			want = append(want, outbox.ParsedKey{Class: outbox.ClassPending, Endpoint: id, RID: o.rid, Seq: o.seq})
+			want = append(want, schema.ParsedKey{Class: schema.ClassPending, Endpoint: id, RID: o.rid, Seq: o.seq})
 			bytes += o.bytes
 		}
 		if !reflect.DeepEqual(pendingRows[id], want) {
@@ -674,7 +675,7 @@ func (l *ledger) check() {
 		}
 		for _, en := range lr.Entries {
 			m := o.entries[en.Endpoint]
-			if m == nil || en.State != m.state || (en.AtMs != m.atMs && (m.atMs != resentTag || en.AtMs <= 0)) || (en.State != outbox.EntryPending && en.Attempts != m.attempts) {
+			if m == nil || en.State != m.state || (en.AtMs != m.atMs && (m.atMs != resentTag || en.AtMs <= 0)) || (en.State != schema.EntryPending && en.Attempts != m.attempts) {
 				l.fatalf("log row %d (%s) entry %+v, want %+v", o.seq, o.rid, en, m)
 			}
 		}
@@ -685,10 +686,10 @@ func (l *ledger) check() {
 
 	// The attempt rows as the model has them.
 	got := map[[2]string]bool{}
-	start, end = outbox.ClassRange(outbox.ClassAttempt)
+	start, end = schema.ClassRange(schema.ClassAttempt)
 	for _, row := range e.scan(start, end) {
-		pk, ok := outbox.Parse(row.Key)
-		if !ok || pk.Class != outbox.ClassAttempt {
+		pk, ok := schema.Parse(row.Key)
+		if !ok || pk.Class != schema.ClassAttempt {
 			l.fatalf("bad attempt row %q", row.Key)
 		}
 		got[[2]string{pk.Endpoint, pk.RID}] = true
@@ -714,8 +715,8 @@ func runLedger(t *testing.T, e *env, seed uint64, steps int) {
 		done:     map[string]int{},
 	}
 	l.create("all", nil)
-	l.create("commits", []outbox.Kind{outbox.KindCommitted})
-	l.create("aborts", []outbox.Kind{outbox.KindAborted})
+	l.create("commits", []schema.Kind{schema.KindCommitted})
+	l.create("aborts", []schema.Kind{schema.KindAborted})
 	for l.step = range steps {
 		// Every step is at a later millisecond: an endpoint created again
 		// is younger than every outcome of its earlier self.

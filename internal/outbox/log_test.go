@@ -1,24 +1,24 @@
 package outbox_test
 
 import (
-	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
 // logRow reads and decodes the log row at seq; found is false when absent.
-func (e *env) logRow(seq uint64) (outbox.LogRow, bool) {
+func (e *env) logRow(seq uint64) (schema.LogRow, bool) {
 	e.T.Helper()
-	v, found := e.Get(outbox.LogKey(seq))
+	v, found := e.Get(schema.LogKey(seq))
 	if !found {
-		return outbox.LogRow{}, false
+		return schema.LogRow{}, false
 	}
-	l, err := outbox.DecodeLog(v)
+	l, err := schema.DecodeLog(v)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -50,9 +50,9 @@ func ackRetained(t *testing.T, e *env, endpoint string, n int, done outbox.Done)
 func TestTheLogHoldsEachOutcomeOnceForEveryStream(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		for _, id := range []string{"audit", "billing", "expired-only"} {
-			ep := outbox.Endpoint{Enabled: true}
+			ep := schema.Endpoint{Enabled: true}
 			if id == "expired-only" {
-				ep.Kinds = []outbox.Kind{outbox.KindExpired}
+				ep.Kinds = []schema.Kind{schema.KindExpired}
 			}
 			e.putEndpoint(id, ep)
 		}
@@ -61,23 +61,23 @@ func TestTheLogHoldsEachOutcomeOnceForEveryStream(t *testing.T) {
 		if !ok {
 			t.Fatal("no log row at sequence 0")
 		}
-		want := outbox.LogRow{RID: "r-1", AcceptedMs: t0, Record: mustRecord(t, committed("r-1"))}
+		want := schema.LogRow{RID: "r-1", AcceptedMs: t0, Record: mustRecord(t, committed("r-1"))}
 		if l.RID != want.RID || l.AcceptedMs != want.AcceptedMs || string(l.Record) != string(want.Record) {
 			t.Errorf("log row %+v", l)
 		}
 		var ids []string
 		for _, en := range l.Entries {
 			ids = append(ids, en.Endpoint)
-			if en.State != outbox.EntryPending {
+			if en.State != schema.EntryPending {
 				t.Errorf("%s: state %v", en.Endpoint, en.State)
 			}
 		}
 		if !reflect.DeepEqual(ids, []string{"audit", "billing"}) {
 			t.Errorf("entries %v: the endpoint whose kinds do not take it has none", ids)
 		}
-		seenKey, _ := outbox.SeenKey("r-1")
+		seenKey, _ := schema.SeenKey("r-1")
 		v, _ := e.Get(seenKey)
-		if s, err := outbox.DecodeSeen(v); err != nil || !s.Logged || s.Seq != 0 {
+		if s, err := schema.DecodeSeen(v); err != nil || !s.Logged || s.Seq != 0 {
 			t.Errorf("seen row %+v %v, want it to name sequence 0", s, err)
 		}
 	})
@@ -87,8 +87,8 @@ func TestTheLogHoldsEachOutcomeOnceForEveryStream(t *testing.T) {
 // one before it only marks its own entry.
 func TestWithoutRetentionTheLastStreamDeletesTheLogRow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		attempt := putAttempt(t, e, "billing", "r-1")
 		ackAll(t, e, "billing")
@@ -96,10 +96,10 @@ func TestWithoutRetentionTheLastStreamDeletesTheLogRow(t *testing.T) {
 		if !ok {
 			t.Fatal("the log row went while audit still waits on it")
 		}
-		if en, _ := l.Entry("billing"); en.State != outbox.EntryDelivered || en.Attempts {
+		if en, _ := l.Entry("billing"); en.State != schema.EntryDelivered || en.Attempts {
 			t.Errorf("billing entry %+v", en)
 		}
-		if en, _ := l.Entry("audit"); en.State != outbox.EntryPending {
+		if en, _ := l.Entry("audit"); en.State != schema.EntryPending {
 			t.Errorf("audit entry %+v", en)
 		}
 		if _, found := e.Get(attempt); found {
@@ -117,7 +117,7 @@ func TestWithoutRetentionTheLastStreamDeletesTheLogRow(t *testing.T) {
 // the sweep.
 func TestARetainedAcknowledgementKeepsTheHistory(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		attempt := putAttempt(t, e, "billing", "r-1")
 		done := outbox.Done{AtMs: t0 + 5000, DurationMs: 42, Status: 204}
@@ -128,7 +128,7 @@ func TestARetainedAcknowledgementKeepsTheHistory(t *testing.T) {
 				t.Fatalf("log row of %s deleted", rid)
 			}
 			en, _ := l.Entry("billing")
-			if en.State != outbox.EntryDelivered || en.AtMs != done.AtMs || en.DurationMs != 42 || en.Status != 204 || en.Attempts != (rid == "r-1") {
+			if en.State != schema.EntryDelivered || en.AtMs != done.AtMs || en.DurationMs != 42 || en.Status != 204 || en.Attempts != (rid == "r-1") {
 				t.Errorf("%s entry %+v", rid, en)
 			}
 		}
@@ -159,8 +159,8 @@ func fireLogSweep(t *testing.T, e *env, s *outbox.LogSweeper, state []byte) (tim
 
 func TestTheLogSweepDeletesRowsPastTheirRetentionOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		// 0 and 1 delivered at t0; 2 pending on audit; 3 delivered an
 		// hour later; 4 accepted an hour later.
 		e.Append(committed("r-0"), committed("r-1"), aborted("r-2"))
@@ -195,9 +195,9 @@ func TestTheLogSweepDeletesRowsPastTheirRetentionOnly(t *testing.T) {
 			state = f.State
 		}
 		var left []string
-		start, end := outbox.LogRange()
+		start, end := schema.LogRange()
 		for _, row := range e.scan(start, end) {
-			l, _ := outbox.DecodeLog(row.Value)
+			l, _ := schema.DecodeLog(row.Value)
 			left = append(left, l.RID)
 		}
 		if want := []string{"r-2", "r-3", "r-4"}; !reflect.DeepEqual(left, want) {
@@ -213,7 +213,7 @@ func TestTheLogSweepDeletesRowsPastTheirRetentionOnly(t *testing.T) {
 // guard is the row as read.
 func TestTheLogSweepKeepsARowChangedSinceItRead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-0"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: t0})
 		e.Clk.Advance(2 * time.Hour)
@@ -224,14 +224,14 @@ func TestTheLogSweepKeepsARowChangedSinceItRead(t *testing.T) {
 		}
 		l, _ := e.logRow(0)
 		en, _ := l.Entry("billing")
-		en.State = outbox.EntryPending
+		en.State = schema.EntryPending
 		l.Entries[0] = en
-		v, err := outbox.EncodeLog(l)
+		v, err := schema.EncodeLog(l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b store.Batch
-		b.Put(outbox.LogKey(0), v)
+		b.Put(schema.LogKey(0), v)
 		e.Apply(b)
 		if res := e.Apply(f.Batch); res.Committed {
 			t.Fatal("the sweep deleted a row changed since it read it")
@@ -240,93 +240,4 @@ func TestTheLogSweepKeepsARowChangedSinceItRead(t *testing.T) {
 			t.Fatal("log row gone")
 		}
 	})
-}
-
-func TestLogRowsRoundTripAndRefuseWhatTheyCannotHold(t *testing.T) {
-	rec := mustRecord(t, committed("r"))
-	l := outbox.LogRow{RID: "r", AcceptedMs: t0, Record: rec, Entries: []outbox.LogEntry{
-		{Endpoint: "audit", State: outbox.EntryPending},
-		{Endpoint: "billing", State: outbox.EntryDelivered, Attempts: true, AtMs: t0 + 1, DurationMs: 9, Status: 200},
-	}}
-	v, err := outbox.EncodeLog(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := outbox.DecodeLog(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range got.Entries {
-		if got.Entries[i].Endpoint != l.Entries[i].Endpoint || got.Entries[i].State != l.Entries[i].State ||
-			got.Entries[i].Attempts != l.Entries[i].Attempts || got.Entries[i].AtMs != l.Entries[i].AtMs ||
-			got.Entries[i].DurationMs != l.Entries[i].DurationMs || got.Entries[i].Status != l.Entries[i].Status {
-			t.Errorf("entry %d: %+v, want %+v", i, got.Entries[i], l.Entries[i])
-		}
-	}
-	if got.RID != "r" || got.AcceptedMs != t0 || string(got.Record) != string(rec) {
-		t.Errorf("decoded %+v", got)
-	}
-	for name, bad := range map[string]outbox.LogRow{
-		"no record":  {RID: "r", Record: nil},
-		"bad rid":    {RID: "a b", Record: rec},
-		"bad state":  {RID: "r", Record: rec, Entries: []outbox.LogEntry{{Endpoint: "a", State: 9}}},
-		"bad id":     {RID: "r", Record: rec, Entries: []outbox.LogEntry{{Endpoint: "A", State: outbox.EntryPending}}},
-		"negative":   {RID: "r", AcceptedMs: -1, Record: rec},
-		"eleven eps": {RID: "r", Record: rec, Entries: make([]outbox.LogEntry, 11)},
-	} {
-		if _, err := outbox.EncodeLog(bad); !errors.Is(err, outbox.ErrInvalid) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	twice, err := outbox.EncodeLog(outbox.LogRow{RID: "r", Record: rec, Entries: []outbox.LogEntry{
-		{Endpoint: "audit", State: outbox.EntryPending}, {Endpoint: "audix", State: outbox.EntryPending}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	twice[1+1+1+5+15+1+4] = 't' // the second id made "audit" too
-	for name, bad := range map[string]store.Value{
-		"empty":     {},
-		"version":   append(store.Value{9}, v[1:]...),
-		"no record": v[:len(v)-len(rec)],
-		"state":     func() store.Value { b := append(store.Value(nil), v...); b[8] = 7; return b }(),
-		"too many":  func() store.Value { b := append(store.Value(nil), v...); b[1] = 11; return b }(),
-		"twice":     twice,
-	} {
-		if _, err := outbox.DecodeLog(bad); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	if _, err := outbox.EncodeLog(outbox.LogRow{RID: "r", Record: rec, Entries: []outbox.LogEntry{
-		{Endpoint: "audit", State: outbox.EntryPending}, {Endpoint: "audit", State: outbox.EntryPending}}}); !errors.Is(err, outbox.ErrInvalid) {
-		t.Errorf("an endpoint twice: %v", err)
-	}
-}
-
-func TestSeenRowsOfBothVersionsRead(t *testing.T) {
-	s := outbox.Seen{AcceptedMs: t0, Logged: true, Seq: 41}
-	s.Digest[0], s.Writer[7] = 1, 2
-	v, err := outbox.EncodeSeen(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := outbox.DecodeSeen(v); v[0] != 3 || err != nil || got != s {
-		t.Errorf("version 3: % x: %+v %v", v, got, err)
-	}
-	s.Logged, s.Seq = false, 0
-	v4, _ := outbox.EncodeSeen(s)
-	if v4[0] != 4 || len(v4) != 33 {
-		t.Errorf("unlogged seen row %x, want version 4 of 33 bytes", v4)
-	}
-	if got, err := outbox.DecodeSeen(v4); err != nil || got != s {
-		t.Errorf("version 4: %+v %v", got, err)
-	}
-	// Versions no release wrote are corrupt.
-	for _, old := range []byte{1, 2} {
-		if _, err := outbox.DecodeSeen(append([]byte{old}, v4[1:]...)); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("version %d: %v", old, err)
-		}
-	}
-	if _, err := outbox.DecodeSeen(append(v, 0)); !errors.Is(err, store.ErrCorrupt) {
-		t.Errorf("trailing byte: %v", err)
-	}
 }

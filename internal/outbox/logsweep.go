@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -76,23 +77,23 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 	if log == nil {
 		log = slog.Default()
 	}
-	start, end := LogRange()
+	start, end := schema.LogRange()
 	st, page, err := passPage(ctx, fc, t, "log", start, end, rows, log)
 	if err != nil {
 		return timers.Fired{}, err
 	}
 	b := store.Batch{Settles: true}
 	keep := func(dueMs int64) {
-		if st.earliestMs == 0 || dueMs < st.earliestMs {
-			st.earliestMs = dueMs
+		if st.EarliestMs == 0 || dueMs < st.EarliestMs {
+			st.EarliestMs = dueMs
 		}
 	}
 	ended := false
 	var last store.Key
 	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		l, err := DecodeLog(e.Value)
-		if !ok || pk.Class != ClassLog || err != nil {
+		pk, ok := schema.Parse(e.Key)
+		l, err := schema.DecodeLog(e.Value)
+		if !ok || pk.Class != schema.ClassLog || err != nil {
 			log.WarnContext(ctx, "log row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
 			last = e.Key
 			continue
@@ -106,7 +107,7 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 		}
 		doneMs, pending := l.AcceptedMs, false
 		for _, en := range l.Entries {
-			pending = pending || en.State == EntryPending
+			pending = pending || en.State == schema.EntryPending
 			doneMs = max(doneMs, en.AtMs)
 		}
 		if pending {
@@ -132,14 +133,14 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 		b.Delete(e.Key)
 		for _, en := range l.Entries {
 			if en.Attempts {
-				b.Delete(streamKey(ClassAttempt, en.Endpoint, l.RID))
+				b.Delete(schema.AttemptKeyOf(en.Endpoint, l.RID))
 			}
 		}
 		last = e.Key
 	}
 	if !ended && last != "" && (page.Next != nil || last != page.Entries[len(page.Entries)-1].Key) {
-		st.cursor = []byte(last)
-		return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
+		st.Cursor = []byte(last)
+		return timers.Fired{DueAtMs: fc.NowMs, State: schema.EncodeSweepState(st), Batch: b}, nil
 	}
 	// The pass is over: the minute rows more than an hour old, of streams
 	// that went quiet (an active one deletes its own), go with its last
@@ -152,8 +153,8 @@ func (s *LogSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.D
 		b.Delete(k)
 	}
 	due := fc.NowMs + everyMs
-	if st.earliestMs != 0 {
-		due = max(due, st.earliestMs)
+	if st.EarliestMs != 0 {
+		due = max(due, st.EarliestMs)
 	}
 	return timers.Fired{DueAtMs: due, Batch: b}, nil
 }

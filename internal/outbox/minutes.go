@@ -2,10 +2,9 @@ package outbox
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -32,89 +31,18 @@ const MinutesKept = 60
 // its minute and the deletion of the minute an hour back.
 const MinuteOps = 2
 
-const minuteMs = 60_000
-
-// Minute is one minute of a stream.
-type Minute struct {
-	// StartMs is when the minute began.
-	StartMs int64
-	// Delivered counts the rows acknowledged in the minute, synthetic ones
-	// included; a resent outcome counts again when it is delivered again.
-	Delivered uint64
-	// Failed counts the calls that failed in the minute.
-	Failed uint64
-}
-
-const minuteLen = 1 + 2*8
-
-// minuteHeader precedes a minute row's two counters, the layout store.Add
-// adds to.
-var minuteHeader = store.Value{codecV1}
-
-// minuteOf is the minute holding ms; ms before 1970 or past 2^32 minutes
-// (year 10136) are in no minute.
-func minuteOf(ms int64) (uint32, bool) {
-	if ms < 0 || ms/minuteMs > math.MaxUint32 {
-		return 0, false
-	}
-	return uint32(ms / minuteMs), true
-}
-
-func minuteKey(minute uint32, endpoint string) store.Key {
-	b := make([]byte, 0, 5+len(endpoint))
-	b = append(b, byte(ClassMinute))
-	b = binary.BigEndian.AppendUint32(b, minute)
-	return store.Key(append(b, endpoint...))
-}
-
-// MinuteKey is the key of the minute row of the stream of endpoint that
-// holds atMs.
-func MinuteKey(endpoint string, atMs int64) (store.Key, error) {
-	if err := ValidateEndpointID(endpoint); err != nil {
-		return "", err
-	}
-	m, ok := minuteOf(atMs)
-	if !ok {
-		return "", invalidf("time %d ms is in no minute", atMs)
-	}
-	return minuteKey(m, endpoint), nil
-}
-
-// MinuteRange is the key range of every minute row of the namespace, oldest
-// minute first.
-func MinuteRange() (start, end store.Key) { return ClassRange(ClassMinute) }
-
-// EncodeMinute is version 1, delivered u64, failed u64.
-func EncodeMinute(m Minute) store.Value {
-	v := make([]byte, 0, minuteLen)
-	v = append(v, codecV1)
-	v = binary.BigEndian.AppendUint64(v, m.Delivered)
-	return binary.BigEndian.AppendUint64(v, m.Failed)
-}
-
-// DecodeMinute decodes a minute row's counts; StartMs is the key's.
-func DecodeMinute(v store.Value) (Minute, error) {
-	r := newReader("minute", v)
-	m := Minute{Delivered: r.u64(), Failed: r.u64()}
-	if err := r.end(); err != nil {
-		return Minute{}, err
-	}
-	return m, nil
-}
-
 // minuteWrites count delivered rows and failed calls of the stream of
 // endpoint in the minute of atMs: one Add, whose absent row counts as
 // zeros, and the deletion of the stream's minute an hour back. A time in
 // no minute counts nothing there (the lifetime counters still count it).
 func minuteWrites(endpoint string, atMs int64, delivered, failed uint64) []store.Write {
-	m, ok := minuteOf(atMs)
+	m, ok := schema.MinuteOf(atMs)
 	if !ok || delivered+failed == 0 {
 		return nil
 	}
-	out := []store.Write{{Kind: store.Add, Key: minuteKey(m, endpoint), Value: minuteHeader,
-		Deltas: []int64{int64(delivered), int64(failed)}}}
+	out := []store.Write{schema.AddMinute(m, endpoint, delivered, failed)}
 	if m >= MinutesKept {
-		out = append(out, store.Write{Kind: store.Delete, Key: minuteKey(m-MinutesKept, endpoint)})
+		out = append(out, store.Write{Kind: store.Delete, Key: schema.MinuteKeyOf(m-MinutesKept, endpoint)})
 	}
 	return out
 }
@@ -137,33 +65,33 @@ func FailedAttemptsNotes(endpoint string, n int, atMs int64) ([]store.Write, err
 // to the one holding nowMs, oldest first, one entry a minute (zeros where
 // nothing happened), at one instant. It does not look at the endpoint row:
 // a stream without one reads as zeros.
-func (a *Admin) PerMinute(ctx context.Context, p store.Partition, id string, nowMs int64) ([]Minute, error) {
+func (a *Admin) PerMinute(ctx context.Context, p store.Partition, id string, nowMs int64) ([]schema.Minute, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ValidateEndpointID(id); err != nil {
+	if err := schema.ValidateEndpointID(id); err != nil {
 		return nil, err
 	}
-	last, ok := minuteOf(nowMs)
+	last, ok := schema.MinuteOf(nowMs)
 	if !ok || last < MinutesKept-1 {
 		return nil, invalidf("time %d ms has no hour of minutes before it", nowMs)
 	}
 	first := last - (MinutesKept - 1)
 	keys := make([]store.Key, MinutesKept)
 	for i := range keys {
-		keys[i] = minuteKey(first+uint32(i), id)
+		keys[i] = schema.MinuteKeyOf(first+uint32(i), id)
 	}
 	rows, err := getMany(ctx, a.Store, p, keys)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Minute, MinutesKept)
+	out := make([]schema.Minute, MinutesKept)
 	for i, r := range rows {
-		out[i].StartMs = int64(first+uint32(i)) * minuteMs
+		out[i].StartMs = int64(first+uint32(i)) * schema.MinuteMs
 		if !r.Found {
 			continue
 		}
-		m, err := DecodeMinute(r.Value)
+		m, err := schema.DecodeMinute(r.Value)
 		if err != nil {
 			return nil, fmt.Errorf("minute %d of %s/%s: %w", first+uint32(i), p, id, err)
 		}
@@ -178,7 +106,7 @@ func (a *Admin) PerMinute(ctx context.Context, p store.Partition, id string, now
 // them, so an endpoint created again under the id starts at zero. Older
 // rows no read looks at, and the log sweep takes them.
 func minuteLeftovers(ctx context.Context, s store.NamespaceStore, p store.Partition, id string, nowMs int64) ([]store.Key, error) {
-	last, ok := minuteOf(nowMs)
+	last, ok := schema.MinuteOf(nowMs)
 	if !ok {
 		return nil, nil
 	}
@@ -189,7 +117,7 @@ func minuteLeftovers(ctx context.Context, s store.NamespaceStore, p store.Partit
 	}
 	keys := make([]store.Key, 0, last-first+1)
 	for m := first; m <= last; m++ {
-		keys = append(keys, minuteKey(m, id))
+		keys = append(keys, schema.MinuteKeyOf(m, id))
 	}
 	rows, err := getMany(ctx, s, p, keys)
 	if err != nil {
@@ -212,12 +140,12 @@ const minuteSkew = 2
 // from minutes more than an hour before nowMs, oldest first: the rows no
 // read looks at, which the log sweep deletes.
 func staleMinutes(ctx context.Context, s store.NamespaceStore, p store.Partition, nowMs int64, limit int) ([]store.Key, error) {
-	m, ok := minuteOf(nowMs)
+	m, ok := schema.MinuteOf(nowMs)
 	if !ok || m < MinutesKept || limit <= 0 {
 		return nil, nil
 	}
-	start, _ := MinuteRange()
-	page, err := s.Scan(ctx, p, start, minuteKey(m-MinutesKept+1, ""), nil, limit)
+	start, _ := schema.MinuteRange()
+	page, err := s.Scan(ctx, p, start, schema.MinuteKeyOf(m-MinutesKept+1, ""), nil, limit)
 	if err != nil {
 		return nil, fmt.Errorf("scan minutes of %s: %w", p, err)
 	}

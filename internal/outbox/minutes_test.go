@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
 
 const minute = int64(60_000)
 
-func (e *env) perMinute(endpoint string) []outbox.Minute {
+func (e *env) perMinute(endpoint string) []schema.Minute {
 	e.T.Helper()
 	m, err := e.admin().PerMinute(e.Ctx, e.P, endpoint, e.NowMs())
 	if err != nil {
@@ -25,8 +26,8 @@ func (e *env) perMinute(endpoint string) []outbox.Minute {
 }
 
 // counted is the minutes of ms that count anything, by start.
-func counted(ms []outbox.Minute) map[int64]outbox.Minute {
-	out := map[int64]outbox.Minute{}
+func counted(ms []schema.Minute) map[int64]schema.Minute {
+	out := map[int64]schema.Minute{}
 	for _, m := range ms {
 		if m.Delivered+m.Failed > 0 {
 			out[m.StartMs] = m
@@ -106,14 +107,14 @@ func TestMinutesCountAnAcknowledgementOnceAndAFailedCompletionNothing(t *testing
 			// guards fail.
 			e.Apply(b)
 		}
-		want := map[int64]outbox.Minute{
+		want := map[int64]schema.Minute{
 			minuteStart(at):          {StartMs: minuteStart(at), Delivered: 2},
 			minuteStart(at + minute): {StartMs: minuteStart(at + minute), Failed: 3},
 		}
 		if got := counted(e.perMinute("billing")); !equalMinutes(got, want) {
 			t.Fatalf("minutes %+v, want %+v", got, want)
 		}
-		if c := e.counters("billing"); c != (outbox.Counters{Delivered: 2, FailedAttempts: 3}) {
+		if c := e.counters("billing"); c != (schema.Counters{Delivered: 2, FailedAttempts: 3}) {
 			t.Fatalf("counters %+v", c)
 		}
 		// The same minute: the plan and the note are one Add to its row.
@@ -121,7 +122,7 @@ func TestMinutesCountAnAcknowledgementOnceAndAFailedCompletionNothing(t *testing
 		if res := e.Apply(withNotes(planAcksAt(t, e, "billing", 2, at+minute), notes)); !res.Committed {
 			t.Fatalf("same minute: %+v", res)
 		}
-		want[minuteStart(at+minute)] = outbox.Minute{StartMs: minuteStart(at + minute), Delivered: 2, Failed: 4}
+		want[minuteStart(at+minute)] = schema.Minute{StartMs: minuteStart(at + minute), Delivered: 2, Failed: 4}
 		if got := counted(e.perMinute("billing")); !equalMinutes(got, want) {
 			t.Fatalf("minutes %+v, want %+v", got, want)
 		}
@@ -131,7 +132,7 @@ func TestMinutesCountAnAcknowledgementOnceAndAFailedCompletionNothing(t *testing
 	})
 }
 
-func equalMinutes(a, b map[int64]outbox.Minute) bool {
+func equalMinutes(a, b map[int64]schema.Minute) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -155,7 +156,7 @@ func TestAMinuteAnHourOldGoesWithTheNextCount(t *testing.T) {
 		e.Apply(planAcksAt(t, e, "billing", 1, first))
 		note, _ := outbox.FailedAttemptsNotes("audit", 1, first)
 		e.Apply(store.Batch{Writes: note})
-		old, _ := outbox.MinuteKey("billing", first)
+		old, _ := schema.MinuteKey("billing", first)
 		if _, found := e.Get(old); !found {
 			t.Fatal("no minute row")
 		}
@@ -173,7 +174,7 @@ func TestAMinuteAnHourOldGoesWithTheNextCount(t *testing.T) {
 			t.Fatalf("minutes %+v", got)
 		}
 		// Another stream's minute is its own.
-		if k, _ := outbox.MinuteKey("audit", first); !e.has(k) {
+		if k, _ := schema.MinuteKey("audit", first); !e.has(k) {
 			t.Fatal("billing's count deleted audit's minute")
 		}
 	})
@@ -194,7 +195,7 @@ func TestTheLogSweepTakesMinutesOlderThanAnHour(t *testing.T) {
 			at := e.NowMs() + int64(i)*minute
 			note, _ := outbox.FailedAttemptsNotes(id, 1, at)
 			e.Apply(store.Batch{Writes: note})
-			k, _ := outbox.MinuteKey(id, at)
+			k, _ := schema.MinuteKey(id, at)
 			keys = append(keys, k)
 		}
 		// ledger's minute is the oldest of the hour at now.
@@ -231,9 +232,9 @@ func TestTheEndpointDeleteTakesItsMinutes(t *testing.T) {
 		if _, err := e.admin().DeleteEndpoint(e.Ctx, e.P, "billing", true); err != nil {
 			t.Fatal(err)
 		}
-		start, end := outbox.MinuteRange()
+		start, end := schema.MinuteRange()
 		for _, row := range e.scan(start, end) {
-			if pk, _ := outbox.Parse(row.Key); pk.Endpoint == "billing" {
+			if pk, _ := schema.Parse(row.Key); pk.Endpoint == "billing" {
 				t.Errorf("minute row %+v left by the delete", pk)
 			}
 		}
@@ -261,7 +262,7 @@ func TestPerMinuteRefusesBadInput(t *testing.T) {
 		if _, err := a.PerMinute(e.Ctx, store.Partition{Namespace: "Not A Namespace"}, "billing", e.NowMs()); err == nil {
 			t.Error("bad namespace read")
 		}
-		k, _ := outbox.MinuteKey("billing", e.NowMs())
+		k, _ := schema.MinuteKey("billing", e.NowMs())
 		var b store.Batch
 		b.Put(k, store.Value("junk"))
 		e.Apply(b)
@@ -269,25 +270,4 @@ func TestPerMinuteRefusesBadInput(t *testing.T) {
 			t.Errorf("corrupt minute: %v", err)
 		}
 	})
-}
-
-func TestMinuteRowsRoundTrip(t *testing.T) {
-	m := outbox.Minute{Delivered: 1 << 40, Failed: 7}
-	got, err := outbox.DecodeMinute(outbox.EncodeMinute(m))
-	if err != nil || got != m {
-		t.Fatalf("%+v %v", got, err)
-	}
-	for _, v := range []store.Value{nil, {1}, append(outbox.EncodeMinute(m), 0), {2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}} {
-		if _, err := outbox.DecodeMinute(v); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("%x: %v", v, err)
-		}
-	}
-	k, _ := outbox.MinuteKey("billing", t0)
-	pk, ok := outbox.Parse(k)
-	if !ok || pk.Class != outbox.ClassMinute || pk.Endpoint != "billing" || int64(pk.Minute)*minute != t0 || pk.Key() != k {
-		t.Fatalf("parse %q: %+v %v", k, pk, ok)
-	}
-	if _, err := outbox.MinuteKey("billing", -1); err == nil {
-		t.Error("a time before 1970 has a minute")
-	}
 }

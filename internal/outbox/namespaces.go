@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -20,7 +21,7 @@ type NamespaceSummary struct {
 	// included.
 	Endpoints int
 	// Backlog sums its streams' backlogs.
-	Backlog Backlog
+	Backlog schema.Backlog
 	// Failing counts the endpoints that need an operator: disabled (by
 	// one, by a 410, or being deleted), or whose stream's last fire
 	// delivered nothing and failed (backing off), or whose row or timer
@@ -102,9 +103,9 @@ func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (Names
 // a store.MultiReader.
 func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummary, error) {
 	s := NamespaceSummary{Partition: p}
-	es, ee := EndpointRange()
-	bs, be := ClassRange(ClassBacklog)
-	ts, te := ClassRange(ClassTimer)
+	es, ee := schema.EndpointRange()
+	bs, be := schema.ClassRange(schema.ClassBacklog)
+	ts, te := schema.ClassRange(schema.ClassTimer)
 	reads := []store.Read{{Start: es, End: ee, Limit: summaryPage}, {Start: bs, End: be, Limit: summaryPage}, {Start: ts, End: te, Limit: summaryPage}}
 	// The endpoints, and which of them (or of the timers' references) fail.
 	ids, failing := map[string]bool{}, map[string]bool{}
@@ -119,9 +120,10 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 			case es:
 				s.Endpoints += len(r.Page.Entries)
 				for _, e := range r.Page.Entries {
-					ids[string(e.Key[1:])] = true
-					if ep, err := DecodeEndpoint(e.Value); err != nil || !ep.Enabled {
-						failing[string(e.Key[1:])] = true
+					id, _ := schema.ClassEndpoint.ID(e.Key)
+					ids[id] = true
+					if ep, err := schema.DecodeEndpoint(e.Value); err != nil || !ep.Enabled {
+						failing[id] = true
 					}
 				}
 			case ts:
@@ -165,6 +167,6 @@ func failingStream(e store.Entry) (string, bool) {
 	if row.Kind != timers.KindOutcomeDelivery {
 		return "", false
 	}
-	st, err := DecodeDeliveryState(row.State)
-	return row.Reference, err != nil || st.Attempt > 0
+	st, err := schema.DecodeDeliveryState(row.State)
+	return row.Reference, err != nil || st.FailedFires > 0
 }

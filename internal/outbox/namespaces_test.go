@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -54,9 +55,9 @@ func TestNamespacesListsANamespaceWhileItHasAnEndpoint(t *testing.T) {
 			t.Fatal("a namespace with no endpoint is listed")
 		}
 		e.put("billing", outbox.EndpointSpec{Enabled: true})
-		e.put("audit", outbox.EndpointSpec{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.put("audit", outbox.EndpointSpec{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.Append(committed("a"), aborted("b"), committed("c"))
-		var want outbox.Backlog
+		var want schema.Backlog
 		for _, id := range []string{"billing", "audit"} {
 			bl, _ := e.backlog(id)
 			want.Rows, want.Bytes = want.Rows+bl.Rows, want.Bytes+bl.Bytes
@@ -98,7 +99,7 @@ func TestNamespacesFollowEveryBatchOfAForcedDelete(t *testing.T) {
 		for i := range 60 * store.MaxBatchOps / 100 {
 			e.Append(committed(fmt.Sprintf("r-%d", i)))
 		}
-		key, _ := outbox.EndpointKey("billing")
+		key, _ := schema.EndpointKey("billing")
 		batches := 0
 		check := func() {
 			t.Helper()
@@ -160,7 +161,7 @@ func TestNamespacesPagesInRegistryOrder(t *testing.T) {
 		for _, limit := range []int{1, 13, 1000} {
 			var got []store.Partition
 			for _, s := range namespaces(t, e, limit) {
-				if s.Endpoints != 1 || s.Backlog != (outbox.Backlog{}) {
+				if s.Endpoints != 1 || s.Backlog != (schema.Backlog{}) {
 					t.Fatalf("summary %+v, want one endpoint and no backlog", s)
 				}
 				got = append(got, s.Partition)

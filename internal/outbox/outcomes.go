@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -40,7 +41,7 @@ type OutcomeSummary struct {
 	RID        string
 	Seq        uint64
 	AcceptedMs int64
-	Kind       Kind
+	Kind       schema.Kind
 	Streams    []OutcomeStream
 }
 
@@ -62,8 +63,8 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 	switch {
 	case limit < 1 || limit > MaxOutcomesPage:
 		return OutcomesPage{}, invalidf("limit must be 1 to %d", MaxOutcomesPage)
-	case f.Endpoint != "" && !validEndpointID(f.Endpoint):
-		return OutcomesPage{}, ValidateEndpointID(f.Endpoint)
+	case f.Endpoint != "" && schema.ValidateEndpointID(f.Endpoint) != nil:
+		return OutcomesPage{}, schema.ValidateEndpointID(f.Endpoint)
 	case f.State != "" && !slices.Contains([]string{"pending", "delivered", "dropped", StateFiltered}, f.State):
 		return OutcomesPage{}, invalidf("state must be pending, delivered, dropped or filtered")
 	case f.State == StateFiltered && f.Endpoint == "":
@@ -78,20 +79,20 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 	if f.Endpoint != "" && !slices.ContainsFunc(eps, func(e endpointRow) bool { return e.id == f.Endpoint }) {
 		return OutcomesPage{}, ErrNotFound
 	}
-	start, end := LogRange()
+	start, end := schema.LogRange()
 	var after *store.Cursor
 	switch {
 	case next != nil:
 		if len(next) != 8 {
 			return OutcomesPage{}, invalidf("cursor is not a position of this namespace's outcomes")
 		}
-		after = store.CursorAfter(LogKey(binary.BigEndian.Uint64(next)))
+		after = store.CursorAfter(schema.LogKey(binary.BigEndian.Uint64(next)))
 	case f.SinceMs > 0:
 		seq, err := firstAcceptedAt(ctx, a.Store, p, f.SinceMs-acceptSlackMs)
 		if err != nil {
 			return OutcomesPage{}, err
 		}
-		start = LogKey(seq)
+		start = schema.LogKey(seq)
 	}
 	page, err := a.Store.Scan(ctx, p, start, end, after, outcomesScan)
 	if err != nil {
@@ -100,12 +101,12 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 	var out OutcomesPage
 	var lastSeq uint64
 	for i, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassLog {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassLog {
 			return OutcomesPage{}, fmt.Errorf("log row of %s: %w", p, corruptf("bad log key"))
 		}
 		lastSeq = pk.Seq
-		l, err := DecodeLog(e.Value)
+		l, err := schema.DecodeLog(e.Value)
 		if err != nil {
 			// Kept, and skipped, as delivery does.
 			continue
@@ -120,7 +121,7 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 		if !f.matches(sum.Streams) {
 			continue
 		}
-		if o, err := DecodeRecord(l.RID, l.Record); err == nil {
+		if o, err := schema.DecodeRecord(l.RID, l.Record); err == nil {
 			sum.Kind = o.Kind()
 		}
 		out.Outcomes = append(out.Outcomes, sum)
@@ -139,16 +140,16 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 
 // streamStates is the state of a log row's outcome on each endpoint that
 // existed when it was accepted.
-func streamStates(seq uint64, l LogRow, eps []endpointRow) []OutcomeStream {
+func streamStates(seq uint64, l schema.LogRow, eps []endpointRow) []OutcomeStream {
 	var out []OutcomeStream
 	for _, ep := range eps {
-		if !ep.ep.took(seq, l.AcceptedMs) {
+		if !took(&ep.ep, seq, l.AcceptedMs) {
 			continue
 		}
 		s := OutcomeStream{Endpoint: ep.id, State: StateFiltered}
 		if en, ok := l.Entry(ep.id); ok {
 			s.State = en.State.String()
-			if en.State != EntryPending {
+			if en.State != schema.EntryPending {
 				s.AtMs = en.AtMs
 			}
 		}
@@ -182,21 +183,21 @@ func (f OutcomeFilter) matches(streams []OutcomeStream) bool {
 // starts no later than the step's middle. Neither skips a readable row in
 // range; at worst the range starts at a few rows it then reads past.
 func firstAcceptedAt(ctx context.Context, st store.NamespaceStore, p store.Partition, atMs int64) (uint64, error) {
-	v, found, err := st.Get(ctx, p, SequenceKey())
+	v, found, err := st.Get(ctx, p, schema.SequenceKey())
 	if err != nil {
 		return 0, fmt.Errorf("read sequence of %s: %w", p, err)
 	}
 	var hi uint64
 	if found {
-		if hi, err = DecodeSequence(v); err != nil {
+		if hi, err = schema.DecodeSequence(v); err != nil {
 			return 0, err
 		}
 	}
-	_, end := LogRange()
+	_, end := schema.LogRange()
 	lo := uint64(0)
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		page, err := st.Scan(ctx, p, LogKey(mid), end, nil, 1)
+		page, err := st.Scan(ctx, p, schema.LogKey(mid), end, nil, 1)
 		if err != nil {
 			return 0, fmt.Errorf("scan log of %s: %w", p, err)
 		}
@@ -225,8 +226,8 @@ const unreadableLook = 8
 // when it does not decode, of the first of the unreadableLook rows after
 // it that does; ok is false when none does.
 func readableAfter(ctx context.Context, st store.NamespaceStore, p store.Partition, e store.Entry, end store.Key) (seq uint64, acceptedMs int64, ok bool, err error) {
-	if l, err := DecodeLog(e.Value); err == nil {
-		pk, _ := Parse(e.Key)
+	if l, err := schema.DecodeLog(e.Value); err == nil {
+		pk, _ := schema.Parse(e.Key)
 		return pk.Seq, l.AcceptedMs, true, nil
 	}
 	page, err := st.Scan(ctx, p, e.Key, end, store.CursorAfter(e.Key), unreadableLook)
@@ -234,8 +235,8 @@ func readableAfter(ctx context.Context, st store.NamespaceStore, p store.Partiti
 		return 0, 0, false, fmt.Errorf("scan log of %s: %w", p, err)
 	}
 	for _, e := range page.Entries {
-		if l, err := DecodeLog(e.Value); err == nil {
-			pk, _ := Parse(e.Key)
+		if l, err := schema.DecodeLog(e.Value); err == nil {
+			pk, _ := schema.Parse(e.Key)
 			return pk.Seq, l.AcceptedMs, true, nil
 		}
 	}

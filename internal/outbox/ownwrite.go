@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -50,7 +51,7 @@ func (a *Admin) applyOwn(ctx context.Context, p store.Partition, b store.Batch, 
 func (a *Admin) replicated(ctx context.Context, p store.Partition) error {
 	var b store.Batch
 	b.Settles = true
-	key := SequenceKey()
+	key := schema.SequenceKey()
 	b.RequireAbsent(key)
 	b.RequireEquals(key, store.Value{0xff})
 	_, err := a.apply(ctx, p, b)

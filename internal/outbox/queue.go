@@ -10,12 +10,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
-// A stream's queue is its log entries in state pending, in sequence order.
-// A stream with a head row (ClassHead) reads the part of its queue at and
-// after the head from the log itself: ingest writes such a stream no
+// A stream's queue is its log entries in state pending, in sequence order. A
+// stream with a head row (schema.ClassHead) reads the part of its queue at
+// and after the head from the log itself: ingest writes such a stream no
 // pending row, so an outcome to 8 endpoints is one log row rather than one
 // row per stream beside it. Below the head every pending entry has a
 // pending row: the head moves only past rows that are done, or that a
@@ -24,48 +25,6 @@ import (
 // head (a resend writes one wherever its row is); the queue lists such a
 // row once. A stream gets its head row at the first row ingest writes it;
 // until then every row it has pending has a pending row.
-
-// HeadKey is the key of a stream's head row.
-func HeadKey(endpoint string) (store.Key, error) {
-	if err := ValidateEndpointID(endpoint); err != nil {
-		return "", err
-	}
-	return tagged(ClassHead, endpoint), nil
-}
-
-// Head is a stream's head row as read: the sequence number from which its
-// queue is read from the log, when Found.
-type Head struct {
-	Seq   uint64
-	Found bool
-}
-
-// EncodeHead is version 1, then the head's sequence number (8).
-func EncodeHead(seq uint64) store.Value {
-	return binary.BigEndian.AppendUint64([]byte{codecV1}, seq)
-}
-
-// DecodeHead decodes a head row.
-func DecodeHead(v store.Value) (uint64, error) {
-	r := newReader("head", v)
-	seq := r.u64()
-	if err := r.end(); err != nil {
-		return 0, err
-	}
-	return seq, nil
-}
-
-// HeadOf is the head a read row holds.
-func HeadOf(row store.Row) (Head, error) {
-	if !row.Found {
-		return Head{}, nil
-	}
-	seq, err := DecodeHead(row.Value)
-	if err != nil {
-		return Head{}, err
-	}
-	return Head{Seq: seq, Found: true}, nil
-}
 
 // QueueRow is one row of a stream's queue.
 type QueueRow struct {
@@ -119,7 +78,7 @@ const QueueLogSlack = 8
 // log rows of them. Both are read at once, in one round trip on a
 // store.MultiReader: the log's part goes unused when the pending rows
 // fill the page.
-func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int) (QueuePage, error) {
+func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head schema.Head, after *store.Cursor, limit int) (QueuePage, error) {
 	return ReadQueueTo(ctx, st, p, endpoint, head, after, limit, 0, false)
 }
 
@@ -134,7 +93,7 @@ func ReadQueue(ctx context.Context, st store.NamespaceStore, p store.Partition, 
 // the read's cost. A
 // page that examined rows not the stream's lists fewer and has a Next, as
 // any page does.
-func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64, dense bool) (QueuePage, error) {
+func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head schema.Head, after *store.Cursor, limit int, to uint64, dense bool) (QueuePage, error) {
 	page, _, err := ReadQueueWith(ctx, st, p, endpoint, head, after, limit, to, dense, nil)
 	return page, err
 }
@@ -142,8 +101,8 @@ func ReadQueueTo(ctx context.Context, st store.NamespaceStore, p store.Partition
 // ReadQueueWith is ReadQueueTo that also reads the rows of keys at the
 // same instant: a fire reads its endpoint with its queue, so that no row
 // it sends was accepted after an edit of the endpoint it did not see.
-func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, limit int, to uint64, dense bool, keys []store.Key) (QueuePage, []store.Row, error) {
-	start, end, err := PendingRange(endpoint)
+func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head schema.Head, after *store.Cursor, limit int, to uint64, dense bool, keys []store.Key) (QueuePage, []store.Row, error) {
+	start, end, err := schema.PendingRange(endpoint)
 	if err != nil {
 		return QueuePage{}, nil, err
 	}
@@ -156,15 +115,15 @@ func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partiti
 		if pos, ok := queuePos(endpoint, after); ok && pos > from {
 			from = pos
 		}
-		_, logEnd := LogRange()
+		_, logEnd := schema.LogRange()
 		if to != 0 && to < math.MaxUint64 {
-			logEnd = LogKey(max(to+1, from))
+			logEnd = schema.LogKey(max(to+1, from))
 		}
 		logRows := QueueLogRows * limit
 		if dense {
 			logRows = min(limit+QueueLogSlack, logRows)
 		}
-		reads = append(reads, store.Read{Start: LogKey(from), End: logEnd, Limit: max(logRows, 8)})
+		reads = append(reads, store.Read{Start: schema.LogKey(from), End: logEnd, Limit: max(logRows, 8)})
 	}
 	res, err := store.ReadMany(ctx, st, p, reads)
 	if err != nil {
@@ -179,8 +138,8 @@ func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partiti
 	var out QueuePage
 	pending := make(map[uint64]bool, len(page.Entries))
 	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassPending || pk.Endpoint != endpoint {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassPending || pk.Endpoint != endpoint {
 			out.Rows = append(out.Rows, QueueRow{Key: e.Key, Corrupt: true})
 			continue
 		}
@@ -200,22 +159,22 @@ func ReadQueueWith(ctx context.Context, st store.NamespaceStore, p store.Partiti
 			more = true
 			break
 		}
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassLog {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassLog {
 			continue
 		}
 		out.LogEnd = pk.Seq + 1
-		l, err := DecodeLog(e.Value)
+		l, err := schema.DecodeLog(e.Value)
 		if err != nil {
-			out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, ""), Seq: pk.Seq, Logged: true, Corrupt: true})
+			out.Rows = append(out.Rows, QueueRow{Key: schema.PendingKeyOf(endpoint, pk.Seq, ""), Seq: pk.Seq, Logged: true, Corrupt: true})
 			logged++
 			continue
 		}
 		en, ok := l.Entry(endpoint)
-		if !ok || en.State != EntryPending || pending[pk.Seq] {
+		if !ok || en.State != schema.EntryPending || pending[pk.Seq] {
 			continue
 		}
-		out.Rows = append(out.Rows, QueueRow{Key: pendingKey(endpoint, pk.Seq, l.RID), Seq: pk.Seq, RID: l.RID, Logged: true, Log: e.Value})
+		out.Rows = append(out.Rows, QueueRow{Key: schema.PendingKeyOf(endpoint, pk.Seq, l.RID), Seq: pk.Seq, RID: l.RID, Logged: true, Log: e.Value})
 		logged++
 	}
 	// Pending rows at or above the head (resends) and log rows interleave
@@ -253,13 +212,13 @@ const queuePrefixPages = 64
 
 // ReadQueuePrefix reads the first n rows of the stream's queue from its
 // start, page after page, at most queuePrefixPages of them.
-func ReadQueuePrefix(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, n int) (QueuePrefix, error) {
+func ReadQueuePrefix(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head schema.Head, n int) (QueuePrefix, error) {
 	return readQueueRows(ctx, st, p, endpoint, head, nil, n, queuePrefixPages)
 }
 
 // readQueueRows reads up to n rows of the stream's queue after the cursor,
 // over at most pages pages, each asked for the rows still wanted.
-func readQueueRows(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head Head, after *store.Cursor, n, pages int) (QueuePrefix, error) {
+func readQueueRows(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, head schema.Head, after *store.Cursor, n, pages int) (QueuePrefix, error) {
 	var out QueuePrefix
 	for i := 0; len(out.Rows) < n && i < pages; i++ {
 		page, err := ReadQueue(ctx, st, p, endpoint, head, after, n-len(out.Rows))
@@ -290,7 +249,7 @@ func QueueFrom(endpoint string, seq uint64) *store.Cursor {
 // queueMark is a key in the stream's pending range after every pending
 // key of seq and before those of seq+1: rids are printable ASCII.
 func queueMark(endpoint string, seq uint64) store.Key {
-	return pendingKey(endpoint, seq, "\xff")
+	return schema.PendingKeyOf(endpoint, seq, "\xff")
 }
 
 // queuePos is the first sequence number a cursor in the stream's pending
@@ -299,7 +258,7 @@ func queuePos(endpoint string, c *store.Cursor) (uint64, bool) {
 	if c == nil {
 		return 0, false
 	}
-	prefix := string(ClassPending) + endpoint + "/"
+	prefix := string(schema.ClassPending) + endpoint + "/"
 	k := string(c.After())
 	if !strings.HasPrefix(k, prefix) || len(k) < len(prefix)+8 {
 		return 0, false
@@ -345,14 +304,14 @@ func ReadArrivedUnder(ctx context.Context, st store.NamespaceStore, p store.Part
 			return QueuePage{}, nil, fmt.Errorf("arrived rows %d and %d are not consecutive", refs[i-1].Seq, refs[i].Seq)
 		}
 	}
-	if err := ValidateEndpointID(endpoint); err != nil {
+	if err := schema.ValidateEndpointID(endpoint); err != nil {
 		return QueuePage{}, nil, err
 	}
 	keys := make([]store.Key, 0, 2*len(refs)+1)
 	readEndpoint := false
 	for _, r := range refs {
 		if !r.fresh() {
-			keys = append(keys, LogKey(r.Seq), streamKey(ClassAttempt, endpoint, r.RID))
+			keys = append(keys, schema.LogKey(r.Seq), schema.AttemptKeyOf(endpoint, r.RID))
 		}
 		if ep == nil {
 			continue
@@ -367,7 +326,7 @@ func ReadArrivedUnder(ctx context.Context, st store.NamespaceStore, p store.Part
 		}
 	}
 	if readEndpoint {
-		keys = append(keys, tagged(ClassEndpoint, endpoint))
+		keys = append(keys, schema.ClassEndpoint.Key(endpoint))
 	}
 	var got []store.Row
 	if len(keys) > 0 {
@@ -399,25 +358,25 @@ func ReadArrivedUnder(ctx context.Context, st store.NamespaceStore, p store.Part
 		if !logRow.Found {
 			continue
 		}
-		l, err := DecodeLog(logRow.Value)
+		l, err := schema.DecodeLog(logRow.Value)
 		if err != nil || l.RID != r.RID {
-			page.Rows = append(page.Rows, QueueRow{Key: pendingKey(endpoint, r.Seq, ""), Seq: r.Seq, Logged: true, Corrupt: true})
+			page.Rows = append(page.Rows, QueueRow{Key: schema.PendingKeyOf(endpoint, r.Seq, ""), Seq: r.Seq, Logged: true, Corrupt: true})
 			rows = append(rows, StreamRow{})
 			continue
 		}
-		if en, ok := l.Entry(endpoint); !ok || en.State != EntryPending {
+		if en, ok := l.Entry(endpoint); !ok || en.State != schema.EntryPending {
 			continue
 		}
 		ref := StreamRef{Seq: r.Seq, RID: r.RID, Logged: true, Log: logRow.Value}
-		page.Rows = append(page.Rows, QueueRow{Key: pendingKey(endpoint, r.Seq, r.RID), Seq: r.Seq, RID: r.RID, Logged: true, Log: logRow.Value})
+		page.Rows = append(page.Rows, QueueRow{Key: schema.PendingKeyOf(endpoint, r.Seq, r.RID), Seq: r.Seq, RID: r.RID, Logged: true, Log: logRow.Value})
 		var sr StreamRow
 		if attempt.Found {
-			sr.Attempts, sr.AttemptsErr = DecodeAttempts(attempt.Value)
+			sr.Attempts, sr.AttemptsErr = schema.DecodeAttempts(attempt.Value)
 		}
 		sr.Found = true
 		sr.Record, sr.Err = fromLog(endpoint, ref, logRow.Value, attempt.Found)
 		if sr.Err == nil {
-			sr.Outcome, sr.Err = DecodeRecord(r.RID, sr.Record.Record)
+			sr.Outcome, sr.Err = schema.DecodeRecord(r.RID, sr.Record.Record)
 		}
 		rows = append(rows, sr)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -18,12 +19,12 @@ func TestQueuePosReadsEveryCursorOfTheRange(t *testing.T) {
 		pos    uint64
 		ok     bool
 	}{
-		{"before seq 7", store.CursorAfter(pendingKey("billing", 7, "")), 7, true},
-		{"after a row at 7", store.CursorAfter(pendingKey("billing", 7, "r-1")), 8, true},
+		{"before seq 7", store.CursorAfter(schema.PendingKeyOf("billing", 7, "")), 7, true},
+		{"after a row at 7", store.CursorAfter(schema.PendingKeyOf("billing", 7, "r-1")), 8, true},
 		{"after the mark of 7", store.CursorAfter(queueMark("billing", 7)), 8, true},
 		{"after the last seq", store.CursorAfter(queueMark("billing", math.MaxUint64)), math.MaxUint64, true},
-		{"another stream", store.CursorAfter(pendingKey("audit", 7, "r-1")), 0, false},
-		{"a prefix of the stream's", store.CursorAfter(pendingKey("bill", 7, "r-1")), 0, false},
+		{"another stream", store.CursorAfter(schema.PendingKeyOf("audit", 7, "r-1")), 0, false},
+		{"a prefix of the stream's", store.CursorAfter(schema.PendingKeyOf("bill", 7, "r-1")), 0, false},
 		{"short", store.CursorAfter(store.Key("pbilling/\x00\x01")), 0, false},
 		{"none", nil, 0, false},
 	} {

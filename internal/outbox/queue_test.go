@@ -10,20 +10,21 @@ import (
 
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
-func (e *env) head(endpoint string) outbox.Head {
+func (e *env) head(endpoint string) schema.Head {
 	e.T.Helper()
 	return outboxtest.Head(e.T, e.St, e.P, endpoint)
 }
 
 func (e *env) pendingRows(endpoint string) []string {
 	e.T.Helper()
-	start, end, _ := outbox.PendingRange(endpoint)
+	start, end, _ := schema.PendingRange(endpoint)
 	var rids []string
 	for _, row := range e.scan(start, end) {
-		pk, _ := outbox.Parse(row.Key)
+		pk, _ := schema.Parse(row.Key)
 		rids = append(rids, pk.RID)
 	}
 	return rids
@@ -42,8 +43,8 @@ func queueRIDs(rows []outbox.QueueRow) []string {
 // there, and the rows it held pending before from their pending rows.
 func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("old", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("old", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"))
 		first := e.pending("billing")[0].Seq
 		if h := e.head("billing"); !h.Found || h.Seq != first {
@@ -88,7 +89,7 @@ func TestIngestStartsTheHeadAtTheFirstRowOfAnEmptyStream(t *testing.T) {
 // resumes after the last row a page listed.
 func TestTheQueueListsEachRowOnceInSequenceOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		for i := range 6 {
 			e.Append(committed(fmt.Sprintf("r-%d", i)))
 		}
@@ -130,8 +131,8 @@ func TestTheQueueListsEachRowOnceInSequenceOrder(t *testing.T) {
 // still ends at the stream's rows.
 func TestAPageOfOtherStreamsRowsIsEmptyAndGoesOn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.Append(aborted("first"))
 		for i := range 30 {
 			e.Append(committed(fmt.Sprintf("c-%02d", i)))
@@ -156,11 +157,11 @@ func TestAPageOfOtherStreamsRowsIsEmptyAndGoesOn(t *testing.T) {
 // it is seen, and nothing moves past it unseen.
 func TestAnUndecodableLogRowIsListedCorrupt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), committed("b"), committed("c"))
 		q := outboxtest.Queue(t, e.St, e.P, "billing")
 		var b store.Batch
-		b.Put(outbox.LogKey(q[1].Seq), store.Value("not a log row"))
+		b.Put(schema.LogKey(q[1].Seq), store.Value("not a log row"))
 		e.Apply(b)
 		got := outboxtest.Queue(t, e.St, e.P, "billing")
 		if len(got) != 3 || !got[1].Corrupt || got[1].Seq != q[1].Seq || got[1].RID != "" || got[0].Corrupt || got[2].Corrupt {
@@ -175,8 +176,8 @@ func TestAnUndecodableLogRowIsListedCorrupt(t *testing.T) {
 // first.
 func TestAnAcknowledgementOfALogRowIsGuardedByItsEntry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), committed("b"), committed("c"))
 		plan := func(rid string) store.Batch {
 			acks := freshAcks(t, e, "billing")
@@ -229,7 +230,7 @@ func TestAnAcknowledgementOfALogRowIsGuardedByItsEntry(t *testing.T) {
 // queue but rows already done.
 func TestAKeptRowStaysQueuedBehindAMovedHead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), committed("b"), committed("c"))
 		q := outboxtest.Queue(t, e.St, e.P, "billing")
 		acks := freshAcks(t, e, "billing")
@@ -276,8 +277,8 @@ func TestAKeptRowStaysQueuedBehindAMovedHead(t *testing.T) {
 // on.
 func TestTheOutboxViewFillsItsPagePastOtherStreamsRows(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.Append(aborted("first"))
 		for i := range 40 {
 			e.Append(committed(fmt.Sprintf("c-%02d", i)))
@@ -304,24 +305,24 @@ func TestTheOutboxViewFillsItsPagePastOtherStreamsRows(t *testing.T) {
 // at the first row left.
 func TestReadArrivedListsTheStreamsRowsAmongThoseAppended(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
-		os := []outbox.Outcome{aborted("a"), committed("b"), aborted("c"), aborted("d"), aborted("e")}
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
+		e.putEndpoint("aborts", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
+		os := []schema.Outcome{aborted("a"), committed("b"), aborted("c"), aborted("d"), aborted("e")}
 		st := e.Append(os...)
 		refs := make([]outbox.StreamRef, len(os))
 		for i, s := range st {
 			refs[i] = outbox.StreamRef{Seq: s.Seq, RID: os[i].ReservationID}
 		}
-		attempts, err := outbox.EncodeAttempts(outbox.Attempts{}.With(outbox.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
+		attempts, err := schema.EncodeAttempts(schema.Attempts{}.With(schema.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := outbox.AttemptKey("aborts", "c")
+		key, _ := schema.AttemptKey("aborts", "c")
 		var b store.Batch
 		b.Put(key, attempts)
 		// d's log row holds another rid.
-		other, _ := e.Get(outbox.LogKey(refs[0].Seq))
-		b.Put(outbox.LogKey(refs[3].Seq), other)
+		other, _ := e.Get(schema.LogKey(refs[0].Seq))
+		b.Put(schema.LogKey(refs[3].Seq), other)
 		e.Apply(b)
 
 		page, rows, err := outbox.ReadArrived(e.Ctx, e.St, e.P, "aborts", refs, 10)
@@ -369,8 +370,8 @@ func (noReads) GetMany(context.Context, store.Partition, []store.Key) ([]store.R
 // refs that are not are read beside it, each matched to its own rows.
 func TestReadArrivedTakesAFreshRowAsItsIngestCommittedIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("aborts", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
-		os := []outbox.Outcome{aborted("a"), aborted("b"), aborted("c"), aborted("d")}
+		e.putEndpoint("aborts", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
+		os := []schema.Outcome{aborted("a"), aborted("b"), aborted("c"), aborted("d")}
 		st := e.Append(os...)
 		refs := make([]outbox.StreamRef, len(os))
 		for i, s := range st {
@@ -380,11 +381,11 @@ func TestReadArrivedTakesAFreshRowAsItsIngestCommittedIt(t *testing.T) {
 		if err != nil || !slices.Equal(queueRIDs(page.Rows), []string{"a", "b", "c", "d"}) || rows[3].Outcome.ReservationID != "d" {
 			t.Fatalf("fresh rows: %+v, %+v, %v", page.Rows, rows, err)
 		}
-		attempts, err := outbox.EncodeAttempts(outbox.Attempts{}.With(outbox.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
+		attempts, err := schema.EncodeAttempts(schema.Attempts{}.With(schema.Attempt{AtMs: 5, Status: 503, ErrorClass: "status"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := outbox.AttemptKey("aborts", "b")
+		key, _ := schema.AttemptKey("aborts", "b")
 		var b store.Batch
 		b.Put(key, attempts)
 		e.Apply(b)
@@ -412,7 +413,7 @@ type scanLimits struct {
 }
 
 func (s *scanLimits) Scan(ctx context.Context, p store.Partition, start, end store.Key, after *store.Cursor, limit int) (store.Page, error) {
-	if pk, ok := outbox.Parse(start); ok && pk.Class == outbox.ClassLog {
+	if pk, ok := schema.Parse(start); ok && pk.Class == schema.ClassLog {
 		s.log = append(s.log, limit)
 	}
 	return s.NamespaceStore.Scan(ctx, p, start, end, after, limit)
@@ -424,7 +425,7 @@ func (s *scanLimits) Scan(ctx context.Context, p store.Partition, start, end sto
 // walk still lists every row once.
 func TestADensePageExaminesItsLimitAndTheSlack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("all", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("all", schema.Endpoint{Enabled: true})
 		var want []string
 		for i := range 40 {
 			rid := fmt.Sprintf("r-%02d", i)

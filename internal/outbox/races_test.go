@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -27,7 +28,7 @@ func (s *scripted) Apply(ctx context.Context, p store.Partition, b store.Batch) 
 // later batch of the same request then loses a race and is re-planned.
 func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		other := &outbox.Appender{Store: e.St, Clock: e.Clk}
 		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			switch n {
@@ -36,13 +37,13 @@ func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 					return store.Result{}, err
 				}
 			case 2: // another producer lands before the second batch
-				if _, err := other.Append(e.Ctx, e.P, []outbox.Outcome{committed("elsewhere")}); err != nil {
+				if _, err := other.Append(e.Ctx, e.P, []schema.Outcome{committed("elsewhere")}); err != nil {
 					return store.Result{}, err
 				}
 			}
 			return apply()
 		}}
-		var in []outbox.Outcome
+		var in []schema.Outcome
 		for i := range outbox.MaxAppendOutcomes { // the first batch takes what fits, the second the rest
 			in = append(in, committed(fmt.Sprintf("r-%d", i)))
 		}
@@ -61,11 +62,11 @@ func TestALostReplyThenALostRaceStillAnswersAccepted(t *testing.T) {
 // apply fails the batch, which is re-planned: the outcome reaches it.
 func TestAFilterWidenedMeanwhileIsHonoured(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindAborted}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindAborted}})
 		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			if n == 1 {
-				e.putEndpoint("audit", outbox.Endpoint{Enabled: true, UpdatedMs: 1}) // all kinds now
+				e.putEndpoint("audit", schema.Endpoint{Enabled: true, UpdatedMs: 1}) // all kinds now
 			}
 			return apply()
 		}}
@@ -83,7 +84,7 @@ func TestAFilterWidenedMeanwhileIsHonoured(t *testing.T) {
 // new row without a timer.
 func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		key := e.putTimer(e.NowMs(), timers.KindOutcomeDelivery, "billing", timers.EncodeIdle(nil))
 		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
 			if n == 1 { // the fire: backlog absent, so Done with a guard-only plan
@@ -117,7 +118,7 @@ func TestATimerCompletedMeanwhileIsReplaced(t *testing.T) {
 // to deliver it.
 func TestAnIngestBesideAFireEndingItsStreamLeavesTheOutcomeATimer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		lease := leasedValue(e.NowMs(), nil)
 		leased := e.putTimer(e.NowMs()+30_000, timers.KindOutcomeDelivery, "billing", lease)
 		e.App.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {
@@ -152,7 +153,7 @@ func TestAnIngestBesideAFireEndingItsStreamLeavesTheOutcomeATimer(t *testing.T) 
 // stream, its backlog at zero, would end with another row still queued.
 func TestAnErasureOfAnOutcomeDeliveredMeanwhileCountsNothingTwice(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("a"), committed("b"))
 		a := e.history()
 		a.Store = &scripted{NamespaceStore: e.St, step: func(n int, apply func() (store.Result, error)) (store.Result, error) {

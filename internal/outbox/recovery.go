@@ -3,13 +3,13 @@ package outbox
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -36,83 +36,6 @@ var (
 // and the runner's completion.
 const recoveryRows = 24
 
-// RecoveryState is where a recovery is.
-type RecoveryState uint8
-
-// Recovery states.
-const (
-	RecoveryRunning RecoveryState = 1
-	RecoveryDone    RecoveryState = 2
-	// RecoveryAborted: the endpoint went, or is being deleted.
-	RecoveryAborted RecoveryState = 3
-)
-
-func (s RecoveryState) String() string {
-	switch s {
-	case RecoveryRunning:
-		return "running"
-	case RecoveryDone:
-		return "done"
-	case RecoveryAborted:
-		return "aborted"
-	}
-	return "unknown"
-}
-
-// Recovery is one recovery job.
-type Recovery struct {
-	ID       string
-	Endpoint string
-	State    RecoveryState
-	// SinceMs and UntilMs are the range of acceptance times, [since, until).
-	SinceMs, UntilMs int64
-	// NextSeq is the next log row to examine; EndSeq the namespace's next
-	// sequence number when the job started: no row at or after it is in
-	// the range.
-	NextSeq, EndSeq uint64
-	// StartSeq is where the job began, for its progress.
-	StartSeq uint64
-	// Examined counts the log rows looked at, Queued the outcomes queued.
-	Examined, Queued      uint64
-	CreatedMs, FinishedMs int64
-}
-
-const recoveryLen = 1 + 16 + 1 + 8*9
-
-// encodeRecovery is version 1: id (16), state (1), since, until ms, start,
-// next, end seq, examined, queued, created, finished ms (8 each).
-func encodeRecovery(r Recovery) (store.Value, error) {
-	id, err := hex.DecodeString(r.ID)
-	if err != nil || len(id) != 16 {
-		return nil, invalidf("recovery id %q", r.ID)
-	}
-	v := make([]byte, 0, recoveryLen)
-	v = append(v, codecV1)
-	v = append(v, id...)
-	v = append(v, byte(r.State))
-	for _, n := range []uint64{uint64(r.SinceMs), uint64(r.UntilMs), r.StartSeq, r.NextSeq, r.EndSeq, r.Examined, r.Queued, uint64(r.CreatedMs), uint64(r.FinishedMs)} {
-		v = binary.BigEndian.AppendUint64(v, n)
-	}
-	return v, nil
-}
-
-func decodeRecovery(endpoint string, v store.Value) (Recovery, error) {
-	rd := newReader("recovery", v)
-	r := Recovery{Endpoint: endpoint, ID: hex.EncodeToString(rd.take(16)), State: RecoveryState(rd.u8())}
-	r.SinceMs, r.UntilMs = rd.ms(), rd.ms()
-	r.StartSeq, r.NextSeq, r.EndSeq, r.Examined, r.Queued = rd.u64(), rd.u64(), rd.u64(), rd.u64(), rd.u64()
-	r.CreatedMs, r.FinishedMs = rd.ms(), rd.ms()
-	if rd.err == nil && (r.State < RecoveryRunning || r.State > RecoveryAborted) {
-		rd.fail("unknown state %d", r.State)
-	}
-	if err := rd.end(); err != nil {
-		return Recovery{}, err
-	}
-	return r, nil
-}
-
-func recoveryKey(endpoint string) store.Key { return tagged(ClassJob, endpoint) }
-
 // retention is the Admin's, bounding a recovery's range.
 func (a *Admin) retention() time.Duration { return a.Retention }
 
@@ -120,113 +43,113 @@ func (a *Admin) retention() time.Duration { return a.Retention }
 // [sinceMs, untilMs). The range must be ordered and start within the
 // retention window (older outcomes are gone); a running recovery of the
 // endpoint is ErrRecoveryRunning.
-func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, sinceMs, untilMs int64) (Recovery, error) {
+func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, sinceMs, untilMs int64) (schema.Recovery, error) {
 	nowMs := a.Clock.Now().UnixMilli()
 	switch {
 	case untilMs <= sinceMs:
-		return Recovery{}, invalidf("until must be after since")
+		return schema.Recovery{}, invalidf("until must be after since")
 	case a.retention() <= 0:
-		return Recovery{}, invalidf("nothing is retained (retention is 0), so nothing can be recovered")
+		return schema.Recovery{}, invalidf("nothing is retained (retention is 0), so nothing can be recovered")
 	case sinceMs < nowMs-a.retention().Milliseconds():
-		return Recovery{}, invalidf("since is before the retention window of %v: those outcomes are no longer kept", a.retention())
+		return schema.Recovery{}, invalidf("since is before the retention window of %v: those outcomes are no longer kept", a.retention())
 	}
 	for range adminRetries {
 		s, err := a.readStream(ctx, p, id)
 		if err != nil {
-			return Recovery{}, err
+			return schema.Recovery{}, err
 		}
 		if s.ep == nil {
-			return Recovery{}, ErrNotFound
+			return schema.Recovery{}, ErrNotFound
 		}
 		if s.ep.ep.DisabledReason == ReasonDeleting {
-			return Recovery{}, ErrDeleting
+			return schema.Recovery{}, ErrDeleting
 		}
-		jobRaw, jobFound, err := a.Store.Get(ctx, p, recoveryKey(id))
+		jobRaw, jobFound, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
 		if err != nil {
-			return Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+			return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
 		}
 		if jobFound {
-			if old, err := decodeRecovery(id, jobRaw); err == nil && old.State == RecoveryRunning {
-				return Recovery{}, ErrRecoveryRunning
+			if old, err := schema.DecodeRecovery(id, jobRaw); err == nil && old.State == schema.RecoveryRunning {
+				return schema.Recovery{}, ErrRecoveryRunning
 			}
 		}
 		start, err := firstAcceptedAt(ctx, a.Store, p, sinceMs-acceptSlackMs)
 		if err != nil {
-			return Recovery{}, err
+			return schema.Recovery{}, err
 		}
 		var end uint64
 		if s.seq.found {
-			if end, err = DecodeSequence(s.seq.raw); err != nil {
-				return Recovery{}, err
+			if end, err = schema.DecodeSequence(s.seq.raw); err != nil {
+				return schema.Recovery{}, err
 			}
 		}
 		var raw [16]byte
 		if _, err := rand.Read(raw[:]); err != nil {
-			return Recovery{}, fmt.Errorf("recovery id: %w", err)
+			return schema.Recovery{}, fmt.Errorf("recovery id: %w", err)
 		}
-		r := Recovery{
-			ID: hex.EncodeToString(raw[:]), Endpoint: id, State: RecoveryRunning, SinceMs: sinceMs, UntilMs: untilMs,
+		r := schema.Recovery{
+			ID: hex.EncodeToString(raw[:]), Endpoint: id, State: schema.RecoveryRunning, SinceMs: sinceMs, UntilMs: untilMs,
 			StartSeq: start, NextSeq: start, EndSeq: max(end, start), CreatedMs: nowMs,
 		}
-		v, err := encodeRecovery(r)
+		v, err := schema.EncodeRecovery(r)
 		if err != nil {
-			return Recovery{}, err
+			return schema.Recovery{}, err
 		}
 		var b store.Batch
 		b.RequireEquals(s.ep.key, s.ep.raw)
 		// The sequence as read bounds the job: guarded, so an outcome
 		// accepted meanwhile is either in it or after it.
-		b.Guard(SequenceKey(), s.seq.raw, s.seq.found)
-		b.Guard(recoveryKey(id), jobRaw, jobFound)
-		b.Put(recoveryKey(id), v)
+		b.Guard(schema.SequenceKey(), s.seq.raw, s.seq.found)
+		b.Guard(schema.ClassJob.Key(id), jobRaw, jobFound)
+		b.Put(schema.ClassJob.Key(id), v)
 		b.Put(timers.Key(nowMs, timers.KindRecovery, id), timers.EncodeIdle(nil))
 		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.isJob(ctx, p, id, r.ID) })
 		if err != nil {
-			return Recovery{}, err
+			return schema.Recovery{}, err
 		}
 		if ok {
 			return r, nil
 		}
 	}
-	return Recovery{}, fmt.Errorf("%w: %s", ErrContended, p)
+	return schema.Recovery{}, fmt.Errorf("%w: %s", ErrContended, p)
 }
 
 // isJob reports whether the endpoint's job row is the job of id, whatever
 // its fires made of it since.
 func (a *Admin) isJob(ctx context.Context, p store.Partition, endpoint, id string) (bool, error) {
-	v, found, err := a.Store.Get(ctx, p, recoveryKey(endpoint))
+	v, found, err := a.Store.Get(ctx, p, schema.ClassJob.Key(endpoint))
 	if err != nil {
 		return false, fmt.Errorf("read recovery of %s/%s: %w", p, endpoint, err)
 	}
 	if !found {
 		return false, nil
 	}
-	r, err := decodeRecovery(endpoint, v)
+	r, err := schema.DecodeRecovery(endpoint, v)
 	return err == nil && r.ID == id, nil
 }
 
 // Recovery reads the recovery job of the endpoint id: the last one started,
 // running or finished.
-func (a *Admin) Recovery(ctx context.Context, p store.Partition, id, job string) (Recovery, error) {
+func (a *Admin) Recovery(ctx context.Context, p store.Partition, id, job string) (schema.Recovery, error) {
 	if err := p.Validate(); err != nil {
-		return Recovery{}, err
+		return schema.Recovery{}, err
 	}
-	if err := ValidateEndpointID(id); err != nil {
-		return Recovery{}, err
+	if err := schema.ValidateEndpointID(id); err != nil {
+		return schema.Recovery{}, err
 	}
-	v, found, err := a.Store.Get(ctx, p, recoveryKey(id))
+	v, found, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
 	if err != nil {
-		return Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+		return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
 	}
 	if !found {
-		return Recovery{}, ErrRecoveryNotFound
+		return schema.Recovery{}, ErrRecoveryNotFound
 	}
-	r, err := decodeRecovery(id, v)
+	r, err := schema.DecodeRecovery(id, v)
 	if err != nil {
-		return Recovery{}, fmt.Errorf("recovery of %s/%s: %w", p, id, err)
+		return schema.Recovery{}, fmt.Errorf("recovery of %s/%s: %w", p, id, err)
 	}
 	if r.ID != job {
-		return Recovery{}, ErrRecoveryNotFound
+		return schema.Recovery{}, ErrRecoveryNotFound
 	}
 	return r, nil
 }
@@ -263,41 +186,41 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	jobRaw, found, err := fc.Store.Get(ctx, fc.Partition, recoveryKey(id))
+	jobRaw, found, err := fc.Store.Get(ctx, fc.Partition, schema.ClassJob.Key(id))
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("read recovery of %s/%s: %w", fc.Partition, id, err)
 	}
 	if !found {
 		return timers.Fired{Done: true}, nil
 	}
-	job, err := decodeRecovery(id, jobRaw)
-	if err != nil || job.State != RecoveryRunning {
+	job, err := schema.DecodeRecovery(id, jobRaw)
+	if err != nil || job.State != schema.RecoveryRunning {
 		// Nothing to run: an unreadable job row is left for an operator,
 		// and a new recovery replaces it.
 		return timers.Fired{Done: true}, nil
 	}
 	nowMs := max(fc.NowMs, clk.Now().UnixMilli())
 	var b store.Batch
-	b.RequireEquals(recoveryKey(id), jobRaw)
-	finish := func(state RecoveryState) (timers.Fired, error) {
+	b.RequireEquals(schema.ClassJob.Key(id), jobRaw)
+	finish := func(state schema.RecoveryState) (timers.Fired, error) {
 		job.State, job.FinishedMs = state, nowMs
-		v, err := encodeRecovery(job)
+		v, err := schema.EncodeRecovery(job)
 		if err != nil {
 			return timers.Fired{}, err
 		}
-		b.Put(recoveryKey(id), v)
+		b.Put(schema.ClassJob.Key(id), v)
 		return timers.Fired{Done: true, Batch: b}, nil
 	}
 	if s.ep == nil {
 		// Deleted: its job goes with it.
-		b.Delete(recoveryKey(id))
+		b.Delete(schema.ClassJob.Key(id))
 		return timers.Fired{Done: true, Batch: b}, nil
 	}
 	if s.ep.ep.DisabledReason == ReasonDeleting {
-		return finish(RecoveryAborted)
+		return finish(schema.RecoveryAborted)
 	}
 	b.RequireEquals(s.ep.key, s.ep.raw)
-	start, end := LogKey(job.NextSeq), LogKey(job.EndSeq)
+	start, end := schema.LogKey(job.NextSeq), schema.LogKey(job.EndSeq)
 	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, nil, recoveryRows)
 	if err != nil {
 		return timers.Fired{}, fmt.Errorf("scan log of %s: %w", fc.Partition, err)
@@ -305,21 +228,21 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 	var queued, bytes uint64
 	past := false
 	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassLog {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassLog {
 			return timers.Fired{}, fmt.Errorf("log row of %s: %w", fc.Partition, corruptf("bad log key"))
 		}
-		l, err := DecodeLog(e.Value)
+		l, err := schema.DecodeLog(e.Value)
 		if err == nil && l.AcceptedMs >= job.UntilMs+acceptSlackMs {
 			past = true
 			break
 		}
 		job.NextSeq, job.Examined = pk.Seq+1, job.Examined+1
-		if err != nil || l.AcceptedMs < job.SinceMs || l.AcceptedMs >= job.UntilMs || !s.ep.ep.took(pk.Seq, l.AcceptedMs) {
+		if err != nil || l.AcceptedMs < job.SinceMs || l.AcceptedMs >= job.UntilMs || !took(&s.ep.ep, pk.Seq, l.AcceptedMs) {
 			continue
 		}
 		en, ok := l.Entry(id)
-		if !ok || en.State != EntryDelivered {
+		if !ok || en.State != schema.EntryDelivered {
 			// Pending already, dropped, or never this endpoint's.
 			continue
 		}
@@ -337,12 +260,12 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 		}
 	}
 	if past || page.Next == nil {
-		return finish(RecoveryDone)
+		return finish(schema.RecoveryDone)
 	}
-	v, err := encodeRecovery(job)
+	v, err := schema.EncodeRecovery(job)
 	if err != nil {
 		return timers.Fired{}, err
 	}
-	b.Put(recoveryKey(id), v)
+	b.Put(schema.ClassJob.Key(id), v)
 	return timers.Fired{DueAtMs: nowMs, Batch: b}, nil
 }

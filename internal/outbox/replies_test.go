@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -47,7 +48,7 @@ func raced(e *env, first func()) *outbox.Admin {
 // with the secret relay generated for it: the only time it is shown.
 func TestAnEndpointCreatedUnheardIsAnsweredCreatedWithItsSecret(t *testing.T) {
 	forEachLostReply(t, func(t *testing.T, e *env, lost func() *outbox.Admin) {
-		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: outbox.SchemeStandardWebhooks, Enabled: true}
+		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: schema.SchemeStandardWebhooks, Enabled: true}
 		res, err := lost().PutEndpoint(e.Ctx, e.P, "billing", spec)
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +57,7 @@ func TestAnEndpointCreatedUnheardIsAnsweredCreatedWithItsSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Created || res.Generated == "" || !reflect.DeepEqual(stored.Endpoint.Secrets, []outbox.Secret{res.Generated}) {
+		if !res.Created || res.Generated == "" || !reflect.DeepEqual(stored.Endpoint.Secrets, []schema.Secret{res.Generated}) {
 			t.Fatalf("created %v, generated %v, stored secrets %d: want created with the stored secret shown",
 				res.Created, res.Generated != "", len(stored.Endpoint.Secrets))
 		}
@@ -67,7 +68,7 @@ func TestAnEndpointCreatedUnheardIsAnsweredCreatedWithItsSecret(t *testing.T) {
 // still signs beside the new one.
 func TestAKeyRotationUnheardRotatesOnce(t *testing.T) {
 	forEachLostReply(t, func(t *testing.T, e *env, lost func() *outbox.Admin) {
-		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: outbox.SchemeStandardWebhooksV1a, Enabled: true}
+		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: schema.SchemeStandardWebhooksV1a, Enabled: true}
 		first := e.put("billing", spec)
 		spec.RotateKey = true
 		res, err := lost().PutEndpoint(e.Ctx, e.P, "billing", spec)
@@ -90,14 +91,14 @@ func TestAKeyRotationUnheardRotatesOnce(t *testing.T) {
 // one then updates what it found, and generates no secret.
 func TestAnEndpointCreatedByAnotherIsNotAnsweredCreated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: outbox.SchemeStandardWebhooks, Enabled: true}
+		spec := outbox.EndpointSpec{URL: "https://hooks.example.com/billing", Scheme: schema.SchemeStandardWebhooks, Enabled: true}
 		var other outbox.PutResult
 		a := raced(e, func() { other = e.put("billing", spec) })
 		res, err := a.PutEndpoint(e.Ctx, e.P, "billing", spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Created || res.Generated != "" || !reflect.DeepEqual(res.Endpoint.Secrets, []outbox.Secret{other.Generated}) {
+		if res.Created || res.Generated != "" || !reflect.DeepEqual(res.Endpoint.Secrets, []schema.Secret{other.Generated}) {
 			t.Fatalf("created %v, generated %v: want the other call's endpoint updated, its secret kept", res.Created, res.Generated != "")
 		}
 	})
@@ -107,7 +108,7 @@ func TestAnEndpointCreatedByAnotherIsNotAnsweredCreated(t *testing.T) {
 // once.
 func TestAResendUnheardIsAnsweredResent(t *testing.T) {
 	forEachLostReply(t, func(t *testing.T, e *env, lost func() *outbox.Admin) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
 		got, err := lost().Resend(e.Ctx, e.P, "billing", "r-1")
@@ -130,7 +131,7 @@ func TestAResendUnheardIsAnsweredResent(t *testing.T) {
 // outcome is pending again by the other's hand.
 func TestAResendByAnotherIsNotAnsweredResent(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
 		a := raced(e, func() {
@@ -147,7 +148,7 @@ func TestAResendByAnotherIsNotAnsweredResent(t *testing.T) {
 // A recovery whose reply was lost is answered with its job, which runs.
 func TestARecoveryUnheardIsAnsweredWithItsJob(t *testing.T) {
 	forEachLostReply(t, func(t *testing.T, e *env, lost func() *outbox.Admin) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
 		job, err := lost().Recover(e.Ctx, e.P, "billing", t0, e.NowMs()+1)
@@ -155,7 +156,7 @@ func TestARecoveryUnheardIsAnsweredWithItsJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := e.history().Recovery(e.Ctx, e.P, "billing", job.ID)
-		if err != nil || got.State != outbox.RecoveryRunning {
+		if err != nil || got.State != schema.RecoveryRunning {
 			t.Fatalf("job %s: %+v %v, want it running", job.ID, got, err)
 		}
 	})
@@ -164,7 +165,7 @@ func TestARecoveryUnheardIsAnsweredWithItsJob(t *testing.T) {
 // Another call's recovery landing first is not taken for this one's.
 func TestARecoveryByAnotherIsNotAnsweredAsThisOne(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
 		a := raced(e, func() {
@@ -182,8 +183,8 @@ func TestARecoveryByAnotherIsNotAnsweredAsThisOne(t *testing.T) {
 // dropped the outcome, and dropped it once.
 func TestAnErasureUnheardIsAnsweredErased(t *testing.T) {
 	forEachLostReply(t, func(t *testing.T, e *env, lost func() *outbox.Admin) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
-		e.putEndpoint("audit", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.putEndpoint("audit", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackRetained(t, e, "billing", 1, outbox.Done{AtMs: e.NowMs(), Status: 200})
 		got, err := lost().Erase(e.Ctx, e.P, "r-1")
@@ -205,7 +206,7 @@ func TestAnErasureUnheardIsAnsweredErased(t *testing.T) {
 // Another call's erasure landing first is not taken for this one's.
 func TestAnErasureByAnotherIsNotAnsweredErased(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		a := raced(e, func() {
 			if _, err := e.history().Erase(e.Ctx, e.P, "r-1"); err != nil {

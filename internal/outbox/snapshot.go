@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -21,12 +22,12 @@ type endpointRow struct {
 	id  string
 	key store.Key
 	raw store.Value
-	ep  Endpoint
+	ep  schema.Endpoint
 }
 
 type backlogRead struct {
 	rowRead
-	backlog Backlog
+	backlog schema.Backlog
 }
 
 // snapshot is what one ingest plan depends on, read from the partition. After
@@ -42,7 +43,7 @@ type snapshot struct {
 	// readAt is when the read began, on this process's monotonic clock:
 	// a batch seen committed before it is in the snapshot.
 	readAt time.Time
-	// writer tags the seen rows this Append writes (Seen.Writer).
+	// writer tags the seen rows this Append writes (schema.Seen.Writer).
 	writer    [8]byte
 	endpoints []endpointRow // in id order
 	seq       rowRead
@@ -61,7 +62,7 @@ type snapshot struct {
 type earlierLog struct {
 	seq uint64
 	raw store.Value
-	row LogRow
+	row schema.LogRow
 }
 
 // earlier is the log row of rid's seen row, when the row is past the
@@ -71,7 +72,7 @@ func (s *snapshot) earlier(rid string) (earlierLog, bool) {
 	if !r.found {
 		return earlierLog{}, false
 	}
-	seen, err := DecodeSeen(r.raw)
+	seen, err := schema.DecodeSeen(r.raw)
 	if err != nil || !seen.Logged {
 		return earlierLog{}, false
 	}
@@ -79,7 +80,7 @@ func (s *snapshot) earlier(rid string) (earlierLog, bool) {
 	if !ok || !l.found {
 		return earlierLog{}, false
 	}
-	row, err := DecodeLog(l.raw)
+	row, err := schema.DecodeLog(l.raw)
 	if err != nil || row.RID != rid {
 		return earlierLog{}, false
 	}
@@ -96,11 +97,11 @@ func (a *Appender) readEarlier(ctx context.Context, p store.Partition, s *snapsh
 		if !r.found {
 			continue
 		}
-		seen, err := DecodeSeen(r.raw)
+		seen, err := schema.DecodeSeen(r.raw)
 		if err != nil || !seen.Logged || s.nowMs-seen.AcceptedMs < cfg.windowMs {
 			continue
 		}
-		keys, seqs = append(keys, LogKey(seen.Seq)), append(seqs, seen.Seq)
+		keys, seqs = append(keys, schema.LogKey(seen.Seq)), append(seqs, seen.Seq)
 	}
 	if len(keys) == 0 {
 		return nil
@@ -147,7 +148,7 @@ type readPlan struct {
 }
 
 func readsFor(items []*item, cfg appendConfig) readPlan {
-	rp := readPlan{keys: []store.Key{SequenceKey()}, seenAt: map[string]int{}}
+	rp := readPlan{keys: []store.Key{schema.SequenceKey()}, seenAt: map[string]int{}}
 	for _, it := range items {
 		if _, dup := rp.seenAt[it.rid]; !dup {
 			rp.seenAt[it.rid] = len(rp.keys)
@@ -171,8 +172,8 @@ func readsFor(items []*item, cfg appendConfig) readPlan {
 // MaxIngestEndpoints endpoints costs the store one range read instead of
 // three.
 func streamRowsRead() store.Read {
-	start, _ := ClassRange(ClassBacklog)
-	_, end := ClassRange(ClassHead)
+	start, _ := schema.ClassRange(schema.ClassBacklog)
+	_, end := schema.ClassRange(schema.ClassHead)
 	return store.Read{Start: start, End: end, Limit: 4*MaxIngestEndpoints + 1}
 }
 
@@ -200,17 +201,17 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 	var endpoints store.Page
 	backlogs := map[string]rowRead{}
 	for _, e := range res[0].Page.Entries {
-		if e.Key[0] == byte(ClassEndpoint) {
+		if e.Key[0] == byte(schema.ClassEndpoint) {
 			// Decoded, and refused when they do not, by endpointsFrom.
 			endpoints.Entries = append(endpoints.Entries, e)
 			continue
 		}
-		pk, ok := Parse(e.Key)
+		pk, ok := schema.Parse(e.Key)
 		switch {
 		case !ok:
-		case pk.Class == ClassBacklog:
+		case pk.Class == schema.ClassBacklog:
 			backlogs[pk.Endpoint] = rowRead{raw: e.Value, found: true}
-		case pk.Class == ClassHead:
+		case pk.Class == schema.ClassHead:
 			s.heads[pk.Endpoint] = true
 		}
 	}
@@ -235,7 +236,7 @@ func (a *Appender) snapshotFrom(ctx context.Context, p store.Partition, nowMs in
 
 // readSlow reads what read does, one read at a time.
 func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot, keys []store.Key, seenAt map[string]int, cfg appendConfig) (*snapshot, error) {
-	start, end := EndpointRange()
+	start, end := schema.EndpointRange()
 	page, err := a.Store.Scan(ctx, p, start, end, nil, MaxIngestEndpoints+1)
 	if err != nil {
 		return nil, fmt.Errorf("scan endpoints of %s: %w", p, err)
@@ -246,10 +247,10 @@ func (a *Appender) readSlow(ctx context.Context, p store.Partition, s *snapshot,
 	}
 	blKeys := make([]store.Key, 0, 2*len(s.endpoints))
 	for _, ep := range s.endpoints {
-		blKeys = append(blKeys, tagged(ClassBacklog, ep.id))
+		blKeys = append(blKeys, schema.ClassBacklog.Key(ep.id))
 	}
 	for _, ep := range s.endpoints {
-		blKeys = append(blKeys, tagged(ClassHead, ep.id))
+		blKeys = append(blKeys, schema.ClassHead.Key(ep.id))
 	}
 	rows, err := getMany(ctx, a.Store, p, append(keys, blKeys...))
 	if err != nil {
@@ -285,11 +286,11 @@ func (s *snapshot) endpointsFrom(p store.Partition, page store.Page) error {
 		return fmt.Errorf("%w: %s holds more than %d, the most one outcome's batch can take", ErrTooManyEndpoints, p, MaxIngestEndpoints)
 	}
 	for _, e := range page.Entries {
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassEndpoint {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassEndpoint {
 			return fmt.Errorf("endpoint row of %s: %w", p, corruptf("bad endpoint key"))
 		}
-		ep, err := DecodeEndpoint(e.Value)
+		ep, err := schema.DecodeEndpoint(e.Value)
 		if err != nil {
 			return fmt.Errorf("endpoint %s of %s: %w", pk.Endpoint, p, err)
 		}
@@ -302,7 +303,7 @@ func (s *snapshot) endpointsFrom(p store.Partition, page store.Page) error {
 func (s *snapshot) backlogsFrom(p store.Partition, row func(i int) rowRead) error {
 	for i, ep := range s.endpoints {
 		r := row(i)
-		b, err := backlogOf(r.raw, r.found)
+		b, err := schema.BacklogOf(r.raw, r.found)
 		if err != nil {
 			return fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
 		}
@@ -316,7 +317,7 @@ func (s *snapshot) keysFrom(p store.Partition, rows []store.Row, seenAt map[stri
 	s.seq = rowRead{raw: rows[0].Value, found: rows[0].Found}
 	if s.seq.found {
 		var err error
-		if s.next, err = DecodeSequence(s.seq.raw); err != nil {
+		if s.next, err = schema.DecodeSequence(s.seq.raw); err != nil {
 			return fmt.Errorf("sequence of %s: %w", p, err)
 		}
 	}
@@ -342,7 +343,7 @@ func getMany(ctx context.Context, st store.NamespaceStore, p store.Partition, ke
 // matching is the indexes of the endpoints whose filter takes kind, enabled
 // or not: a disabled endpoint keeps accumulating rows to catch up later. An
 // endpoint being deleted takes none, so its delete can finish.
-func (s *snapshot) matching(kind Kind) []int {
+func (s *snapshot) matching(kind schema.Kind) []int {
 	var out []int
 	for i := range s.endpoints {
 		ep := &s.endpoints[i].ep
@@ -368,7 +369,7 @@ func (s *snapshot) matching(kind Kind) []int {
 //     the backlog) and the runner re-plans, or it reschedules;
 //   - disabled: leave it, parked until the endpoint is enabled;
 //   - parked (due never) while the endpoint is enabled: pull it to now with
-//     its attempt count reset, or nothing would ever wake it.
+//     its count of failed fires reset, or nothing would ever wake it.
 //
 // A timer whose state does not decode is left for its handler to report.
 func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
@@ -404,7 +405,7 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 		b.Put(timers.Key(s.nowMs, timers.KindOutcomeDelivery, ep.id), timers.EncodeIdle(nil))
 		return
 	}
-	st, err := DecodeDeliveryState(idle.State)
+	st, err := schema.DecodeDeliveryState(idle.State)
 	if err != nil {
 		b.RequireEquals(idle.Key, idle.Raw)
 		return
@@ -412,13 +413,13 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	if idle.DueAtMs == timers.NeverMs {
 		// Parked (its endpoint was disabled) though the endpoint is enabled
 		// now: nothing else would ever wake it, so start afresh.
-		st.Attempt = 0
-		if state, err := EncodeDeliveryState(st); err == nil {
+		st.FailedFires = 0
+		if state, err := schema.EncodeDeliveryState(st); err == nil {
 			idle.Replace(b, s.nowMs, state)
 		}
 		return
 	}
-	if st.Attempt > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
+	if st.FailedFires > 0 || st.Paced() || idle.DueAtMs <= s.nowMs {
 		b.RequireEquals(idle.Key, idle.Raw)
 		return
 	}
@@ -461,50 +462,50 @@ func (s *snapshot) reuse(nowMs int64, writer [8]byte) {
 // the rows are read again.
 func (s *snapshot) fold(writes []store.Write) bool {
 	for _, w := range writes {
-		pk, ok := Parse(w.Key)
+		pk, ok := schema.Parse(w.Key)
 		if !ok {
 			continue
 		}
 		switch pk.Class {
-		case ClassEndpoint:
+		case schema.ClassEndpoint:
 			return false
-		case ClassSequence:
+		case schema.ClassSequence:
 			v, found, err := w.Applied(s.seq.raw, s.seq.found)
 			if err != nil {
 				return false
 			}
 			next := uint64(0)
 			if found {
-				if next, err = DecodeSequence(v); err != nil {
+				if next, err = schema.DecodeSequence(v); err != nil {
 					return false
 				}
 			}
 			s.seq, s.next = rowRead{raw: v, found: found}, next
-		case ClassBacklog:
+		case schema.ClassBacklog:
 			cur := s.backlogs[pk.Endpoint]
 			v, found, err := w.Applied(cur.raw, cur.found)
 			if err != nil {
 				return false
 			}
-			b, err := backlogOf(v, found)
+			b, err := schema.BacklogOf(v, found)
 			if err != nil {
 				return false
 			}
 			s.backlogs[pk.Endpoint] = backlogRead{rowRead: rowRead{raw: v, found: found}, backlog: b}
-		case ClassSeen:
+		case schema.ClassSeen:
 			cur := s.seen[pk.RID]
 			v, found, err := w.Applied(cur.raw, cur.found)
 			if err != nil {
 				return false
 			}
 			s.seen[pk.RID] = rowRead{raw: v, found: found}
-		case ClassHead:
+		case schema.ClassHead:
 			// Only whether a stream has a head counts, which a PutRange
 			// (of a present row) leaves as it is.
 			if w.Kind == store.Put || w.Kind == store.Delete {
 				s.heads[pk.Endpoint] = w.Kind == store.Put
 			}
-		case ClassTimer:
+		case schema.ClassTimer:
 			at := slices.IndexFunc(s.timers, func(r timers.Row) bool { return r.Key == w.Key })
 			var cur rowRead
 			if at >= 0 {

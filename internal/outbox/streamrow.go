@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -26,8 +27,8 @@ type StreamRecord struct {
 	queued bool
 	seq    uint64
 	log    store.Value
-	row    LogRow
-	entry  LogEntry
+	row    schema.LogRow
+	entry  schema.LogEntry
 }
 
 // StreamRef names one row of a stream: its sequence number and rid, and
@@ -57,8 +58,8 @@ type StreamRow struct {
 	Found    bool
 	Err      error
 	Record   StreamRecord
-	Outcome  Outcome
-	Attempts Attempts
+	Outcome  schema.Outcome
+	Attempts schema.Attempts
 	// AttemptsErr: the attempt row is present but does not decode.
 	AttemptsErr error
 }
@@ -79,9 +80,9 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 	for i, r := range refs {
 		at[i] = len(keys)
 		if r.Log == nil {
-			keys = append(keys, LogKey(r.Seq))
+			keys = append(keys, schema.LogKey(r.Seq))
 		}
-		keys = append(keys, streamKey(ClassAttempt, endpoint, r.RID))
+		keys = append(keys, schema.AttemptKeyOf(endpoint, r.RID))
 	}
 	got, err := st.GetMany(ctx, p, keys)
 	if err != nil {
@@ -93,7 +94,7 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 			logRow, attempt = got[at[i]], got[at[i]+1]
 		}
 		if attempt.Found {
-			out[i].Attempts, out[i].AttemptsErr = DecodeAttempts(attempt.Value)
+			out[i].Attempts, out[i].AttemptsErr = schema.DecodeAttempts(attempt.Value)
 			out[i].Record.HasAttempts = true
 		}
 		if !logRow.Found {
@@ -102,7 +103,7 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 		out[i].Found = true
 		out[i].Record, out[i].Err = fromLog(endpoint, r, logRow.Value, out[i].Record.HasAttempts)
 		if out[i].Err == nil {
-			out[i].Outcome, out[i].Err = DecodeRecord(r.RID, out[i].Record.Record)
+			out[i].Outcome, out[i].Err = schema.DecodeRecord(r.RID, out[i].Record.Record)
 		}
 	}
 	return out, nil
@@ -110,7 +111,7 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 
 // fromLog is the stream record of ref from its log row.
 func fromLog(endpoint string, ref StreamRef, v store.Value, attempts bool) (StreamRecord, error) {
-	l, err := DecodeLog(v)
+	l, err := schema.DecodeLog(v)
 	if err != nil {
 		return StreamRecord{}, err
 	}
@@ -145,7 +146,7 @@ func readStreamRowsChunked(ctx context.Context, st store.NamespaceStore, p store
 // deletes it, so such a row is worth reading again just before its
 // acknowledgement: the other stream may have finished meanwhile.
 func (r StreamRecord) Shared() bool {
-	return r.logged && r.row.pendingElsewhere(r.entry.Endpoint)
+	return r.logged && r.row.PendingElsewhere(r.entry.Endpoint)
 }
 
 // LogKey is the key of the record's log row; ok is false for a record
@@ -154,7 +155,7 @@ func (r StreamRecord) LogKey() (key store.Key, ok bool) {
 	if !r.logged {
 		return "", false
 	}
-	return LogKey(r.seq), true
+	return schema.LogKey(r.seq), true
 }
 
 // Reread is r as its log row reads now, and whether the stream still has
@@ -170,7 +171,7 @@ func (r StreamRecord) Reread(row store.Row) (StreamRecord, bool) {
 		return r, false
 	}
 	fresh, err := fromLog(r.entry.Endpoint, StreamRef{Seq: r.seq, RID: r.row.RID, Logged: r.queued}, row.Value, r.HasAttempts)
-	if err != nil || !bytes.Equal(fresh.Record, r.Record) || fresh.entry.State != EntryPending {
+	if err != nil || !bytes.Equal(fresh.Record, r.Record) || fresh.entry.State != schema.EntryPending {
 		return r, false
 	}
 	return fresh, true
@@ -200,7 +201,7 @@ type StreamRows struct {
 // applied, when they fit its reads.
 func askStreamRows(b *store.Batch, id string) {
 	if len(b.Reads)+3 <= store.MaxBatchReads {
-		b.Reads = append(b.Reads, tagged(ClassBacklog, id), tagged(ClassEndpoint, id), tagged(ClassHead, id))
+		b.Reads = append(b.Reads, schema.ClassBacklog.Key(id), schema.ClassEndpoint.Key(id), schema.ClassHead.Key(id))
 	}
 }
 
@@ -212,7 +213,8 @@ func streamsRead(b *store.Batch, rows []store.Row) map[string]StreamRows {
 	}
 	out := make(map[string]StreamRows, len(rows)/3)
 	for i := 0; i < len(rows); i += 3 {
-		out[string(b.Reads[i][1:])] = StreamRows{Backlog: rows[i], Endpoint: rows[i+1], Head: rows[i+2]}
+		id, _ := schema.ClassBacklog.ID(b.Reads[i])
+		out[id] = StreamRows{Backlog: rows[i], Endpoint: rows[i+1], Head: rows[i+2]}
 	}
 	return out
 }

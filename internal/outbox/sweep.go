@@ -2,11 +2,11 @@ package outbox
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -81,16 +81,16 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	if log == nil {
 		log = slog.Default()
 	}
-	st, err := decodeSweepState(t.State)
-	if err != nil || !st.unordered {
+	st, err := schema.DecodeSweepState(t.State)
+	if err != nil || !st.Unordered {
 		// The state is only a position, and one of an ordered pass (an
 		// earlier version's) is no position in this walk: start over.
 		if err != nil {
 			log.WarnContext(ctx, "seen sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
 		}
-		st = sweepState{earliestMs: st.earliestMs, unordered: true}
+		st = schema.SweepState{EarliestMs: st.EarliestMs, Unordered: true}
 	}
-	at := st.cursor
+	at := st.Cursor
 	var after *store.Cursor
 	if len(at) > 0 {
 		after = store.NewCursor(at)
@@ -109,9 +109,9 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	var expired []candidate
 	var logKeys []store.Key
 	for _, e := range page.Entries {
-		seen, err := DecodeSeen(e.Value)
-		pk, ok := Parse(e.Key)
-		if !ok || pk.Class != ClassSeen || err != nil {
+		seen, err := schema.DecodeSeen(e.Value)
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassSeen || err != nil {
 			log.WarnContext(ctx, "seen row does not decode; keeping it", "partition", fc.Partition.Namespace, "error", err)
 			continue
 		}
@@ -120,13 +120,13 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 			continue // beyond any clock
 		}
 		if fc.NowMs < expires {
-			if st.earliestMs == 0 || expires < st.earliestMs {
-				st.earliestMs = expires
+			if st.EarliestMs == 0 || expires < st.EarliestMs {
+				st.EarliestMs = expires
 			}
 			continue
 		}
 		if seen.Logged {
-			logKeys = append(logKeys, LogKey(seen.Seq))
+			logKeys = append(logKeys, schema.LogKey(seen.Seq))
 		}
 		expired = append(expired, candidate{entry: e, rid: pk.RID, seq: seen.Seq, logged: seen.Logged})
 	}
@@ -144,8 +144,8 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 			if !r.Found {
 				continue
 			}
-			pk, _ := Parse(logKeys[i])
-			if l, err := DecodeLog(r.Value); err != nil {
+			pk, _ := schema.Parse(logKeys[i])
+			if l, err := schema.DecodeLog(r.Value); err != nil {
 				held[pk.Seq] = "" // unreadable: keep whatever names it
 			} else {
 				held[pk.Seq] = l.RID
@@ -157,8 +157,8 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	more := false
 	for _, c := range expired {
 		if rid, ok := held[c.seq]; c.logged && ok && (rid == "" || rid == c.rid) {
-			if due := fc.NowMs + everyMs; st.earliestMs == 0 || due < st.earliestMs {
-				st.earliestMs = due
+			if due := fc.NowMs + everyMs; st.EarliestMs == 0 || due < st.EarliestMs {
+				st.EarliestMs = due
 			}
 			continue
 		}
@@ -171,85 +171,37 @@ func (s *SeenSweeper) Fire(ctx context.Context, fc timers.FireContext, t timers.
 	}
 	switch {
 	case more:
-		st.cursor = at
+		st.Cursor = at
 	case page.Next != nil:
-		st.cursor = page.Next.Bytes()
+		st.Cursor = page.Next.Bytes()
 	default:
 		due := fc.NowMs + everyMs
-		if st.earliestMs == 0 {
+		if st.EarliestMs == 0 {
 			due = max(due, fc.NowMs+windowMs)
 		} else {
-			due = max(due, st.earliestMs)
+			due = max(due, st.EarliestMs)
 		}
 		return timers.Fired{DueAtMs: due, Batch: b}, nil
 	}
-	return timers.Fired{DueAtMs: fc.NowMs, State: encodeSweepState(st), Batch: b}, nil
+	return timers.Fired{DueAtMs: fc.NowMs, State: schema.EncodeSweepState(st), Batch: b}, nil
 }
 
 // passPage reads the next page of a sweep's pass over [start, end), resuming
 // after the cursor its timer's state holds.
-func passPage(ctx context.Context, fc timers.FireContext, t timers.DueTimer, what string, start, end store.Key, rows int, log *slog.Logger) (sweepState, store.Page, error) {
-	st, err := decodeSweepState(t.State)
+func passPage(ctx context.Context, fc timers.FireContext, t timers.DueTimer, what string, start, end store.Key, rows int, log *slog.Logger) (schema.SweepState, store.Page, error) {
+	st, err := schema.DecodeSweepState(t.State)
 	if err != nil {
 		// The state is only a position: start the pass over.
 		log.WarnContext(ctx, what+" sweep state does not decode; restarting the pass", "partition", fc.Partition.Namespace, "error", err)
-		st = sweepState{}
+		st = schema.SweepState{}
 	}
 	var after *store.Cursor
-	if len(st.cursor) > 0 {
-		after = store.NewCursor(st.cursor)
+	if len(st.Cursor) > 0 {
+		after = store.NewCursor(st.Cursor)
 	}
 	page, err := fc.Store.Scan(ctx, fc.Partition, start, end, after, rows)
 	if err != nil {
-		return sweepState{}, store.Page{}, fmt.Errorf("scan %s rows of %s: %w", what, fc.Partition, err)
+		return schema.SweepState{}, store.Page{}, fmt.Errorf("scan %s rows of %s: %w", what, fc.Partition, err)
 	}
 	return st, page, nil
-}
-
-// sweepState is a pass in progress: the earliest expiry of the rows kept so
-// far (0 for none) and the cursor after the last page examined, of an
-// ordered Scan or, when unordered, of a ScanUnordered. An empty state
-// starts a pass.
-type sweepState struct {
-	earliestMs int64
-	cursor     []byte
-	unordered  bool
-}
-
-// sweepUnordered is the version of a state whose cursor is a
-// ScanUnordered's; it has version 1's layout.
-const sweepUnordered = 0x02
-
-// encodeSweepState is version 1 (2 when unordered), earliest ms u64, cursor
-// length u16, cursor.
-func encodeSweepState(s sweepState) []byte {
-	v := make([]byte, 0, 1+8+2+len(s.cursor))
-	v = append(v, codecV1)
-	if s.unordered {
-		v[0] = sweepUnordered
-	}
-	v = binary.BigEndian.AppendUint64(v, uint64(s.earliestMs))
-	v = binary.BigEndian.AppendUint16(v, uint16(len(s.cursor)))
-	return append(v, s.cursor...)
-}
-
-func decodeSweepState(state []byte) (sweepState, error) {
-	if len(state) == 0 {
-		return sweepState{}, nil
-	}
-	unordered := state[0] == sweepUnordered
-	if unordered {
-		state = append([]byte{codecV1}, state[1:]...)
-	}
-	r := newReader("sweep state", state)
-	s := sweepState{earliestMs: r.ms(), unordered: unordered}
-	n := r.u16()
-	if n > MaxCursorBytes {
-		r.fail("cursor of %d bytes", n)
-	}
-	s.cursor = append([]byte(nil), r.take(uint64(n))...)
-	if err := r.end(); err != nil {
-		return sweepState{}, err
-	}
-	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/timers"
 )
@@ -13,7 +14,7 @@ import (
 func TestIngestCreatesOneSweepTimerAWindowAhead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		e.Clk.Advance(time.Minute)
 		e.Append(committed("r-2"))
@@ -26,7 +27,7 @@ func TestIngestCreatesOneSweepTimerAWindowAhead(t *testing.T) {
 
 func TestNoSweepTimerWithoutAnAcceptedOutcome(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true, Kinds: []outbox.Kind{outbox.KindExpired}})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true, Kinds: []schema.Kind{schema.KindExpired}})
 		e.Append(committed("r-1"))
 		if rows := e.timers(timers.KindSeenSweep, ""); len(rows) != 0 {
 			t.Errorf("sweep timers %+v", rows)
@@ -73,13 +74,13 @@ func sweepPass(t *testing.T, e *env, s *outbox.SeenSweeper) timers.Fired {
 func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		e.Clk.Advance(30 * time.Minute)
 		e.Append(committed("r-3"))
 		e.Clk.Advance(20 * time.Minute)
 		e.Append(committed("r-4"), committed("r-5"))
-		corrupt, _ := outbox.SeenKey("r-0")
+		corrupt, _ := schema.SeenKey("r-0")
 		var b store.Batch
 		b.Put(corrupt, store.Value("junk"))
 		e.Apply(b)
@@ -94,10 +95,10 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 		if want := t0 + 90*time.Minute.Milliseconds() + outbox.SweepGrace.Milliseconds(); f.DueAtMs != want {
 			t.Errorf("next pass due %d, want %d", f.DueAtMs, want)
 		}
-		start, end := outbox.SeenRange()
+		start, end := schema.SeenRange()
 		var left []string
 		for _, row := range e.scan(start, end) {
-			pk, _ := outbox.Parse(row.Key)
+			pk, _ := schema.Parse(row.Key)
 			left = append(left, pk.RID)
 		}
 		if want := []string{"r-0", "r-3", "r-4", "r-5"}; !slices.Equal(left, want) {
@@ -117,7 +118,7 @@ func TestSweeperDeletesSeenRowsPastTheWindowAndKeepsTheRest(t *testing.T) {
 func TestSweeperKeepsASeenRowRewrittenMeanwhile(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
 		e.Clk.Advance(2 * time.Hour)
@@ -143,7 +144,7 @@ func TestSweeperKeepsASeenRowRewrittenMeanwhile(t *testing.T) {
 func TestASweeperAheadOfIngestKeepsTheIdempotencyDecision(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"))
 		ackAll(t, e, "billing")
 		e.Clk.Advance(time.Hour - time.Second) // ingest: 1 s inside the window
@@ -164,15 +165,15 @@ func TestASweeperAheadOfIngestKeepsTheIdempotencyDecision(t *testing.T) {
 func TestSweeperKeepsTheSeenRowOfAnOutcomeTheLogHolds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		ack(t, e, "billing", 1)
 		e.Clk.Advance(2 * time.Hour)
 		f := sweepPass(t, e, &outbox.SeenSweeper{Window: time.Hour, Every: 10 * time.Minute, Rows: 10})
-		start, end := outbox.SeenRange()
+		start, end := schema.SeenRange()
 		var left []string
 		for _, row := range e.scan(start, end) {
-			pk, _ := outbox.Parse(row.Key)
+			pk, _ := schema.Parse(row.Key)
 			left = append(left, pk.RID)
 		}
 		if want := []string{"r-2"}; !slices.Equal(left, want) {
@@ -190,11 +191,11 @@ func TestSweeperKeepsTheSeenRowOfAnOutcomeTheLogHolds(t *testing.T) {
 func TestASweepStateOfAnOrderedPassStartsTheWalkOver(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		e.App.Window = time.Hour
-		e.putEndpoint("billing", outbox.Endpoint{Enabled: true})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
 		e.Append(committed("r-1"), committed("r-2"))
 		ackAll(t, e, "billing")
 		e.Clk.Advance(2 * time.Hour)
-		cursor, _ := outbox.SeenKey("r-1")
+		cursor, _ := schema.SeenKey("r-1")
 		// Version 1: earliest ms 0, then the cursor's length and bytes.
 		state := append([]byte{0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(len(cursor))}, cursor...)
 		s := &outbox.SeenSweeper{Window: time.Hour, Rows: 10}
@@ -210,7 +211,7 @@ func TestASweepStateOfAnOrderedPassStartsTheWalkOver(t *testing.T) {
 				break
 			}
 		}
-		start, end := outbox.SeenRange()
+		start, end := schema.SeenRange()
 		if left := e.scan(start, end); len(left) != 0 {
 			t.Fatalf("%d seen rows left past their window", len(left))
 		}

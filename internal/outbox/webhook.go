@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookrelay/relay/internal/digest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // endpoint's. The bytes depend on o, namespace and audience only, so every
 // attempt of one delivery sends the same body. An invalid outcome or
 // namespace, or an empty audience, is an error matching ErrInvalid.
-func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
+func EncodeWebhook(o *schema.Outcome, namespace, audience string) ([]byte, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func EncodeWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
 // kinds set, Committed's nil refs as []), which the tests check against it.
 // data is the outcome's own JSON with its namespace and relay's audience
 // after the reservation id.
-func appendWebhook(b []byte, o *Outcome, namespace, audience string) []byte {
+func appendWebhook(b []byte, o *schema.Outcome, namespace, audience string) []byte {
 	b = append(b, `{"type":"outcome.`...)
 	b = append(b, o.Kind()...)
 	b = append(b, `","timestamp":"`...)
@@ -104,7 +105,7 @@ func appendWebhook(b []byte, o *Outcome, namespace, audience string) []byte {
 
 // webhookSize is about the size of appendWebhook's output, so that its
 // buffer is allocated once: the fixed text and the strings unescaped.
-func webhookSize(o *Outcome, namespace, audience string) int {
+func webhookSize(o *schema.Outcome, namespace, audience string) int {
 	n := 256 + len(o.ReservationID) + len(namespace) + len(audience) + len(o.Repository)
 	if c := o.Committed; c != nil {
 		for _, r := range c.Refs {
@@ -190,10 +191,10 @@ type eventWebhookData struct {
 	Namespace      string `json:"namespace"`
 	Audience       string `json:"audience"`
 	OccurredUnixMs int64  `json:"occurred_unix_ms"`
-	Event
+	schema.Event
 }
 
-func encodeEventWebhook(o *Outcome, namespace, audience string) ([]byte, error) {
+func encodeEventWebhook(o *schema.Outcome, namespace, audience string) ([]byte, error) {
 	e := *o.Event
 	typ := e.Type
 	body, err := json.Marshal(eventWebhook{

@@ -9,23 +9,24 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/zeebo/blake3"
 )
 
 // marshalWebhook is the reference appendWebhook must match byte for byte:
 // json.Marshal of the documented shape, as the body was first written.
-func marshalWebhook(t testing.TB, o *Outcome, namespace, audience string) []byte {
+func marshalWebhook(t testing.TB, o *schema.Outcome, namespace, audience string) []byte {
 	t.Helper()
 	type data struct {
-		ReservationID  string      `json:"reservation_id"`
-		Namespace      string      `json:"namespace"`
-		Audience       string      `json:"audience"`
-		Repository     string      `json:"repository"`
-		OccurredUnixMs int64       `json:"occurred_unix_ms"`
-		Committed      *Committed  `json:"committed,omitempty"`
-		Aborted        *Aborted    `json:"aborted,omitempty"`
-		Expired        *Expired    `json:"expired,omitempty"`
-		ReadServed     *ReadServed `json:"read_served,omitempty"`
+		ReservationID  string             `json:"reservation_id"`
+		Namespace      string             `json:"namespace"`
+		Audience       string             `json:"audience"`
+		Repository     string             `json:"repository"`
+		OccurredUnixMs int64              `json:"occurred_unix_ms"`
+		Committed      *schema.Committed  `json:"committed,omitempty"`
+		Aborted        *schema.Aborted    `json:"aborted,omitempty"`
+		Expired        *schema.Expired    `json:"expired,omitempty"`
+		ReadServed     *schema.ReadServed `json:"read_served,omitempty"`
 	}
 	body, err := json.Marshal(struct {
 		Type      string `json:"type"`
@@ -97,30 +98,30 @@ func TestEncodeWebhookMatchesJSONMarshal(t *testing.T) {
 	t.Parallel()
 	const hex64 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	ms := time.Date(2025, 11, 30, 0, 0, 0, 0, time.UTC).UnixMilli()
-	base := func(rid string) Outcome {
-		return Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: ms}
+	base := func(rid string) schema.Outcome {
+		return schema.Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: ms}
 	}
-	var cases []Outcome
-	for i, refs := range [][]Ref{nil, {}, {{Name: "refs/heads/main", New: hex64}}, {{Name: "refs/tags/<v1>&\"q\"", Deleted: true}, {Name: "refs/heads/é", New: hex64}}} {
+	var cases []schema.Outcome
+	for i, refs := range [][]schema.Ref{nil, {}, {{Name: "refs/heads/main", New: hex64}}, {{Name: "refs/tags/<v1>&\"q\"", Deleted: true}, {Name: "refs/heads/é", New: hex64}}} {
 		o := base("r-c")
 		o.OccurredUnixMs += int64(i * 120)
-		o.Committed = &Committed{BytesStored: 1 << 63, NewToRepo: uint64(i), NewToStore: 18446744073709551615, Refs: refs}
+		o.Committed = &schema.Committed{BytesStored: 1 << 63, NewToRepo: uint64(i), NewToStore: 18446744073709551615, Refs: refs}
 		cases = append(cases, o)
 	}
 	for _, detail := range []string{"", "main moved", `quote " backslash \ <b>&</b>`, "line\u2028para\u2029 漢字"} {
 		o := base("r-a")
-		o.Aborted = &Aborted{Reason: "ref_conflict", Detail: detail}
+		o.Aborted = &schema.Aborted{Reason: "ref_conflict", Detail: detail}
 		cases = append(cases, o)
 	}
 	expired := base("r-e")
 	expired.OccurredUnixMs = 1
-	expired.Expired = &Expired{}
+	expired.Expired = &schema.Expired{}
 	served := base("r-s")
 	served.OccurredUnixMs += 999
-	served.ReadServed = &ReadServed{Object: hex64, BytesServed: 77}
+	served.ReadServed = &schema.ReadServed{Object: hex64, BytesServed: 77}
 	odd := base("r-o")
 	odd.Repository = "a<b>&c\"d\\e/é"
-	odd.Expired = &Expired{}
+	odd.Expired = &schema.Expired{}
 	cases = append(cases, expired, served, odd)
 	for _, o := range cases {
 		for _, audience := range []string{"https://relay.example.com", "https://relay.example.com/a?b=<c>&d"} {
@@ -141,19 +142,19 @@ func FuzzEncodeWebhookMatchesJSONMarshal(f *testing.F) {
 	f.Add("r-3", "r", int64(253402300800000), uint8(2), "n", "r", "d", uint64(1), "n_s")
 	f.Add("r-4", "r", int64(9), uint8(3), "n", "r", "d\xff", uint64(1<<63), "n-s")
 	f.Fuzz(func(t *testing.T, rid, repo string, ms int64, kind uint8, name, reason, detail string, n uint64, ns string) {
-		o := Outcome{ReservationID: rid, Repository: repo, OccurredUnixMs: ms}
+		o := schema.Outcome{ReservationID: rid, Repository: repo, OccurredUnixMs: ms}
 		switch kind % 4 {
 		case 0:
-			o.Committed = &Committed{BytesStored: n, NewToRepo: n / 2, NewToStore: n / 3}
+			o.Committed = &schema.Committed{BytesStored: n, NewToRepo: n / 2, NewToStore: n / 3}
 			if name != "" {
-				o.Committed.Refs = []Ref{{Name: name, New: strings.Repeat("b", 64)}, {Name: name + "/x", Deleted: true}}
+				o.Committed.Refs = []schema.Ref{{Name: name, New: strings.Repeat("b", 64)}, {Name: name + "/x", Deleted: true}}
 			}
 		case 1:
-			o.Aborted = &Aborted{Reason: reason, Detail: detail}
+			o.Aborted = &schema.Aborted{Reason: reason, Detail: detail}
 		case 2:
-			o.Expired = &Expired{}
+			o.Expired = &schema.Expired{}
 		case 3:
-			o.ReadServed = &ReadServed{Object: strings.Repeat("c", 64), BytesServed: n}
+			o.ReadServed = &schema.ReadServed{Object: strings.Repeat("c", 64), BytesServed: n}
 		}
 		audience := "https://" + name
 		got, err := EncodeWebhook(&o, ns, audience)

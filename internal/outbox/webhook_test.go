@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 const (
@@ -68,13 +69,13 @@ func TestEncodeWebhookTimestampIsUTCWithMilliseconds(t *testing.T) {
 
 func TestEncodeWebhookRoundTripsEveryKind(t *testing.T) {
 	t.Parallel()
-	expired := outbox.Outcome{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: t0, Expired: &outbox.Expired{}}
-	served := outbox.Outcome{ReservationID: "r-4", Repository: "acme/widgets", OccurredUnixMs: t0,
-		ReadServed: &outbox.ReadServed{Object: hexA, BytesServed: 77}}
+	expired := schema.Outcome{ReservationID: "r-3", Repository: "acme/widgets", OccurredUnixMs: t0, Expired: &schema.Expired{}}
+	served := schema.Outcome{ReservationID: "r-4", Repository: "acme/widgets", OccurredUnixMs: t0,
+		ReadServed: &schema.ReadServed{Object: hexA, BytesServed: 77}}
 	noRefs := committed("r-5")
 	noRefs.Committed.Refs = nil
 	cases := []struct {
-		o        outbox.Outcome
+		o        schema.Outcome
 		kindJSON string
 	}{
 		{committed("r-1"), `{"bytes_stored":1024,"new_to_repo":512,"new_to_store":256,"refs":[{"name":"refs/heads/main","new":"` + hexA + `","deleted":false}]}`},
@@ -132,20 +133,20 @@ func TestEncodeWebhookRoundTripsEveryKind(t *testing.T) {
 func TestEncodeWebhookRefusesInvalidInput(t *testing.T) {
 	t.Parallel()
 	twoKinds := committed("r-1")
-	twoKinds.Expired = &outbox.Expired{}
+	twoKinds.Expired = &schema.Expired{}
 	noRepo := committed("r-1")
 	noRepo.Repository = ""
 	badRID := committed("r 1")
 	valid := committed("r-1")
 	for _, c := range []struct {
 		name         string
-		o            outbox.Outcome
+		o            schema.Outcome
 		ns, audience string
 	}{
 		{"two kinds", twoKinds, relayNS, relayAudience},
 		{"no repository", noRepo, relayNS, relayAudience},
 		{"bad reservation id", badRID, relayNS, relayAudience},
-		{"no kind", outbox.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: t0}, relayNS, relayAudience},
+		{"no kind", schema.Outcome{ReservationID: "r-1", Repository: "acme/widgets", OccurredUnixMs: t0}, relayNS, relayAudience},
 		{"empty audience", valid, relayNS, ""},
 		{"empty namespace", valid, "", relayAudience},
 		{"namespace in capitals", valid, "Acme", relayAudience},

@@ -16,6 +16,7 @@ import (
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
@@ -27,10 +28,10 @@ func benchRID(n int) string { return fmt.Sprintf("res-%08d-7f3a9c21", n) }
 
 // outcome256 is an aborted outcome whose JSON (the webhook's data object) is
 // exactly 256 bytes, its detail padded to fit.
-func outcome256(b *testing.B, rid string) outbox.Outcome {
+func outcome256(b *testing.B, rid string) schema.Outcome {
 	b.Helper()
-	o := outbox.Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
-		Aborted: &outbox.Aborted{Reason: "ref_conflict"}}
+	o := schema.Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
+		Aborted: &schema.Aborted{Reason: "ref_conflict"}}
 	j, err := json.Marshal(o)
 	if err != nil {
 		b.Fatal(err)
@@ -44,18 +45,18 @@ func outcome256(b *testing.B, rid string) outbox.Outcome {
 
 // outcome1KiB is a committed outcome of 20 refs, whose record is about
 // 1 KiB.
-func outcome1KiB(rid string) outbox.Outcome {
-	refs := make([]outbox.Ref, 20)
+func outcome1KiB(rid string) schema.Outcome {
+	refs := make([]schema.Ref, 20)
 	for i := range refs {
-		refs[i] = outbox.Ref{Name: fmt.Sprintf("refs/heads/feature-%02d", i), New: strings.Repeat("ab", 32)}
+		refs[i] = schema.Ref{Name: fmt.Sprintf("refs/heads/feature-%02d", i), New: strings.Repeat("ab", 32)}
 	}
-	return outbox.Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
-		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs}}
+	return schema.Outcome{ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: outboxtest.T0,
+		Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256, Refs: refs}}
 }
 
-func recordBytes(b *testing.B, o outbox.Outcome) int {
+func recordBytes(b *testing.B, o schema.Outcome) int {
 	b.Helper()
-	rec, err := outbox.EncodeRecord(&o)
+	rec, err := schema.EncodeRecord(&o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,11 +81,11 @@ type ingest struct {
 	p         store.Partition
 	endpoints []string
 	app       *outbox.Appender
-	outcome   func(rid string) outbox.Outcome
+	outcome   func(rid string) schema.Outcome
 	n         int
 }
 
-func newIngest(st store.NamespaceStore, clk clock.Clock, p store.Partition, endpoints int, outcome func(rid string) outbox.Outcome) *ingest {
+func newIngest(st store.NamespaceStore, clk clock.Clock, p store.Partition, endpoints int, outcome func(rid string) schema.Outcome) *ingest {
 	return &ingest{st: st, p: p, endpoints: benchEndpoints(endpoints),
 		app: &outbox.Appender{Store: st, Clock: clk}, outcome: outcome}
 }
@@ -93,7 +94,7 @@ func newIngest(st store.NamespaceStore, clk clock.Clock, p store.Partition, endp
 func (in *ingest) setup(b *testing.B) {
 	b.Helper()
 	for _, id := range in.endpoints {
-		outboxtest.PutEndpoint(b, in.st, in.p, id, outbox.Endpoint{Enabled: true})
+		outboxtest.PutEndpoint(b, in.st, in.p, id, schema.Endpoint{Enabled: true})
 	}
 }
 
@@ -101,7 +102,7 @@ func (in *ingest) setup(b *testing.B) {
 // accepted.
 func (in *ingest) next(ctx context.Context, b *testing.B, count int) {
 	b.Helper()
-	os := make([]outbox.Outcome, count)
+	os := make([]schema.Outcome, count)
 	for i := range os {
 		os[i] = in.outcome(benchRID(in.n))
 		in.n++
@@ -235,17 +236,17 @@ func partitionMemory(b *testing.B, s *redisstore.Store, p store.Partition) int64
 
 // rowCensus is a partition's rows by class: how many, and their key and
 // value bytes.
-type rowCensus map[outbox.Class]struct{ rows, keyBytes, valueBytes int }
+type rowCensus map[schema.Class]struct{ rows, keyBytes, valueBytes int }
 
 func census(b *testing.B, s *redisstore.Store, p store.Partition) rowCensus {
 	b.Helper()
 	c := rowCensus{}
 	count := func(e store.Entry) {
-		k := c[outbox.Class(e.Key[0])]
+		k := c[schema.Class(e.Key[0])]
 		k.rows++
 		k.keyBytes += len(e.Key)
 		k.valueBytes += len(e.Value)
-		c[outbox.Class(e.Key[0])] = k
+		c[schema.Class(e.Key[0])] = k
 	}
 	var after *store.Cursor
 	for {
@@ -279,9 +280,9 @@ func report(b *testing.B, s *redisstore.Store, p store.Partition, baseline int64
 	b.ReportMetric(float64(jsonBytes), "json-B")
 	b.ReportMetric(float64(recBytes), "record-B")
 	for _, k := range []struct {
-		class outbox.Class
+		class schema.Class
 		unit  string
-	}{{outbox.ClassLog, "log-raw-B/outcome"}, {outbox.ClassPending, "pending-raw-B/outcome"}, {outbox.ClassSeen, "seen-raw-B/outcome"}} {
+	}{{schema.ClassLog, "log-raw-B/outcome"}, {schema.ClassPending, "pending-raw-B/outcome"}, {schema.ClassSeen, "seen-raw-B/outcome"}} {
 		r := c[k.class]
 		b.ReportMetric(float64(r.keyBytes+r.valueBytes)/memoryOutcomes, k.unit)
 	}
@@ -313,7 +314,7 @@ func BenchmarkMemoryPerPendingOutcome(b *testing.B) {
 				c := report(b, s, p, baseline, endpoints, 256, recordBytes(b, o))
 				checkLayout(b, c, endpoints)
 				// Each stream reads its queue from the log: no pending rows.
-				if got := c[outbox.ClassPending].rows; got != 0 {
+				if got := c[schema.ClassPending].rows; got != 0 {
 					b.Errorf("%d pending rows, want none", got)
 				}
 				for _, id := range in.endpoints {
@@ -349,7 +350,7 @@ func BenchmarkMemoryPerRetainedOutcome(b *testing.B) {
 				o := outcome256(b, benchRID(0))
 				c := report(b, s, p, baseline, endpoints, 256, recordBytes(b, o))
 				checkLayout(b, c, endpoints)
-				if got := c[outbox.ClassPending].rows; got != 0 {
+				if got := c[schema.ClassPending].rows; got != 0 {
 					b.Errorf("%d pending rows left after every acknowledgement", got)
 				}
 				checkDelivered(b, s, p, endpoints)
@@ -364,7 +365,7 @@ func memorySetup(b *testing.B, endpoints int) (*redisstore.Store, store.Partitio
 	b.Helper()
 	s := benchStore(b)
 	p := store.Partition{Namespace: "memory"}
-	in := newIngest(s, clock.System{}, p, endpoints, func(rid string) outbox.Outcome { return outcome256(b, rid) })
+	in := newIngest(s, clock.System{}, p, endpoints, func(rid string) schema.Outcome { return outcome256(b, rid) })
 	in.setup(b)
 	return s, p, partitionMemory(b, s, p), in
 }
@@ -373,10 +374,10 @@ func memorySetup(b *testing.B, endpoints int) (*redisstore.Store, store.Partitio
 // one seen row.
 func checkLayout(b *testing.B, c rowCensus, endpoints int) {
 	b.Helper()
-	if got := c[outbox.ClassLog].rows; got != memoryOutcomes {
+	if got := c[schema.ClassLog].rows; got != memoryOutcomes {
 		b.Errorf("%d log rows for %d outcomes to %d endpoints, want one each", got, memoryOutcomes, endpoints)
 	}
-	if got := c[outbox.ClassSeen].rows; got != memoryOutcomes {
+	if got := c[schema.ClassSeen].rows; got != memoryOutcomes {
 		b.Errorf("%d seen rows, want %d", got, memoryOutcomes)
 	}
 }
@@ -405,7 +406,7 @@ func ackAll(b *testing.B, s *redisstore.Store, p store.Partition, id string) {
 // per endpoint, each delivered.
 func checkDelivered(b *testing.B, s *redisstore.Store, p store.Partition, endpoints int) {
 	b.Helper()
-	start, end := outbox.LogRange()
+	start, end := schema.LogRange()
 	var after *store.Cursor
 	for {
 		page, err := s.Scan(context.Background(), p, start, end, after, redisstore.MaxScanLimit)
@@ -413,7 +414,7 @@ func checkDelivered(b *testing.B, s *redisstore.Store, p store.Partition, endpoi
 			b.Fatal(err)
 		}
 		for _, e := range page.Entries {
-			l, err := outbox.DecodeLog(e.Value)
+			l, err := schema.DecodeLog(e.Value)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -421,7 +422,7 @@ func checkDelivered(b *testing.B, s *redisstore.Store, p store.Partition, endpoi
 				b.Fatalf("log row of %s holds %d entries, want %d", l.RID, len(l.Entries), endpoints)
 			}
 			for _, en := range l.Entries {
-				if en.State != outbox.EntryDelivered {
+				if en.State != schema.EntryDelivered {
 					b.Fatalf("log row of %s: %s is %s", l.RID, en.Endpoint, en.State)
 				}
 			}

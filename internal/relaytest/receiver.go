@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/relay/hookverify"
-	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 )
 
 // Answer is what a scripted receiver does with one verified request.
@@ -87,7 +87,7 @@ type Receiver struct {
 // test ends.
 func NewReceiver(t testing.TB, cfg ReceiverConfig) *Receiver {
 	t.Helper()
-	secret, err := outbox.NewSecret()
+	secret, err := schema.NewSecret()
 	if err != nil {
 		t.Fatal(err)
 	}

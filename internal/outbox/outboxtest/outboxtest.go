@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -20,35 +21,35 @@ const T0 = int64(1_764_460_800_000)
 var HexA = strings.Repeat("ab", 32)
 
 // Committed is a valid committed outcome under rid, occurred at T0.
-func Committed(rid string) outbox.Outcome {
-	return outbox.Outcome{
+func Committed(rid string) schema.Outcome {
+	return schema.Outcome{
 		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: T0,
-		Committed: &outbox.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
-			Refs: []outbox.Ref{{Name: "refs/heads/main", New: HexA}}},
+		Committed: &schema.Committed{BytesStored: 1024, NewToRepo: 512, NewToStore: 256,
+			Refs: []schema.Ref{{Name: "refs/heads/main", New: HexA}}},
 	}
 }
 
 // Aborted is a valid aborted outcome under rid, occurred at T0.
-func Aborted(rid string) outbox.Outcome {
-	return outbox.Outcome{
+func Aborted(rid string) schema.Outcome {
+	return schema.Outcome{
 		ReservationID: rid, Repository: "acme/widgets", OccurredUnixMs: T0,
-		Aborted: &outbox.Aborted{Reason: "ref_conflict", Detail: "main moved"},
+		Aborted: &schema.Aborted{Reason: "ref_conflict", Detail: "main moved"},
 	}
 }
 
 // PutEndpoint stores endpoint id in p: cfg with its defaults, and a URL
 // under https://hooks.example.com/ when it has none.
-func PutEndpoint(t testing.TB, st store.NamespaceStore, p store.Partition, id string, cfg outbox.Endpoint) {
+func PutEndpoint(t testing.TB, st store.NamespaceStore, p store.Partition, id string, cfg schema.Endpoint) {
 	t.Helper()
 	cfg = cfg.WithDefaults()
 	if cfg.URL == "" {
 		cfg.URL = "https://hooks.example.com/" + id
 	}
-	v, err := outbox.EncodeEndpoint(&cfg)
+	v, err := schema.EncodeEndpoint(&cfg)
 	if err != nil {
 		t.Fatalf("encode endpoint: %v", err)
 	}
-	key, err := outbox.EndpointKey(id)
+	key, err := schema.EndpointKey(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (e *Env) Apply(b store.Batch) store.Result {
 }
 
 // Append appends outcomes, failing the test on an error.
-func (e *Env) Append(outcomes ...outbox.Outcome) []outbox.Status {
+func (e *Env) Append(outcomes ...schema.Outcome) []outbox.Status {
 	e.T.Helper()
 	st, err := e.App.Append(e.Ctx, e.P, outcomes)
 	if err != nil {
@@ -145,10 +146,10 @@ func Unordered(t testing.TB, st store.NamespaceStore, p store.Partition, start, 
 	return out
 }
 
-// Head is the stream's head as stored (outbox.Head).
-func Head(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint string) outbox.Head {
+// Head is the stream's head as stored (schema.Head).
+func Head(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint string) schema.Head {
 	t.Helper()
-	key, err := outbox.HeadKey(endpoint)
+	key, err := schema.HeadKey(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func Head(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint str
 	if err != nil {
 		t.Fatalf("read head of %s/%s: %v", p, endpoint, err)
 	}
-	h, err := outbox.HeadOf(store.Row{Value: v, Found: found})
+	h, err := schema.HeadOf(store.Row{Value: v, Found: found})
 	if err != nil {
 		t.Fatalf("head of %s/%s: %v", p, endpoint, err)
 	}
@@ -194,7 +195,7 @@ func Queue(t testing.TB, st store.NamespaceStore, p store.Partition, endpoint st
 // finished, and applies them. It returns the rids acknowledged, none when
 // a guard lost to a concurrent writer or the queue is empty.
 func AckPage(ctx context.Context, st store.NamespaceStore, p store.Partition, endpoint string, n int, retain bool, done outbox.Done) ([]string, error) {
-	hkey, err := outbox.HeadKey(endpoint)
+	hkey, err := schema.HeadKey(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func AckPage(ctx context.Context, st store.NamespaceStore, p store.Partition, en
 	if err != nil {
 		return nil, err
 	}
-	head, err := outbox.HeadOf(store.Row{Value: hv, Found: found})
+	head, err := schema.HeadOf(store.Row{Value: hv, Found: found})
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func AckPage(ctx context.Context, st store.NamespaceStore, p store.Partition, en
 	if err != nil {
 		return nil, err
 	}
-	bkey, _ := outbox.BacklogKey(endpoint)
+	bkey, _ := schema.BacklogKey(endpoint)
 	bv, bfound, err := st.Get(ctx, p, bkey)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"
@@ -27,7 +27,7 @@ const (
 	ClassTimer Class = Class(store.TimerTag)
 	// ClassEndpoint: 'e' endpoint -> the endpoint's configuration. Its tag
 	// is the store's registry tag, so a namespace is registered, and
-	// listed by Admin.Namespaces, while it has an endpoint.
+	// listed by outbox's Admin.Namespaces, while it has an endpoint.
 	ClassEndpoint Class = Class(store.RegistryTag)
 	// ClassAttempt: 'a' endpoint '/' rid -> the row's last failed attempt.
 	ClassAttempt Class = 'a'
@@ -46,7 +46,7 @@ const (
 	// failed counts in that minute since 1970 (minutes.go).
 	ClassMinute Class = 'm'
 	// ClassHead: 'h' endpoint -> the sequence number from which the
-	// stream's queue is read from the log (queue.go).
+	// stream's queue is read from the log (head.go).
 	ClassHead Class = 'h'
 )
 
@@ -139,7 +139,7 @@ func BacklogKey(endpoint string) (store.Key, error) {
 	if err := ValidateEndpointID(endpoint); err != nil {
 		return "", err
 	}
-	return tagged(ClassBacklog, endpoint), nil
+	return ClassBacklog.Key(endpoint), nil
 }
 
 // EndpointKey is the key of an endpoint's configuration.
@@ -147,7 +147,7 @@ func EndpointKey(id string) (store.Key, error) {
 	if err := ValidateEndpointID(id); err != nil {
 		return "", err
 	}
-	return tagged(ClassEndpoint, id), nil
+	return ClassEndpoint.Key(id), nil
 }
 
 // SeenKey is the key of a reservation id's idempotency row.
@@ -155,7 +155,7 @@ func SeenKey(rid string) (store.Key, error) {
 	if err := ValidateReservationID(rid); err != nil {
 		return "", err
 	}
-	return tagged(ClassSeen, rid), nil
+	return ClassSeen.Key(rid), nil
 }
 
 // SequenceKey is the key of the namespace's sequence row.
@@ -197,7 +197,7 @@ func streamRange(c Class, endpoint string) (start, end store.Key, err error) {
 	if err := ValidateEndpointID(endpoint); err != nil {
 		return "", "", err
 	}
-	return tagged(c, endpoint+"/"), tagged(c, endpoint+"0"), nil
+	return c.Key(endpoint + "/"), c.Key(endpoint + "0"), nil
 }
 
 // ParsedKey is a typed parse of any row key of a partition. Class says which
@@ -287,25 +287,49 @@ func (k ParsedKey) Key() store.Key {
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)
 	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead:
-		return tagged(k.Class, k.Endpoint)
+		return k.Class.Key(k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()
 	case ClassMinute:
-		return minuteKey(k.Minute, k.Endpoint)
+		return MinuteKeyOf(k.Minute, k.Endpoint)
 	case ClassLog:
 		return LogKey(k.Seq)
 	case ClassSeen:
-		return tagged(k.Class, k.RID)
+		return k.Class.Key(k.RID)
 	case ClassTimer:
 		return timers.Key(k.DueAtMs, k.TimerKind, k.Reference)
 	}
 	return ""
 }
 
-func tagged(c Class, s string) store.Key {
-	b := make([]byte, 0, 1+len(s))
+// The builders below take ids already checked (ValidateEndpointID,
+// ValidateReservationID) and check nothing, for the paths that build many
+// keys of ids they hold; the exported ones above check first.
+
+// Key is the key of the row of class c named by id alone: an endpoint's
+// backlog, endpoint, counters, job or head row, or a reservation id's seen
+// row.
+func (c Class) Key(id string) store.Key {
+	b := make([]byte, 0, 1+len(id))
 	b = append(b, byte(c))
-	return store.Key(append(b, s...))
+	return store.Key(append(b, id...))
+}
+
+// ID is the id in k, a key Class.Key built for class c; false when k is of
+// another class.
+func (c Class) ID(k store.Key) (string, bool) {
+	if len(k) == 0 || Class(k[0]) != c {
+		return "", false
+	}
+	return string(k[1:]), true
+}
+
+// AttemptKeyOf is AttemptKey of ids already checked.
+func AttemptKeyOf(endpoint, rid string) store.Key { return streamKey(ClassAttempt, endpoint, rid) }
+
+// PendingKeyOf is PendingKey of ids already checked.
+func PendingKeyOf(endpoint string, seq uint64, rid string) store.Key {
+	return pendingKey(endpoint, seq, rid)
 }
 
 func streamKey(c Class, endpoint, rid string) store.Key {

@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"
@@ -9,9 +9,10 @@ import (
 )
 
 // Every value codec of this package but the delivery timer state starts
-// with a version byte; version 1 is the only one, but for the attempt row
-// (attempt.go), which writes version 2 and still reads version 1.
-// Fixed-width integers are big-endian; variable ones are minimal uvarints.
+// with a version byte: codecV1, but for the attempt row (attempt.go,
+// version 2), the seen row (3 or 4, by its fields) and the sweep state (2
+// when its cursor is unordered). Fixed-width integers are big-endian;
+// variable ones are minimal uvarints.
 const codecV1 = 0x01
 
 // reader decodes one value. The first failure sticks: later reads return
@@ -170,13 +171,30 @@ func DecodeBacklog(v store.Value) (Backlog, error) {
 	return b, nil
 }
 
-// backlogOf decodes a backlog as read; an absent row is the empty backlog.
-func backlogOf(v store.Value, found bool) (Backlog, error) {
+// BacklogOf decodes a backlog as read; an absent row is the empty backlog.
+func BacklogOf(v store.Value, found bool) (Backlog, error) {
 	if !found {
 		return Backlog{}, nil
 	}
 	return DecodeBacklog(v)
 }
+
+// AddBacklog is the write that adds rows and bytes to the backlog of
+// endpoint, an id already checked, as the row is when its batch applies
+// (store.Add). With gauge the byte count stops at 0 rather than refusing
+// the batch (store.AddSaturating): it is only a gauge, and a drift in it
+// must never hold a stream. The row count always refuses to pass 0.
+func AddBacklog(endpoint string, rows, bytes int64, gauge bool) store.Write {
+	w := store.Write{Kind: store.Add, Key: ClassBacklog.Key(endpoint), Value: backlogHeader, Deltas: []int64{rows, bytes}}
+	if gauge {
+		w.Saturating = backlogBytesSaturate
+	}
+	return w
+}
+
+// backlogBytesSaturate marks the backlog's byte count, its second counter,
+// as one that stops at 0.
+const backlogBytesSaturate = 1 << 1
 
 // EncodeSequence is version 1, next sequence number u64.
 func EncodeSequence(next uint64) store.Value {

@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"
@@ -33,7 +33,7 @@ func EventTypes() []EventType {
 
 // Kind is the kind an endpoint's filter names the event by,
 // "relay.<type>".
-func (t EventType) Kind() Kind { return Kind(eventKindPrefix + string(t)) }
+func (t EventType) Kind() Kind { return Kind(EventPrefix + string(t)) }
 
 func (t EventType) valid() bool { return eventCode(t) != 0 }
 
@@ -42,10 +42,12 @@ func (t EventType) valid() bool { return eventCode(t) != 0 }
 // its filter says.
 const KindEvents Kind = "relay.*"
 
-const eventKindPrefix = "relay."
+// EventPrefix starts the kind of every operator event and, in EventID,
+// its reservation id.
+const EventPrefix = "relay."
 
 // IsEvent reports whether k names operator events, KindEvents included.
-func (k Kind) IsEvent() bool { return strings.HasPrefix(string(k), eventKindPrefix) }
+func (k Kind) IsEvent() bool { return strings.HasPrefix(string(k), EventPrefix) }
 
 // MaxEventErrorBytes bounds an event's error class.
 const MaxEventErrorBytes = 32
@@ -92,7 +94,7 @@ func (e *Event) validate() error {
 // atMs: derived, so appending one event twice (a fire that emitted it and
 // did not live to record so) answers a duplicate, never a second event.
 func EventID(t EventType, endpoint string, atMs int64) string {
-	return fmt.Sprintf("%s%s.%s.%d", eventKindPrefix, t, endpoint, atMs)
+	return fmt.Sprintf("%s%s.%s.%d", EventPrefix, t, endpoint, atMs)
 }
 
 // NewEvent is the outcome carrying e, at atMs.
@@ -149,6 +151,6 @@ func readEvent(r *reader) *Event {
 
 // validEvent reports whether k is KindEvents or an event type's kind.
 func (k Kind) validEvent() bool {
-	t, ok := strings.CutPrefix(string(k), eventKindPrefix)
+	t, ok := strings.CutPrefix(string(k), EventPrefix)
 	return ok && (k == KindEvents || EventType(t).valid())
 }

@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"
@@ -23,6 +23,10 @@ import (
 //	       at ms (8), duration ms (4), status (2)
 //	     | accepted ms (8) | rid len (1) | rid | record
 const (
+	// MaxLogEntries bounds a log row's entries: one per endpoint an outcome
+	// is ingested to, at most as many as one ingest batch takes
+	// (outbox.MaxIngestEndpoints is this bound).
+	MaxLogEntries = 31
 	// logEntryTail is the part of an entry after its id: state, at ms,
 	// duration ms, status.
 	logEntryTail = 1 + 8 + 4 + 2
@@ -100,8 +104,8 @@ func EncodeLog(l LogRow) (store.Value, error) {
 		return nil, invalidf("log row: bad reservation id")
 	case l.AcceptedMs < 0:
 		return nil, invalidf("log row: accepted time must not be negative")
-	case len(l.Entries) > MaxIngestEndpoints:
-		return nil, invalidf("log row: %d entries exceed %d", len(l.Entries), MaxIngestEndpoints)
+	case len(l.Entries) > MaxLogEntries:
+		return nil, invalidf("log row: %d entries exceed %d", len(l.Entries), MaxLogEntries)
 	case len(l.Record) == 0:
 		return nil, invalidf("log row: no record")
 	}
@@ -146,7 +150,7 @@ func appendEntryTail(v []byte, e LogEntry) []byte {
 func DecodeLog(v store.Value) (LogRow, error) {
 	r := newReader("log row", v)
 	n := int(r.u8())
-	if n > MaxIngestEndpoints {
+	if n > MaxLogEntries {
 		r.fail("%d entries", n)
 	}
 	var l LogRow
@@ -204,9 +208,9 @@ func (l *LogRow) Entry(endpoint string) (LogEntry, bool) {
 	return LogEntry{}, false
 }
 
-// pendingElsewhere reports whether an entry other than endpoint's is
+// PendingElsewhere reports whether an entry other than endpoint's is
 // pending.
-func (l *LogRow) pendingElsewhere(endpoint string) bool {
+func (l *LogRow) PendingElsewhere(endpoint string) bool {
 	for _, e := range l.Entries {
 		if e.Endpoint != endpoint && e.State == EntryPending {
 			return true
@@ -215,15 +219,15 @@ func (l *LogRow) pendingElsewhere(endpoint string) bool {
 	return false
 }
 
-// putEntry is the write that sets e's tail in place in the row it was
-// decoded from.
-func putEntry(b *store.Batch, seq uint64, e LogEntry) {
+// PutEntry is the write that sets e's tail in place in the log row at seq
+// it was decoded from.
+func PutEntry(b *store.Batch, seq uint64, e LogEntry) {
 	b.PutRange(LogKey(seq), e.offset, appendEntryTail(make([]byte, 0, logEntryTail), e))
 }
 
-// requireEntry guards e's tail as read, whatever the row's other entries
-// hold now: it stands for the pending row a stream reading its queue from
-// the log does not have.
-func requireEntry(b *store.Batch, seq uint64, e LogEntry) {
+// RequireEntry guards e's tail as read in the log row at seq, whatever the
+// row's other entries hold now: it stands for the pending row a stream
+// reading its queue from the log does not have.
+func RequireEntry(b *store.Batch, seq uint64, e LogEntry) {
 	b.RequireRange(LogKey(seq), e.offset, appendEntryTail(make([]byte, 0, logEntryTail), e))
 }

@@ -1,10 +1,12 @@
-package outbox
+package schema
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"slices"
@@ -44,8 +46,10 @@ const (
 	MinRateLimit = 1
 	MaxRateLimit = 10000
 	// SecretPrefix starts every Standard Webhooks secret.
-	SecretPrefix                   = "whsec_"
-	minSecretBytes, maxSecretBytes = 24, 64
+	SecretPrefix = "whsec_"
+	// MinSecretBytes and MaxSecretBytes bound the random bytes of a
+	// secret.
+	MinSecretBytes, MaxSecretBytes = 24, 64
 )
 
 // Secret is a Standard Webhooks signing secret, "whsec_" and the base64 of
@@ -59,13 +63,24 @@ func (Secret) String() string { return SecretPrefix + "[redacted]" }
 // GoString redacts the secret.
 func (s Secret) GoString() string { return s.String() }
 
-func (s Secret) valid() bool {
+// Valid reports whether s is a secret: the prefix, and the base64 of
+// MinSecretBytes to MaxSecretBytes.
+func (s Secret) Valid() bool {
 	raw, ok := strings.CutPrefix(string(s), SecretPrefix)
 	if !ok {
 		return false
 	}
 	key, err := base64.StdEncoding.Strict().DecodeString(raw)
-	return err == nil && len(key) >= minSecretBytes && len(key) <= maxSecretBytes
+	return err == nil && len(key) >= MinSecretBytes && len(key) <= MaxSecretBytes
+}
+
+// NewSecret generates a Standard Webhooks secret of 32 random bytes.
+func NewSecret() (Secret, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", fmt.Errorf("generate secret: %w", err)
+	}
+	return Secret(SecretPrefix + base64.StdEncoding.EncodeToString(key)), nil
 }
 
 // Endpoint is an endpoint's configuration, the value of its row.
@@ -177,8 +192,8 @@ func (e *Endpoint) Validate() error {
 			return invalidf("scheme standard-webhooks needs 1 to %d secrets", MaxSecrets)
 		}
 		for i, s := range e.Secrets {
-			if !s.valid() {
-				return invalidf("secrets[%d] must be %q followed by the base64 of %d to %d bytes", i, SecretPrefix, minSecretBytes, maxSecretBytes)
+			if !s.Valid() {
+				return invalidf("secrets[%d] must be %q followed by the base64 of %d to %d bytes", i, SecretPrefix, MinSecretBytes, MaxSecretBytes)
 			}
 			if slices.Contains(e.Secrets[:i], s) {
 				return invalidf("secrets[%d] repeats an earlier secret", i)
@@ -325,14 +340,4 @@ func DecodeEndpoint(v store.Value) (Endpoint, error) {
 		return Endpoint{}, corruptf("endpoint: %v", err)
 	}
 	return e, nil
-}
-
-// took reports whether the outcome at seq, accepted at acceptedMs, was
-// accepted while this endpoint existed: an entry under its id in an older
-// log row is an earlier endpoint's of the same id.
-func (e *Endpoint) took(seq uint64, acceptedMs int64) bool {
-	if e.CreatedSeq > 0 {
-		return seq >= e.CreatedSeq
-	}
-	return e.CreatedMs <= acceptedMs
 }

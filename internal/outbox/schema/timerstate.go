@@ -1,4 +1,4 @@
-package outbox
+package schema
 
 import (
 	"encoding/binary"
@@ -20,7 +20,11 @@ const MaxThrottleReason = 16
 // lease writes it, so the bucket and the throttle are the whole cluster's,
 // kept without a round trip of their own.
 type DeliveryState struct {
-	Attempt uint32
+	// FailedFires counts the stream's fires in a row that failed (a call
+	// failed and nothing was delivered, or the backlog held the stream):
+	// the backoff's exponent. A fire that delivers sets it to 0, or to 1
+	// when the endpoint asked it to wait (Retry-After).
+	FailedFires uint32
 	// Cursor is nil to start at the head of the stream.
 	Cursor *store.Cursor
 	// Bucket is nil for a full bucket: a stream without a rate_limit, or
@@ -111,7 +115,7 @@ const (
 	stateKnownMask = flagBucket | flagPaced | flagThrottle | flagHealth
 )
 
-// EncodeDeliveryState is attempt u32, cursor length u16, cursor bytes (at
+// EncodeDeliveryState is failed fires u32, cursor length u16, cursor bytes (at
 // most 4096), then, only when there is a bucket, a throttle or a health, an
 // extension: 0x01, a flags byte (1 bucket, 2 paced, 4 throttle, 8 health),
 // the bucket (milli tokens u32, at ms i64), the throttle (max in flight u8,
@@ -137,7 +141,7 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 		return nil, err
 	}
 	v := make([]byte, 0, 6+len(cur))
-	v = binary.BigEndian.AppendUint32(v, s.Attempt)
+	v = binary.BigEndian.AppendUint32(v, s.FailedFires)
 	v = binary.BigEndian.AppendUint16(v, uint16(len(cur)))
 	v = append(v, cur...)
 	if s.Bucket == nil && s.Throttle == nil && s.Health == nil {
@@ -215,8 +219,8 @@ func (h *Health) validate() error {
 }
 
 // DecodeDeliveryState decodes a delivery timer's state. An empty state (a
-// timer ingest just created) is attempt 0 at the head of the stream, with a
-// full bucket.
+// timer ingest just created) counts no failed fire and starts at the head
+// of the stream, with a full bucket.
 func DecodeDeliveryState(state []byte) (DeliveryState, error) {
 	if len(state) == 0 {
 		return DeliveryState{}, nil
@@ -228,7 +232,7 @@ func DecodeDeliveryState(state []byte) (DeliveryState, error) {
 	if n > MaxCursorBytes || len(state) < 6+n {
 		return DeliveryState{}, corruptf("delivery timer: bad cursor length")
 	}
-	s := DeliveryState{Attempt: binary.BigEndian.Uint32(state[:4])}
+	s := DeliveryState{FailedFires: binary.BigEndian.Uint32(state[:4])}
 	if n > 0 {
 		s.Cursor = store.NewCursor(append([]byte(nil), state[6:6+n]...))
 	}
