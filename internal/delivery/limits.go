@@ -44,17 +44,17 @@ type limits struct {
 	// rate_limit (0 unlimited); width and rate the effective ones.
 	cfgWidth, width int
 	cfgRate, rate   int64
-	// tokens are the bucket's at atMs, refilled to the fire's start.
+	// tokens are the token bucket's at atMs, refilled to the fire's start.
 	tokens, atMs int64
 	// throttle is the state's throttle, clamped to the configuration; nil
 	// when the stream runs at it.
 	throttle *schema.Throttle
 }
 
-// capacity is a bucket's size at rate: one second's calls, at least one.
+// capacity is a token bucket's size at rate: one second's calls, at least one.
 // A stream idle for a second may so send a second's calls at once, and
 // over any window T it makes at most rate*T + rate calls. A throttled
-// stream's endpoint has refused calls, bursts most likely: its bucket holds
+// stream's endpoint has refused calls, bursts most likely: its token bucket holds
 // a pace slice's calls, so a wait (a backoff, a Retry-After) does not end
 // in a second's calls at once.
 func capacity(rate int64, throttled bool) int64 {
@@ -64,7 +64,7 @@ func capacity(rate int64, throttled bool) int64 {
 	return max(1000, rate)
 }
 
-// startLimits refills the stream's bucket to nowMs, the fire's start, and
+// startLimits refills the stream's token bucket to nowMs, the fire's start, and
 // clamps its throttle to the endpoint's configuration as the fire read it.
 func startLimits(st schema.DeliveryState, ep *schema.Endpoint, nowMs int64) limits {
 	l := limits{cfgWidth: min(max(ep.MaxInFlight, 1), schema.MaxMaxInFlight)}
@@ -93,12 +93,12 @@ func startLimits(st schema.DeliveryState, ep *schema.Endpoint, nowMs int64) limi
 	}
 	full := capacity(l.rate, l.throttle != nil)
 	l.tokens, l.atMs = full, nowMs
-	if b := st.Bucket; b != nil {
+	if b := st.Tokens; b != nil {
 		// Bounded so the product cannot overflow; an hour refills any
-		// bucket.
+		// token bucket.
 		elapsed := min(max(nowMs-b.AtMs, 0), 3_600_000)
 		l.tokens = min(int64(b.MilliTokens)+elapsed*l.rate/1000, full)
-		// A clock behind the last writer's does not date the bucket back:
+		// A clock behind the last writer's does not date the token bucket back:
 		// its tokens count from the later time.
 		l.atMs = max(nowMs, b.AtMs)
 	}
@@ -188,7 +188,7 @@ func (l *limits) effectiveRate(th *schema.Throttle) int64 {
 	return l.cfgRate
 }
 
-// tokensAfter is the bucket once the fire's calls are paid for, under the
+// tokensAfter is the token bucket once the fire's calls are paid for, under the
 // throttle the fire leaves the stream (th), and when it is due again for
 // its tokens: waitDue once the tokens for a slice of calls are in, fullDue
 // once it is full. nil for a stream without a rate limit.

@@ -176,14 +176,14 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 	lim := f.limits
 	throttle := lim.adapt(run, nowMs)
 	rowsLeft := acks.Remaining().Rows > 0
-	bucket, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
+	tokens, waitDue, fullDue := lim.tokensAfter(run, throttle, rowsLeft, h.maxRows())
 	if !rowsLeft {
-		ended := schema.DeliveryState{Bucket: bucket, Throttle: throttle, Health: stateHealth(health, nowMs)}
+		ended := schema.DeliveryState{Tokens: tokens, Throttle: throttle, Health: stateHealth(health, nowMs)}
 		due := int64(0)
-		if bucket != nil && !parked && fullDue > nowMs {
-			// A stream that ends with its bucket short keeps its timer until
-			// the bucket is full again: ended, the next outcome would start
-			// a fresh timer with a full bucket, and a trickle of outcomes
+		if tokens != nil && !parked && fullDue > nowMs {
+			// A stream that ends with its token bucket short keeps its timer until
+			// the token bucket is full again: ended, the next outcome would start
+			// a fresh timer with a full one, and a trickle of outcomes
 			// would go at any rate. Not paced, so an ingest pulls it to now;
 			// the fire then finds tokens, or an empty backlog and ends.
 			due = fullDue
@@ -213,7 +213,7 @@ func (h *Handler) plan(ctx context.Context, f *firing, head store.Row, reread bo
 			resume = f.page.Cursor(run.last)
 		}
 	}
-	next := schema.DeliveryState{FailedFires: f.state.FailedFires, Cursor: resume, Bucket: bucket, Throttle: throttle}
+	next := schema.DeliveryState{FailedFires: f.state.FailedFires, Cursor: resume, Tokens: tokens, Throttle: throttle}
 	// A Retry-After the endpoint gave is a floor whatever else the fire
 	// did: rows delivered before the call told to wait do not cut it
 	// short, or a rate-limited endpoint would be called again at once.

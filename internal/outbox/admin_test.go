@@ -289,7 +289,7 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 		before := schema.DeliveryState{
 			FailedFires: 7,
 			Cursor:      store.CursorAfter(store.Key("p-somewhere")),
-			Bucket:      &schema.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
+			Tokens:      &schema.TokenBucket{MilliTokens: 1_500, AtMs: t0 - 200, Paced: true},
 			Throttle: &schema.Throttle{MaxInFlight: 1, RateMilli: 2_500, CeilingMilli: 5_000, Reason: "429",
 				SinceMs: t0 - 9_000, DecreasedMs: t0 - 1_000, RaisedMs: t0 - 500},
 			Health: &schema.Health{FailingSinceMs: t0 - 9_000, LastStatus: 503, LastError: "status", ResumeMs: t0 + 64_000,
@@ -317,8 +317,8 @@ func TestReplayKeepsTheStreamsLimitsAndHealth(t *testing.T) {
 		if err != nil || len(page.Rows) != 1 || page.Rows[0].RID != "r-002" || page.Rows[0].Seq != got.Seq {
 			t.Errorf("the next fire starts at %+v (%v), want r-002", page.Rows, err)
 		}
-		if !reflect.DeepEqual(st.Bucket, before.Bucket) {
-			t.Errorf("bucket %+v, want %+v kept", st.Bucket, before.Bucket)
+		if !reflect.DeepEqual(st.Tokens, before.Tokens) {
+			t.Errorf("token bucket %+v, want %+v kept", st.Tokens, before.Tokens)
 		}
 		if !reflect.DeepEqual(st.Throttle, before.Throttle) {
 			t.Errorf("throttle %+v, want %+v kept", st.Throttle, before.Throttle)

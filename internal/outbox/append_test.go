@@ -218,11 +218,11 @@ func TestDeliveryTimerIsCreatedOrPulledOnlyWhenItShouldBe(t *testing.T) {
 		// left: paced, out of its rate_limit's tokens until later.
 		e.putEndpoint("paced", schema.Endpoint{Enabled: true, RateLimit: 5})
 		e.putTimer(later, timers.KindOutcomeDelivery, "paced", timers.EncodeIdle(encodeState(t, schema.DeliveryState{
-			Bucket: &schema.TokenBucket{MilliTokens: 200, AtMs: now, Paced: true}})))
+			Tokens: &schema.TokenBucket{MilliTokens: 200, AtMs: now, Paced: true}})))
 		// pulled: a drained stream's timer kept for its bucket, tokens left.
 		e.putEndpoint("refilling", schema.Endpoint{Enabled: true, RateLimit: 5})
 		e.putTimer(later, timers.KindOutcomeDelivery, "refilling", timers.EncodeIdle(encodeState(t, schema.DeliveryState{
-			Bucket: &schema.TokenBucket{MilliTokens: 2000, AtMs: now}})))
+			Tokens: &schema.TokenBucket{MilliTokens: 2000, AtMs: now}})))
 		// left: leased by a firing worker.
 		e.putEndpoint("firing", schema.Endpoint{Enabled: true})
 		e.putTimer(later, timers.KindOutcomeDelivery, "firing", leasedValue(now-5, nil))

@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
@@ -391,4 +394,190 @@ func took(e *schema.Endpoint, seq uint64, acceptedMs int64) bool {
 		return seq >= e.CreatedSeq
 	}
 	return e.CreatedMs <= acceptedMs
+}
+
+// Outcomes pages through the namespace's retained outcomes in acceptance
+// (sequence) order, filtered, reading at most outcomesScan log rows per
+// page, after the position next of an earlier page.
+func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter, next []byte, limit int) (OutcomesPage, error) {
+	if err := p.Validate(); err != nil {
+		return OutcomesPage{}, err
+	}
+	switch {
+	case limit < 1 || limit > MaxOutcomesPage:
+		return OutcomesPage{}, invalidf("limit must be 1 to %d", MaxOutcomesPage)
+	case f.Endpoint != "" && schema.ValidateEndpointID(f.Endpoint) != nil:
+		return OutcomesPage{}, schema.ValidateEndpointID(f.Endpoint)
+	case f.State != "" && !slices.Contains([]string{"pending", "delivered", "dropped", StateFiltered}, f.State):
+		return OutcomesPage{}, invalidf("state must be pending, delivered, dropped or filtered")
+	case f.State == StateFiltered && f.Endpoint == "":
+		return OutcomesPage{}, invalidf("state filtered needs an endpoint")
+	case f.SinceMs < 0 || f.UntilMs < 0 || (f.UntilMs > 0 && f.UntilMs <= f.SinceMs):
+		return OutcomesPage{}, invalidf("until must be after since")
+	}
+	eps, err := readEndpoints(ctx, a.Store, p)
+	if err != nil {
+		return OutcomesPage{}, err
+	}
+	if f.Endpoint != "" && !slices.ContainsFunc(eps, func(e endpointRow) bool { return e.id == f.Endpoint }) {
+		return OutcomesPage{}, ErrNotFound
+	}
+	start, end := schema.LogRange()
+	var after *store.Cursor
+	switch {
+	case next != nil:
+		if len(next) != 8 {
+			return OutcomesPage{}, invalidf("cursor is not a position of this namespace's outcomes")
+		}
+		after = store.CursorAfter(schema.LogKey(binary.BigEndian.Uint64(next)))
+	case f.SinceMs > 0:
+		seq, err := firstAcceptedAt(ctx, a.Store, p, f.SinceMs-acceptSlackMs)
+		if err != nil {
+			return OutcomesPage{}, err
+		}
+		start = schema.LogKey(seq)
+	}
+	page, err := a.Store.Scan(ctx, p, start, end, after, outcomesScan)
+	if err != nil {
+		return OutcomesPage{}, fmt.Errorf("scan log of %s: %w", p, err)
+	}
+	var out OutcomesPage
+	var lastSeq uint64
+	for i, e := range page.Entries {
+		pk, ok := schema.Parse(e.Key)
+		if !ok || pk.Class != schema.ClassLog {
+			return OutcomesPage{}, fmt.Errorf("log row of %s: %w", p, corruptf("bad log key"))
+		}
+		lastSeq = pk.Seq
+		l, err := schema.DecodeLog(e.Value)
+		if err != nil {
+			// Kept, and skipped, as delivery does.
+			continue
+		}
+		if f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs+acceptSlackMs {
+			return out, nil
+		}
+		if l.AcceptedMs < f.SinceMs || (f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs) {
+			continue
+		}
+		sum := OutcomeSummary{RID: l.RID, Seq: pk.Seq, AcceptedMs: l.AcceptedMs, Streams: streamStates(pk.Seq, l, eps)}
+		if !f.matches(sum.Streams) {
+			continue
+		}
+		if o, err := schema.DecodeRecord(l.RID, l.Record); err == nil {
+			sum.Kind = o.Kind()
+		}
+		out.Outcomes = append(out.Outcomes, sum)
+		if len(out.Outcomes) == limit {
+			if i < len(page.Entries)-1 || page.Next != nil {
+				out.Next = binary.BigEndian.AppendUint64(nil, pk.Seq)
+			}
+			return out, nil
+		}
+	}
+	if page.Next != nil {
+		out.Next = binary.BigEndian.AppendUint64(nil, lastSeq)
+	}
+	return out, nil
+}
+
+// Recover starts a recovery of the endpoint id over outcomes accepted in
+// [sinceMs, untilMs). The range must be ordered and start within the
+// retention window (older outcomes are gone); a running recovery of the
+// endpoint is ErrRecoveryRunning.
+func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, sinceMs, untilMs int64) (schema.Recovery, error) {
+	nowMs := a.Clock.Now().UnixMilli()
+	switch {
+	case untilMs <= sinceMs:
+		return schema.Recovery{}, invalidf("until must be after since")
+	case a.retention() <= 0:
+		return schema.Recovery{}, invalidf("nothing is retained (retention is 0), so nothing can be recovered")
+	case sinceMs < nowMs-a.retention().Milliseconds():
+		return schema.Recovery{}, invalidf("since is before the retention window of %v: those outcomes are no longer kept", a.retention())
+	}
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		if s.ep == nil {
+			return schema.Recovery{}, ErrNotFound
+		}
+		if s.ep.ep.DisabledReason == ReasonDeleting {
+			return schema.Recovery{}, ErrDeleting
+		}
+		jobRaw, jobFound, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
+		if err != nil {
+			return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+		}
+		if jobFound {
+			if old, err := schema.DecodeRecovery(id, jobRaw); err == nil && old.State == schema.RecoveryRunning {
+				return schema.Recovery{}, ErrRecoveryRunning
+			}
+		}
+		start, err := firstAcceptedAt(ctx, a.Store, p, sinceMs-acceptSlackMs)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		var end uint64
+		if s.seq.found {
+			if end, err = schema.DecodeSequence(s.seq.raw); err != nil {
+				return schema.Recovery{}, err
+			}
+		}
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return schema.Recovery{}, fmt.Errorf("recovery id: %w", err)
+		}
+		r := schema.Recovery{
+			ID: hex.EncodeToString(raw[:]), Endpoint: id, State: schema.RecoveryRunning, SinceMs: sinceMs, UntilMs: untilMs,
+			StartSeq: start, NextSeq: start, EndSeq: max(end, start), CreatedMs: nowMs,
+		}
+		v, err := schema.EncodeRecovery(r)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		var b store.Batch
+		b.RequireEquals(s.ep.key, s.ep.raw)
+		// The sequence as read bounds the job: guarded, so an outcome
+		// accepted meanwhile is either in it or after it.
+		b.Guard(schema.SequenceKey(), s.seq.raw, s.seq.found)
+		b.Guard(schema.ClassJob.Key(id), jobRaw, jobFound)
+		b.Put(schema.ClassJob.Key(id), v)
+		b.Put(timers.Key(nowMs, timers.KindRecovery, id), timers.EncodeIdle(nil))
+		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.isJob(ctx, p, id, r.ID) })
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		if ok {
+			return r, nil
+		}
+	}
+	return schema.Recovery{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// Recovery reads the recovery job of the endpoint id: the last one started,
+// running or finished.
+func (a *Admin) Recovery(ctx context.Context, p store.Partition, id, job string) (schema.Recovery, error) {
+	if err := p.Validate(); err != nil {
+		return schema.Recovery{}, err
+	}
+	if err := schema.ValidateEndpointID(id); err != nil {
+		return schema.Recovery{}, err
+	}
+	v, found, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
+	if err != nil {
+		return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+	}
+	if !found {
+		return schema.Recovery{}, ErrRecoveryNotFound
+	}
+	r, err := schema.DecodeRecovery(id, v)
+	if err != nil {
+		return schema.Recovery{}, fmt.Errorf("recovery of %s/%s: %w", p, id, err)
+	}
+	if r.ID != job {
+		return schema.Recovery{}, ErrRecoveryNotFound
+	}
+	return r, nil
 }

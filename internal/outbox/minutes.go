@@ -61,45 +61,6 @@ func FailedAttemptsNotes(endpoint string, n int, atMs int64) ([]store.Write, err
 	return append([]store.Write{w}, minuteWrites(endpoint, atMs, 0, uint64(n))...), nil
 }
 
-// PerMinute reads the stream of endpoint id's last MinutesKept minutes up
-// to the one holding nowMs, oldest first, one entry a minute (zeros where
-// nothing happened), at one instant. It does not look at the endpoint row:
-// a stream without one reads as zeros.
-func (a *Admin) PerMinute(ctx context.Context, p store.Partition, id string, nowMs int64) ([]schema.Minute, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if err := schema.ValidateEndpointID(id); err != nil {
-		return nil, err
-	}
-	last, ok := schema.MinuteOf(nowMs)
-	if !ok || last < MinutesKept-1 {
-		return nil, invalidf("time %d ms has no hour of minutes before it", nowMs)
-	}
-	first := last - (MinutesKept - 1)
-	keys := make([]store.Key, MinutesKept)
-	for i := range keys {
-		keys[i] = schema.MinuteKeyOf(first+uint32(i), id)
-	}
-	rows, err := getMany(ctx, a.Store, p, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]schema.Minute, MinutesKept)
-	for i, r := range rows {
-		out[i].StartMs = int64(first+uint32(i)) * schema.MinuteMs
-		if !r.Found {
-			continue
-		}
-		m, err := schema.DecodeMinute(r.Value)
-		if err != nil {
-			return nil, fmt.Errorf("minute %d of %s/%s: %w", first+uint32(i), p, id, err)
-		}
-		out[i].Delivered, out[i].Failed = m.Delivered, m.Failed
-	}
-	return out, nil
-}
-
 // minuteLeftovers are the stream of id's minute rows that a read of the
 // last hour around nowMs could see, a few minutes either side for the
 // clocks of other processes: the endpoint delete's final batch deletes

@@ -2,9 +2,7 @@ package outbox
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
@@ -51,91 +49,6 @@ type OutcomesPage struct {
 	// Next resumes after the last row the page read; nil when none
 	// follows in the range.
 	Next []byte
-}
-
-// Outcomes pages through the namespace's retained outcomes in acceptance
-// (sequence) order, filtered, reading at most outcomesScan log rows per
-// page, after the position next of an earlier page.
-func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter, next []byte, limit int) (OutcomesPage, error) {
-	if err := p.Validate(); err != nil {
-		return OutcomesPage{}, err
-	}
-	switch {
-	case limit < 1 || limit > MaxOutcomesPage:
-		return OutcomesPage{}, invalidf("limit must be 1 to %d", MaxOutcomesPage)
-	case f.Endpoint != "" && schema.ValidateEndpointID(f.Endpoint) != nil:
-		return OutcomesPage{}, schema.ValidateEndpointID(f.Endpoint)
-	case f.State != "" && !slices.Contains([]string{"pending", "delivered", "dropped", StateFiltered}, f.State):
-		return OutcomesPage{}, invalidf("state must be pending, delivered, dropped or filtered")
-	case f.State == StateFiltered && f.Endpoint == "":
-		return OutcomesPage{}, invalidf("state filtered needs an endpoint")
-	case f.SinceMs < 0 || f.UntilMs < 0 || (f.UntilMs > 0 && f.UntilMs <= f.SinceMs):
-		return OutcomesPage{}, invalidf("until must be after since")
-	}
-	eps, err := readEndpoints(ctx, a.Store, p)
-	if err != nil {
-		return OutcomesPage{}, err
-	}
-	if f.Endpoint != "" && !slices.ContainsFunc(eps, func(e endpointRow) bool { return e.id == f.Endpoint }) {
-		return OutcomesPage{}, ErrNotFound
-	}
-	start, end := schema.LogRange()
-	var after *store.Cursor
-	switch {
-	case next != nil:
-		if len(next) != 8 {
-			return OutcomesPage{}, invalidf("cursor is not a position of this namespace's outcomes")
-		}
-		after = store.CursorAfter(schema.LogKey(binary.BigEndian.Uint64(next)))
-	case f.SinceMs > 0:
-		seq, err := firstAcceptedAt(ctx, a.Store, p, f.SinceMs-acceptSlackMs)
-		if err != nil {
-			return OutcomesPage{}, err
-		}
-		start = schema.LogKey(seq)
-	}
-	page, err := a.Store.Scan(ctx, p, start, end, after, outcomesScan)
-	if err != nil {
-		return OutcomesPage{}, fmt.Errorf("scan log of %s: %w", p, err)
-	}
-	var out OutcomesPage
-	var lastSeq uint64
-	for i, e := range page.Entries {
-		pk, ok := schema.Parse(e.Key)
-		if !ok || pk.Class != schema.ClassLog {
-			return OutcomesPage{}, fmt.Errorf("log row of %s: %w", p, corruptf("bad log key"))
-		}
-		lastSeq = pk.Seq
-		l, err := schema.DecodeLog(e.Value)
-		if err != nil {
-			// Kept, and skipped, as delivery does.
-			continue
-		}
-		if f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs+acceptSlackMs {
-			return out, nil
-		}
-		if l.AcceptedMs < f.SinceMs || (f.UntilMs > 0 && l.AcceptedMs >= f.UntilMs) {
-			continue
-		}
-		sum := OutcomeSummary{RID: l.RID, Seq: pk.Seq, AcceptedMs: l.AcceptedMs, Streams: streamStates(pk.Seq, l, eps)}
-		if !f.matches(sum.Streams) {
-			continue
-		}
-		if o, err := schema.DecodeRecord(l.RID, l.Record); err == nil {
-			sum.Kind = o.Kind()
-		}
-		out.Outcomes = append(out.Outcomes, sum)
-		if len(out.Outcomes) == limit {
-			if i < len(page.Entries)-1 || page.Next != nil {
-				out.Next = binary.BigEndian.AppendUint64(nil, pk.Seq)
-			}
-			return out, nil
-		}
-	}
-	if page.Next != nil {
-		out.Next = binary.BigEndian.AppendUint64(nil, lastSeq)
-	}
-	return out, nil
 }
 
 // streamStates is the state of a log row's outcome on each endpoint that

@@ -267,12 +267,12 @@ func TestEndpointValidateNeverEchoesURLOrSecrets(t *testing.T) {
 func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 	old := []byte{0, 0, 0, 2, 0, 1, 'c'}
 	s, err := schema.DecodeDeliveryState(old)
-	if err != nil || s.Bucket != nil || s.Throttle != nil || s.Paced() {
+	if err != nil || s.Tokens != nil || s.Throttle != nil || s.Paced() {
 		t.Fatalf("state without the extension: %+v, %v", s, err)
 	}
 	full := schema.DeliveryState{
 		FailedFires: 2, Cursor: store.NewCursor([]byte("c")),
-		Bucket:   &schema.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
+		Tokens:   &schema.TokenBucket{MilliTokens: 1500, AtMs: t0, Paced: true},
 		Throttle: &schema.Throttle{MaxInFlight: 2, RateMilli: 12_500, CeilingMilli: 25_000, Reason: "429", SinceMs: t0 - 5, DecreasedMs: t0 - 1, RaisedMs: t0},
 	}
 	v, err := schema.EncodeDeliveryState(full)
@@ -283,14 +283,14 @@ func TestDeliveryStateCarriesTheBucketAndThrottleAfterTheCursor(t *testing.T) {
 		t.Errorf("encoded % x", v)
 	}
 	got, err := schema.DecodeDeliveryState(v)
-	if err != nil || !reflect.DeepEqual(got.Bucket, full.Bucket) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.FailedFires != 2 {
-		t.Errorf("decoded %+v %+v %+v, %v", got, got.Bucket, got.Throttle, err)
+	if err != nil || !reflect.DeepEqual(got.Tokens, full.Tokens) || !reflect.DeepEqual(got.Throttle, full.Throttle) || !got.Paced() || got.FailedFires != 2 {
+		t.Errorf("decoded %+v %+v %+v, %v", got, got.Tokens, got.Throttle, err)
 	}
 	onlyThrottle := full
-	onlyThrottle.Bucket = nil
+	onlyThrottle.Tokens = nil
 	{
 		v, _ := schema.EncodeDeliveryState(onlyThrottle)
-		if got, err := schema.DecodeDeliveryState(v); err != nil || got.Bucket != nil || got.Throttle == nil {
+		if got, err := schema.DecodeDeliveryState(v); err != nil || got.Tokens != nil || got.Throttle == nil {
 			t.Errorf("throttle only: %+v, %v", got, err)
 		}
 	}

@@ -17,7 +17,7 @@ const MaxThrottleReason = 16
 // a row failed (the backoff exponent), where the next fire resumes its scan
 // of pending rows, the stream's token bucket under its endpoint's
 // rate_limit and its adaptive throttle. Only the fire holding the timer's
-// lease writes it, so the bucket and the throttle are the whole cluster's,
+// lease writes it, so the token bucket and the throttle are the whole cluster's,
 // kept without a round trip of their own.
 type DeliveryState struct {
 	// FailedFires counts the stream's fires in a row that failed (a call
@@ -27,9 +27,9 @@ type DeliveryState struct {
 	FailedFires uint32
 	// Cursor is nil to start at the head of the stream.
 	Cursor *store.Cursor
-	// Bucket is nil for a full bucket: a stream without a rate_limit, or
+	// Tokens is nil for a full token bucket: a stream without a rate_limit, or
 	// a state written before rate limits existed.
-	Bucket *TokenBucket
+	Tokens *TokenBucket
 	// Throttle is nil when the stream runs at its endpoint's configured
 	// limits.
 	Throttle *Throttle
@@ -101,30 +101,30 @@ type Throttle struct {
 }
 
 // Paced reports whether the stream waits for tokens, not for ingest.
-func (s DeliveryState) Paced() bool { return s.Bucket != nil && s.Bucket.Paced }
+func (s DeliveryState) Paced() bool { return s.Tokens != nil && s.Tokens.Paced }
 
 const (
 	stateExtV1     = 0x01
-	flagBucket     = 1 << 0
+	flagTokens     = 1 << 0
 	flagPaced      = 1 << 1
 	flagThrottle   = 1 << 2
 	flagHealth     = 1 << 3
-	bucketBytes    = 4 + 8
+	tokensBytes    = 4 + 8
 	throttleFixed  = 1 + 4 + 4 + 8 + 8 + 8 + 1
 	healthFixed    = 8 + 8 + 8 + 2 + 1
-	stateKnownMask = flagBucket | flagPaced | flagThrottle | flagHealth
+	stateKnownMask = flagTokens | flagPaced | flagThrottle | flagHealth
 )
 
 // EncodeDeliveryState is failed fires u32, cursor length u16, cursor bytes (at
-// most 4096), then, only when there is a bucket, a throttle or a health, an
-// extension: 0x01, a flags byte (1 bucket, 2 paced, 4 throttle, 8 health),
-// the bucket (milli tokens u32, at ms i64), the throttle (max in flight u8,
+// most 4096), then, only when there is a token bucket, a throttle or a health, an
+// extension: 0x01, a flags byte (1 token bucket, 2 paced, 4 throttle, 8 health),
+// the token bucket (milli tokens u32, at ms i64), the throttle (max in flight u8,
 // rate and ceiling u32, since, decreased and raised ms i64, reason length
 // u8 and bytes) and the health (failing since, notified and resume ms i64,
 // last status u16, last error length u8 and bytes, then a count u8 of
 // pending events, each at ms i64, length u8, and 0x01 and its record
 // body as appendEvent writes it). It has no version byte: an empty state is a fresh timer, and a
-// state without the extension reads as before, a full bucket and no
+// state without the extension reads as before, a full token bucket and no
 // throttle.
 func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 	var cur []byte
@@ -144,13 +144,13 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 	v = binary.BigEndian.AppendUint32(v, s.FailedFires)
 	v = binary.BigEndian.AppendUint16(v, uint16(len(cur)))
 	v = append(v, cur...)
-	if s.Bucket == nil && s.Throttle == nil && s.Health == nil {
+	if s.Tokens == nil && s.Throttle == nil && s.Health == nil {
 		return v, nil
 	}
 	var flags byte
-	if s.Bucket != nil {
-		flags |= flagBucket
-		if s.Bucket.Paced {
+	if s.Tokens != nil {
+		flags |= flagTokens
+		if s.Tokens.Paced {
 			flags |= flagPaced
 		}
 	}
@@ -161,7 +161,7 @@ func EncodeDeliveryState(s DeliveryState) ([]byte, error) {
 		flags |= flagHealth
 	}
 	v = append(v, stateExtV1, flags)
-	if b := s.Bucket; b != nil {
+	if b := s.Tokens; b != nil {
 		v = binary.BigEndian.AppendUint32(v, b.MilliTokens)
 		v = binary.BigEndian.AppendUint64(v, uint64(b.AtMs))
 	}
@@ -220,7 +220,7 @@ func (h *Health) validate() error {
 
 // DecodeDeliveryState decodes a delivery timer's state. An empty state (a
 // timer ingest just created) counts no failed fire and starts at the head
-// of the stream, with a full bucket.
+// of the stream, with a full token bucket.
 func DecodeDeliveryState(state []byte) (DeliveryState, error) {
 	if len(state) == 0 {
 		return DeliveryState{}, nil
@@ -241,21 +241,21 @@ func DecodeDeliveryState(state []byte) (DeliveryState, error) {
 		return s, nil
 	}
 	if len(ext) < 2 || ext[0] != stateExtV1 || ext[1]&^stateKnownMask != 0 || ext[1] == 0 ||
-		(ext[1]&flagPaced != 0 && ext[1]&flagBucket == 0) {
+		(ext[1]&flagPaced != 0 && ext[1]&flagTokens == 0) {
 		return DeliveryState{}, corruptf("delivery timer: bad extension")
 	}
 	flags := ext[1]
 	ext = ext[2:]
-	if flags&flagBucket != 0 {
-		if len(ext) < bucketBytes {
-			return DeliveryState{}, corruptf("delivery timer: short bucket")
+	if flags&flagTokens != 0 {
+		if len(ext) < tokensBytes {
+			return DeliveryState{}, corruptf("delivery timer: short token bucket")
 		}
-		s.Bucket = &TokenBucket{
+		s.Tokens = &TokenBucket{
 			MilliTokens: binary.BigEndian.Uint32(ext[:4]),
 			AtMs:        int64(binary.BigEndian.Uint64(ext[4:12])),
 			Paced:       flags&flagPaced != 0,
 		}
-		ext = ext[bucketBytes:]
+		ext = ext[tokensBytes:]
 	}
 	if flags&flagThrottle != 0 {
 		if len(ext) < throttleFixed {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
@@ -35,83 +34,6 @@ type PendingPage struct {
 	Rows []PendingRow
 	// Next resumes after the page's last row; nil when no row follows.
 	Next []byte
-}
-
-// Endpoint reads one endpoint and its stream.
-func (a *Admin) Endpoint(ctx context.Context, p store.Partition, id string) (Stream, error) {
-	s, err := a.readStream(ctx, p, id)
-	if err != nil {
-		return Stream{}, err
-	}
-	if s.ep == nil {
-		return Stream{}, ErrNotFound
-	}
-	out := Stream{ID: id, Endpoint: s.ep.ep, Backlog: s.backlog.backlog, Timer: viewTimer(s.timer), Counters: s.counters}
-	if out.Backlog.Rows > 0 {
-		at, err := oldestAccepted(ctx, a.Store, p, []string{id}, a.Clock.Now().UnixMilli(), a.window())
-		if err != nil {
-			return Stream{}, err
-		}
-		out.OldestAcceptedMs = at[0]
-	}
-	return out, nil
-}
-
-// Endpoints reads every endpoint of the namespace and its stream, in id
-// order.
-func (a *Admin) Endpoints(ctx context.Context, p store.Partition) ([]Stream, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	eps, err := readEndpoints(ctx, a.Store, p)
-	if err != nil {
-		return nil, err
-	}
-	// Each stream's backlog, then its counters.
-	keys := make([]store.Key, 2*len(eps))
-	for i, ep := range eps {
-		keys[i], keys[len(eps)+i] = schema.ClassBacklog.Key(ep.id), schema.ClassCounters.Key(ep.id)
-	}
-	rows, err := getMany(ctx, a.Store, p, keys)
-	if err != nil {
-		return nil, err
-	}
-	all, err := timers.All(ctx, a.Store, p)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Stream, len(eps))
-	var waiting []string
-	var at []int
-	for i, ep := range eps {
-		bl, err := schema.BacklogOf(rows[i].Value, rows[i].Found)
-		if err != nil {
-			return nil, fmt.Errorf("backlog of %s/%s: %w", p, ep.id, err)
-		}
-		c, err := schema.CountersOf(rows[len(eps)+i].Value, rows[len(eps)+i].Found)
-		if err != nil {
-			return nil, fmt.Errorf("counters of %s/%s: %w", p, ep.id, err)
-		}
-		out[i] = Stream{ID: ep.id, Endpoint: ep.ep, Backlog: bl, Timer: viewTimer(streamTimer(all, ep.id)), Counters: c}
-		if bl.Rows > 0 {
-			waiting, at = append(waiting, ep.id), append(at, i)
-		}
-	}
-	oldest, err := oldestAccepted(ctx, a.Store, p, waiting, a.Clock.Now().UnixMilli(), a.window())
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range at {
-		out[i].OldestAcceptedMs = oldest[j]
-	}
-	return out, nil
-}
-
-func (a *Admin) window() time.Duration {
-	if a.Window > 0 {
-		return a.Window
-	}
-	return DefaultWindow
 }
 
 // Pending reads up to limit pending rows of the stream of endpoint id, after
@@ -347,4 +269,11 @@ func (a *Admin) head(ctx context.Context, p store.Partition, id string) (schema.
 	}
 	h, _ := schema.HeadOf(store.Row{Value: v, Found: found})
 	return h, nil
+}
+
+// pendingCursorBefore is a cursor that resumes a scan of the stream at the
+// pending row of sequence number seq: the row's key without its id sorts
+// after every row of a lower sequence number and before the row itself.
+func pendingCursorBefore(endpoint string, seq uint64) *store.Cursor {
+	return store.CursorAfter(schema.PendingKeyOf(endpoint, seq, ""))
 }
