@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
-	"github.com/hookrelay/relay/internal/store"
 )
 
 // Errors callers branch on.
@@ -63,17 +62,8 @@ func (e *NamespaceLimitError) Error() string {
 // Is matches ErrTooManyNamespaces.
 func (e *NamespaceLimitError) Is(target error) bool { return target == ErrTooManyNamespaces }
 
-// invalidError carries a user-facing message and matches ErrInvalid.
-type invalidError struct{ msg string }
-
-func (e *invalidError) Error() string        { return e.msg }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalidf(format string, args ...any) error {
-	return &invalidError{msg: fmt.Sprintf(format, args...)}
-}
-
-// corruptf is a decoding error wrapping store.ErrCorrupt.
-func corruptf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", store.ErrCorrupt, fmt.Sprintf(format, args...))
-}
+// The errors of invalid and undecodable rows are the stored format's.
+var (
+	invalidf = schema.Invalidf
+	corruptf = schema.Corruptf
+)

@@ -18,11 +18,19 @@ type invalidError struct{ msg string }
 func (e *invalidError) Error() string        { return e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
-func invalidf(format string, args ...any) error {
+// Invalidf is an error matching ErrInvalid whose text, user-facing, is the
+// message formatted.
+func Invalidf(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
 
-// corruptf is a decoding error wrapping store.ErrCorrupt.
-func corruptf(format string, args ...any) error {
+// Corruptf is a decoding error wrapping store.ErrCorrupt.
+func Corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", store.ErrCorrupt, fmt.Sprintf(format, args...))
 }
+
+// Within the package, by their short names.
+var (
+	invalidf = Invalidf
+	corruptf = Corruptf
+)
