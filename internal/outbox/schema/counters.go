@@ -64,8 +64,9 @@ func DecodeCounters(v store.Value) (Counters, error) {
 	return c, nil
 }
 
-// CountersOf decodes counters as read; an absent row counts nothing, as the
-// stream of an endpoint created before streams kept counters does.
+// CountersOf decodes counters as read; an absent row counts nothing
+// (PutEndpoint writes the row with the endpoint, so only a damaged or
+// half-deleted stream lacks one).
 func CountersOf(v store.Value, found bool) (Counters, error) {
 	if !found {
 		return Counters{}, nil
@@ -75,8 +76,7 @@ func CountersOf(v store.Value, found bool) (Counters, error) {
 
 // AddCounters is the one Add of a batch to the counters of endpoint, an id
 // already checked, carrying all of that batch's deltas. An absent row counts
-// as zeros, so the stream of an endpoint older than its counters row gets
-// one from its first Add.
+// as zeros (store.Add creates it).
 func AddCounters(endpoint string, c Counters) store.Write {
 	d := make([]int64, numCounters)
 	d[counterDelivered], d[counterFailed], d[counterDropped] = int64(c.Delivered), int64(c.FailedAttempts), int64(c.Dropped)
@@ -84,8 +84,8 @@ func AddCounters(endpoint string, c Counters) store.Write {
 }
 
 // UncountDelivered is the Add that takes n rows off the delivered count of
-// endpoint, an id already checked: rows queued again. The count stops at 0,
-// as a stream older than its counters may count fewer.
+// endpoint, an id already checked: rows queued again. The count stops at 0
+// rather than refuse the batch, as the backlog's bytes do.
 func UncountDelivered(endpoint string, n uint64) store.Write {
 	return store.Write{Kind: store.Add, Key: ClassCounters.Key(endpoint), Value: countersHeader,
 		Deltas: []int64{-int64(n), 0, 0}, Saturating: 1 << counterDelivered}

@@ -108,19 +108,17 @@ type Endpoint struct {
 	// DisabledReason says why a disabled endpoint is, e.g. "gone" after a
 	// 410; empty while enabled.
 	DisabledReason string `json:"disabled_reason,omitempty"`
-	// DisabledMs is when the endpoint was disabled; 0 while enabled, and
-	// for rows disabled before it was kept.
+	// DisabledMs is when the endpoint was disabled; 0 while enabled.
 	DisabledMs int64 `json:"disabled_ms,omitempty"`
 	CreatedMs  int64 `json:"created_ms"`
 	UpdatedMs  int64 `json:"updated_ms"`
 	// CreatedSeq is the namespace's first sequence number after the
 	// endpoint was created: an outcome at a lower one was accepted before
-	// it, even in the same millisecond. 0 for an endpoint created before
-	// it was kept, which CreatedMs dates instead.
+	// it, even in the same millisecond. A row without it (0) is dated by
+	// CreatedMs instead.
 	CreatedSeq uint64 `json:"created_seq,omitempty"`
 	// TimeoutMs bounds each call to the endpoint, MinTimeoutMs to
-	// MaxTimeoutMs; 0 (rows written before it existed) is the driver's
-	// default.
+	// MaxTimeoutMs; 0 is the driver's default.
 	TimeoutMs int `json:"timeout_ms,omitempty"`
 	// Headers are sent with every attempt, lower-case names to values (see
 	// validateHeaders); relay's own headers always win.

@@ -133,6 +133,17 @@ func FuzzDecodeBacklog(f *testing.F) {
 	})
 }
 
+func FuzzDecodeCounters(f *testing.F) {
+	f.Add([]byte(schema.EncodeCounters(schema.Counters{Delivered: 5, FailedAttempts: 2, Dropped: 1})))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		c, err := schema.DecodeCounters(v)
+		checkCorrupt(t, err)
+		if err == nil && !bytes.Equal(schema.EncodeCounters(c), v) {
+			t.Fatalf("counters not canonical: % x", v)
+		}
+	})
+}
+
 func FuzzDecodeMinute(f *testing.F) {
 	f.Add([]byte(schema.EncodeMinute(schema.Minute{Delivered: 3, Failed: 1})))
 	f.Fuzz(func(t *testing.T, v []byte) {
