@@ -44,6 +44,11 @@ export function verifyWebhooks(v: Verifier, opts: MiddlewareOptions = {}) {
       }
       res.end(reason + "\n");
     };
+    if (req.readableEnded) {
+      // A body parser ran first: the bytes the signature covers are gone.
+      refuse(500, new HookVerifyError("ErrConfig", "the request body was read before the middleware: put it before any body parser"));
+      return;
+    }
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > max) {
       refuse(413, new HookVerifyError("ErrBodyTooLarge"));

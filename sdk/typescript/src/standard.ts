@@ -98,7 +98,7 @@ export class StandardVerifier implements Verifier {
     const ts = parseDecimal(tsS);
     if (ts === undefined) throw new HookVerifyError("ErrMalformed", `${HeaderStandardTimestamp} must be a decimal without sign or leading zeros`);
     const now = BigInt(Math.floor(this.#now() / 1000));
-    const tol = `${Number(tolS) / 60 >= 1 && Number(tolS) % 60 === 0 ? `${Number(tolS) / 60}m` : `${tolS}s`}`;
+    const tol = goDuration(Number(tolS));
     if (now - ts > tolS) throw new HookVerifyError("ErrExpired", `${HeaderStandardTimestamp} is more than ${tol} old`);
     if (ts - now > tolS) throw new HookVerifyError("ErrNotYetValid", `${HeaderStandardTimestamp} is more than ${tol} ahead`);
     const bytes = toBytes(body);
@@ -137,4 +137,12 @@ export class StandardVerifier implements Verifier {
     if (this.secrets.length > 0 && this.publicKeys.length > 0) return "v1 or v1a";
     return this.publicKeys.length > 0 ? "v1a" : "v1";
   }
+}
+
+/** goDuration spells whole seconds as Go's time.Duration does ("5m0s"), so messages match hookverify's. */
+function goDuration(s: number): string {
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  if (h > 0) return `${h}h${m}m${sec}s`;
+  if (m > 0) return `${m}m${sec}s`;
+  return `${sec}s`;
 }

@@ -74,3 +74,17 @@ test("verifyWebhooks: Express-style, a misconfigured verifier answers 500 withou
     srv.close();
   }
 });
+
+test("verifyWebhooks after a body parser refuses rather than hangs", async () => {
+  const mw = verifyWebhooks(verifier());
+  const srv = await serve((req, res) => {
+    req.resume(); // a body parser read the bytes
+    req.on("end", () => mw(req, res, () => res.end()));
+  });
+  try {
+    const r = await post(srv.url + mk.path, mk.headers, mk.body);
+    assert.equal(r.status, 500);
+  } finally {
+    srv.close();
+  }
+});
