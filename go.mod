@@ -2,6 +2,10 @@ module github.com/hookrelay/relay
 
 go 1.26.0
 
+// npm's packages are not Go packages of this module, whatever they ship
+// (those under testdata are ignored anyway).
+ignore ./sdk/typescript/node_modules
+
 require (
 	code.dny.dev/ssrf v0.3.0
 	github.com/alicebob/miniredis/v2 v2.40.0
