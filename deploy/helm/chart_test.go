@@ -353,6 +353,11 @@ func checkPod(t *testing.T, dep *appsv1.Deployment) {
 	if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
 		t.Error("pod: no fixed non-root runAsUser")
 	}
+	if psc == nil || psc.FSGroup == nil {
+		// Secret files are root's; without fsGroup user 65532 cannot read
+		// the key file unless it is readable by all.
+		t.Error("pod: no fsGroup to read the key file by")
+	}
 	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Error("pod: seccomp profile is not RuntimeDefault")
 	}
