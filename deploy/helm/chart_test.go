@@ -87,6 +87,8 @@ type valueSet struct {
 	// password are read ("" for none), and whether the chart makes one.
 	hookSecret, jwtSecret, redisSecret string
 	createsSecret                      bool
+	// createsConfigMap: the chart makes a ConfigMap of public keys.
+	createsConfigMap bool
 	// env holds further variables the Deployment must set, to these values.
 	env map[string]string
 }
@@ -165,6 +167,27 @@ func valueSets() []valueSet {
 			jwtSecret:   "relay-jwt",
 			redisSecret: "redis-auth",
 			env:         map[string]string{"RELAY_HOOK_KEY_ID": "relay-2", "RELAY_HOOK_KEY_FILE": "/etc/relay/hook-key/signing.pem"},
+		},
+		{
+			// Not one of the Redis forms: EdDSA tokens and a key rotation's
+			// published keys, files from the chart's ConfigMap.
+			name: "public-keys",
+			values: merge(minimal(), map[string]any{
+				"jwt": map[string]any{
+					"secret":     map[string]any{"value": ""},
+					"publicKeys": map[string]any{"keys": map[string]any{"ops-2": "-----BEGIN PUBLIC KEY-----\nB\n-----END PUBLIC KEY-----\n", "ops-1": "-----BEGIN PUBLIC KEY-----\nA\n-----END PUBLIC KEY-----\n"}},
+				},
+				"hookKey": map[string]any{"publishedKeys": map[string]any{"json": `{"version":1,"keys":[]}`}},
+			}),
+			redisURL:         "redis://:$(REDIS_PASSWORD)@redis.data.svc:6379/0",
+			hookSecret:       "relay",
+			redisSecret:      "relay",
+			createsSecret:    true,
+			createsConfigMap: true,
+			env: map[string]string{
+				"RELAY_JWT_PUBLIC_KEYS": "ops-1=/etc/relay/jwt-public-keys/ops-1.pem,ops-2=/etc/relay/jwt-public-keys/ops-2.pem",
+				"RELAY_PUBLISHED_KEYS":  "/etc/relay/published-keys/published-keys.json",
+			},
 		},
 	}
 }
@@ -308,6 +331,9 @@ func TestChartRenders(t *testing.T) {
 			if vs.createsSecret {
 				want = append(want, "Secret")
 			}
+			if vs.createsConfigMap {
+				want = append(want, "ConfigMap")
+			}
 			if np, _ := vs.values["networkPolicy"].(map[string]any); np["enabled"] == true {
 				want = append(want, "NetworkPolicy")
 			}
@@ -323,6 +349,11 @@ func TestChartRenders(t *testing.T) {
 			checkPod(t, dep)
 			checkEnv(t, vs, dep)
 			checkSecretsStayInSecrets(t, objs)
+			cm := ""
+			if o, ok := byKind["ConfigMap"]; ok {
+				cm = o.typed.(*corev1.ConfigMap).Name
+			}
+			checkFiles(t, dep, cm)
 			checkService(t, byKind["Service"].typed.(*corev1.Service), dep)
 			if o, ok := byKind["NetworkPolicy"]; ok {
 				checkNetworkPolicy(t, vs, o.typed.(*networkingv1.NetworkPolicy))
@@ -511,6 +542,55 @@ func checkEnv(t *testing.T, vs valueSet, dep *appsv1.Deployment) {
 			t.Errorf("hook key file mode %v: readable by others", v.Secret.DefaultMode)
 		} else if len(v.Secret.Items) != 1 || mount.MountPath+"/"+v.Secret.Items[0].Path != keyFile {
 			t.Errorf("hook key items %+v do not put the key at %s", v.Secret.Items, keyFile)
+		}
+	}
+}
+
+// checkFiles fails when a file a variable names is on no volume: each path
+// of RELAY_HOOK_KEY_FILE, RELAY_PUBLISHED_KEYS and RELAY_JWT_PUBLIC_KEYS
+// must be an item of a Secret or ConfigMap volume mounted there, and a
+// ConfigMap the chart made must be the one mounted.
+func checkFiles(t *testing.T, dep *appsv1.Deployment, configMap string) {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	files := map[string]string{} // path: where it comes from
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			switch {
+			case v.Secret != nil:
+				for _, it := range v.Secret.Items {
+					files[m.MountPath+"/"+it.Path] = "Secret " + v.Secret.SecretName
+				}
+			case v.ConfigMap != nil:
+				for _, it := range v.ConfigMap.Items {
+					files[m.MountPath+"/"+it.Path] = "ConfigMap " + v.ConfigMap.Name
+				}
+			}
+		}
+	}
+	var paths []string
+	for _, e := range c.Env {
+		switch e.Name {
+		case "RELAY_HOOK_KEY_FILE", "RELAY_PUBLISHED_KEYS":
+			paths = append(paths, e.Value)
+		case "RELAY_JWT_PUBLIC_KEYS":
+			for _, entry := range strings.Split(e.Value, ",") {
+				_, path, _ := strings.Cut(entry, "=")
+				paths = append(paths, path)
+			}
+		}
+	}
+	for _, path := range paths {
+		from, ok := files[path]
+		switch {
+		case !ok:
+			t.Errorf("%s is on no mounted volume", path)
+		case strings.HasPrefix(from, "ConfigMap ") && configMap != "" && from != "ConfigMap "+configMap:
+			t.Errorf("%s comes from %s, the chart made ConfigMap %s", path, from, configMap)
 		}
 	}
 }
