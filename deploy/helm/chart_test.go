@@ -729,6 +729,8 @@ func TestChartRefuses(t *testing.T) {
 			merge(minimal(), map[string]any{"redis": map[string]any{"mode": "replicated"}})},
 		{"a misspelt setting", "publicUrl",
 			merge(minimal(), map[string]any{"relay": map[string]any{"publicUrl": "https://x"}})},
+		{"a Cluster of one seed", "at least two",
+			merge(minimal(), map[string]any{"redis": map[string]any{"mode": "cluster", "cluster": map[string]any{"seeds": []any{"c-0:6379"}}}})},
 		{"sentinel without a master", "masterName",
 			merge(minimal(), map[string]any{"redis": map[string]any{"mode": "sentinel", "sentinel": map[string]any{"sentinels": []any{"s:26379"}}}})},
 	} {

@@ -109,7 +109,8 @@ needs TLS or credentials), or Sentinel (redis[s]+sentinel://). */}}
 {{- $host := required "redis.standalone.host is required: relay needs an operator's Redis (see NOTES)" $r.standalone.host }}
 {{- printf "%s://%s%s:%v/%v" $scheme $creds $host (int $r.standalone.port) (int $r.standalone.db) }}
 {{- else if eq $r.mode "cluster" }}
-{{- if not $r.cluster.seeds }}{{ fail "redis.cluster.seeds is required in cluster mode: host:port of some masters" }}{{ end }}
+{{- /* relay tells a Cluster from one server by its several seeds. */}}
+{{- if lt (len $r.cluster.seeds) 2 }}{{ fail "redis.cluster.seeds needs at least two host:port seeds in cluster mode: relay takes one address as a single server" }}{{ end }}
 {{- if or $creds $r.tls }}
 {{- $rest := list }}
 {{- range rest $r.cluster.seeds }}{{ $rest = append $rest (printf "addr=%s" .) }}{{ end }}
