@@ -119,6 +119,7 @@ func valueSets() []valueSet {
 					"delivery":   map[string]any{"concurrency": 128},
 				},
 				"networkPolicy": map[string]any{"enabled": true},
+				"extraEnv":      []any{map[string]any{"name": "GOGC", "value": "200"}},
 			}),
 			redisURL:      "redis-0.redis:6379,redis-1.redis:6379,redis-2.redis:7000",
 			hookSecret:    "relay",
@@ -129,6 +130,7 @@ func valueSets() []valueSet {
 				"RELAY_BUCKETS":              "24",
 				"RELAY_DURABILITY":           "replicas=1",
 				"RELAY_DELIVERY_CONCURRENCY": "128",
+				"GOGC":                       "200",
 			},
 		},
 		{
