@@ -26,7 +26,7 @@ PKGS := ./... ./hookverify/... ./relayclient/...
 test: ## go test -race: every package under the race detector, slower than go test (real servers from RELAY_TEST_*)
 	go test -race $(PKGS)
 
-ci: ## everything CI does: real Redis and Cluster, lint, fuzz, tests (.ci/run)
+ci: ## everything CI does: real Redis and Cluster, lint, fuzz, tests, the Helm chart's test (.ci/run)
 	bash .ci/run
 
 lint: ## gofmt check, go vet, staticcheck
