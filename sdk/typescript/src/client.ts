@@ -18,8 +18,12 @@ export type ProblemType = Schemas["ProblemType"];
 export type OutcomeError = Schemas["OutcomeError"];
 /** One page of the namespace list; next_cursor is null on the last. */
 export type NamespacePage = Schemas["NamespacePage"];
+/** A namespace with its endpoint count and its backlog over all its streams. */
+export type NamespaceSummary = Schemas["NamespaceSummary"];
 /** One page of a namespace's retained outcomes; next_cursor is absent on the last. */
 export type OutcomesPage = Schemas["OutcomesPage"];
+/** One outcome of a list: its kind and its state on each endpoint. */
+export type OutcomeSummary = Schemas["OutcomeSummary"];
 /** A retained outcome as it was accepted, and its story on each endpoint. */
 export type OutcomeStory = Schemas["OutcomeStory"];
 /** One page of an endpoint's stream: its backlog, state and pending rows; next_cursor is null on the last. */
