@@ -160,9 +160,10 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   });
 
 /**
- * RelayClient calls one relay's REST API (api/openapi.yaml). A request
- * answered 503 (or stream-busy) is resent after its Retry-After with the
- * same bytes, so what a first attempt stored answers duplicate. Any other
+ * RelayClient calls one relay's REST API (api/openapi.yaml). A /v1
+ * request answered 503 (or stream-busy) is resent after its Retry-After
+ * with the same bytes, so what a first attempt stored answers duplicate;
+ * healthz, readyz and hookKeys report what they are answered. Any other
  * non-2xx answer is thrown as a RelayProblem.
  */
 export class RelayClient {
@@ -245,21 +246,24 @@ export class RelayClient {
   }
 
   /** putEndpoint creates or replaces endpoint id of namespace ns. */
-  putEndpoint(ns: string, id: string, config: EndpointConfig, opts: CallOptions = {}): Promise<EndpointSaved> {
-    checkNamespace("put endpoint", ns);
-    return this.#json("put endpoint", "PUT", `/v1/namespaces/${ns}/endpoints/${encodeURIComponent(id)}`, config, opts, false);
+  async putEndpoint(ns: string, id: string, config: EndpointConfig, opts: CallOptions = {}): Promise<EndpointSaved> {
+    const op = "put endpoint";
+    checkEndpoint(op, ns, id);
+    // A resend carries the same configuration, so it is safe.
+    return this.#json(op, "PUT", endpointPath(ns, id), config, opts, true);
   }
 
   /** getEndpoint reads endpoint id of namespace ns. */
-  getEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
-    checkNamespace("get endpoint", ns);
-    return this.#json("get endpoint", "GET", `/v1/namespaces/${ns}/endpoints/${encodeURIComponent(id)}`, undefined, opts, false);
+  async getEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
+    const op = "get endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "GET", endpointPath(ns, id), undefined, opts, true);
   }
 
   /** listEndpoints lists the endpoints of namespace ns. */
   async listEndpoints(ns: string, opts: CallOptions = {}): Promise<Endpoint[]> {
     checkNamespace("list endpoints", ns);
-    const out = await this.#json<{ endpoints?: Endpoint[] }>("list endpoints", "GET", `/v1/namespaces/${ns}/endpoints`, undefined, opts, false);
+    const out = await this.#json<{ endpoints?: Endpoint[] }>("list endpoints", "GET", `/v1/namespaces/${ns}/endpoints`, undefined, opts, true);
     return out.endpoints ?? [];
   }
 
@@ -292,6 +296,8 @@ export class RelayClient {
       const page = await this.listNamespaces({ ...q, cursor }, opts);
       yield page;
       if (!page.next_cursor) return;
+      // A cursor that does not move would walk forever.
+      if (page.next_cursor === cursor) throw new Error("relayclient: namespacePages: the answer's next_cursor is the cursor it answers");
       cursor = page.next_cursor;
     }
   }
@@ -323,6 +329,8 @@ export class RelayClient {
       const page = await this.listOutcomes(ns, { ...q, cursor }, opts);
       yield page;
       if (!page.next_cursor) return;
+      // A cursor that does not move would walk forever.
+      if (page.next_cursor === cursor) throw new Error("relayclient: outcomePages: the answer's next_cursor is the cursor it answers");
       cursor = page.next_cursor;
     }
   }

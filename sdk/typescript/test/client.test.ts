@@ -182,6 +182,12 @@ test("every operation sends its method, path, query and body and decodes its ans
       name: "getOutbox", call: () => c.getOutbox("acme", "billing", { cursor: "x", limit: 2 }), method: "GET", url: "/v1/namespaces/acme/outbox?endpoint=billing&cursor=x&limit=2",
       answer: { endpoint: "billing", backlog: { rows: 1, bytes: 5 }, state: "due", next_attempt_at: null, failed_fires: 0, rows: [], next_cursor: null },
     },
+    { name: "listEndpoints", call: () => c.listEndpoints("acme"), answer: { endpoints: [] }, method: "GET", url: "/v1/namespaces/acme/endpoints" },
+    {
+      name: "putEndpoint", call: () => c.putEndpoint("acme", "billing", { url: "https://hooks.example.com/x", kinds: ["expired"] }), status: 201,
+      method: "PUT", url: "/v1/namespaces/acme/endpoints/billing", body: { url: "https://hooks.example.com/x", kinds: ["expired"] }, answer: { id: "billing", url: "https://hooks.example.com/x" },
+    },
+    { name: "getEndpoint", call: () => c.getEndpoint("acme", "billing"), answer: { id: "billing", url: "https://hooks.example.com/x" }, method: "GET", url: "/v1/namespaces/acme/endpoints/billing" },
     { name: "deleteEndpoint", call: () => c.deleteEndpoint("acme", "billing"), answer: { id: "billing", dropped_rows: 0 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing" },
     { name: "deleteEndpoint forced", call: () => c.deleteEndpoint("acme", "billing", true), answer: { id: "billing", dropped_rows: 4 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing?force=true" },
     {
@@ -202,7 +208,8 @@ test("every operation sends its method, path, query and body and decodes its ans
   for (const k of cases) {
     seen = [];
     answer = json(k.status ?? 200, k.answer);
-    assert.deepEqual(await k.call(), k.answer, k.name);
+    const got = await k.call();
+    assert.deepEqual(got, k.name === "listEndpoints" ? [] : k.answer, k.name);
     assert.equal(seen.length, 1, k.name);
     const s = seen[0]!;
     assert.equal(s.method, k.method, k.name);
@@ -233,9 +240,16 @@ test("every operation sends its method, path, query and body and decodes its ans
   for await (const p of c.outcomePages("acme", { state: "pending" })) pages += p.outcomes.length + 1;
   assert.equal(pages, 6);
   assert.deepEqual(cursors, [null, "p2", "p3", null, "p2", "p3"]);
+
+  // A cursor that does not move is not walked forever.
+  answer = json(200, { outcomes: [], next_cursor: "same" });
+  const stuck = await (async () => {
+    for await (const _ of c.outcomePages("acme")) void _;
+  })().catch((e) => e);
+  assert.ok(stuck instanceof Error && /outcomePages: the answer's next_cursor is the cursor it answers/.test(stuck.message), String(stuck));
 });
 
-test("a stream-busy answer is resent; an endpoint-has-backlog problem carries its rows", async () => {
+test("a stream-busy answer is resent, and a 503 to any /v1 call; an endpoint-has-backlog problem carries its rows", async () => {
   seen = [];
   let n = 0;
   answer = (s, res) => (++n === 1 ? problem(res, 409, "stream-busy", {}, { "Retry-After": "1" }) : json(202, { endpoint: "billing", reservation_id: "r-1", sequence: 2, next_attempt_at: "2026-12-07T10:00:00Z" })(s, res));
@@ -244,6 +258,16 @@ test("a stream-busy answer is resent; an endpoint-has-backlog problem carries it
   assert.equal((await c.replayOutcome("acme", "billing", "r-1")).sequence, 2);
   assert.equal(seen.length, 2);
   assert.deepEqual(waits, [1000]);
+
+  // Every /v1 call is resent, the endpoint calls included.
+  for (const call of [() => c.putEndpoint("acme", "billing", { url: "https://hooks.example.com/x" }), () => c.getEndpoint("acme", "billing"), () => c.listEndpoints("acme"), () => c.deleteEndpoint("acme", "billing")]) {
+    seen = [];
+    n = 0;
+    answer = (s, res) => (++n === 1 ? problem(res, 503, "unavailable", {}, { "Retry-After": "0" }) : json(200, { id: "billing", endpoints: [] })(s, res));
+    await call();
+    assert.equal(seen.length, 2, String(call));
+    assert.ok(seen[1]!.body.equals(seen[0]!.body));
+  }
 
   answer = (_, res) => problem(res, 409, "endpoint-has-backlog", { backlog_rows: 7 });
   const busy = await c.deleteEndpoint("acme", "billing").catch((e) => e);
@@ -287,6 +311,8 @@ test("arguments relay would refuse are refused before a request", async () => {
     ["a time without its zone", () => c.recoverEndpoint("acme", "billing", "2026-12-07T00:00:00", new Date()), /recover: since must be/],
     ["a recovery id that is not 32 hex", () => c.getRecovery("acme", "billing", "AB".repeat(16)), /get recovery: recovery id must be 32 lowercase hex/],
     ["a namespace with a slash", () => c.deleteEndpoint("a/b", "billing"), /delete endpoint: .* is not a namespace/],
+    ["an endpoint id with a slash", () => c.putEndpoint("acme", "a/b", { url: "https://hooks.example.com/x" }), /put endpoint: endpoint id must be/],
+    ["an endpoint id with a dot", () => c.getEndpoint("acme", ".."), /get endpoint: endpoint id must be/],
   ];
   for (const [name, call, want] of refused) {
     const err = await call().catch((e) => e);
