@@ -411,7 +411,7 @@ export class RelayClient {
     return this.#json(op, "POST", `${endpointPath(ns, endpoint)}/recover`, body, opts, true);
   }
 
-  /** getRecovery returns recovery job of endpoint (scope outbox:read); a RelayProblem of slug not-found when it is not the endpoint's last. */
+  /** getRecovery returns the recovery job of endpoint (scope outbox:read); a RelayProblem of slug not-found when it is not the endpoint's last. */
   async getRecovery(ns: string, endpoint: string, job: string, opts: CallOptions = {}): Promise<Recovery> {
     const op = "get recovery";
     checkEndpoint(op, ns, endpoint);
@@ -587,7 +587,7 @@ function limitOf(op: string, limit: number | undefined): string | undefined {
   return String(limit);
 }
 
-const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$/;
+const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 
 /** timeOf is a time to send, RFC 3339: a Date in UTC, a string as given once it parses. */
 function timeOf(op: string, what: string, t: TimeInput | undefined): string | undefined {
