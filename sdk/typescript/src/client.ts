@@ -1,6 +1,6 @@
 import { readLimited } from "./keylist.js";
-import type { components } from "./openapi.js";
-import { validNamespace } from "./util.js";
+import type { components, operations } from "./openapi.js";
+import { printable, validNamespace } from "./util.js";
 
 type Schemas = components["schemas"];
 /** One outcome, as POST /v1/namespaces/{ns}/outcomes takes it. */
@@ -16,6 +16,34 @@ export type EndpointConfig = Partial<Schemas["EndpointRequest"]> & Pick<Schemas[
 /** A problem type, urn:hookrelay:problem:<slug>. */
 export type ProblemType = Schemas["ProblemType"];
 export type OutcomeError = Schemas["OutcomeError"];
+/** One page of the namespace list; next_cursor is null on the last. */
+export type NamespacePage = Schemas["NamespacePage"];
+/** A namespace with its endpoint count and its backlog over all its streams. */
+export type NamespaceSummary = Schemas["NamespaceSummary"];
+/** One page of a namespace's retained outcomes; next_cursor is absent on the last. */
+export type OutcomesPage = Schemas["OutcomesPage"];
+/** One outcome of a list: its kind and its state on each endpoint. */
+export type OutcomeSummary = Schemas["OutcomeSummary"];
+/** A retained outcome as it was accepted, and its story on each endpoint. */
+export type OutcomeStory = Schemas["OutcomeStory"];
+/** One page of an endpoint's stream: its backlog, state and pending rows; next_cursor is null on the last. */
+export type OutboxPage = Schemas["OutboxPage"];
+export type EndpointDeleted = Schemas["EndpointDeleted"];
+export type ReplayResult = Schemas["ReplayResult"];
+export type ResendResult = Schemas["ResendResult"];
+export type OutcomeErased = Schemas["OutcomeErased"];
+/** A recovery job of an endpoint. */
+export type Recovery = Schemas["Recovery"];
+
+type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
+/** A time as a Date or an RFC 3339 string. */
+export type TimeInput = Date | string;
+/** Pages the namespace list; cursor is the previous page's next_cursor. */
+export type NamespacesQuery = Omit<Query<"listNamespaces">, "failing"> & { failing?: boolean };
+/** Filters and pages the outcome list: accepted in [since, until), cursor the previous page's next_cursor. */
+export type OutcomesQuery = Omit<Query<"listOutcomes">, "since" | "until"> & { since?: TimeInput; until?: TimeInput };
+/** Pages an endpoint's stream. */
+export type OutboxQuery = Omit<Query<"getOutbox">, "endpoint">;
 
 /** The most outcomes one ingest request carries; ingestAll splits longer lists. */
 export const MAX_OUTCOMES_PER_REQUEST = 100;
@@ -97,13 +125,6 @@ export class IngestAllError extends Error {
   }
 }
 
-/** printable is s cut to at most n characters, control characters dropped, so a hostile server cannot forge lines in a log. */
-function printable(s: string, n: number): string {
-  // eslint-disable-next-line no-control-regex
-  const clean = s.replace(/[\u0000-\u001f\u007f-\u009f\ufffd]/g, "");
-  return clean.length > n ? clean.slice(0, n) + "…" : clean;
-}
-
 export interface RelayClientOptions {
   /** The bearer token (a JWT) sent on every /v1 request. It is never part of an error. */
   token?: string;
@@ -139,9 +160,10 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   });
 
 /**
- * RelayClient calls one relay's REST API (api/openapi.yaml). A request
- * answered 503 (or stream-busy) is resent after its Retry-After with the
- * same bytes, so what a first attempt stored answers duplicate. Any other
+ * RelayClient calls one relay's REST API (api/openapi.yaml). A /v1
+ * request answered 503 (or stream-busy) is resent after its Retry-After
+ * with the same bytes, so what a first attempt stored answers duplicate;
+ * healthz, readyz and hookKeys report what they are answered. Any other
  * non-2xx answer is thrown as a RelayProblem.
  */
 export class RelayClient {
@@ -224,22 +246,198 @@ export class RelayClient {
   }
 
   /** putEndpoint creates or replaces endpoint id of namespace ns. */
-  putEndpoint(ns: string, id: string, config: EndpointConfig, opts: CallOptions = {}): Promise<EndpointSaved> {
-    checkNamespace("put endpoint", ns);
-    return this.#json("put endpoint", "PUT", `/v1/namespaces/${ns}/endpoints/${encodeURIComponent(id)}`, config, opts, false);
+  async putEndpoint(ns: string, id: string, config: EndpointConfig, opts: CallOptions = {}): Promise<EndpointSaved> {
+    const op = "put endpoint";
+    checkEndpoint(op, ns, id);
+    // A resend carries the same configuration, so it is safe.
+    return this.#json(op, "PUT", endpointPath(ns, id), config, opts, true);
   }
 
   /** getEndpoint reads endpoint id of namespace ns. */
-  getEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
-    checkNamespace("get endpoint", ns);
-    return this.#json("get endpoint", "GET", `/v1/namespaces/${ns}/endpoints/${encodeURIComponent(id)}`, undefined, opts, false);
+  async getEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
+    const op = "get endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "GET", endpointPath(ns, id), undefined, opts, true);
   }
 
   /** listEndpoints lists the endpoints of namespace ns. */
   async listEndpoints(ns: string, opts: CallOptions = {}): Promise<Endpoint[]> {
     checkNamespace("list endpoints", ns);
-    const out = await this.#json<{ endpoints?: Endpoint[] }>("list endpoints", "GET", `/v1/namespaces/${ns}/endpoints`, undefined, opts, false);
+    const out = await this.#json<{ endpoints?: Endpoint[] }>("list endpoints", "GET", `/v1/namespaces/${ns}/endpoints`, undefined, opts, true);
     return out.endpoints ?? [];
+  }
+
+  /**
+   * deleteEndpoint deletes endpoint id of namespace ns. While rows are
+   * pending it is a RelayProblem of slug endpoint-has-backlog, with
+   * backlogRows, unless force, which drops them.
+   */
+  async deleteEndpoint(ns: string, id: string, force = false, opts: CallOptions = {}): Promise<EndpointDeleted> {
+    const op = "delete endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "DELETE", endpointPath(ns, id) + query({ force: force ? "true" : undefined }), undefined, opts, true);
+  }
+
+  /**
+   * listNamespaces returns a page of every namespace that has an endpoint
+   * (scope admin, on a token bound to no namespace). Page on with cursor
+   * set to next_cursor until it is null, or use namespacePages.
+   */
+  async listNamespaces(q: NamespacesQuery = {}, opts: CallOptions = {}): Promise<NamespacePage> {
+    const op = "list namespaces";
+    const qs = query({ cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit), failing: q.failing ? "true" : undefined });
+    return this.#json(op, "GET", "/v1/namespaces" + qs, undefined, opts, true);
+  }
+
+  /** namespacePages walks the namespace list from q.cursor (or the first page) to its last page. */
+  async *namespacePages(q: NamespacesQuery = {}, opts: CallOptions = {}): AsyncGenerator<NamespacePage, void, undefined> {
+    let cursor = q.cursor;
+    for (;;) {
+      const page = await this.listNamespaces({ ...q, cursor }, opts);
+      yield page;
+      if (!page.next_cursor) return;
+      // A cursor that does not move would walk forever.
+      if (page.next_cursor === cursor) throw new Error("relayclient: namespacePages: the answer's next_cursor is the cursor it answers");
+      cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * listOutcomes returns a page of the retained outcomes of namespace ns in
+   * acceptance order, filtered by q (scope outbox:read). Page on with
+   * cursor set to next_cursor until it is absent, or use outcomePages.
+   */
+  async listOutcomes(ns: string, q: OutcomesQuery = {}, opts: CallOptions = {}): Promise<OutcomesPage> {
+    const op = "list outcomes";
+    checkNamespace(op, ns);
+    if (q.endpoint !== undefined && !validNamespace(q.endpoint)) throw invalid(op, "endpoint id", nameRule);
+    const qs = query({
+      endpoint: q.endpoint,
+      state: q.state,
+      since: timeOf(op, "since", q.since),
+      until: timeOf(op, "until", q.until),
+      cursor: cursorOf(op, q.cursor),
+      limit: limitOf(op, q.limit),
+    });
+    return this.#json(op, "GET", `/v1/namespaces/${ns}/outcomes` + qs, undefined, opts, true);
+  }
+
+  /** outcomePages walks the outcome list of namespace ns from q.cursor (or the first page) to its last page. */
+  async *outcomePages(ns: string, q: OutcomesQuery = {}, opts: CallOptions = {}): AsyncGenerator<OutcomesPage, void, undefined> {
+    let cursor = q.cursor;
+    for (;;) {
+      const page = await this.listOutcomes(ns, { ...q, cursor }, opts);
+      yield page;
+      if (!page.next_cursor) return;
+      // A cursor that does not move would walk forever.
+      if (page.next_cursor === cursor) throw new Error("relayclient: outcomePages: the answer's next_cursor is the cursor it answers");
+      cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * getOutcome returns the retained outcome of reservation rid in namespace
+   * ns and its story on every endpoint (scope outbox:read); a RelayProblem
+   * of slug not-found when none is retained.
+   */
+  async getOutcome(ns: string, rid: string, opts: CallOptions = {}): Promise<OutcomeStory> {
+    const op = "get outcome";
+    checkNamespace(op, ns);
+    checkRID(op, rid);
+    return this.#json(op, "GET", `/v1/namespaces/${ns}/outcomes/${seg(rid)}`, undefined, opts, true);
+  }
+
+  /**
+   * eraseOutcome removes the retained outcome of reservation rid from
+   * namespace ns at once (scope admin), dropping it where it is pending. The
+   * reservation id still answers duplicate at ingest for its window.
+   */
+  async eraseOutcome(ns: string, rid: string, opts: CallOptions = {}): Promise<OutcomeErased> {
+    const op = "erase outcome";
+    checkNamespace(op, ns);
+    checkRID(op, rid);
+    return this.#json(op, "DELETE", `/v1/namespaces/${ns}/outcomes/${seg(rid)}`, undefined, opts, true);
+  }
+
+  /**
+   * getOutbox returns a page of the stream of endpoint of namespace ns: its
+   * backlog, its state and its pending rows in sequence order. Page on with
+   * cursor set to next_cursor until it is null.
+   */
+  async getOutbox(ns: string, endpoint: string, q: OutboxQuery = {}, opts: CallOptions = {}): Promise<OutboxPage> {
+    const op = "outbox";
+    checkEndpoint(op, ns, endpoint);
+    const qs = query({ endpoint, cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit) });
+    return this.#json(op, "GET", `/v1/namespaces/${ns}/outbox` + qs, undefined, opts, true);
+  }
+
+  /**
+   * replayOutcome makes the pending row of reservation rid the first the
+   * stream of endpoint tries, now (scope admin). A row not pending is a
+   * RelayProblem of slug not-pending; a stream being delivered this instant
+   * (stream-busy) is resent after its Retry-After.
+   */
+  async replayOutcome(ns: string, endpoint: string, rid: string, opts: CallOptions = {}): Promise<ReplayResult> {
+    const op = "replay";
+    checkEndpoint(op, ns, endpoint);
+    checkRID(op, rid);
+    return this.#json(op, "POST", `/v1/admin/namespaces/${ns}/endpoints/${seg(endpoint)}/outcomes/${seg(rid)}/replay`, undefined, opts, true);
+  }
+
+  /**
+   * resendOutcome queues the retained outcome of reservation rid, which
+   * endpoint delivered, on its stream again at its own place (scope admin).
+   * One still pending there is a RelayProblem of slug still-pending; one
+   * the endpoint never delivered is not-delivered.
+   */
+  async resendOutcome(ns: string, endpoint: string, rid: string, opts: CallOptions = {}): Promise<ResendResult> {
+    const op = "resend";
+    checkEndpoint(op, ns, endpoint);
+    checkRID(op, rid);
+    return this.#json(op, "POST", `${endpointPath(ns, endpoint)}/outcomes/${seg(rid)}/resend`, undefined, opts, true);
+  }
+
+  /**
+   * recoverEndpoint starts a recovery of endpoint (scope admin): every
+   * retained outcome it delivered that was accepted in [since, until) is
+   * queued again by a background job; follow it with getRecovery. One
+   * running already is a RelayProblem of slug recovery-running.
+   */
+  async recoverEndpoint(ns: string, endpoint: string, since: TimeInput, until: TimeInput, opts: CallOptions = {}): Promise<Recovery> {
+    const op = "recover";
+    checkEndpoint(op, ns, endpoint);
+    if (since === undefined || until === undefined) throw invalid(op, "since and until", "given");
+    const body: Schemas["RecoveryRequest"] = { since: timeOf(op, "since", since)!, until: timeOf(op, "until", until)! };
+    return this.#json(op, "POST", `${endpointPath(ns, endpoint)}/recover`, body, opts, true);
+  }
+
+  /** getRecovery returns the recovery job of endpoint (scope outbox:read); a RelayProblem of slug not-found when it is not the endpoint's last. */
+  async getRecovery(ns: string, endpoint: string, job: string, opts: CallOptions = {}): Promise<Recovery> {
+    const op = "get recovery";
+    checkEndpoint(op, ns, endpoint);
+    if (!/^[0-9a-f]{32}$/.test(job)) throw invalid(op, "recovery id", "32 lowercase hex");
+    return this.#json(op, "GET", `${endpointPath(ns, endpoint)}/recoveries/${job}`, undefined, opts, true);
+  }
+
+  /** healthz resolves when relay serves HTTP at all (200). It sends no token. */
+  async healthz(opts: CallOptions = {}): Promise<void> {
+    await this.#do("healthz", "GET", "/healthz", undefined, opts, false, false);
+  }
+
+  /**
+   * readyz resolves when relay can serve traffic (200); otherwise it throws
+   * a RelayProblem whose detail is relay's reason. It sends no token.
+   */
+  async readyz(opts: CallOptions = {}): Promise<void> {
+    await this.#do("readyz", "GET", "/readyz", undefined, opts, false, false, true);
+  }
+
+  /**
+   * hookKeys returns the key list at /.well-known/mkit-hook-keys.json as
+   * served; receivers parse and check it with parseKeyList. It sends no token.
+   */
+  async hookKeys(opts: CallOptions = {}): Promise<Uint8Array> {
+    return (await this.#do("hook keys", "GET", "/.well-known/mkit-hook-keys.json", undefined, opts, false, false)).body;
   }
 
   /** #json sends a call and decodes its 2xx answer, which relay always makes a JSON object. */
@@ -257,13 +455,19 @@ export class RelayClient {
     return v as T;
   }
 
-  async #do(op: string, method: string, path: string, body: unknown, opts: CallOptions, retry: boolean): Promise<{ status: number; body: Uint8Array }> {
+  /**
+   * #do sends a call and returns its 2xx answer. auth is false for the
+   * routes outside /v1, which take no token: it is not sent where it is not
+   * needed. plainDetail makes a text answer's body the problem's detail,
+   * for /readyz, whose text is its reason and carries no secret.
+   */
+  async #do(op: string, method: string, path: string, body: unknown, opts: CallOptions, retry: boolean, auth = true, plainDetail = false): Promise<{ status: number; body: Uint8Array }> {
     // Encoded once: a resend carries the same bytes.
     const bytes = body === undefined ? undefined : new TextEncoder().encode(JSON.stringify(body));
     const headers: Record<string, string> = { Accept: "application/json, application/problem+json" };
     if (bytes) headers["Content-Type"] = "application/json";
     if (opts.requestId && !/[\r\n]/.test(opts.requestId)) headers["X-Request-Id"] = opts.requestId;
-    if (this.#token) headers.Authorization = `Bearer ${this.#token}`;
+    if (auth && this.#token) headers.Authorization = `Bearer ${this.#token}`;
     for (let attempt = 1; ; attempt++) {
       let resp: Response;
       let data: Uint8Array;
@@ -276,7 +480,7 @@ export class RelayClient {
       }
       if (data.length > MAX_RESPONSE_BYTES) throw new Error(`relayclient: ${op}: the answer (status ${resp.status}) is larger than ${MAX_RESPONSE_BYTES} bytes`);
       if (resp.status >= 200 && resp.status < 300) return { status: resp.status, body: data };
-      const p = problemOf(resp, data);
+      const p = problemOf(resp, data, plainDetail);
       const retryable = resp.status === 503 || p.type === "urn:hookrelay:problem:stream-busy";
       if (!retry || !retryable || attempt >= this.#maxAttempts) throw p;
       const wait = p.retryAfterMs < 0 ? DEFAULT_RETRY_WAIT_MS : p.retryAfterMs;
@@ -298,9 +502,12 @@ function describe(err: unknown): string {
   return `${err.name === "AbortError" || err.name === "TimeoutError" ? err.name : err.message}${code}`;
 }
 
-function problemOf(resp: Response, data: Uint8Array): RelayProblem {
+function problemOf(resp: Response, data: Uint8Array, plainDetail = false): RelayProblem {
   let body: Partial<Schemas["Problem"]> = {};
   const mt = (resp.headers.get("Content-Type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (plainDetail && mt !== "application/problem+json") {
+    body = { detail: printable(new TextDecoder().decode(data).trim().replace(/^not ready:/, "").trim(), 512) };
+  }
   if (mt === "application/problem+json") {
     try {
       const v = JSON.parse(new TextDecoder().decode(data));
@@ -323,4 +530,73 @@ export function parseRetryAfter(v: string | null, now = Date.now()): number {
 
 function checkNamespace(op: string, ns: string): void {
   if (!validNamespace(ns)) throw new Error(`relayclient: ${op}: ${JSON.stringify(ns.slice(0, 70))} is not a namespace: 1 to 63 of a-z, 0-9, '_' and '-', starting with a letter or digit`);
+}
+
+const nameRule = "1 to 63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit";
+
+/** invalid is the error of a call refused before it is sent; it names the rule, not the value. */
+function invalid(op: string, what: string, rule: string): Error {
+  return new Error(`relayclient: ${op}: ${what} must be ${rule}`);
+}
+
+function checkEndpoint(op: string, ns: string, id: string): void {
+  checkNamespace(op, ns);
+  // Endpoint ids are spelt as namespaces are.
+  if (typeof id !== "string" || !validNamespace(id)) throw invalid(op, "endpoint id", nameRule);
+}
+
+/** checkRID: a reservation id a client may name, 1 to 128 of [A-Za-z0-9._:-], not starting "s:" (relay's synthetic rows). */
+function checkRID(op: string, rid: string): void {
+  if (typeof rid !== "string" || !/^[A-Za-z0-9._:-]{1,128}$/.test(rid) || rid.startsWith("s:")) {
+    throw invalid(op, "reservation id", "1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-', not starting \"s:\"");
+  }
+}
+
+function endpointPath(ns: string, id: string): string {
+  return `/v1/namespaces/${ns}/endpoints/${seg(id)}`;
+}
+
+/**
+ * seg escapes a path segment. ':' is left as it is: it is allowed in a
+ * segment, reservation ids hold it, and relay's router matches the path
+ * as sent, so "%3A" would name another id.
+ */
+function seg(s: string): string {
+  return encodeURIComponent(s).replace(/%3A/g, ":");
+}
+
+/** query is "?" and the parameters that are set, or "" when none is. */
+function query(params: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+/** cursorOf is a page cursor to send: "" (the first page) is none. */
+function cursorOf(op: string, cursor: string | undefined): string | undefined {
+  if (cursor === undefined || cursor === "") return undefined;
+  if (typeof cursor !== "string") throw invalid(op, "cursor", "the previous page's next_cursor");
+  return cursor;
+}
+
+/** limitOf is a page size to send: 0 is relay's default; relay checks the upper bound. */
+function limitOf(op: string, limit: number | undefined): string | undefined {
+  if (limit === undefined || limit === 0) return undefined;
+  if (!Number.isSafeInteger(limit) || limit < 0) throw invalid(op, "limit", "a positive integer");
+  return String(limit);
+}
+
+const rfc3339 = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
+
+/** timeOf is a time to send, RFC 3339: a Date in UTC, a string as given once it parses. */
+function timeOf(op: string, what: string, t: TimeInput | undefined): string | undefined {
+  if (t === undefined) return undefined;
+  if (t instanceof Date) {
+    const y = t.getUTCFullYear();
+    if (Number.isNaN(t.getTime()) || y < 0 || y > 9999) throw invalid(op, what, "a valid Date of the years 0 to 9999");
+    return t.toISOString();
+  }
+  if (typeof t !== "string" || !rfc3339.test(t) || Number.isNaN(Date.parse(t))) throw invalid(op, what, "a Date or an RFC 3339 time");
+  return t;
 }

@@ -125,3 +125,10 @@ export interface Verifier {
   verifyRequest(r: ReceivedRequest): void;
 }
 
+
+/** printable is s cut to at most n characters, control characters dropped, so a hostile server cannot forge lines in a log. */
+export function printable(s: string, n: number): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = s.replace(/[\u0000-\u001f\u007f-\u009f\ufffd]/g, "");
+  return clean.length > n ? clean.slice(0, n) + "…" : clean;
+}

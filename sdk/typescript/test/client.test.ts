@@ -159,3 +159,165 @@ test("no error carries the token", async () => {
   assert.throws(() => new RelayClient("http://127.0.0.1/?t=1"));
   assert.throws(() => new RelayClient("ftp://127.0.0.1/"));
 });
+
+const json = (status: number, v: unknown) => (_: Seen, res: ServerResponse) => res.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(v));
+
+test("every operation sends its method, path, query and body and decodes its answer", async () => {
+  const c = new RelayClient(base + "/prefix/", { token });
+  const page = { namespaces: [{ namespace: "acme", endpoints: 2, failing: 0, backlog: { rows: 0, bytes: 0 } }], next_cursor: null };
+  const cases: { name: string; call: () => Promise<unknown>; answer: unknown; status?: number; method: string; url: string; body?: unknown; auth?: boolean }[] = [
+    { name: "listNamespaces", call: () => c.listNamespaces(), answer: page, method: "GET", url: "/v1/namespaces" },
+    { name: "listNamespaces paged", call: () => c.listNamespaces({ cursor: "c/1+2", limit: 10, failing: true }), answer: page, method: "GET", url: "/v1/namespaces?cursor=c%2F1%2B2&limit=10&failing=true" },
+    {
+      name: "listOutcomes", answer: { outcomes: [{ reservation_id: "r-1", seq: 1, accepted_at: "2026-12-07T10:00:00Z", kind: "expired", endpoints: [{ endpoint: "billing", state: "delivered", at: "2026-12-07T10:00:01Z" }] }], next_cursor: "n2" },
+      call: () => c.listOutcomes("acme", { endpoint: "billing", state: "delivered", since: new Date(Date.UTC(2026, 11, 7, 9)), until: "2026-12-07T11:00:00+01:00", cursor: "n1", limit: 5 }),
+      method: "GET", url: "/v1/namespaces/acme/outcomes?endpoint=billing&state=delivered&since=2026-12-07T09%3A00%3A00.000Z&until=2026-12-07T11%3A00%3A00%2B01%3A00&cursor=n1&limit=5",
+    },
+    {
+      name: "getOutcome", call: () => c.getOutcome("acme", "r:1.a_b-c"), method: "GET", url: "/v1/namespaces/acme/outcomes/r:1.a_b-c",
+      answer: { reservation_id: "r:1.a_b-c", seq: 3, accepted_at: "2026-12-07T10:00:00Z", outcome: { reservation_id: "r:1.a_b-c", repository: "acme/widgets", occurred_unix_ms: 1, expired: {} }, endpoints: [] },
+    },
+    { name: "eraseOutcome", call: () => c.eraseOutcome("acme", "r-1"), answer: { reservation_id: "r-1", dropped: ["billing"] }, method: "DELETE", url: "/v1/namespaces/acme/outcomes/r-1" },
+    {
+      name: "getOutbox", call: () => c.getOutbox("acme", "billing", { cursor: "x", limit: 2 }), method: "GET", url: "/v1/namespaces/acme/outbox?endpoint=billing&cursor=x&limit=2",
+      answer: { endpoint: "billing", backlog: { rows: 1, bytes: 5 }, state: "due", next_attempt_at: null, failed_fires: 0, rows: [], next_cursor: null },
+    },
+    { name: "listEndpoints", call: () => c.listEndpoints("acme"), answer: { endpoints: [] }, method: "GET", url: "/v1/namespaces/acme/endpoints" },
+    {
+      name: "putEndpoint", call: () => c.putEndpoint("acme", "billing", { url: "https://hooks.example.com/x", kinds: ["expired"] }), status: 201,
+      method: "PUT", url: "/v1/namespaces/acme/endpoints/billing", body: { url: "https://hooks.example.com/x", kinds: ["expired"] }, answer: { id: "billing", url: "https://hooks.example.com/x" },
+    },
+    { name: "getEndpoint", call: () => c.getEndpoint("acme", "billing"), answer: { id: "billing", url: "https://hooks.example.com/x" }, method: "GET", url: "/v1/namespaces/acme/endpoints/billing" },
+    { name: "deleteEndpoint", call: () => c.deleteEndpoint("acme", "billing"), answer: { id: "billing", dropped_rows: 0 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing" },
+    { name: "deleteEndpoint forced", call: () => c.deleteEndpoint("acme", "billing", true), answer: { id: "billing", dropped_rows: 4 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing?force=true" },
+    {
+      name: "replayOutcome", call: () => c.replayOutcome("acme", "billing", "r-1"), status: 202, method: "POST", url: "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-1/replay",
+      answer: { endpoint: "billing", reservation_id: "r-1", sequence: 9, next_attempt_at: "2026-12-07T10:00:00Z" },
+    },
+    { name: "resendOutcome", call: () => c.resendOutcome("acme", "billing", "r-1"), status: 202, answer: { seq: 9, due_at: null }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/outcomes/r-1/resend" },
+    {
+      name: "recoverEndpoint", call: () => c.recoverEndpoint("acme", "billing", new Date(Date.UTC(2026, 11, 6)), "2026-12-07T00:00:00Z"), status: 202,
+      method: "POST", url: "/v1/namespaces/acme/endpoints/billing/recover", body: { since: "2026-12-06T00:00:00.000Z", until: "2026-12-07T00:00:00Z" },
+      answer: { id: "0".repeat(32), endpoint: "billing", state: "running", since: "2026-12-06T00:00:00Z", until: "2026-12-07T00:00:00Z", examined: 0, queued: 0, total: 3, created_at: "2026-12-07T10:00:00Z" },
+    },
+    {
+      name: "getRecovery", call: () => c.getRecovery("acme", "billing", "ab".repeat(16)), method: "GET", url: `/v1/namespaces/acme/endpoints/billing/recoveries/${"ab".repeat(16)}`,
+      answer: { id: "ab".repeat(16), endpoint: "billing", state: "done", since: "2026-12-06T00:00:00Z", until: "2026-12-07T00:00:00Z", examined: 3, queued: 3, total: 3, created_at: "2026-12-07T10:00:00Z", finished_at: "2026-12-07T10:00:01Z" },
+    },
+  ];
+  for (const k of cases) {
+    seen = [];
+    answer = json(k.status ?? 200, k.answer);
+    const got = await k.call();
+    assert.deepEqual(got, k.name === "listEndpoints" ? [] : k.answer, k.name);
+    assert.equal(seen.length, 1, k.name);
+    const s = seen[0]!;
+    assert.equal(s.method, k.method, k.name);
+    assert.equal(s.url, "/prefix" + k.url, k.name);
+    assert.equal(s.auth, `Bearer ${token}`, k.name);
+    if (k.body === undefined) assert.equal(s.body.length, 0, `${k.name} sends no body`);
+    else assert.deepEqual(JSON.parse(s.body.toString()), k.body, k.name);
+
+    // The same call answered with a problem throws it, token-free.
+    seen = [];
+    answer = (_, res) => problem(res, 404, "not-found");
+    const err = await k.call().catch((e) => e);
+    assert.ok(err instanceof RelayProblem && err.status === 404 && err.slug === "not-found" && err.detail === "detail of not-found", `${k.name}: ${err}`);
+    noLeak(err);
+  }
+
+  // Pages, walked to the last: namespaces until next_cursor is null, outcomes until it is absent.
+  const cursors: (string | null)[] = [];
+  answer = (s, res) => {
+    const cur = new URL(s.url, base).searchParams.get("cursor");
+    cursors.push(cur);
+    const next = cur === null ? "p2" : cur === "p2" ? "p3" : undefined;
+    json(200, s.url.includes("/outcomes") ? { outcomes: [], ...(next ? { next_cursor: next } : {}) } : { namespaces: [], next_cursor: next ?? null })(s, res);
+  };
+  let pages = 0;
+  for await (const p of c.namespacePages({ limit: 1 })) pages += p.namespaces.length + 1;
+  assert.equal(pages, 3);
+  for await (const p of c.outcomePages("acme", { state: "pending" })) pages += p.outcomes.length + 1;
+  assert.equal(pages, 6);
+  assert.deepEqual(cursors, [null, "p2", "p3", null, "p2", "p3"]);
+
+  // A cursor that does not move is not walked forever.
+  answer = json(200, { outcomes: [], next_cursor: "same" });
+  const stuck = await (async () => {
+    for await (const _ of c.outcomePages("acme")) void _;
+  })().catch((e) => e);
+  assert.ok(stuck instanceof Error && /outcomePages: the answer's next_cursor is the cursor it answers/.test(stuck.message), String(stuck));
+});
+
+test("a stream-busy answer is resent, and a 503 to any /v1 call; an endpoint-has-backlog problem carries its rows", async () => {
+  seen = [];
+  let n = 0;
+  answer = (s, res) => (++n === 1 ? problem(res, 409, "stream-busy", {}, { "Retry-After": "1" }) : json(202, { endpoint: "billing", reservation_id: "r-1", sequence: 2, next_attempt_at: "2026-12-07T10:00:00Z" })(s, res));
+  const waits: number[] = [];
+  const c = new RelayClient(base, { token, sleep: async (ms) => void waits.push(ms) });
+  assert.equal((await c.replayOutcome("acme", "billing", "r-1")).sequence, 2);
+  assert.equal(seen.length, 2);
+  assert.deepEqual(waits, [1000]);
+
+  // Every /v1 call is resent, the endpoint calls included.
+  for (const call of [() => c.putEndpoint("acme", "billing", { url: "https://hooks.example.com/x" }), () => c.getEndpoint("acme", "billing"), () => c.listEndpoints("acme"), () => c.deleteEndpoint("acme", "billing")]) {
+    seen = [];
+    n = 0;
+    answer = (s, res) => (++n === 1 ? problem(res, 503, "unavailable", {}, { "Retry-After": "0" }) : json(200, { id: "billing", endpoints: [] })(s, res));
+    await call();
+    assert.equal(seen.length, 2, String(call));
+    assert.ok(seen[1]!.body.equals(seen[0]!.body));
+  }
+
+  answer = (_, res) => problem(res, 409, "endpoint-has-backlog", { backlog_rows: 7 });
+  const busy = await c.deleteEndpoint("acme", "billing").catch((e) => e);
+  assert.ok(busy instanceof RelayProblem && busy.slug === "endpoint-has-backlog" && busy.backlogRows === 7, String(busy));
+});
+
+test("health, readiness and the key list send no token", async () => {
+  const c = new RelayClient(base, { token });
+  seen = [];
+  answer = (_, res) => res.writeHead(200, { "Content-Type": "text/plain" }).end("ok");
+  await c.healthz();
+  await c.readyz();
+  const keys = '{"keys":[]}';
+  answer = (_, res) => res.writeHead(200, { "Content-Type": "application/json" }).end(keys);
+  assert.equal(new TextDecoder().decode(await c.hookKeys()), keys);
+  assert.deepEqual(seen.map((s) => `${s.method} ${s.url} ${s.auth}`), ["GET /healthz ", "GET /readyz ", "GET /.well-known/mkit-hook-keys.json "]);
+
+  answer = (_, res) => res.writeHead(503, { "Content-Type": "text/plain" }).end("not ready: redis\u0007 unreachable\n");
+  const notReady = await c.readyz().catch((e) => e);
+  assert.ok(notReady instanceof RelayProblem && notReady.status === 503 && notReady.type === "", String(notReady));
+  assert.equal(notReady.detail, "redis unreachable");
+  seen = [];
+  const down = await c.healthz().catch((e) => e);
+  assert.ok(down instanceof RelayProblem && down.status === 503 && down.detail === "", "a health check is not resent and keeps no text");
+  assert.equal(seen.length, 1);
+});
+
+test("arguments relay would refuse are refused before a request", async () => {
+  const c = new RelayClient(base, { token });
+  seen = [];
+  const refused: [string, () => Promise<unknown>, RegExp][] = [
+    ["a synthetic reservation id", () => c.getOutcome("acme", "s:1"), /get outcome: reservation id must be/],
+    ["a reservation id with a slash", () => c.resendOutcome("acme", "billing", "r/../x"), /resend: reservation id must be/],
+    ["a long reservation id", () => c.eraseOutcome("acme", "r".repeat(129)), /erase outcome: reservation id/],
+    ["an endpoint id with a capital", () => c.getOutbox("acme", "Billing"), /outbox: endpoint id must be/],
+    ["an endpoint id filter with a slash", () => c.listOutcomes("acme", { endpoint: "a/b" }), /list outcomes: endpoint id/],
+    ["a fractional limit", () => c.listNamespaces({ limit: 1.5 }), /list namespaces: limit must be a positive integer/],
+    ["a negative limit", () => c.listOutcomes("acme", { limit: -1 }), /limit must be/],
+    ["an invalid Date", () => c.listOutcomes("acme", { since: new Date(NaN) }), /since must be a valid Date/],
+    ["a time that is not RFC 3339", () => c.listOutcomes("acme", { until: "yesterday" }), /until must be a Date or an RFC 3339 time/],
+    ["a time without its zone", () => c.recoverEndpoint("acme", "billing", "2026-12-07T00:00:00", new Date()), /recover: since must be/],
+    ["a recovery id that is not 32 hex", () => c.getRecovery("acme", "billing", "AB".repeat(16)), /get recovery: recovery id must be 32 lowercase hex/],
+    ["a namespace with a slash", () => c.deleteEndpoint("a/b", "billing"), /delete endpoint: .* is not a namespace/],
+    ["an endpoint id with a slash", () => c.putEndpoint("acme", "a/b", { url: "https://hooks.example.com/x" }), /put endpoint: endpoint id must be/],
+    ["an endpoint id with a dot", () => c.getEndpoint("acme", ".."), /get endpoint: endpoint id must be/],
+  ];
+  for (const [name, call, want] of refused) {
+    const err = await call().catch((e) => e);
+    assert.ok(err instanceof Error && !(err instanceof RelayProblem) && want.test(err.message), `${name}: ${err}`);
+    noLeak(err);
+  }
+  assert.equal(seen.length, 0, "no request was sent");
+});

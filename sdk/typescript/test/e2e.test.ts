@@ -10,9 +10,10 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
 import { promisify } from "node:util";
 import {
-  fetchKeyList, HookVerifyError, MkitVerifier, RelayClient, StandardVerifier, type Outcome, type Verifier,
+  fetchKeyList, HookVerifyError, MkitVerifier, parseKeyList, RelayClient, RelayProblem, StandardVerifier, type NamespaceSummary, type Outcome, type OutcomeSummary, type Verifier,
 } from "@hookrelay/relay";
 import { withVerification } from "@hookrelay/relay/node";
 import { repoRoot, within } from "./helpers.js";
@@ -40,6 +41,21 @@ async function freePort(): Promise<number> {
   const port = (s.address() as AddressInfo).port;
   await new Promise((r) => s.close(r));
   return port;
+}
+
+/**
+ * poll calls f until ok holds of its value, for what relay records after
+ * the receiver has answered (a delivery, a recovery's end): nothing tells
+ * the test when it has.
+ */
+async function poll<T>(f: () => Promise<T>, ok: (v: T) => boolean, ms: number, what: string): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}; last: ${JSON.stringify(v)}`);
+    await delay(25);
+  }
 }
 
 /** Events is what the receiver saw, with promises that wait for what a test expects. */
@@ -153,4 +169,55 @@ test("end to end: outcomes posted with the client arrive verified in every schem
   assert.equal(r.code, "ErrNamespace");
   assert.ok(!verified.all.some((e) => e.reservation === "r-ts-other"), "namespace other's webhook was taken");
   assert.deepEqual(refused.all.filter((e) => e.namespace !== "other"), [], "only namespace other's webhooks are refused");
+
+  // What relay keeps of it, read with the client.
+  await client.healthz();
+  await client.readyz();
+  assert.ok(parseKeyList(await client.hookKeys()).keys.some((k) => k.keyId === "relay-ts-e2e"));
+  const summaries: NamespaceSummary[] = [];
+  for await (const page of client.namespacePages({ limit: 1 })) summaries.push(...page.namespaces);
+  assert.deepEqual(summaries.map((n) => `${n.namespace} ${n.endpoints}`).sort(), ["acme 3", "other 1"]);
+
+  const ids = outcomes.map((o) => o.reservation_id);
+  const listed: OutcomeSummary[] = [];
+  for await (const page of client.outcomePages("acme", { limit: 2, since: new Date(Date.now() - 3_600_000) })) listed.push(...page.outcomes);
+  assert.deepEqual(listed.map((o) => o.reservation_id), ids, "the outcomes, in acceptance order");
+  assert.deepEqual((await client.listOutcomes("acme", { endpoint: "mkit", since: new Date(Date.now() + 3_600_000) })).outcomes, [], "none accepted in an hour");
+  const delivered = (o: { endpoints: { endpoint: string; state: string }[] }) =>
+    o.endpoints.map((e) => `${e.endpoint} ${e.state}`).join(", ") === "mkit delivered, std delivered, v1a delivered";
+  const story = await poll(() => client.getOutcome("acme", ids[0]!), delivered, 60_000, "r-ts-0 delivered on every endpoint");
+  assert.equal(story.reservation_id, ids[0]);
+  assert.deepEqual(story.outcome, outcomes[0]);
+  const outbox = await poll(() => client.getOutbox("acme", "mkit"), (o) => o.backlog.rows === 0, 60_000, "mkit's stream empty");
+  assert.equal(outbox.endpoint, "mkit");
+  assert.deepEqual(outbox.rows, []);
+  assert.equal(outbox.next_cursor, null);
+
+  // Resent on one endpoint: it arrives there once more, at its own place.
+  const resent = await client.resendOutcome("acme", "mkit", ids[0]!);
+  assert.equal(resent.seq, story.seq);
+  await verified.until((all) => all.filter((e) => e.path === "/mkit" && e.reservation === ids[0]).length === 2, 60_000, "r-ts-0 resent to /mkit");
+
+  // Recovered on another: every outcome it delivered is queued again. Their
+  // deliveries are not awaited: they come about 15 s later, where a
+  // resend's comes in milliseconds, and would make this test that long.
+  await poll(() => client.listOutcomes("acme", { endpoint: "std", state: "delivered" }), (p) => p.outcomes.length === ids.length, 60_000, "std's outcomes delivered");
+  const job = await client.recoverEndpoint("acme", "std", new Date(Date.now() - 3_600_000), new Date(Date.now() + 60_000));
+  assert.equal(job.endpoint, "std");
+  const done = await poll(() => client.getRecovery("acme", "std", job.id), (j) => j.state !== "running", 60_000, "the recovery to end");
+  assert.equal(done.state, "done");
+  assert.equal(done.queued, ids.length);
+
+  // Erased: gone from the history.
+  const erased = await client.eraseOutcome("acme", ids[2]!);
+  assert.equal(erased.reservation_id, ids[2]);
+  const gone = await client.getOutcome("acme", ids[2]!).catch((e) => e);
+  assert.ok(gone instanceof RelayProblem && gone.status === 404 && gone.slug === "not-found", String(gone));
+
+  // The other tenant's endpoint, its refused webhook still pending, deleted with force: the namespace is gone.
+  const deleted = await client.deleteEndpoint("other", "spy", true);
+  assert.equal(deleted.id, "spy");
+  const missing = await client.getEndpoint("other", "spy").catch((e) => e);
+  assert.ok(missing instanceof RelayProblem && missing.slug === "not-found", String(missing));
+  assert.deepEqual((await client.listNamespaces()).namespaces.map((n) => n.namespace), ["acme"]);
 });
