@@ -1015,3 +1015,50 @@ func TestTheDriversTimersLogThroughTheDriversLogger(t *testing.T) {
 		}
 	})
 }
+
+// A recovery's fire queues rows again and makes their stream's timer due in
+// the same batch. The driver scans that partition once the fire ends, so the
+// rows go at once rather than at the next full poll; the last page of a job
+// ends it (Done) and reschedules nothing that would cause the scan.
+func TestARecoveryDeliversWhatItQueuesWithoutWaitingForThePollInterval(t *testing.T) {
+	t.Parallel()
+	eachFleet(t, func(t *testing.T, f *fleet) {
+		f.endpoint("acme", "billing", schema.Endpoint{Enabled: true})
+		const rows = 3
+		f.seed("acme", rids("r", rows)...)
+		sink := newTally(2 * rows)
+		reg, err := timers.NewHandlers(&Handler{Sink: sink, Retention: time.Hour}, &outbox.RecoveryRunner{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const interval = time.Hour
+		d := f.start(Config{Store: f.st, Handlers: reg, PollInterval: interval,
+			after: func(d time.Duration) <-chan time.Time {
+				if d >= interval {
+					return nil // the poll interval never ends
+				}
+				return time.After(d)
+			}})
+		for deadline := time.After(patience); f.backlog("acme", "billing") != 0; {
+			select {
+			case <-deadline:
+				t.Fatal("the rows were not delivered before the recovery")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		p := store.Partition{Namespace: "acme"}
+		admin := &outbox.Admin{Store: f.st, Clock: clock.System{}, Retention: time.Hour}
+		now := time.Now().UnixMilli()
+		if _, err := admin.Recover(f.ctx, p, "billing", now-time.Hour.Milliseconds(), now+time.Minute.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		d.WakePartition(p) // as the API does after starting a job
+		select {
+		case <-sink.all:
+		case <-time.After(patience):
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			t.Fatalf("delivered %d of %d rows: what the recovery queued waits for the poll interval", sink.total, sink.n)
+		}
+	})
+}

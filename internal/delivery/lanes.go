@@ -172,9 +172,10 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 		missed := d.inFlight[id]
 		delete(d.inFlight, id)
 		d.release(f)
-		if rep.Rescheduled+rep.Replanned > 0 || missed {
+		if rep.Rescheduled+rep.Replanned+rep.Woke > 0 || missed {
 			// A stream with more rows than one fire takes is due again
-			// now; scanning its partition is enough to find it.
+			// now, or the fire made another timer due (a recovery its
+			// stream); scanning its partition is enough to find it.
 			d.hot.push(p)
 		}
 		// A claim that failed (a store refusing writes) leaves its row due:

@@ -63,6 +63,10 @@ type Report struct {
 	// can never commit (a counter out of range, a counter row of another
 	// layout). The timer waits one lease and fires again.
 	Refused int
+	// Woke completions that put another timer of their partition due by
+	// the fire's end (a recovery queueing rows wakes its stream): the
+	// partition holds due work that only a scan of it finds.
+	Woke int
 }
 
 // Empty reports whether the run did nothing worth logging.
@@ -79,6 +83,7 @@ func (r *Report) add(o Report) {
 	r.LeaseLost += o.LeaseLost
 	r.Deferred += o.Deferred
 	r.Refused += o.Refused
+	r.Woke += o.Woke
 }
 
 // Claimed is a timer held under a lease by this worker.
@@ -451,7 +456,25 @@ func (r *Runner) fire(ctx context.Context, c Claimed, nowMs int64) (Report, erro
 	default:
 		report.Rescheduled++
 	}
+	// Due by the end of the fire: a handler dates what it writes by a clock
+	// read after the fire's start.
+	if out != Replanned && out != LeaseLost && putsDue(fired.Batch, max(nowMs, clk.Now().UnixMilli())) {
+		report.Woke++
+	}
 	return report, nil
+}
+
+// putsDue reports whether b puts a timer due by nowMs.
+func putsDue(b store.Batch, nowMs int64) bool {
+	for _, w := range b.Writes {
+		if w.Kind != store.Put {
+			continue
+		}
+		if due, _, _, ok := ParseKey(w.Key); ok && due <= nowMs {
+			return true
+		}
+	}
+	return false
 }
 
 // deferRaw moves a row that does not decode out of the way for one lease,

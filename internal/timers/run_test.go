@@ -655,3 +655,33 @@ func TestARunnerLogsThroughTheLoggerItWasGiven(t *testing.T) {
 		t.Fatalf("logged through slog.Default:\n%s", global.String())
 	}
 }
+
+// A fire whose batch puts another timer of its partition due by the fire's
+// end reports it (Woke), so the driver scans the partition for it; one that
+// puts a timer due later, or none, does not.
+func TestAFireThatMakesAnotherTimerDueSaysSo(t *testing.T) {
+	eachBackend(t, func(t *testing.T, st *redisstore.Store) {
+		ctx := context.Background()
+		putTimer(t, st, ns, 100, 8, "now", "")
+		putTimer(t, st, ns, 100, 8, "later", "")
+		putTimer(t, st, ns, 100, 8, "none", "")
+		h := handlerFunc{kind: 8, fire: func(_ timers.FireContext, tm timers.DueTimer) (timers.Fired, error) {
+			var b store.Batch
+			switch tm.Reference {
+			case "now":
+				b.Put(timers.Key(150, 9, "woken"), timers.EncodeIdle(nil))
+			case "later":
+				b.Put(timers.Key(10_000, 9, "sleeping"), timers.EncodeIdle(nil))
+			}
+			return timers.Fired{Done: true, Batch: b}, nil
+		}}
+		clk := clock.NewManual(150)
+		report, err := timers.NewRunner(timers.RunnerConfig{Store: st, Handlers: handlers(t, h), Clock: clk}).RunDue(ctx, ns, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Done != 3 || report.Woke != 1 {
+			t.Fatalf("report %+v, want 3 done, 1 woke", report)
+		}
+	})
+}
