@@ -198,15 +198,15 @@ test("end to end: outcomes posted with the client arrive verified in every schem
   assert.equal(resent.seq, story.seq);
   await verified.until((all) => all.filter((e) => e.path === "/mkit" && e.reservation === ids[0]).length === 2, 60_000, "r-ts-0 resent to /mkit");
 
-  // Recovered on another: every outcome it delivered is queued again. Their
-  // deliveries are not awaited: they come about 15 s later, where a
-  // resend's comes in milliseconds, and would make this test that long.
+  // Recovered on another: every outcome it delivered is queued again, and
+  // arrives there once more.
   await poll(() => client.listOutcomes("acme", { endpoint: "std", state: "delivered" }), (p) => p.outcomes.length === ids.length, 60_000, "std's outcomes delivered");
   const job = await client.recoverEndpoint("acme", "std", new Date(Date.now() - 3_600_000), new Date(Date.now() + 60_000));
   assert.equal(job.endpoint, "std");
   const done = await poll(() => client.getRecovery("acme", "std", job.id), (j) => j.state !== "running", 60_000, "the recovery to end");
   assert.equal(done.state, "done");
   assert.equal(done.queued, ids.length);
+  await verified.until((all) => ids.every((id) => all.filter((e) => e.path === "/std" && e.reservation === id).length === 2), 60_000, "the recovered outcomes at /std again");
 
   // Erased: gone from the history.
   const erased = await client.eraseOutcome("acme", ids[2]!);
