@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/internal/buildinfo"
 	"github.com/hookrelay/relay/internal/clock"
@@ -22,6 +23,7 @@ import (
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/signing"
+	"github.com/hookrelay/relay/internal/tracing"
 )
 
 // App is one relay process: its store, delivery driver and API.
@@ -38,6 +40,7 @@ type App struct {
 	// devToken is an admin token minted at start in development, when no
 	// token key is configured; empty otherwise.
 	devToken string
+	tracing  *tracing.Tracing
 	close    func()
 }
 
@@ -71,6 +74,22 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if clk == nil {
 		clk = clock.NewSteady(clock.System{})
 	}
+	// Tracing is set up by the OTEL_* variables, which the SDK reads.
+	tr, err := tracing.New(ctx, buildinfo.Read().Version, log)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = tr.Shutdown(context.Background())
+		}
+	}()
+	var tp trace.TracerProvider
+	if tr.On() {
+		tp = tr.TracerProvider()
+		log = slog.New(tracing.LogHandler(log.Handler()))
+	}
 	dev := cfg.RedisURL == ""
 	sign, err := cfg.Signing.load(dev, log)
 	if err != nil {
@@ -92,7 +111,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok := false
 	defer func() {
 		if !ok {
 			closeRedis()
@@ -164,12 +182,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Console:        console.Handler(),
 		Clock:          clk,
 		Logger:         log,
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return nil, err
 	}
 	a := &App{handler: handler, metrics: apiMetrics, maxConns: cfg.MaxConnections, log: log, driver: driver, backlog: backlog,
-		store: st, audience: audience, close: closeRedis}
+		store: st, audience: audience, tracing: tr, close: closeRedis}
 	if devSecret != nil {
 		p := httpapi.Principal{Subject: "dev-admin", Scopes: []httpapi.Scope{httpapi.ScopeAdmin}}
 		if a.devToken, err = httpapi.MintHS256(devSecret, audience, cfg.Auth.Issuer, p, DevTokenTTL, clk.Now()); err != nil {
@@ -219,8 +238,15 @@ func (a *App) Start(ctx context.Context) error {
 // Stop stops launching fires and waits for those in flight, within ctx:
 // once ctx ends it cancels them, and a canceled fire writes nothing; its
 // stream resumes once its lease expires. It returns ctx's error then. The
-// backlog sampler stops too.
+// backlog sampler stops too. Then the spans not yet exported are, and
+// tracing stops.
 func (a *App) Stop(ctx context.Context) error {
+	err := a.stopDelivery(ctx)
+	a.stopTracing()
+	return err
+}
+
+func (a *App) stopDelivery(ctx context.Context) error {
 	err := a.driver.Stop(ctx)
 	if a.backlog != nil {
 		a.backlog.Stop()
@@ -228,8 +254,26 @@ func (a *App) Stop(ctx context.Context) error {
 	return err
 }
 
-// Close releases Redis, or the embedded miniredis.
-func (a *App) Close() { a.close() }
+// flushWithin bounds the export of the spans left at Stop: a collector that
+// does not answer holds up no exit for longer.
+const flushWithin = 5 * time.Second
+
+// stopTracing exports the spans left and stops the exporter; a failure is
+// logged, as it loses only spans.
+func (a *App) stopTracing() {
+	ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
+	defer cancel()
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.log.Warn("tracing: spans not exported at stop", "error", err)
+	}
+}
+
+// Close releases Redis, or the embedded miniredis, and stops tracing if
+// Stop did not.
+func (a *App) Close() {
+	a.stopTracing()
+	a.close()
+}
 
 // Run starts delivery and serves srv on ln until ctx ends or serving
 // fails, then stops taking requests and lets delivery finish its fires.
@@ -252,7 +296,7 @@ func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error 
 	go func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		stopped <- a.Stop(stopCtx)
+		stopped <- a.stopDelivery(stopCtx)
 	}()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -262,6 +306,9 @@ func (a *App) Run(ctx context.Context, srv *http.Server, ln net.Listener) error 
 	if err := <-stopped; err != nil {
 		a.log.Warn("delivery stopped at its deadline; unfinished fires resume after their lease", "error", err)
 	}
+	// Last, so that the spans of the requests and fires that finished
+	// above are exported too.
+	a.stopTracing()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -58,6 +59,9 @@ type Config struct {
 	Console http.Handler
 	Clock   clock.Clock
 	Logger  *slog.Logger
+	// TracerProvider traces every request (Trace); nil traces none, at no
+	// cost to a request.
+	TracerProvider trace.TracerProvider
 }
 
 type api struct {
@@ -81,7 +85,11 @@ func New(cfg Config) (http.Handler, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	r := chi.NewRouter()
-	r.Use(noStore, AssignRequestID, AccessLog(a.log), cfg.Metrics.instrument, checkFraming, Recover(a.log))
+	r.Use(noStore, AssignRequestID)
+	if cfg.TracerProvider != nil {
+		r.Use(Trace(cfg.TracerProvider))
+	}
+	r.Use(AccessLog(a.log), cfg.Metrics.instrument, checkFraming, Recover(a.log))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NewProblem(SlugNotFound, "no such route"))
 	})

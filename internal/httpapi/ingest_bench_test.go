@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
@@ -31,7 +33,17 @@ func (acceptAll) Append(_ context.Context, _ store.Partition, outcomes []schema.
 // BenchmarkPostOneOutcome is what the API spends on a single-outcome POST
 // around the outbox: routing, auth, strict decoding, metrics and the 202
 // (the access log off, as at level warn).
-func BenchmarkPostOneOutcome(b *testing.B) {
+func BenchmarkPostOneOutcome(b *testing.B) { postOneOutcome(b, nil) }
+
+// BenchmarkPostOneOutcomeTraced is the same POST with tracing on: each
+// request a sampled span, continuing a producer's traceparent, handed to a
+// processor that keeps nothing, so that only the spans' making counts.
+func BenchmarkPostOneOutcomeTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	postOneOutcome(b, tp)
+}
+
+func postOneOutcome(b *testing.B, tp trace.TracerProvider) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	auth, err := httpapi.NewAuth(httpapi.AuthConfig{Audience: apiAudience, HS256Secret: testSecret, Now: func() time.Time { return now }})
 	if err != nil {
@@ -47,6 +59,8 @@ func BenchmarkPostOneOutcome(b *testing.B) {
 		Auth:     auth,
 		Ingested: func(store.Partition, []outbox.StreamRef, bool) {},
 		Metrics:  metrics,
+		// Nil: not traced, as with no OTLP endpoint.
+		TracerProvider: tp,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -61,6 +75,9 @@ func BenchmarkPostOneOutcome(b *testing.B) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/namespaces/acme/outcomes", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+tok)
+		if tp != nil {
+			req.Header.Set("traceparent", traceparent)
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusAccepted {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 )
@@ -38,6 +40,13 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
+	// Only a recording span is given attributes: the arguments would cost
+	// a request an allocation even where tracing is off.
+	span := trace.SpanFromContext(r.Context())
+	traced := span.IsRecording()
+	if traced {
+		span.SetAttributes(attrNamespace.String(p.Namespace))
+	}
 	var body outcomesBody
 	topKeys, prob := readOutcomes(r, &body)
 	if prob != nil {
@@ -59,6 +68,9 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		outcomes = []schema.Outcome{body.Outcome}
+	}
+	if traced {
+		span.SetAttributes(attrOutcomes.Int(len(outcomes)))
 	}
 	var invalid []itemError
 	now := a.Clock.Now()
@@ -84,18 +96,22 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 	answer := outcomesAnswer{Results: make([]outcomeResult, len(statuses))}
 	accepted, due := false, false
 	var rows []outbox.StreamRef
+	var nAccepted, nDuplicate, nConflict int
 	for i, st := range statuses {
 		res := outcomeResult{ReservationID: outcomes[i].ReservationID, Status: string(st.Code)}
 		a.Metrics.outcome(res.Status)
 		switch st.Code {
 		case outbox.Accepted:
 			accepted = true
+			nAccepted++
 			due = due || st.Due
 			if a.Ingested != nil && !st.Due {
 				rows = append(rows, st.Ref(outcomes[i].ReservationID))
 			}
 		case outbox.Duplicate:
+			nDuplicate++
 		case outbox.Conflict:
+			nConflict++
 			res.slug, res.Detail = SlugConflict, "a different outcome was accepted under this reservation_id"
 		case outbox.NoEndpoint:
 			res.slug, res.Detail = SlugNoEndpoint, "no endpoint of this namespace takes outcomes of this kind"
@@ -106,6 +122,9 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 			res.Type = res.slug.Type()
 		}
 		answer.Results[i] = res
+	}
+	if traced {
+		span.SetAttributes(attrAccepted.Int(nAccepted), attrDuplicate.Int(nDuplicate), attrConflict.Int(nConflict))
 	}
 	switch {
 	case accepted && a.Ingested != nil:
