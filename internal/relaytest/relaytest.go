@@ -60,9 +60,25 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// FreeAddr is a loopback address free when asked.
+// FreeAddr is a loopback address free when asked, for a relay process to
+// listen on. Its port is below Linux's ephemeral range (32768 up): a port
+// the kernel hands out (a client's, or a listener's on port 0) may be taken
+// again before the relay binds it, one below the range only by another
+// test's choice.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	for range 100 {
+		var b [2]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		port := 20000 + (int(b[0])<<8|int(b[1]))%12768
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
 }
 
