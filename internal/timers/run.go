@@ -63,9 +63,9 @@ type Report struct {
 	// can never commit (a counter out of range, a counter row of another
 	// layout). The timer waits one lease and fires again.
 	Refused int
-	// Woke completions that put another timer of their partition due by
-	// the fire's end (a recovery queueing rows wakes its stream): the
-	// partition holds due work that only a scan of it finds.
+	// Woke completions that ended their timer and put another of their
+	// partition due by the fire's end (a recovery queueing rows wakes its
+	// stream): the partition holds due work that only a scan of it finds.
 	Woke int
 }
 
@@ -456,9 +456,10 @@ func (r *Runner) fire(ctx context.Context, c Claimed, nowMs int64) (Report, erro
 	default:
 		report.Rescheduled++
 	}
-	// Due by the end of the fire: a handler dates what it writes by a clock
-	// read after the fire's start.
-	if out != Replanned && out != LeaseLost && putsDue(fired.Batch, max(nowMs, clk.Now().UnixMilli())) {
+	// Only a fire that ended needs it: one rescheduled has its partition
+	// scanned anyway. Due by the end of the fire: a handler dates what it
+	// writes by a clock read after the fire's start.
+	if out != Replanned && out != LeaseLost && fired.Done && putsDue(fired.Batch, max(nowMs, clk.Now().UnixMilli())) {
 		report.Woke++
 	}
 	return report, nil
