@@ -352,6 +352,8 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 	counts := c.endpoints
 	if counts == nil {
 		counts = []int{0} // one endpoint per namespace, named as ever
+	} else if err := b.warmUp(ctx, false); err != nil {
+		return res, err
 	}
 	for _, name := range c.phases {
 		for _, e := range counts {
@@ -399,6 +401,11 @@ func (b *bencher) phase(ctx context.Context, name string, e int) (phaseResult, e
 			return phaseResult{}, err
 		}
 		b.driving = true
+		if e > 0 {
+			if err := b.warmUp(ctx, true); err != nil {
+				return phaseResult{}, err
+			}
+		}
 	}
 	enabled := delivers || (e > 0 && !b.driving)
 	key := caseName(name, e)
@@ -439,6 +446,36 @@ func (b *bencher) phase(ctx context.Context, name string, e int) (phaseResult, e
 		err = b.deleteEndpoints(ctx, eps)
 	}
 	return p, err
+}
+
+// warmUp sends a few outcomes on every load connection, unmeasured, to a
+// namespace deleted after: the rows of -endpoints compare counts within a
+// phase, and the first count would otherwise pay alone for the load
+// connections dialled, relay's Redis connections and scripts loaded, and
+// (deliver, once the driver started) the driver's first fires.
+func (b *bencher) warmUp(ctx context.Context, deliver bool) error {
+	name := "warmup"
+	if deliver {
+		name = "warmup-e2e"
+	}
+	ep := benchEndpointRef{ns: "bench-" + name, id: benchEndpoint}
+	if err := b.putEndpoint(ctx, ep, deliver); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	var p phaseResult
+	var err error
+	if deliver {
+		p, err = b.endToEnd(ctx, name, b.requests(name, []string{ep.ns}, 4*len(b.conns), b.cfg.perRequest), 1)
+	} else {
+		p, err = b.ingest(ctx, name, b.requests(name, []string{ep.ns}, 4*len(b.conns), 1))
+	}
+	if n := (benchResult{Phases: []phaseResult{p}}).failures(); err == nil && n > 0 {
+		err = fmt.Errorf("%d of %d outcomes failed or were not delivered", n, p.Outcomes)
+	}
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return b.deleteEndpoints(ctx, []benchEndpointRef{ep})
 }
 
 // refusedPhase is the row of a phase relay refused the endpoints of.

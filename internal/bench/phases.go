@@ -247,7 +247,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests, 
 	stalled := tr.wait(pctx, benchStall)
 	cancel(stalled)
 	wg.Wait()
-	if unsent := b.cfg.n - int(sent.Load()); unsent > 0 {
+	if unsent := pr.outcomes() - int(sent.Load()); unsent > 0 {
 		errs.add("not sent: "+context.Cause(pctx).Error(), unsent)
 	}
 	got := tr.counts()

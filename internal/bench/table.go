@@ -287,7 +287,7 @@ func fanoutLegend(r benchResult) string {
 	switch {
 	case r.Redis == "embedded":
 		b.WriteString("redis bytes/outcome: - for the embedded miniredis\n")
-	case r.Prefix == "":
+	case r.Target != "in-process":
 		b.WriteString("redis bytes/outcome: - with -target, whose key prefix the bench does not know\n")
 	default:
 		b.WriteString("redis bytes/outcome: growth over the phase of MEMORY USAGE summed over the run's keys, per accepted outcome; ingest only, before any stream delivers\n")
