@@ -333,4 +333,16 @@ func TestBenchFanoutTableSaysWhatWasRefused(t *testing.T) {
 	if res.failures() != 10 {
 		t.Errorf("failures = %d, want 10", res.failures())
 	}
+	// The medians' table keeps each row's count, refusal and legend.
+	out.Reset()
+	if err := printBench(&out, medianResult([]benchResult{res, res, res})); err != nil {
+		t.Fatal(err)
+	}
+	rows = fanoutTable(t, out.String())
+	if rows["single/100"]["refused"] != "refused: limit 10" || rows["single/1"]["redis bytes/outcome"] != "581.2" || rows["e2e/1"]["webhooks/s"] != "995" {
+		t.Errorf("medians: %v", rows)
+	}
+	if !strings.Contains(out.String(), "median of 3 runs") || !strings.Contains(out.String(), "redis bytes/outcome: growth over the phase") {
+		t.Errorf("medians' table:\n%s", out.String())
+	}
 }
