@@ -392,8 +392,9 @@ func caseName(phase string, e int) string {
 // Without -endpoints an ingest phase's endpoints are disabled, as they
 // always were. With it they are enabled, as healthy endpoints are, while
 // no driver runs (in-process, before the e2e phase starts it), and
-// deleted once measured, so that the driver later finds nothing of
-// theirs to deliver; where a driver runs they are disabled.
+// disabled where one does (-target); either way they are deleted once
+// measured, so that the driver later finds nothing of theirs to deliver
+// and no phase's rows wait for the end of the run.
 func (b *bencher) phase(ctx context.Context, name string, e int) (phaseResult, error) {
 	delivers := name == phaseE2E || name == phaseLatency
 	if delivers && !b.driving {
@@ -442,7 +443,7 @@ func (b *bencher) phase(ctx context.Context, name string, e int) (phaseResult, e
 		p, err = b.latency(ctx, name, b.requests(key, nss, b.cfg.latencyN, 1))
 	}
 	p.Endpoints, p.Paused = e, !enabled
-	if err == nil && e > 0 && enabled && !delivers {
+	if err == nil && e > 0 && !delivers {
 		err = b.deleteEndpoints(ctx, eps)
 	}
 	return p, err

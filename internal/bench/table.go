@@ -294,7 +294,7 @@ func fanoutLegend(r benchResult) string {
 	}
 	paused := slices.ContainsFunc(r.Phases, func(p phaseResult) bool { return p.Paused && p.Delivered < 0 })
 	if paused {
-		b.WriteString("ingest endpoints: disabled, as the relay's driver runs and would deliver them\n")
+		b.WriteString("ingest endpoints: disabled, as the relay's driver runs and would deliver them; deleted once measured\n")
 	} else {
 		b.WriteString("ingest endpoints: enabled, before the relay's driver starts; deleted once measured\n")
 	}
