@@ -311,7 +311,7 @@ func TestBenchFanoutTableSaysWhatWasRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := fanoutTable(t, out.String())
-	if got := rows["single/1"]; got["redis cmds/outcome"] != "1.2" || got["redis bytes/outcome"] != "581.2" || got["webhooks"] != "-" || got["outcomes/s"] != "2000" {
+	if got := rows["single/1"]; got["redis cmds/outcome"] != "1.24" || got["redis bytes/outcome"] != "581.2" || got["webhooks"] != "-" || got["outcomes/s"] != "2000" {
 		t.Errorf("single/1: %v", got)
 	}
 	if got := rows["single/100"]; got["refused"] != "refused: limit 10" {

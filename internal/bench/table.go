@@ -243,7 +243,7 @@ func fanoutRows(w io.Writer, r benchResult) {
 		}
 		rows = append(rows, []string{p.Name, strconv.Itoa(p.Endpoints), strconv.Itoa(p.Outcomes), strconv.Itoa(p.Errors),
 			fmt.Sprintf("%.2f", p.Elapsed.Seconds()), fmt.Sprintf("%.0f", p.Rate), webhooks, dups, webhookRate,
-			figure(p.Commands), figure(p.Bytes), micros(p.RelayCPU), micros(p.SelfCPU), micros(p.RedisCPU), peak})
+			commands(p.Commands), figure(p.Bytes), micros(p.RelayCPU), micros(p.SelfCPU), micros(p.RedisCPU), peak})
 	}
 	alignRight(w, rows)
 }
@@ -299,6 +299,15 @@ func fanoutLegend(r benchResult) string {
 		b.WriteString("ingest endpoints: enabled, before the relay's driver starts; deleted once measured\n")
 	}
 	return b.String()
+}
+
+// commands is Redis commands per outcome to two places, where lists of
+// 100 take about a tenth of one; "-" when unknown.
+func commands(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // figure is a per-outcome figure, or "-" when unknown.
