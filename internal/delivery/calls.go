@@ -153,6 +153,7 @@ func (h *Handler) call(ctx context.Context, s *stream, page outbox.QueuePage, ro
 // context, and reports it on results.
 func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout time.Duration, results chan<- result) {
 	clk := h.clock()
+	ctx, span := s.fire.startAttempt(ctx, r)
 	callCtx, cancel := h.withDeadline(ctx, timeout)
 	defer cancel()
 	begin := clk.Now()
@@ -183,5 +184,7 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	}
 	res.ended = clk.Now()
 	res.took = res.ended.Sub(begin)
+	// Ended before the fire hears of it, so the fire's span ends last.
+	endAttempt(span, res)
 	results <- res
 }

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -18,8 +19,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/tracing"
 )
 
@@ -329,4 +334,51 @@ func TestAnUnsampledTraceIsFollowed(t *testing.T) {
 	if !strings.Contains(logs.String(), `"trace_id":"`+producerTrace+`"`) {
 		t.Errorf("the log does not name the trace:\n%s", logs)
 	}
+}
+
+// storedTrace is the trace parent of the outcome rid as the stream of
+// endpoint reads it to deliver it.
+func storedTrace(t *testing.T, h *harness, ns, endpoint, rid string) schema.TraceParent {
+	t.Helper()
+	p := store.Partition{Namespace: ns}
+	for _, q := range outboxtest.Queue(t, h.st, p, endpoint) {
+		if q.RID != rid {
+			continue
+		}
+		rows, err := outbox.ReadStreamRows(context.Background(), h.st, p, endpoint, []outbox.StreamRef{{Seq: q.Seq, RID: rid, Logged: q.Logged}})
+		if err != nil || rows[0].Err != nil {
+			t.Fatalf("read %s: %v %v", rid, err, rows[0].Err)
+		}
+		return rows[0].Outcome.Trace
+	}
+	t.Fatalf("%s is not queued on %s", rid, endpoint)
+	return schema.TraceParent{}
+}
+
+// Each outcome of a traced ingest keeps the ingest's server span as the
+// parent of its attempts; with tracing off none is kept, whatever
+// traceparent the producer sent.
+func TestAnIngestKeepsItsSpanWithEachOutcome(t *testing.T) {
+	h, exp, _ := tracedHarness(t)
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", h.token("acme", httpapi.ScopeOutcomesWrite),
+		`{"outcomes": [`+outcomeJSON("r-1", "aborted")+`, `+outcomeJSON("r-2", "aborted")+`]}`, "traceparent", traceparent)
+	want(t, rec, http.StatusAccepted, "")
+	s := spanNamed(t, exp, "POST "+ingestRoute)
+	wantParent := schema.TraceParent{TraceID: s.SpanContext.TraceID(), SpanID: s.SpanContext.SpanID(), Flags: 1}
+	for _, rid := range []string{"r-1", "r-2"} {
+		if got := storedTrace(t, h, "acme", "billing", rid); got != wantParent {
+			t.Errorf("%s keeps %+v, want the ingest span %+v", rid, got, wantParent)
+		}
+	}
+
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", h.token("acme", httpapi.ScopeOutcomesWrite), outcomeJSON("r-1", "aborted"),
+			"traceparent", traceparent)
+		want(t, rec, http.StatusAccepted, "")
+		if got := storedTrace(t, h, "acme", "billing", "r-1"); got != (schema.TraceParent{}) {
+			t.Errorf("untraced relay kept %+v", got)
+		}
+	})
 }

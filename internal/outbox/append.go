@@ -253,6 +253,7 @@ type item struct {
 	record  store.Value
 	digest  [32]byte
 	seenKey store.Key
+	trace   schema.TraceParent
 }
 
 // Append accepts outcomes into partition p and answers each in order. An
@@ -306,6 +307,7 @@ func prepare(outcomes []schema.Outcome) *prepared {
 			record:  rec,
 			digest:  digest.Sum256(rec),
 			seenKey: schema.ClassSeen.Key(o.ReservationID),
+			trace:   o.Trace,
 		})
 	}
 	return pr

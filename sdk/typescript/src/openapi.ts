@@ -1018,9 +1018,10 @@ export interface components {
          *     relay sets them or they belong to the connection: `host`,
          *     `content-length`, `transfer-encoding`, `connection`, `keep-alive`,
          *     `te`, `trailer`, `upgrade`, `expect`, `http2-settings`,
-         *     `content-type`, `content-encoding`, `user-agent`, and every name
-         *     starting `proxy-`, `webhook-` or `x-mkit-hook-` (the signature
-         *     headers of both schemes). A value is 1 to 1024 bytes of printable
+         *     `content-type`, `content-encoding`, `user-agent`, `traceparent`,
+         *     `tracestate` (relay's own trace context), and every name starting
+         *     `proxy-`, `webhook-` or `x-mkit-hook-` (the signature headers of
+         *     both schemes). A value is 1 to 1024 bytes of printable
          *     ASCII (no control character, so no CR or LF), without leading or
          *     trailing space, and not `[redacted]`. A header whose name contains
          *     `authorization`, `cookie`, `auth`, `token`, `secret`, `key`, `pass`,
