@@ -223,6 +223,31 @@ func TestEveryAttemptIsInTheProducersTrace(t *testing.T) {
 		}
 		checkAttempt(t, n, s, ingest, a)
 	}
+	// Each attempt links to its fire: the first in the main lane, the
+	// retries of a failing stream in the slow lane.
+	lanes := map[string]string{}
+	for _, s := range collector.Spans() {
+		if s.Span.GetName() == "delivery fire" {
+			lanes[hex.EncodeToString(s.Span.GetSpanId())] = relaytest.Attr(s.Span.GetAttributes(), "relay.fire.lane").GetStringValue()
+		}
+	}
+	for n, want := range map[int64]string{1: "main", 2: "slow", 3: "slow"} {
+		links := attempts[n].Span.GetLinks()
+		if len(links) != 1 || lanes[hex.EncodeToString(links[0].GetSpanId())] != want {
+			t.Errorf("attempt %d: links %v, want one to a fire of the %s lane (fires: %v)", n, links, want, lanes)
+		}
+	}
+	// The ingest's batch is a span of its own under the ingest's.
+	batches := 0
+	for _, s := range collector.Spans() {
+		if s.Span.GetName() == "ingest batch" && bytes.Equal(s.Span.GetParentSpanId(), ingest.Span.GetSpanId()) &&
+			relaytest.Attr(s.Span.GetAttributes(), "relay.batch.committed").GetBoolValue() {
+			batches++
+		}
+	}
+	if batches != 1 {
+		t.Errorf("%d committed batch spans under the ingest's, want 1", batches)
+	}
 	// Nothing secret, and no byte of the payload, in any span.
 	secrets := []string{rc.Secret, strings.TrimPrefix(rc.Secret, "whsec_"), querySecret, headerSecret, payloadMarker, token}
 	for _, s := range collector.Spans() {

@@ -29,6 +29,7 @@ const (
 	attrDelivered     = attribute.Key("relay.fire.delivered")
 	attrFailed        = attribute.Key("relay.fire.failed")
 	attrResult        = attribute.Key("relay.fire.result")
+	attrLane          = attribute.Key("relay.fire.lane")
 )
 
 // fireSpanName names every fire's span: a name per endpoint would make
@@ -54,8 +55,12 @@ func (h *Handler) startFire(ctx context.Context, s *stream, rows int) *fireTrace
 		return nil
 	}
 	base := []attribute.KeyValue{attrNamespace.String(s.ns), attrEndpoint.String(s.endpoint)}
+	lane := "main"
+	if slow, _ := ctx.Value(slowLaneKey{}).(bool); slow {
+		lane = "slow"
+	}
 	_, span := h.Tracer.Start(ctx, fireSpanName, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(append(base, attrRows.Int(rows))...))
+		trace.WithAttributes(append(base, attrRows.Int(rows), attrLane.String(lane))...))
 	ft := &fireTrace{tracer: h.Tracer, span: span}
 	ft.attrs = append(base, semconv.HTTPRequestMethodPost)
 	if u, err := url.Parse(s.ep.URL); err == nil {

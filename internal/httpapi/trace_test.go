@@ -183,11 +183,17 @@ func TestSpansAreNamedForTheRoutePattern(t *testing.T) {
 	for _, c := range []struct {
 		method, path, name, route string
 		status                    int
+		params                    map[attribute.Key]string
 	}{
-		{http.MethodGet, "/v1/namespaces/acme/outcomes/r-9", "GET /v1/namespaces/{ns}/outcomes/{rid}", "/v1/namespaces/{ns}/outcomes/{rid}", http.StatusNotFound},
-		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", "PUT /v1/namespaces/{ns}/endpoints/{id}", "/v1/namespaces/{ns}/endpoints/{id}", http.StatusCreated},
-		{http.MethodGet, "/v1/no/such/route", "GET", "", http.StatusNotFound},
-		{"BREW", "/v1/namespaces", "HTTP", "", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/v1/namespaces/acme/outcomes/r-9", "GET /v1/namespaces/{ns}/outcomes/{rid}", "/v1/namespaces/{ns}/outcomes/{rid}", http.StatusNotFound,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.reservation_id": "r-9"}},
+		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", "PUT /v1/namespaces/{ns}/endpoints/{id}", "/v1/namespaces/{ns}/endpoints/{id}", http.StatusCreated,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.endpoint": "billing"}},
+		{http.MethodPost, "/v1/namespaces/acme/endpoints/billing/outcomes/r-9/resend", "POST /v1/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/resend",
+			"/v1/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/resend", http.StatusNotFound,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.endpoint": "billing", "relay.reservation_id": "r-9"}},
+		{http.MethodGet, "/v1/no/such/route", "GET", "", http.StatusNotFound, nil},
+		{"BREW", "/v1/namespaces", "HTTP", "", http.StatusMethodNotAllowed, nil},
 	} {
 		exp.Reset()
 		body := ""
@@ -207,6 +213,11 @@ func TestSpansAreNamedForTheRoutePattern(t *testing.T) {
 		}
 		if got := a["http.response.status_code"].AsInt64(); got != int64(c.status) {
 			t.Errorf("%s %s: status %d", c.method, c.path, got)
+		}
+		for k, v := range c.params {
+			if got := a[k].AsString(); got != v {
+				t.Errorf("%s %s: %s = %q, want %q", c.method, c.path, k, got, v)
+			}
 		}
 		wantMethod := c.method
 		if c.method == "BREW" {
