@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -66,11 +65,15 @@ func (h *Handler) startFire(ctx context.Context, s *stream, rows int) *fireTrace
 	if u, err := url.Parse(s.ep.URL); err == nil {
 		host, port := u.Hostname(), u.Port()
 		ft.attrs = append(ft.attrs, semconv.ServerAddress(host), semconv.URLFull(redactedURL(u)))
-		if n, err := strconv.Atoi(port); err == nil {
-			ft.attrs = append(ft.attrs, semconv.ServerPort(n))
-		} else if p, err := net.LookupPort("tcp", u.Scheme); err == nil {
-			ft.attrs = append(ft.attrs, semconv.ServerPort(p))
+		n, err := strconv.Atoi(port)
+		switch {
+		case err == nil:
+		case u.Scheme == "https":
+			n = 443
+		default:
+			n = 80
 		}
+		ft.attrs = append(ft.attrs, semconv.ServerPort(n))
 	}
 	return ft
 }
@@ -119,7 +122,9 @@ func (ft *fireTrace) startAttempt(ctx context.Context, r *pendingRow) (context.C
 		ctx = trace.ContextWithSpanContext(ctx, fire)
 	}
 	n := int(min(r.attempts.Total, 1<<31-2)) + 1
-	attrs := append(ft.attrs[:len(ft.attrs):len(ft.attrs)], attrReservationID.String(r.rid), attrAttempt.Int(n))
+	attrs := make([]attribute.KeyValue, 0, len(ft.attrs)+3)
+	attrs = append(attrs, ft.attrs...)
+	attrs = append(attrs, attrReservationID.String(r.rid), attrAttempt.Int(n))
 	if n > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 	}
@@ -130,34 +135,36 @@ func (ft *fireTrace) startAttempt(ctx context.Context, r *pendingRow) (context.C
 }
 
 // endAttempt ends an attempt's span with how its call went: the status
-// the endpoint answered, or the class of the failure. No answer body,
-// header or URL goes into it.
-func endAttempt(span trace.Span, res result) {
+// the endpoint answered, or the class of the failure (timedOut: its own
+// bound cut it). No answer body, header or URL goes into it.
+func endAttempt(span trace.Span, status int, err error, timedOut bool) {
 	if span == nil {
 		return
 	}
-	switch {
-	case res.err == nil:
-		span.SetAttributes(semconv.HTTPResponseStatusCode(res.status))
-	default:
-		e := failure(res.err)
-		if res.timedOut {
-			e = &Error{Class: ClassTimeout}
-		}
-		if e.Status > 0 {
-			span.SetAttributes(semconv.HTTPResponseStatusCode(e.Status))
-		}
-		errType := e.Class
-		if e.Class == "status" && e.Status > 0 {
+	if err == nil {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		span.End()
+		return
+	}
+	e := failure(err)
+	if timedOut {
+		e = &Error{Class: ClassTimeout}
+	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	errType := e.Class
+	if e.Status > 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(e.Status))
+		if e.Class == "status" {
 			// The conventions name a failing status by its number.
 			errType = strconv.Itoa(e.Status)
 		}
-		span.SetAttributes(semconv.ErrorTypeKey.String(errType))
-		if e.RetryAfter > 0 {
-			span.SetAttributes(attrRetryAfterMs.Int64(e.RetryAfter.Milliseconds()), attrRetryHonoured.Bool(e.RetryAfter <= MaxBackoff))
-		}
-		span.SetStatus(codes.Error, e.Class)
 	}
+	attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+	if e.RetryAfter > 0 {
+		attrs = append(attrs, attrRetryAfterMs.Int64(e.RetryAfter.Milliseconds()), attrRetryHonoured.Bool(e.RetryAfter <= MaxBackoff))
+	}
+	span.SetAttributes(attrs...)
+	span.SetStatus(codes.Error, e.Class)
 	span.End()
 }
 
