@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -45,6 +47,12 @@ const (
 // in-memory exporter and logs, naming spans, into the buffer.
 func tracedHarness(t *testing.T) (*harness, *tracetest.InMemoryExporter, *bytes.Buffer) {
 	t.Helper()
+	return tracedHarnessWith(t, apiOptions{})
+}
+
+// tracedHarnessWith is tracedHarness serving the API opts vary.
+func tracedHarnessWith(t *testing.T, opts apiOptions) (*harness, *tracetest.InMemoryExporter, *bytes.Buffer) {
+	t.Helper()
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
@@ -53,7 +61,8 @@ func tracedHarness(t *testing.T) (*harness, *tracetest.InMemoryExporter, *bytes.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	logs := &bytes.Buffer{}
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil)))
-	h := newHarnessOn(t, st, apiOptions{ready: st.Check, logger: log, configure: func(c *httpapi.Config) { c.TracerProvider = tp }})
+	opts.ready, opts.logger, opts.configure = st.Check, log, func(c *httpapi.Config) { c.TracerProvider = tp }
+	h := newHarnessOn(t, st, opts)
 	h.st, h.client, h.prefix = st, client, redisstore.DefaultPrefix
 	return h, exp, logs
 }
@@ -392,4 +401,41 @@ func TestAnIngestKeepsItsSpanWithEachOutcome(t *testing.T) {
 			t.Errorf("untraced relay kept %+v", got)
 		}
 	})
+}
+
+// Concurrent requests to one namespace share store batches; each outcome
+// still keeps its own request's span, never another's in the batch.
+func TestConcurrentIngestsKeepEachTheirOwnSpan(t *testing.T) {
+	h, exp, _ := tracedHarnessWith(t, apiOptions{coalesce: true})
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	token := h.token("acme", httpapi.ScopeOutcomesWrite)
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tp := fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+			rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", token, outcomeJSON(fmt.Sprintf("r-%d", i), "aborted"), "traceparent", tp)
+			if rec.Code != http.StatusAccepted {
+				t.Errorf("post %d: %d %s", i, rec.Code, rec.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	// Each request's server span, by the producer's trace it continues.
+	spans := map[trace.TraceID]trace.SpanID{}
+	for _, s := range exp.GetSpans() {
+		if s.Name == "POST "+ingestRoute {
+			spans[s.SpanContext.TraceID()] = s.SpanContext.SpanID()
+		}
+	}
+	for i := range n {
+		got := storedTrace(t, h, "acme", "billing", fmt.Sprintf("r-%d", i))
+		var want trace.TraceID
+		want[15] = byte(i + 1)
+		if got.TraceID != want || got.SpanID != spans[want] {
+			t.Errorf("r-%d keeps trace %x span %x, want its own request's %x %x", i, got.TraceID, got.SpanID, want, spans[want])
+		}
+	}
 }
