@@ -94,6 +94,12 @@ export interface paths {
          *     problem `type`). When any outcome breaks a field rule the whole list
          *     is 400 `invalid-outcome`, with `errors` naming each broken outcome by
          *     index, and nothing is written.
+         *
+         *     When relay traces (OpenTelemetry), a W3C `traceparent` and
+         *     `tracestate` on the request make its span a child of the caller's,
+         *     and every attempt to deliver each accepted outcome is a span in that
+         *     trace; each webhook then carries a `traceparent` naming its
+         *     attempt's span. Without tracing these headers are ignored.
          */
         post: operations["ingestOutcomes"];
         delete?: never;
