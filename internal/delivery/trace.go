@@ -40,8 +40,8 @@ const fireSpanName = "delivery fire"
 type fireTrace struct {
 	tracer trace.Tracer
 	span   trace.Span
-	// attrs are every attempt's: the endpoint's address, its URL with no
-	// secret, the namespace and the endpoint.
+	// attrs are every attempt's: the endpoint, its address and its URL
+	// with no secret.
 	attrs []attribute.KeyValue
 }
 
@@ -61,7 +61,10 @@ func (h *Handler) startFire(ctx context.Context, s *stream, rows int) *fireTrace
 	_, span := h.Tracer.Start(ctx, fireSpanName, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append(base, attrRows.Int(rows), attrLane.String(lane))...))
 	ft := &fireTrace{tracer: h.Tracer, span: span}
-	ft.attrs = append(base, semconv.HTTPRequestMethodPost)
+	// The namespace is the ingest span's, which each attempt is under:
+	// every attribute of a span costs its every call.
+	ft.attrs = make([]attribute.KeyValue, 0, 5)
+	ft.attrs = append(ft.attrs, attrEndpoint.String(s.endpoint), semconv.HTTPRequestMethodPost)
 	if u, err := url.Parse(s.ep.URL); err == nil {
 		host, port := u.Hostname(), u.Port()
 		ft.attrs = append(ft.attrs, semconv.ServerAddress(host), semconv.URLFull(redactedURL(u)))
@@ -122,13 +125,11 @@ func (ft *fireTrace) startAttempt(ctx context.Context, r *pendingRow) (context.C
 		ctx = trace.ContextWithSpanContext(ctx, fire)
 	}
 	n := int(min(r.attempts.Total, 1<<31-2)) + 1
-	attrs := make([]attribute.KeyValue, 0, len(ft.attrs)+3)
-	attrs = append(attrs, ft.attrs...)
-	attrs = append(attrs, attrReservationID.String(r.rid), attrAttempt.Int(n))
+	// Given as options, the SDK copies them once into the span.
+	opts = append(opts, trace.WithAttributes(ft.attrs...), trace.WithAttributes(attrReservationID.String(r.rid), attrAttempt.Int(n)))
 	if n > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
+		opts = append(opts, trace.WithAttributes(semconv.HTTPRequestResendCount(n-1)))
 	}
-	opts = append(opts, trace.WithAttributes(attrs...))
 	// Named as OpenTelemetry's HTTP conventions name a client span with no
 	// URL template: by its method.
 	return ft.tracer.Start(ctx, "POST", opts...)

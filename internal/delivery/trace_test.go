@@ -110,7 +110,7 @@ func TestEachAttemptIsASpanInItsOutcomesTrace(t *testing.T) {
 				t.Errorf("attempt %d: error.type %q, want %q", i+1, got, wantError[i])
 			}
 			for k, v := range map[attribute.Key]string{
-				"relay.reservation_id": "r-1", "relay.namespace": e.P.Namespace, "relay.endpoint": ep,
+				"relay.reservation_id": "r-1", "relay.endpoint": ep,
 				"http.request.method": "POST", "server.address": "billing.example.com",
 				"url.full": "https://billing.example.com:8443/hooks?token=REDACTED",
 			} {
@@ -128,7 +128,8 @@ func TestEachAttemptIsASpanInItsOutcomesTrace(t *testing.T) {
 			if !ok {
 				t.Fatalf("attempt %d links to no fire span", i+1)
 			}
-			if fa := spanAttrs(fire); fa["relay.fire.result"].AsString() != wantResult[i] || fa["relay.fire.rows"].AsInt64() != 1 || fire.Parent.IsValid() {
+			if fa := spanAttrs(fire); fa["relay.fire.result"].AsString() != wantResult[i] || fa["relay.fire.rows"].AsInt64() != 1 ||
+				fa["relay.namespace"].AsString() != e.P.Namespace || fa["relay.endpoint"].AsString() != ep || fire.Parent.IsValid() {
 				t.Errorf("attempt %d's fire: %v, parent %v", i+1, fire.Attributes, fire.Parent)
 			}
 			if !sink.seen[i].Equal(s.SpanContext) {
