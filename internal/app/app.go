@@ -60,6 +60,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxNamespaces < 1 {
 		return nil, fmt.Errorf("max namespaces %d must be at least 1", cfg.MaxNamespaces)
 	}
+	if cfg.MaxEndpoints < 0 || cfg.MaxEndpoints > outbox.HardMaxEndpoints {
+		return nil, fmt.Errorf("max endpoints %d must be 0 (the default, %d) to %d", cfg.MaxEndpoints, outbox.DefaultMaxEndpoints, outbox.HardMaxEndpoints)
+	}
 	durability, err := ParseDurability(cfg.Durability, cfg.DurabilityTimeout)
 	if err != nil {
 		return nil, err
@@ -173,7 +176,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       ingest,
-		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention, MaxNamespaces: cfg.MaxNamespaces},
+		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention, MaxNamespaces: cfg.MaxNamespaces, MaxEndpoints: cfg.MaxEndpoints},
 		Auth:           auth,
 		Wake:           driver.WakePartition,
 		Ingested:       driver.Ingested,

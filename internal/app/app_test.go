@@ -107,6 +107,13 @@ func TestConnectionAndBacklogSettingsAreChecked(t *testing.T) {
 	if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "max namespaces") {
 		t.Errorf("0 namespaces: %v", err)
 	}
+	for _, n := range []int{-1, outbox.HardMaxEndpoints + 1} {
+		c = Defaults()
+		c.MaxEndpoints = n
+		if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "max endpoints") {
+			t.Errorf("%d endpoints: %v", n, err)
+		}
+	}
 	c = Defaults()
 	c.BacklogEvery, c.Logger = 0, slog.New(slog.DiscardHandler)
 	a, err := New(t.Context(), c)

@@ -32,6 +32,10 @@ type Config struct {
 	// MaxNamespaces bounds the namespaces relay holds: the first endpoint
 	// of one more is refused.
 	MaxNamespaces int
+	// MaxEndpoints bounds the endpoints a namespace is given:
+	// outbox.DefaultMaxEndpoints when zero, at most outbox.HardMaxEndpoints
+	// (one outcome's ingest writes to every endpoint in one batch).
+	MaxEndpoints int
 	// BacklogEvery is how often the backlog gauges are sampled; 0 never.
 	BacklogEvery time.Duration
 	// Retention keeps each delivered outcome's history (its log row and

@@ -15,9 +15,11 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/hookrelay/relay/internal/app"
 	"github.com/hookrelay/relay/internal/envflag"
+	"github.com/hookrelay/relay/internal/httpapi"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 )
@@ -46,8 +49,13 @@ const (
 	benchStall = 30 * time.Second
 	// benchRequestTimeout bounds one API call.
 	benchRequestTimeout = 30 * time.Second
-	// benchEndpoint is the id of each namespace's one endpoint.
+	// benchEndpoint is the id of each namespace's one endpoint, and the
+	// stem of the ids of each namespace's endpoints under -endpoints.
 	benchEndpoint = "bench"
+	// maxBenchEndpoints bounds a count of -endpoints: far above any limit
+	// relay takes, and small enough that registering them is no run of
+	// its own.
+	maxBenchEndpoints = 100_000
 )
 
 // benchConfig is what relay bench is run with.
@@ -70,7 +78,16 @@ type benchConfig struct {
 	memprofile  string
 	targetPID   int
 	runs        int
+	// endpoints is -endpoints: each phase runs once per count, with
+	// namespaces of that many endpoints. Nil runs each phase once, with
+	// one endpoint per namespace.
+	endpoints []int
 }
+
+// fanoutPhases are the phases -endpoints runs, in the order they run: the
+// ingest phases before the driver starts, so their endpoints can be
+// enabled and still deliver nothing.
+var fanoutPhases = []string{phaseSingle, phaseList, phaseE2E}
 
 // benchSchemes are the schemes -scheme takes: every one relay registers.
 // v1a endpoints need nothing from the bench: relay makes their key pairs.
@@ -94,6 +111,7 @@ func parseBench(args []string) (benchConfig, error) {
 	fs.IntVar(&c.latencyN, "latency-n", 5000, "outcomes of the latency phase")
 	fs.IntVar(&c.window, "window", 5000, "most outcomes accepted and not yet delivered in the e2e phase")
 	phases := fs.String("phases", strings.Join(benchPhases, ","), "phases to run, comma-separated")
+	endpoints := fs.String("endpoints", "", "endpoint counts per namespace, comma-separated (such as 1,8,100,1000): each of single, list and e2e runs once per count, on -streams namespaces of that many endpoints; empty: one endpoint per namespace")
 	fs.IntVar(&c.targetPID, "target-pid", 0, "process id of the -target relay, when it runs on this machine, to report its CPU per outcome")
 	fs.IntVar(&c.runs, "runs", 1, "times to run the whole bench; more than 1 prints each run's table, then one of the medians")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (relay included when in-process) to this file")
@@ -110,6 +128,20 @@ func parseBench(args []string) (benchConfig, error) {
 			return c, fmt.Errorf("phase %q given twice", p)
 		}
 		c.phases = append(c.phases, p)
+	}
+	if *endpoints != "" {
+		var err error
+		if c.endpoints, err = parseEndpoints(*endpoints); err != nil {
+			return c, err
+		}
+		if !fs.Given("phases") {
+			c.phases = fanoutPhases
+		}
+		if slices.Contains(c.phases, phaseLatency) {
+			return c, errors.New("-endpoints runs single, list and e2e; the latency phase takes one endpoint per namespace")
+		}
+		// In their own order, whatever -phases said: ingest first.
+		c.phases = slices.DeleteFunc(slices.Clone(fanoutPhases), func(p string) bool { return !slices.Contains(c.phases, p) })
 	}
 	c.target = strings.TrimSuffix(c.target, "/")
 	switch {
@@ -140,6 +172,23 @@ func parseBench(args []string) (benchConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// parseEndpoints reads -endpoints: distinct counts from 1 to
+// maxBenchEndpoints.
+func parseEndpoints(list string) ([]int, error) {
+	var counts []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxBenchEndpoints {
+			return nil, fmt.Errorf("-endpoints: %q is not a count from 1 to %d", f, maxBenchEndpoints)
+		}
+		if slices.Contains(counts, n) {
+			return nil, fmt.Errorf("-endpoints: %d given twice", n)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
 }
 
 // Main is relay bench: it parses args, runs the phases, prints the table,
@@ -216,13 +265,21 @@ type bencher struct {
 	// startDelivery starts the in-process relay's driver; nil with -target,
 	// whose driver runs anyway.
 	startDelivery func(context.Context) error
+	// driving says the delivery driver runs: it always does with -target.
+	driving bool
+	// prefix is the in-process relay's key prefix, whose keys' memory the
+	// bench reads; empty with -target.
+	prefix string
 	// run makes this run's reservation ids its own.
 	run    string
 	detail string
 	now    int64
-	// namespaces registered, for -target's cleanup.
-	namespaces []string
+	// registered are the endpoints registered, for -target's cleanup.
+	registered []benchEndpointRef
 }
+
+// benchEndpointRef names one registered endpoint.
+type benchEndpointRef struct{ ns, id string }
 
 // runBench runs the configured phases. The result holds the phases that
 // finished even when it returns an error.
@@ -231,7 +288,7 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 		Target: "in-process", Redis: "embedded",
 		Streams: c.streams, Concurrency: c.concurrency, N: c.n, PerRequest: c.perRequest, Payload: c.payload,
 		Scheme: c.scheme, MaxInFlight: c.maxInFlight, Window: c.window, Rate: c.rate, LatencyN: c.latencyN,
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Endpoints: c.endpoints,
 	}
 	recv, err := startBenchReceiver(ctx)
 	if err != nil {
@@ -258,10 +315,10 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 			return res, rerr
 		}
 		defer func() { err = errors.Join(err, r.stop()) }()
-		b.base, b.token, b.counter, b.startDelivery = r.url, r.token, r.counter, r.startDelivery
+		b.base, b.token, b.counter, b.startDelivery, b.prefix = r.url, r.token, r.counter, r.startDelivery, r.prefix
 		res.Redis, res.Prefix, res.DeliveryConcurrency = r.kind, r.prefix, r.deliveryConcurrency
 	} else {
-		b.base, b.token = c.target, c.token
+		b.base, b.token, b.driving = c.target, c.token, true
 		res.Target, res.Redis, res.TargetPID = c.target, "unknown", c.targetPID
 		if c.targetPID > 0 {
 			// A wrong pid is better refused now than shown as "-" after
@@ -278,7 +335,7 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 			defer closeRedis()
 			b.counter, res.Redis = client, redisKind(client)
 		}
-		defer func() { err = errors.Join(err, b.deleteEndpoints(log)) }()
+		defer func() { err = errors.Join(err, b.deleteRegistered(log)) }()
 	}
 	if b.load, err = newLoadTarget(b.base, b.token); err != nil {
 		return res, err
@@ -292,56 +349,170 @@ func runBench(ctx context.Context, c benchConfig, log *slog.Logger) (res benchRe
 			lc.close()
 		}
 	}()
+	counts := c.endpoints
+	if counts == nil {
+		counts = []int{0} // one endpoint per namespace, named as ever
+	} else if err := b.warmUp(ctx, false); err != nil {
+		return res, err
+	}
 	for _, name := range c.phases {
-		p, perr := b.phase(ctx, name)
-		if perr != nil {
-			return res, fmt.Errorf("phase %s: %w", name, perr)
-		}
-		res.Phases = append(res.Phases, p)
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+		for _, e := range counts {
+			p, perr := b.phase(ctx, name, e)
+			if perr != nil {
+				return res, fmt.Errorf("phase %s: %w", caseName(name, e), perr)
+			}
+			res.Phases = append(res.Phases, p)
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
 		}
 	}
 	for i := range res.Phases {
 		if p := &res.Phases[i]; p.Delivered >= 0 {
-			p.Duplicates = recv.duplicates(b.ridPrefix(p.Name))
+			p.Duplicates = recv.duplicates(b.ridPrefix(caseName(p.Name, p.Endpoints)))
 		}
 	}
 	res.BadWebhooks = recv.bad.Load()
 	return res, nil
 }
 
-// phase registers the phase's endpoints and runs it.
-func (b *bencher) phase(ctx context.Context, name string) (phaseResult, error) {
+// caseName names a phase run at e endpoints per namespace (0: one, as
+// without -endpoints) in its namespaces and reservation ids.
+func caseName(phase string, e int) string {
+	if e == 0 {
+		return phase
+	}
+	return phase + "-e" + strconv.Itoa(e)
+}
+
+// phase registers the phase's endpoints and runs it: -streams namespaces
+// of e endpoints each, or of one when e is 0. A phase whose endpoints
+// relay refuses is a row that says so.
+//
+// Without -endpoints an ingest phase's endpoints are disabled, as they
+// always were. With it they are enabled, as healthy endpoints are, while
+// no driver runs (in-process, before the e2e phase starts it), and
+// disabled where one does (-target); either way they are deleted once
+// measured, so that the driver later finds nothing of theirs to deliver
+// and no phase's rows wait for the end of the run.
+func (b *bencher) phase(ctx context.Context, name string, e int) (phaseResult, error) {
 	delivers := name == phaseE2E || name == phaseLatency
-	if delivers && b.startDelivery != nil {
+	if delivers && !b.driving {
 		if err := b.startDelivery(ctx); err != nil {
 			return phaseResult{}, err
 		}
-	}
-	nss := make([]string, b.cfg.streams)
-	for i := range nss {
-		nss[i] = fmt.Sprintf("bench-%s-%d", name, i)
-		if err := b.putEndpoint(ctx, nss[i], delivers); err != nil {
-			return phaseResult{}, err
+		b.driving = true
+		if e > 0 {
+			if err := b.warmUp(ctx, true); err != nil {
+				return phaseResult{}, err
+			}
 		}
 	}
+	enabled := delivers || (e > 0 && !b.driving)
+	key := caseName(name, e)
+	nss := make([]string, b.cfg.streams)
+	var eps []benchEndpointRef
+	for i := range nss {
+		nss[i] = fmt.Sprintf("bench-%s-%d", key, i)
+		for k := range max(e, 1) {
+			ep := benchEndpointRef{ns: nss[i], id: benchEndpoint}
+			if e > 0 {
+				ep.id = benchEndpoint + "-" + strconv.Itoa(k)
+			}
+			err := b.putEndpoint(ctx, ep, enabled)
+			if limit := (*endpointLimitError)(nil); errors.As(err, &limit) {
+				// Nothing of a refused phase stays to be fired.
+				return refusedPhase(name, e, limit), b.deleteEndpoints(ctx, eps)
+			}
+			if err != nil {
+				return phaseResult{}, err
+			}
+			eps = append(eps, ep)
+		}
+	}
+	var p phaseResult
+	var err error
 	switch name {
 	case phaseSingle:
-		return b.ingest(ctx, name, b.requests(name, nss, b.cfg.n, 1))
+		p, err = b.ingest(ctx, name, b.requests(key, nss, b.cfg.n, 1))
 	case phaseList:
-		return b.ingest(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.perRequest))
+		p, err = b.ingest(ctx, name, b.requests(key, nss, b.cfg.n, b.cfg.perRequest))
 	case phaseE2E:
-		return b.endToEnd(ctx, name, b.requests(name, nss, b.cfg.n, b.cfg.perRequest))
+		p, err = b.endToEnd(ctx, name, b.requests(key, nss, b.cfg.n, b.cfg.perRequest), max(e, 1))
 	default:
-		return b.latency(ctx, name, b.requests(name, nss, b.cfg.latencyN, 1))
+		p, err = b.latency(ctx, name, b.requests(key, nss, b.cfg.latencyN, 1))
+	}
+	p.Endpoints, p.Paused = e, !enabled
+	if err == nil && e > 0 && !delivers {
+		err = b.deleteEndpoints(ctx, eps)
+	}
+	return p, err
+}
+
+// warmUp sends a few outcomes on every load connection, unmeasured, to a
+// namespace of its own: the rows of -endpoints compare counts within a
+// phase, and the first count would otherwise pay alone for the load
+// connections dialled, relay's Redis connections and scripts loaded, and
+// (deliver, once the driver started) the driver's first fires.
+func (b *bencher) warmUp(ctx context.Context, deliver bool) error {
+	name := "warmup"
+	if deliver {
+		name = "warmup-e2e"
+	}
+	ep := benchEndpointRef{ns: "bench-" + name, id: benchEndpoint}
+	if err := b.putEndpoint(ctx, ep, deliver); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	var p phaseResult
+	var err error
+	if deliver {
+		p, err = b.endToEnd(ctx, name, b.requests(name, []string{ep.ns}, 4*len(b.conns), b.cfg.perRequest), 1)
+	} else {
+		p, err = b.ingest(ctx, name, b.requests(name, []string{ep.ns}, 4*len(b.conns), 1))
+	}
+	if n := (benchResult{Phases: []phaseResult{p}}).failures(); err == nil && n > 0 {
+		err = fmt.Errorf("%d of %d outcomes failed or were not delivered", n, p.Outcomes)
+	}
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if deliver {
+		// Kept: every webhook arrived, but a fire may still be
+		// acknowledging the last, and a forced delete under it leaves
+		// relay warning and the fire's retries to the first phase. Its
+		// one endpoint has nothing more to deliver; the run's keys go at
+		// its end.
+		return nil
+	}
+	return b.deleteEndpoints(ctx, []benchEndpointRef{ep})
+}
+
+// refusedPhase is the row of a phase relay refused the endpoints of.
+func refusedPhase(name string, e int, limit *endpointLimitError) phaseResult {
+	return phaseResult{
+		Name: name, Endpoints: e, Refused: "refused: limit " + limit.max,
+		Delivered: -1, BacklogPeak: -1, Commands: -1, Bytes: -1, WebhookRate: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1,
 	}
 }
 
-// putEndpoint registers ns's one endpoint, pointing at the receiver.
-func (b *bencher) putEndpoint(ctx context.Context, ns string, enabled bool) error {
+// endpointLimitError is relay's refusal of an endpoint past its
+// namespace's limit, max endpoints ("?" when its answer did not say).
+type endpointLimitError struct{ max, detail string }
+
+func (e *endpointLimitError) Error() string { return "too many endpoints: " + e.detail }
+
+// limitInDetail finds the limit in relay's too-many-endpoints detail, "a
+// namespace holds at most N endpoints".
+var limitInDetail = regexp.MustCompile(`at most (\d+) endpoints`)
+
+// putEndpoint registers ep, pointing at the receiver at a path of its own.
+func (b *bencher) putEndpoint(ctx context.Context, ep benchEndpointRef, enabled bool) error {
+	path := "/" + ep.ns
+	if ep.id != benchEndpoint {
+		path += "/" + ep.id
+	}
 	body := map[string]any{
-		"url":           b.recv.url + "/" + ns,
+		"url":           b.recv.url + path,
 		"scheme":        b.cfg.scheme,
 		"enabled":       enabled,
 		"max_in_flight": b.cfg.maxInFlight,
@@ -357,40 +528,54 @@ func (b *bencher) putEndpoint(ctx context.Context, ns string, enabled bool) erro
 	if err != nil {
 		return err
 	}
-	code, answer, err := b.call(ctx, http.MethodPut, "/v1/namespaces/"+ns+"/endpoints/"+benchEndpoint, raw)
+	code, answer, err := b.call(ctx, http.MethodPut, "/v1/namespaces/"+ep.ns+"/endpoints/"+ep.id, raw)
 	if err != nil {
-		return fmt.Errorf("register endpoint of %s: %w", ns, err)
+		return fmt.Errorf("register endpoint %s of %s: %w", ep.id, ep.ns, err)
 	}
 	if code != http.StatusOK && code != http.StatusCreated {
+		var problem struct{ Type, Detail string }
+		_ = json.Unmarshal(answer, &problem)
+		if code == http.StatusUnprocessableEntity && problem.Type == httpapi.ProblemTypePrefix+string(httpapi.SlugTooManyEndpoints) {
+			limit := &endpointLimitError{max: "?", detail: problem.Detail}
+			if m := limitInDetail.FindStringSubmatch(problem.Detail); m != nil {
+				limit.max = m[1]
+			}
+			return limit
+		}
 		hint := ""
 		if code == http.StatusUnprocessableEntity {
 			hint = " (relay must allow webhooks to 127.0.0.1/32: RELAY_ALLOW_CIDRS)"
 		}
-		return fmt.Errorf("register endpoint of %s: HTTP %d %s%s", ns, code, bytes.TrimSpace(answer), hint)
+		return fmt.Errorf("register endpoint %s of %s: HTTP %d %s%s", ep.id, ep.ns, code, bytes.TrimSpace(answer), hint)
 	}
-	b.namespaces = append(b.namespaces, ns)
+	b.registered = append(b.registered, ep)
 	return nil
 }
 
-// deleteEndpoints drops what the run registered on a -target relay, rows
-// included.
-func (b *bencher) deleteEndpoints(log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// deleteEndpoints drops eps, rows included.
+func (b *bencher) deleteEndpoints(ctx context.Context, eps []benchEndpointRef) error {
 	var errs []error
-	for _, ns := range b.namespaces {
-		code, answer, err := b.call(ctx, http.MethodDelete, "/v1/namespaces/"+ns+"/endpoints/"+benchEndpoint+"?force=true", nil)
+	for _, ep := range eps {
+		code, answer, err := b.call(ctx, http.MethodDelete, "/v1/namespaces/"+ep.ns+"/endpoints/"+ep.id+"?force=true", nil)
 		if err == nil && code != http.StatusOK && code != http.StatusNotFound {
 			err = fmt.Errorf("HTTP %d %s", code, bytes.TrimSpace(answer))
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("delete endpoint of %s: %w", ns, err))
+			errs = append(errs, fmt.Errorf("delete endpoint %s of %s: %w", ep.id, ep.ns, err))
 		}
 	}
-	if len(errs) == 0 && len(b.namespaces) > 0 {
-		log.Info("bench endpoints deleted", "namespaces", len(b.namespaces))
-	}
 	return errors.Join(errs...)
+}
+
+// deleteRegistered drops what the run registered on a -target relay.
+func (b *bencher) deleteRegistered(log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := b.deleteEndpoints(ctx, b.registered)
+	if err == nil && len(b.registered) > 0 {
+		log.Info("bench endpoints deleted", "endpoints", len(b.registered))
+	}
+	return err
 }
 
 // call sends one API request and reads the whole answer.

@@ -21,6 +21,21 @@
 //	         arrival. Rate: accepted per second of sending; send lag is the
 //	         most any send left behind its schedule.
 //
+// With -endpoints 1,8,100,1000 the single, list and e2e phases run once
+// per count E, each on -streams namespaces of E endpoints, one row per
+// phase and count: outcomes per second, Redis commands and bytes per
+// accepted outcome, and for e2e webhooks (outcomes × E) delivered per
+// second. The ingest phases' endpoints are enabled, as healthy ones are,
+// and run before the in-process driver starts, so nothing is delivered
+// while they are measured; they are deleted once measured. Bytes are the
+// growth of MEMORY USAGE summed over the run's key prefix, read before
+// streams deliver, so ingest rows only. The in-process relay is built with
+// the endpoint limit the largest count needs, up to
+// outbox.HardMaxEndpoints; a count relay refuses is a row that says
+// "refused: limit N". One receiver takes every endpoint's webhooks, each
+// endpoint at a path of its own, and counts a webhook as a reservation id
+// at a path.
+//
 // The phases POST through a lean HTTP/1.1 client (loadConn), -concurrency
 // keep-alive connections, so that the load takes little of the CPU relay
 // is measured on.

@@ -29,13 +29,18 @@ func medianResult(runs []benchResult) benchResult {
 		p := phases[0]
 		r.Phases[i] = phaseResult{
 			Name:        p.Name,
+			Endpoints:   p.Endpoints,
+			Refused:     p.Refused,
+			Paused:      p.Paused,
 			Outcomes:    count(func(p phaseResult) int { return p.Outcomes }),
 			Errors:      count(func(p phaseResult) int { return p.Errors }),
 			Delivered:   count(func(p phaseResult) int { return p.Delivered }),
 			Duplicates:  count(func(p phaseResult) int { return p.Duplicates }),
 			Elapsed:     dur(func(p phaseResult) time.Duration { return p.Elapsed }),
 			Rate:        num(func(p phaseResult) float64 { return p.Rate }),
+			WebhookRate: num(func(p phaseResult) float64 { return p.WebhookRate }),
 			Commands:    num(func(p phaseResult) float64 { return p.Commands }),
+			Bytes:       num(func(p phaseResult) float64 { return p.Bytes }),
 			SelfCPU:     num(func(p phaseResult) float64 { return p.SelfCPU }),
 			RelayCPU:    num(func(p phaseResult) float64 { return p.RelayCPU }),
 			RedisCPU:    num(func(p phaseResult) float64 { return p.RedisCPU }),

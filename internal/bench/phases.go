@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -177,6 +178,8 @@ func (b *bencher) ingest(ctx context.Context, name string, pr *phaseRequests) (p
 	reqs := pr.reqs
 	var errs errorCounts
 	var next, accepted atomic.Int64
+	// Memory is read outside the commands' span: its reads are many.
+	bytesBefore := b.keyBytes(ctx)
 	before, cpuBefore := b.commands(ctx), b.cpu(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -201,15 +204,18 @@ func (b *bencher) ingest(ctx context.Context, name string, pr *phaseRequests) (p
 	p.Rate = float64(accepted.Load()) / elapsed.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), int(accepted.Load()))
 	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), int(accepted.Load()))
+	p.Bytes = perOutcome(bytesBefore, b.keyBytes(ctx), int(accepted.Load()))
 	return p, nil
 }
 
 // endToEnd posts lists while the backlog of accepted, undelivered
 // outcomes leaves room under -window, and waits until every accepted one
-// has arrived.
-func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
+// has arrived at each of the fan endpoints of its namespace. An outcome is
+// undelivered until its last webhook arrived: the window holds -window
+// outcomes' webhooks.
+func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests, fan int) (phaseResult, error) {
 	reqs := pr.reqs
-	tr := newDeliveryTracker(b.ridPrefix(name), b.cfg.window, b.cfg.perRequest)
+	tr := newDeliveryTracker(pr.ridPrefix, b.cfg.window*fan, b.cfg.perRequest*fan, fan)
 	b.recv.track(tr)
 	defer b.recv.track(nil)
 	pctx, cancel := context.WithCancelCause(ctx)
@@ -241,7 +247,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) 
 	stalled := tr.wait(pctx, benchStall)
 	cancel(stalled)
 	wg.Wait()
-	if unsent := b.cfg.n - int(sent.Load()); unsent > 0 {
+	if unsent := pr.outcomes() - int(sent.Load()); unsent > 0 {
 		errs.add("not sent: "+context.Cause(pctx).Error(), unsent)
 	}
 	got := tr.counts()
@@ -251,9 +257,10 @@ func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) 
 	}
 	p := b.result(name, pr, &errs, elapsed)
 	p.Delivered, p.BacklogPeak = got.delivered, got.peak
-	p.Rate = float64(got.delivered) / elapsed.Seconds()
-	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
-	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), got.delivered)
+	p.Rate = float64(got.delivered) / float64(fan) / elapsed.Seconds()
+	p.WebhookRate = float64(got.delivered) / elapsed.Seconds()
+	p.Commands = perOutcome(before, b.commands(ctx), got.accepted/fan)
+	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), got.delivered/fan)
 	if stalled != nil {
 		p.Stalled = stalled.Error()
 	}
@@ -267,7 +274,7 @@ func (b *bencher) endToEnd(ctx context.Context, name string, pr *phaseRequests) 
 // can, and the lag is reported.
 func (b *bencher) latency(ctx context.Context, name string, pr *phaseRequests) (phaseResult, error) {
 	reqs := pr.reqs
-	tr := newDeliveryTracker(b.ridPrefix(name), 0, 0)
+	tr := newDeliveryTracker(pr.ridPrefix, 0, 0, 1)
 	b.recv.track(tr)
 	defer b.recv.track(nil)
 
@@ -336,7 +343,7 @@ send:
 	}
 	slices.Sort(lat)
 	p := b.result(name, pr, &errs, sendTime)
-	p.Delivered = got.delivered
+	p.Delivered, p.WebhookRate = got.delivered, float64(got.delivered)/sendTime.Seconds()
 	p.Rate = float64(got.accepted) / sendTime.Seconds()
 	p.Commands = perOutcome(before, b.commands(ctx), got.accepted)
 	cpuPerOutcome(&p, cpuBefore, b.cpu(ctx), got.delivered)
@@ -357,7 +364,7 @@ func (b *bencher) result(name string, pr *phaseRequests, errs *errorCounts, elap
 	defer errs.mu.Unlock()
 	return phaseResult{
 		Name: name, Outcomes: n, Errors: errs.n, ErrorKinds: maps.Clone(errs.kinds),
-		Delivered: -1, BacklogPeak: -1, Commands: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1, Elapsed: elapsed,
+		Delivered: -1, BacklogPeak: -1, Commands: -1, Bytes: -1, WebhookRate: -1, SelfCPU: -1, RelayCPU: -1, RedisCPU: -1, Elapsed: elapsed,
 	}
 }
 
@@ -377,6 +384,73 @@ func (b *bencher) commands(ctx context.Context) int64 {
 		return -1
 	}
 	return n
+}
+
+// keyBytes is the memory the in-process relay's keys take in Redis now:
+// MEMORY USAGE, every element counted (SAMPLES 0), summed over the keys
+// under its prefix. -1 when unknown: on the embedded miniredis, which has
+// no MEMORY USAGE, and with -target, whose prefix the bench does not know.
+//
+// Not INFO memory's used_memory: that is the whole server's, moved by
+// every other client of a shared Redis, by client buffers and by the
+// allocator, while the keys under the prefix are this run's alone. The
+// cost is a SCAN of them and a command per key, which is why the bench
+// reads it outside the span its command counts cover.
+func (b *bencher) keyBytes(ctx context.Context) int64 {
+	if b.counter == nil || b.prefix == "" {
+		return -1
+	}
+	n, err := redisKeyBytes(ctx, b.counter, b.prefix)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// redisKeyBytes sums MEMORY USAGE over the keys under prefix, on every
+// master of a Cluster.
+func redisKeyBytes(ctx context.Context, client redis.UniversalClient, prefix string) (int64, error) {
+	read := func(ctx context.Context, c *redis.Client) (int64, error) {
+		var total int64
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		flush := func() error {
+			if len(keys) == 0 {
+				return nil
+			}
+			cmds, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				for _, k := range keys {
+					pipe.MemoryUsage(ctx, k, 0)
+				}
+				return nil
+			})
+			keys = keys[:0]
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return fmt.Errorf("MEMORY USAGE: %w", err)
+			}
+			for _, cmd := range cmds {
+				// A key gone since the scan (nil) takes nothing.
+				n, _ := cmd.(*redis.IntCmd).Result()
+				total += n
+			}
+			return nil
+		}
+		for iter.Next(ctx) {
+			if keys = append(keys, iter.Val()); len(keys) == 500 {
+				if err := flush(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return 0, fmt.Errorf("SCAN: %w", err)
+		}
+		if err := flush(); err != nil {
+			return 0, err
+		}
+		return total, nil
+	}
+	return sumMasters(ctx, client, read)
 }
 
 func perOutcome(before, after int64, outcomes int) float64 {

@@ -16,6 +16,12 @@ import (
 // benchReceiver takes the webhooks and notes when each reservation id first
 // arrived. It answers 204 without verifying the signature: the e2e tests
 // verify, and here verifying would take CPU from the relay under test.
+//
+// One receiver serves every endpoint, each at a path of its own: a
+// webhook is a reservation id at a path, so an outcome fanned out to E
+// endpoints is E webhooks, each counted once. One server rather than E
+// keeps the receiver's cost flat in E: no listener, accept loop or idle
+// connections per endpoint.
 type benchReceiver struct {
 	url     string
 	srv     *http.Server
@@ -23,19 +29,26 @@ type benchReceiver struct {
 	tracker atomic.Pointer[deliveryTracker]
 	bad     atomic.Int64
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// first is when each reservation id first arrived, at any path.
 	first map[string]time.Time
-	// again counts the arrivals of each reservation id after its first:
-	// with no fault, relay delivers every outcome once.
+	// seen holds each webhook that arrived, by webhookKey.
+	seen map[string]struct{}
+	// again counts the arrivals of each webhook after its first: with no
+	// fault, relay delivers every outcome once to each endpoint.
 	again map[string]int
 }
+
+// webhookKey names one outcome's webhook to one endpoint: its reservation
+// id first, so that a phase's webhooks share the phase's prefix.
+func webhookKey(rid, path string) string { return rid + " " + path }
 
 func startBenchReceiver(ctx context.Context) (*benchReceiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("receiver: %w", err)
 	}
-	rc := &benchReceiver{url: "http://" + ln.Addr().String(), first: map[string]time.Time{}, again: map[string]int{}, served: make(chan struct{})}
+	rc := &benchReceiver{url: "http://" + ln.Addr().String(), first: map[string]time.Time{}, seen: map[string]struct{}{}, again: map[string]int{}, served: make(chan struct{})}
 	rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second}
 	labeled(ctx, "receiver", func(context.Context) {
 		go func() {
@@ -63,12 +76,16 @@ func (rc *benchReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	key := webhookKey(rid, r.URL.Path)
 	rc.mu.Lock()
-	_, seen := rc.first[rid]
+	_, seen := rc.seen[key]
 	if seen {
-		rc.again[rid]++
+		rc.again[key]++
 	} else {
-		rc.first[rid] = at
+		rc.seen[key] = struct{}{}
+		if _, ok := rc.first[rid]; !ok {
+			rc.first[rid] = at
+		}
 	}
 	rc.mu.Unlock()
 	if t := rc.tracker.Load(); !seen && t != nil && strings.HasPrefix(rid, t.prefix) {
@@ -87,8 +104,8 @@ func (rc *benchReceiver) firstSeen(rid string) (time.Time, bool) {
 	return at, ok
 }
 
-// duplicates counts the arrivals after the first of the reservation ids
-// that start with prefix, up to now.
+// duplicates counts the arrivals after the first of the webhooks whose
+// reservation ids start with prefix, up to now.
 func (rc *benchReceiver) duplicates(prefix string) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -106,17 +123,21 @@ func (rc *benchReceiver) close() {
 	<-rc.served
 }
 
-// deliveryTracker follows one phase's outcomes from acceptance to their
-// first arrival. With a window it also gates the producers: a request is sent
-// only while the outcomes issued and not yet delivered leave room for it.
+// deliveryTracker follows one phase's outcomes from acceptance to the
+// first arrival of each of their webhooks, fan to an outcome (the
+// endpoints of its namespace). It counts webhooks. With a window it also
+// gates the producers: a request is sent only while the webhooks issued
+// and not yet delivered leave room for it.
 type deliveryTracker struct {
 	prefix string
-	window int // 0: no gate
-	step   int // the outcomes per request the gate makes room for
+	window int // in webhooks; 0: no gate
+	step   int // the webhooks of a request the gate makes room for
+	fan    int // webhooks per outcome
 
 	mu   sync.Mutex
 	cond *sync.Cond
-	// issued are outcomes sent or being sent, less those that failed.
+	// issued are the webhooks of outcomes sent or being sent, less those
+	// of outcomes that failed.
 	issued    int
 	accepted  int
 	delivered int
@@ -129,16 +150,17 @@ type deliveryTracker struct {
 	doneOnce sync.Once
 }
 
-func newDeliveryTracker(prefix string, window, step int) *deliveryTracker {
-	t := &deliveryTracker{prefix: prefix, window: window, step: step, sending: true,
+func newDeliveryTracker(prefix string, window, step, fan int) *deliveryTracker {
+	t := &deliveryTracker{prefix: prefix, window: window, step: step, fan: fan, sending: true,
 		progress: make(chan struct{}, 1), done: make(chan struct{})}
 	t.cond = sync.NewCond(&t.mu)
 	return t
 }
 
-// reserve waits until n more outcomes fit the window, and counts them
-// issued. It returns false once ctx ends.
+// reserve waits until the webhooks of n more outcomes fit the window, and
+// counts them issued. It returns false once ctx ends.
 func (t *deliveryTracker) reserve(ctx context.Context, n int) bool {
+	n *= t.fan
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for t.window > 0 && t.issued-t.delivered+n > t.window && ctx.Err() == nil {
@@ -170,8 +192,8 @@ func (t *deliveryTracker) wakeAll() {
 // answered records the answer to n+failed outcomes sent: n accepted.
 func (t *deliveryTracker) answered(n, failed int) {
 	t.mu.Lock()
-	t.accepted += n
-	t.issued -= failed
+	t.accepted += n * t.fan
+	t.issued -= failed * t.fan
 	t.peak = max(t.peak, t.accepted-t.delivered)
 	t.signalRoom()
 	t.checkDone()
@@ -179,7 +201,7 @@ func (t *deliveryTracker) answered(n, failed int) {
 	t.poke()
 }
 
-// arrived records the first arrival of one of the phase's outcomes.
+// arrived records the first arrival of one of the phase's webhooks.
 func (t *deliveryTracker) arrived(at time.Time) {
 	t.mu.Lock()
 	t.delivered++
@@ -213,8 +235,8 @@ func (t *deliveryTracker) poke() {
 	}
 }
 
-// wait returns nil once sending is over and every accepted outcome has
-// arrived, or an error when nothing is accepted or delivered for stall, or
+// wait returns nil once sending is over and every accepted outcome's
+// webhooks have arrived, or an error when nothing is accepted or delivered for stall, or
 // ctx ends.
 func (t *deliveryTracker) wait(ctx context.Context, stall time.Duration) error {
 	timer := time.NewTimer(stall)
@@ -233,7 +255,7 @@ func (t *deliveryTracker) wait(ctx context.Context, stall time.Duration) error {
 	}
 }
 
-// trackedCounts is what a tracker saw.
+// trackedCounts is what a tracker saw, in webhooks.
 type trackedCounts struct {
 	accepted, delivered, peak int
 	// last is the latest first arrival.

@@ -82,6 +82,7 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		Buckets:        redisstore.DefaultBuckets,
 		MaxConnections: httpapi.DefaultMaxConnections,
 		MaxNamespaces:  outbox.DefaultMaxNamespaces,
+		MaxEndpoints:   benchMaxEndpoints(c.endpoints),
 		Signing:        app.Signing{KeyFile: keyFile, KeyID: "bench"},
 		Delivery:       app.Delivery{PublicURL: r.url, AllowCIDRs: "127.0.0.1/32", Concurrency: delivery.DefaultConcurrency, Linger: delivery.DefaultLinger},
 		Auth:           app.Auth{Secret: string(secret), Leeway: app.DefaultLeeway},
@@ -126,6 +127,21 @@ func startBenchRelay(ctx context.Context, c benchConfig, log *slog.Logger) (_ *b
 		go func() { r.served <- r.srv.Serve(served) }()
 	})
 	return r, nil
+}
+
+// benchMaxEndpoints is the endpoint limit of the in-process relay: the
+// most -endpoints asks for, up to outbox.HardMaxEndpoints, which no
+// setting passes; 0, relay's default, when that is enough. A count past
+// the hard limit is refused by relay, and its rows say so.
+func benchMaxEndpoints(counts []int) int {
+	most := 0
+	for _, e := range counts {
+		most = max(most, e)
+	}
+	if most <= outbox.DefaultMaxEndpoints {
+		return 0
+	}
+	return min(most, outbox.HardMaxEndpoints)
 }
 
 // startDelivery starts the driver once.
