@@ -45,5 +45,5 @@ export function when(h, iso, now = Date.now()) {
 
 // clockTime is a time of day in the viewer's zone, for "updated 12:03:04".
 export function clockTime(d) {
-  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return d.toLocaleTimeString(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
 }
