@@ -251,6 +251,16 @@ export async function operatorWork(page, { origin, vp, longEndpoint, longRID, st
   if ((await page.locator('[data-result]').count()) !== 0) fail(`${at}: the replay's result came back with the page`);
   if ((await page.locator('#announce').textContent()) !== '') fail(`${at}: the announcement stayed after leaving the page`);
 
+  if (phone) {
+    // Once, as it takes the console's 20 s: the page's timer drops it.
+    step(`${at}: a result goes by itself after a while`);
+    await replay.click();
+    await replayOk.click();
+    await replayed.waitFor();
+    await replayed.waitFor({ state: 'detached', timeout: 30000 });
+    if ((await page.locator('#announce').textContent()) !== '') fail(`${at}: the announcement stayed after the result went`);
+  }
+
   step(`${at}: the outcome of a 128-character id fits`);
   await go('#/ns/wide/outcomes/' + longRID, 'Outcome ' + longRID);
   await fits('the outcome page');
