@@ -77,9 +77,13 @@ function holdReason() {
 // paint says when the page's figures were read and whether it refreshes.
 function paint(v) {
   if (!v.readAt && !v.error) return;
-  const every = v.page.live === false ? '' : v.hold ? ' · paused ' + v.hold : ` · refreshes every ${(v.page.refreshMs || REFRESH_MS) / 1000} s`;
-  const read = v.readAt ? 'Updated ' + clockTime(v.readAt) : 'Not loaded';
-  v.freshText.textContent = read + every + (v.error ? ` · the last refresh failed (${v.error}), it is tried again` : '');
+  const live = v.page.live !== false;
+  v.freshText.textContent = [
+    v.readAt ? 'Updated ' + clockTime(v.readAt) : 'Not loaded',
+    !live ? null : v.hold ? 'paused ' + v.hold : `refreshes every ${(v.page.refreshMs || REFRESH_MS) / 1000} s`,
+    // A page not read at all says why itself.
+    v.error && live && v.readAt ? `the last read failed (${v.error}): it is tried again` : null,
+  ].filter(Boolean).join(' · ');
   v.fresh.dataset.readAt = v.readAt ? String(v.readAt.getTime()) : '';
   v.fresh.dataset.held = v.hold;
 }
@@ -111,9 +115,9 @@ async function refresh(v, why) {
     node = await v.page.render(v.r, { refresh: () => refresh(v, 'action') });
   } catch (err) {
     if (err instanceof api.ProblemError && err.status === 401) return 'stale';
-    // A page once shown keeps its figures when a refresh fails, and says so.
-    if (v.readAt) error = err.message;
-    else node = v.page.failed ? v.page.failed(v.r, err) : problemView(err);
+    // A page once read keeps its figures when a refresh fails, and says so.
+    error = err.message;
+    if (!v.readAt) node = v.page.failed ? v.page.failed(v.r, err) : problemView(err);
   }
   if (v.gen !== generation || mine < v.applied) return 'stale';
   v.applied = mine;
@@ -127,7 +131,7 @@ async function refresh(v, why) {
     } else {
       morph(v.body, h('div', { class: 'page' }, node));
     }
-    v.readAt = new Date();
+    if (!error) v.readAt = new Date();
   }
   v.hold = '';
   paint(v);
