@@ -148,7 +148,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	// Ingest's flushers and delivery's fires share one set of kept goroutines.
 	goroutines := new(gopool.Pool)
 	ingest := &outbox.Coalescer{Appender: &outbox.Appender{Store: st, Clock: clk}, Goroutines: goroutines}
-	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, goroutines, ingest.Observe)
+	if tp != nil {
+		ingest.Appender.Tracer = tp.Tracer(outbox.TracerName)
+	}
+	driver, err := newDriver(cfg.Delivery, cfg.Retention, st, channel, sign.signer, audience, metrics, clk, log, tp, goroutines, ingest.Observe)
 	if err != nil {
 		return nil, err
 	}

@@ -1,16 +1,16 @@
 package app
 
 import (
-	"time"
-
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/clock"
@@ -112,8 +112,9 @@ func newChannel(c Delivery, allow []netip.Prefix) (*outbound.Channel, error) {
 }
 
 // newDriver builds the delivery driver and the timers it fires: outcome
-// delivery, the idempotency sweep and the log sweep.
-func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *outbound.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, goroutines *gopool.Pool, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
+// delivery, the idempotency sweep and the log sweep. A nil tp traces
+// nothing.
+func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *outbound.Channel, signer *signing.MkitSigner, audience string, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, tp trace.TracerProvider, goroutines *gopool.Pool, committed func(store.Partition, []store.Write)) (*delivery.Driver, error) {
 	m, err := delivery.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -130,6 +131,9 @@ func newDriver(c Delivery, retention time.Duration, st *redisstore.Store, ch *ou
 		DisableAfter: c.DisableAfter,
 		// Operator events go through the outbox, as any outcome does.
 		Events: &outbox.Appender{Store: st, Clock: clk},
+	}
+	if tp != nil {
+		handler.Tracer = tp.Tracer(delivery.TracerName)
 	}
 	timersReg, err := timers.NewHandlers(handler, &outbox.SeenSweeper{Logger: log}, &outbox.LogSweeper{Retention: retention, Logger: log},
 		&outbox.RecoveryRunner{Clock: clk})

@@ -158,16 +158,22 @@ func (h *Handler) deliver(ctx context.Context, s *stream, r *pendingRow, timeout
 	begin := clk.Now()
 	done := make(chan error, 1)
 	var status int
-	// On a worker, whose stack has grown already (see workers).
+	// On a worker, whose stack has grown already (see workers): the
+	// attempt's span too, whose start and end run deep.
 	callWorkers.run(func() {
+		callCtx, span := s.fire.startAttempt(callCtx, r)
 		parcel := Parcel{Namespace: s.ns, EndpointID: s.endpoint, Endpoint: s.ep, Seq: r.seq, Outcome: r.outcome}
+		var err error
+		code := 0
 		if ss, ok := h.Sink.(StatusSink); ok {
-			var err error
-			status, err = ss.DeliverStatus(callCtx, parcel)
-			done <- err
-			return
+			code, err = ss.DeliverStatus(callCtx, parcel)
+		} else {
+			err = h.Sink.Deliver(callCtx, parcel)
 		}
-		done <- h.Sink.Deliver(callCtx, parcel)
+		// Ended before the fire hears of the call, so its span ends last.
+		endAttempt(span, code, err, err != nil && ctx.Err() == nil && callCtx.Err() != nil)
+		status = code
+		done <- err
 	})
 	res := result{row: r}
 	select {

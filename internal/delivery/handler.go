@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/outbox/schema"
@@ -80,6 +82,9 @@ type Handler struct {
 	// Arrivals tells lingering fires of their partition's arrivals; none
 	// linger when nil.
 	Arrivals *Arrivals
+	// Tracer traces each fire that calls its endpoint and each call, in
+	// the trace its outcome was accepted under; nil traces nothing.
+	Tracer trace.Tracer
 
 	// deadline bounds one call; context.WithTimeout unless a test sets it.
 	deadline func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
@@ -169,6 +174,8 @@ type stream struct {
 	// queue, and epRaw its row.
 	ep    schema.Endpoint
 	epRaw store.Value
+	// fire is the fire's span, nil when untraced.
+	fire *fireTrace
 }
 
 // pendingRow is one examined row of the page.
@@ -284,16 +291,22 @@ func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueT
 		}
 	}
 	lim := startLimits(state, &s.ep, started.UnixMilli())
+	if len(page.Rows) > 0 {
+		s.fire = h.startFire(ctx, &s, len(page.Rows))
+	}
 	run := h.call(ctx, &s, page, rows, started, &lim)
 	if err := ctx.Err(); err != nil {
 		// Stopped (the driver stopping, or the lease running out): write
 		// nothing; the lease expires.
+		s.fire.end(&run)
 		return timers.Fired{}, err
 	}
 
 	f := &firing{fc: fc, timer: t, stream: s, state: state, page: page, rows: rows, after: after, calls: run, limits: lim,
 		endedLately: h.ends.recent(streamID{s.ns, s.endpoint}, started.UnixMilli())}
-	if err := h.linger(ctx, watch, f, started); err != nil {
+	err = h.linger(ctx, watch, f, started)
+	s.fire.end(&f.calls)
+	if err != nil {
 		return timers.Fired{}, err
 	}
 	// A fire handed its whole stream by the ingest that created its timer

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -97,6 +98,10 @@ func failedLast(e store.Entry) bool {
 	return err == nil && s.FailedFires > 0
 }
 
+// slowLaneKey marks the context of a fire launched in the slow lane, for
+// its span.
+type slowLaneKey struct{}
+
 // heldFire is a timer an ingest wrote held for this process, and what
 // that ingest handed its fire (outbox.Appender.Due).
 type heldFire struct {
@@ -156,10 +161,14 @@ func (d *Driver) launch(p store.Partition, nowMs int64, e store.Entry, held *hel
 		}
 		var rep timers.Report
 		var err error
+		ctx := d.fireCtx
+		if slow {
+			ctx = context.WithValue(ctx, slowLaneKey{}, true)
+		}
 		if held != nil {
-			rep, err = d.runner.RunHeld(withHanded(d.fireCtx, held.handed), nowMs, held.claim)
+			rep, err = d.runner.RunHeld(withHanded(ctx, held.handed), nowMs, held.claim)
 		} else {
-			rep, err = d.runner.RunTimer(d.fireCtx, p, nowMs, e)
+			rep, err = d.runner.RunTimer(ctx, p, nowMs, e)
 		}
 		if unwatch != nil {
 			unwatch()

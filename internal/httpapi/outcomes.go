@@ -88,6 +88,15 @@ func (a *api) postOutcomes(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
+	if a.TracerProvider != nil {
+		// Kept with each outcome, so that its attempts join this trace.
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			parent := schema.TraceParent{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
+			for i := range outcomes {
+				outcomes[i].Trace = parent
+			}
+		}
+	}
 	statuses, err := a.Appender.Append(r.Context(), p, outcomes)
 	if err != nil {
 		a.fail(w, r, err)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -76,6 +77,7 @@ func Trace(tp trace.TracerProvider) func(http.Handler) http.Handler {
 				if route := routePattern(r); route != "" {
 					span.SetName(spanName(method, route))
 					span.SetAttributes(semconv.HTTPRoute(route))
+					setParams(span, r)
 				}
 				status := rec.status
 				if status == 0 && !aborted {
@@ -96,6 +98,29 @@ func Trace(tp trace.TracerProvider) func(http.Handler) http.Handler {
 			next.ServeHTTP(rec, r.WithContext(ctx))
 			aborted = false
 		})
+	}
+}
+
+// paramAttrs name the route parameters a span records: what the request
+// is about (a resend's outcome and endpoint, say), which the route, having
+// none of them, does not say.
+var paramAttrs = map[string]attribute.Key{
+	"ns":  attrNamespace,
+	"id":  attribute.Key("relay.endpoint"),
+	"rid": attribute.Key("relay.reservation_id"),
+	"job": attribute.Key("relay.recovery.job"),
+}
+
+// setParams records the request's route parameters on its span.
+func setParams(span trace.Span, r *http.Request) {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return
+	}
+	for i, k := range rctx.URLParams.Keys {
+		if key, ok := paramAttrs[k]; ok && i < len(rctx.URLParams.Values) {
+			span.SetAttributes(key.String(clip(rctx.URLParams.Values[i], maxLoggedText)))
+		}
 	}
 }
 

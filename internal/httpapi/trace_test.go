@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -18,8 +21,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
+	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
+	"github.com/hookrelay/relay/internal/store"
 	"github.com/hookrelay/relay/internal/tracing"
 )
 
@@ -40,6 +47,12 @@ const (
 // in-memory exporter and logs, naming spans, into the buffer.
 func tracedHarness(t *testing.T) (*harness, *tracetest.InMemoryExporter, *bytes.Buffer) {
 	t.Helper()
+	return tracedHarnessWith(t, apiOptions{})
+}
+
+// tracedHarnessWith is tracedHarness serving the API opts vary.
+func tracedHarnessWith(t *testing.T, opts apiOptions) (*harness, *tracetest.InMemoryExporter, *bytes.Buffer) {
+	t.Helper()
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
@@ -48,7 +61,8 @@ func tracedHarness(t *testing.T) (*harness, *tracetest.InMemoryExporter, *bytes.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	logs := &bytes.Buffer{}
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil)))
-	h := newHarnessOn(t, st, apiOptions{ready: st.Check, logger: log, configure: func(c *httpapi.Config) { c.TracerProvider = tp }})
+	opts.ready, opts.logger, opts.configure = st.Check, log, func(c *httpapi.Config) { c.TracerProvider = tp }
+	h := newHarnessOn(t, st, opts)
 	h.st, h.client, h.prefix = st, client, redisstore.DefaultPrefix
 	return h, exp, logs
 }
@@ -178,11 +192,17 @@ func TestSpansAreNamedForTheRoutePattern(t *testing.T) {
 	for _, c := range []struct {
 		method, path, name, route string
 		status                    int
+		params                    map[attribute.Key]string
 	}{
-		{http.MethodGet, "/v1/namespaces/acme/outcomes/r-9", "GET /v1/namespaces/{ns}/outcomes/{rid}", "/v1/namespaces/{ns}/outcomes/{rid}", http.StatusNotFound},
-		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", "PUT /v1/namespaces/{ns}/endpoints/{id}", "/v1/namespaces/{ns}/endpoints/{id}", http.StatusCreated},
-		{http.MethodGet, "/v1/no/such/route", "GET", "", http.StatusNotFound},
-		{"BREW", "/v1/namespaces", "HTTP", "", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/v1/namespaces/acme/outcomes/r-9", "GET /v1/namespaces/{ns}/outcomes/{rid}", "/v1/namespaces/{ns}/outcomes/{rid}", http.StatusNotFound,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.reservation_id": "r-9"}},
+		{http.MethodPut, "/v1/namespaces/acme/endpoints/billing", "PUT /v1/namespaces/{ns}/endpoints/{id}", "/v1/namespaces/{ns}/endpoints/{id}", http.StatusCreated,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.endpoint": "billing"}},
+		{http.MethodPost, "/v1/namespaces/acme/endpoints/billing/outcomes/r-9/resend", "POST /v1/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/resend",
+			"/v1/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/resend", http.StatusNotFound,
+			map[attribute.Key]string{"relay.namespace": "acme", "relay.endpoint": "billing", "relay.reservation_id": "r-9"}},
+		{http.MethodGet, "/v1/no/such/route", "GET", "", http.StatusNotFound, nil},
+		{"BREW", "/v1/namespaces", "HTTP", "", http.StatusMethodNotAllowed, nil},
 	} {
 		exp.Reset()
 		body := ""
@@ -202,6 +222,11 @@ func TestSpansAreNamedForTheRoutePattern(t *testing.T) {
 		}
 		if got := a["http.response.status_code"].AsInt64(); got != int64(c.status) {
 			t.Errorf("%s %s: status %d", c.method, c.path, got)
+		}
+		for k, v := range c.params {
+			if got := a[k].AsString(); got != v {
+				t.Errorf("%s %s: %s = %q, want %q", c.method, c.path, k, got, v)
+			}
 		}
 		wantMethod := c.method
 		if c.method == "BREW" {
@@ -328,5 +353,89 @@ func TestAnUnsampledTraceIsFollowed(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"trace_id":"`+producerTrace+`"`) {
 		t.Errorf("the log does not name the trace:\n%s", logs)
+	}
+}
+
+// storedTrace is the trace parent of the outcome rid as the stream of
+// endpoint reads it to deliver it.
+func storedTrace(t *testing.T, h *harness, ns, endpoint, rid string) schema.TraceParent {
+	t.Helper()
+	p := store.Partition{Namespace: ns}
+	for _, q := range outboxtest.Queue(t, h.st, p, endpoint) {
+		if q.RID != rid {
+			continue
+		}
+		rows, err := outbox.ReadStreamRows(context.Background(), h.st, p, endpoint, []outbox.StreamRef{{Seq: q.Seq, RID: rid, Logged: q.Logged}})
+		if err != nil || rows[0].Err != nil {
+			t.Fatalf("read %s: %v %v", rid, err, rows[0].Err)
+		}
+		return rows[0].Outcome.Trace
+	}
+	t.Fatalf("%s is not queued on %s", rid, endpoint)
+	return schema.TraceParent{}
+}
+
+// Each outcome of a traced ingest keeps the ingest's server span as the
+// parent of its attempts; with tracing off none is kept, whatever
+// traceparent the producer sent.
+func TestAnIngestKeepsItsSpanWithEachOutcome(t *testing.T) {
+	h, exp, _ := tracedHarness(t)
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", h.token("acme", httpapi.ScopeOutcomesWrite),
+		`{"outcomes": [`+outcomeJSON("r-1", "aborted")+`, `+outcomeJSON("r-2", "aborted")+`]}`, "traceparent", traceparent)
+	want(t, rec, http.StatusAccepted, "")
+	s := spanNamed(t, exp, "POST "+ingestRoute)
+	wantParent := schema.TraceParent{TraceID: s.SpanContext.TraceID(), SpanID: s.SpanContext.SpanID(), Flags: 1}
+	for _, rid := range []string{"r-1", "r-2"} {
+		if got := storedTrace(t, h, "acme", "billing", rid); got != wantParent {
+			t.Errorf("%s keeps %+v, want the ingest span %+v", rid, got, wantParent)
+		}
+	}
+
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", h.token("acme", httpapi.ScopeOutcomesWrite), outcomeJSON("r-1", "aborted"),
+			"traceparent", traceparent)
+		want(t, rec, http.StatusAccepted, "")
+		if got := storedTrace(t, h, "acme", "billing", "r-1"); got != (schema.TraceParent{}) {
+			t.Errorf("untraced relay kept %+v", got)
+		}
+	})
+}
+
+// Concurrent requests to one namespace share store batches; each outcome
+// still keeps its own request's span, never another's in the batch.
+func TestConcurrentIngestsKeepEachTheirOwnSpan(t *testing.T) {
+	h, exp, _ := tracedHarnessWith(t, apiOptions{coalesce: true})
+	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+	token := h.token("acme", httpapi.ScopeOutcomesWrite)
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tp := fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
+			rec := h.send(http.MethodPost, "/v1/namespaces/acme/outcomes", token, outcomeJSON(fmt.Sprintf("r-%d", i), "aborted"), "traceparent", tp)
+			if rec.Code != http.StatusAccepted {
+				t.Errorf("post %d: %d %s", i, rec.Code, rec.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	// Each request's server span, by the producer's trace it continues.
+	spans := map[trace.TraceID]trace.SpanID{}
+	for _, s := range exp.GetSpans() {
+		if s.Name == "POST "+ingestRoute {
+			spans[s.SpanContext.TraceID()] = s.SpanContext.SpanID()
+		}
+	}
+	for i := range n {
+		got := storedTrace(t, h, "acme", "billing", fmt.Sprintf("r-%d", i))
+		var want trace.TraceID
+		want[15] = byte(i + 1)
+		if got.TraceID != want || got.SpanID != spans[want] {
+			t.Errorf("r-%d keeps trace %x span %x, want its own request's %x %x", i, got.TraceID, got.SpanID, want, spans[want])
+		}
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookrelay/relay/internal/signing"
 )
 
@@ -26,7 +29,8 @@ type Target struct {
 	PrivateKeys []string
 	// Headers are the endpoint's own headers, sent with every attempt. One
 	// that names a header relay sets (a signature header, Content-Type,
-	// User-Agent, Host) is dropped: relay's own always reach the receiver.
+	// User-Agent, Host, traceparent, tracestate) is dropped: relay's own
+	// always reach the receiver.
 	Headers map[string]string
 }
 
@@ -48,8 +52,10 @@ type Sender struct {
 }
 
 // reservedHeaders are set by the sender or the channel whatever the
-// endpoint asks, besides the signature headers.
-var reservedHeaders = map[string]bool{"Content-Type": true, "User-Agent": true, "Host": true, "Content-Length": true}
+// endpoint asks, besides the signature headers. The trace context is
+// relay's: it names the attempt's span, or is not sent.
+var reservedHeaders = map[string]bool{"Content-Type": true, "User-Agent": true, "Host": true, "Content-Length": true,
+	"Traceparent": true, "Tracestate": true}
 
 // ErrUnsignable marks an attempt that could not be signed (unknown scheme,
 // no signer, a malformed secret or message id). Retrying cannot help until
@@ -97,5 +103,12 @@ func (s *Sender) SendStatus(ctx context.Context, t Target, m Message) (int, erro
 		h[k] = []string{v}
 	}
 	h.Set("Content-Type", "application/json")
+	// The span ctx names is the attempt's own (delivery starts one for
+	// each call when tracing is on), so a receiver that traces continues
+	// the trace. It is not signed: it says where the request belongs, not
+	// who sent it.
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+	}
 	return s.Channel.PostStatus(ctx, t.URL, h, m.Body)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookrelay/relay/internal/outbound"
 	"github.com/hookrelay/relay/internal/signing"
 )
@@ -62,5 +64,38 @@ func TestAnEndpointHeaderNeverReplacesRelaysOwn(t *testing.T) {
 	}
 	if std.Get("webhook-id") != msg.ID {
 		t.Errorf("webhook-id %q, want %q", std.Get("webhook-id"), msg.ID)
+	}
+}
+
+// An attempt carries the W3C trace context of the span its context holds
+// (delivery's span of the attempt), and never the endpoint's own
+// traceparent or tracestate; with no span, it carries none at all.
+func TestAnAttemptCarriesTheTraceContextOfItsSpanOnly(t *testing.T) {
+	rcv := newReceiver(t)
+	s := &outbound.Sender{Channel: loopbackChannel(t), Mkit: mkitSigner(t)}
+	msg := outbound.Message{ID: "msg_7f3a", Body: []byte(`{"data":{"namespace":"acme"}}`)}
+	forged := map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01", "tracestate": "forged=1"}
+	target := outbound.Target{URL: rcv.url, Scheme: signing.SchemeStandard, Namespace: "acme", Secrets: []string{secret}, Headers: forged}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x0a, 15: 0x9c}, SpanID: trace.SpanID{0x31, 7: 0x07}, TraceFlags: trace.FlagsSampled,
+	})
+	if err := s.Send(trace.ContextWithSpanContext(context.Background(), sc), target, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(context.Background(), target, msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(rcv.seen) != 2 {
+		t.Fatalf("receiver saw %d requests", len(rcv.seen))
+	}
+	traced, plain := rcv.seen[0].header, rcv.seen[1].header
+	if got, want := traced.Values("Traceparent"), "00-0a00000000000000000000000000009c-3100000000000007-01"; len(got) != 1 || got[0] != want {
+		t.Errorf("traceparent %q, want [%s]", got, want)
+	}
+	if got := traced.Get("Tracestate"); got != "" {
+		t.Errorf("tracestate %q, want none", got)
+	}
+	if got := plain.Values("Traceparent"); len(got) != 0 || plain.Get("Tracestate") != "" {
+		t.Errorf("an untraced attempt carried traceparent %q, tracestate %q", got, plain.Get("Tracestate"))
 	}
 }

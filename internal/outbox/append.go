@@ -8,6 +8,8 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookrelay/relay/internal/clock"
 	"github.com/hookrelay/relay/internal/digest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
@@ -185,6 +187,9 @@ type Appender struct {
 	// has a worker free, and must not block. Due must fire or release
 	// every held timer it is told of.
 	Hold func() time.Duration
+	// Tracer traces each batch sent to the store, under the request's
+	// span; nil traces none.
+	Tracer trace.Tracer
 }
 
 // Backoff between retries of a batch that lost a race: every ingest of a
@@ -253,6 +258,7 @@ type item struct {
 	record  store.Value
 	digest  [32]byte
 	seenKey store.Key
+	trace   schema.TraceParent
 }
 
 // Append accepts outcomes into partition p and answers each in order. An
@@ -306,6 +312,7 @@ func prepare(outcomes []schema.Outcome) *prepared {
 			record:  rec,
 			digest:  digest.Sum256(rec),
 			seenKey: schema.ClassSeen.Key(o.ReservationID),
+			trace:   o.Trace,
 		})
 	}
 	return pr
@@ -407,7 +414,9 @@ func (a *Appender) run(ctx context.Context, p store.Partition, cfg appendConfig,
 			return nil, fmt.Errorf("plan ingest of %s: %w", p, err)
 		}
 		if pl.accepted > 0 {
+			span := a.startBatch(ctx, p, &pl.batch, pl.accepted, failed)
 			res, err := a.Store.Apply(ctx, p, pl.batch)
+			endBatch(span, res, err)
 			if err != nil || !res.Committed {
 				a.releaseHeld(ctx, p, &pl.batch)
 			}

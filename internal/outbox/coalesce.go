@@ -376,7 +376,7 @@ func (c *Coalescer) appendCombined(p store.Partition, reqs []*request, snap *sna
 		return nil, nil, err
 	}
 	pr := prepare(outcomesOf(reqs))
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqs[0].ctx), timeout)
+	ctx, cancel := context.WithTimeout(withRequests(context.WithoutCancel(reqs[0].ctx), reqs), timeout)
 	defer cancel()
 	if left, err = a.run(ctx, p, cfg, pr, snap); err != nil {
 		return nil, nil, err

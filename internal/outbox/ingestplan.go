@@ -260,7 +260,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 		cached := enc != nil && j < len(enc.logs)
 		var l schema.LogRow
 		if !cached {
-			l = schema.LogRow{RID: it.rid, AcceptedMs: s.nowMs, Record: it.record, Entries: make([]schema.LogEntry, len(matching[j]))}
+			l = schema.LogRow{RID: it.rid, AcceptedMs: s.nowMs, Trace: it.trace, Record: it.record, Entries: make([]schema.LogEntry, len(matching[j]))}
 		}
 		for n, i := range matching[j] {
 			id := s.endpoints[i].id

@@ -373,11 +373,7 @@ func ReadArrivedUnder(ctx context.Context, st store.NamespaceStore, p store.Part
 		if attempt.Found {
 			sr.Attempts, sr.AttemptsErr = schema.DecodeAttempts(attempt.Value)
 		}
-		sr.Found = true
-		sr.Record, sr.Err = fromLog(endpoint, ref, logRow.Value, attempt.Found)
-		if sr.Err == nil {
-			sr.Outcome, sr.Err = schema.DecodeRecord(r.RID, sr.Record.Record)
-		}
+		sr.read(endpoint, ref, logRow.Value, attempt.Found)
 		rows = append(rows, sr)
 	}
 	return page, rows, nil

@@ -100,13 +100,19 @@ func ReadStreamRows(ctx context.Context, st store.NamespaceStore, p store.Partit
 		if !logRow.Found {
 			continue
 		}
-		out[i].Found = true
-		out[i].Record, out[i].Err = fromLog(endpoint, r, logRow.Value, out[i].Record.HasAttempts)
-		if out[i].Err == nil {
-			out[i].Outcome, out[i].Err = schema.DecodeRecord(r.RID, out[i].Record.Record)
-		}
+		out[i].read(endpoint, r, logRow.Value, out[i].Record.HasAttempts)
 	}
 	return out, nil
+}
+
+// read sets the row's record and outcome from its log row v.
+func (sr *StreamRow) read(endpoint string, ref StreamRef, v store.Value, attempts bool) {
+	sr.Found = true
+	sr.Record, sr.Err = fromLog(endpoint, ref, v, attempts)
+	if sr.Err == nil {
+		sr.Outcome, sr.Err = schema.DecodeRecord(ref.RID, sr.Record.Record)
+		sr.Outcome.Trace = sr.Record.row.Trace
+	}
 }
 
 // fromLog is the stream record of ref from its log row.

@@ -46,6 +46,8 @@ type Arrival struct {
 	// Signature its signature header: an attempt repeats the one and
 	// never the other.
 	MessageID, Signature string
+	// TraceParent is the request's W3C traceparent, "" when it had none.
+	TraceParent string
 }
 
 // ReceiverConfig is how NewReceiver starts a receiver.
@@ -157,7 +159,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if a.Hang {
 		status = 0
 	}
-	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Type: event.Type, Scheme: scheme, At: time.Now(), Status: status, MessageID: id, Signature: sig})
+	rc.arrivals = append(rc.arrivals, Arrival{RID: rid, Type: event.Type, Scheme: scheme, At: time.Now(), Status: status, MessageID: id, Signature: sig, TraceParent: r.Header.Get("traceparent")})
 	rc.mu.Unlock()
 	if a.Hang {
 		<-r.Context().Done()

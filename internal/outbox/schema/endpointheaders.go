@@ -41,12 +41,13 @@ func (v HeaderValue) GoString() string { return v.String() }
 // deniedHeaders are names an endpoint may not set: the framing and
 // hop-by-hop headers, which belong to the connection rather than the
 // request; the headers relay sets itself (Content-Type, User-Agent, the
-// body's encoding); and, through deniedHeaderPrefixes, every signature
+// body's encoding, the trace context); and, through deniedHeaderPrefixes, every signature
 // header of both schemes.
 var deniedHeaders = []string{
 	"host", "content-length", "transfer-encoding", "connection", "keep-alive",
 	"te", "trailer", "upgrade", "expect", "http2-settings",
 	"content-type", "content-encoding", "user-agent",
+	"traceparent", "tracestate",
 }
 
 // deniedHeaderPrefixes: proxy-* (Proxy-Authorization, Proxy-Connection),

@@ -76,7 +76,7 @@ func TestAnEndpointTimeoutOutsideItsRangeIsRefused(t *testing.T) {
 var deniedNames = []string{
 	"host", "content-length", "transfer-encoding", "connection", "keep-alive",
 	"te", "trailer", "upgrade", "expect", "http2-settings",
-	"content-type", "content-encoding", "user-agent",
+	"content-type", "content-encoding", "user-agent", "traceparent", "tracestate",
 	"proxy-authorization", "proxy-connection", "proxy-authenticate",
 	"webhook-id", "webhook-timestamp", "webhook-signature",
 	"x-mkit-hook-version", "x-mkit-hook-key-id", "x-mkit-hook-namespace", "x-mkit-hook-audience",

@@ -203,6 +203,8 @@ func FuzzDecodeLog(f *testing.F) {
 			{Endpoint: "audit", State: schema.EntryPending},
 			{Endpoint: "billing", State: schema.EntryDelivered, Attempts: true, AtMs: t0, DurationMs: 3, Status: 204},
 		}},
+		{RID: "r", AcceptedMs: t0, Record: rec, Trace: schema.TraceParent{TraceID: [16]byte{1}, SpanID: [8]byte{2}, Flags: 1},
+			Entries: []schema.LogEntry{{Endpoint: "audit", State: schema.EntryPending}}},
 	} {
 		v, _ := schema.EncodeLog(l)
 		f.Add([]byte(v))

@@ -22,7 +22,14 @@ import (
 //	0x01 | entries (1) | per entry: id len (1), id, state (1),
 //	       at ms (8), duration ms (4), status (2)
 //	     | accepted ms (8) | rid len (1) | rid | record
+//
+// A row whose outcome was accepted under a trace is version 2, the same
+// with the trace parent (TraceParent: 25 bytes) between the rid and the
+// record. Rows accepted untraced stay version 1, a byte shorter than ever.
 const (
+	// logV2 is a log row that holds a trace parent.
+	logV2 = 0x02
+
 	// MaxLogEntries bounds a log row's entries: one per endpoint an outcome
 	// is ingested to, at most as many as one ingest batch takes
 	// (outbox.MaxIngestEndpoints is this bound).
@@ -83,8 +90,10 @@ type LogEntry struct {
 type LogRow struct {
 	RID        string
 	AcceptedMs int64
-	Record     store.Value
-	Entries    []LogEntry
+	// Trace is the span it was accepted under; zero when untraced.
+	Trace   TraceParent
+	Record  store.Value
+	Entries []LogEntry
 }
 
 // LogKey is the key of the log row at seq.
@@ -108,8 +117,13 @@ func EncodeLog(l LogRow) (store.Value, error) {
 		return nil, invalidf("log row: %d entries exceed %d", len(l.Entries), MaxLogEntries)
 	case len(l.Record) == 0:
 		return nil, invalidf("log row: no record")
+	case l.Trace != TraceParent{} && !l.Trace.Valid():
+		return nil, invalidf("log row: invalid trace parent")
 	}
-	n := 1 + 1 + 8 + 1 + len(l.RID) + len(l.Record)
+	version, n := byte(codecV1), 1+1+8+1+len(l.RID)+len(l.Record)
+	if l.Trace.Valid() {
+		version, n = logV2, n+traceParentLen
+	}
 	for i, e := range l.Entries {
 		if !validEndpointID(e.Endpoint) || e.State < EntryPending || e.State > EntryDropped || e.AtMs < 0 {
 			return nil, invalidf("log row: bad entry")
@@ -122,7 +136,7 @@ func EncodeLog(l LogRow) (store.Value, error) {
 		n += 1 + len(e.Endpoint) + logEntryTail
 	}
 	v := make([]byte, 0, n)
-	v = append(v, codecV1, byte(len(l.Entries)))
+	v = append(v, version, byte(len(l.Entries)))
 	for _, e := range l.Entries {
 		v = append(v, byte(len(e.Endpoint)))
 		v = append(v, e.Endpoint...)
@@ -131,6 +145,9 @@ func EncodeLog(l LogRow) (store.Value, error) {
 	v = binary.BigEndian.AppendUint64(v, uint64(l.AcceptedMs))
 	v = append(v, byte(len(l.RID)))
 	v = append(v, l.RID...)
+	if version == logV2 {
+		v = appendTraceParent(v, l.Trace)
+	}
 	return append(v, l.Record...), nil
 }
 
@@ -148,7 +165,14 @@ func appendEntryTail(v []byte, e LogEntry) []byte {
 // DecodeLog decodes a log row. The record is returned as stored; decode it
 // with DecodeRecord and the row's RID.
 func DecodeLog(v store.Value) (LogRow, error) {
-	r := newReader("log row", v)
+	// Version 2 reads as 1 but for its trace parent.
+	traced := len(v) > 0 && v[0] == logV2
+	r := &reader{what: "log row", b: v}
+	if traced {
+		r.b = v[1:]
+	} else {
+		r = newReader("log row", v)
+	}
 	n := int(r.u8())
 	if n > MaxLogEntries {
 		r.fail("%d entries", n)
@@ -184,6 +208,9 @@ func DecodeLog(v store.Value) (LogRow, error) {
 	l.RID = string(r.take(uint64(r.u8())))
 	if r.err == nil && !validRID(l.RID) {
 		r.fail("bad reservation id")
+	}
+	if traced {
+		l.Trace = r.traceParent()
 	}
 	if r.err == nil {
 		if len(r.b) == 0 {

@@ -96,3 +96,71 @@ func TestSeenRowsOfBothVersionsRead(t *testing.T) {
 		t.Errorf("trailing byte: %v", err)
 	}
 }
+
+// A row accepted under a trace keeps its trace parent; one accepted
+// untraced is written as before (version 1), and both read. An entry of a
+// traced row is written in place where it is, as in any row.
+func TestALogRowKeepsTheTraceItWasAcceptedUnder(t *testing.T) {
+	rec := mustRecord(t, committed("r"))
+	tp := schema.TraceParent{Flags: 1}
+	tp.TraceID[0], tp.TraceID[15], tp.SpanID[7] = 0x0a, 0x9c, 0x31
+	entries := []schema.LogEntry{{Endpoint: "audit", State: schema.EntryPending}, {Endpoint: "billing", State: schema.EntryPending}}
+	traced := schema.LogRow{RID: "r", AcceptedMs: t0, Trace: tp, Record: rec, Entries: entries}
+	v, err := schema.EncodeLog(traced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := traced
+	plain.Trace = schema.TraceParent{}
+	v1, err := schema.EncodeLog(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != 2 || v1[0] != 1 || len(v) != len(v1)+25 {
+		t.Fatalf("traced row version %d of %d bytes, untraced version %d of %d", v[0], len(v), v1[0], len(v1))
+	}
+	got, err := schema.DecodeLog(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Trace != tp || got.RID != "r" || string(got.Record) != string(rec) || len(got.Entries) != 2 {
+		t.Fatalf("decoded %+v", got)
+	}
+	if got1, err := schema.DecodeLog(v1); err != nil || got1.Trace != (schema.TraceParent{}) {
+		t.Fatalf("untraced row: %+v %v", got1, err)
+	}
+	// The second entry's tail, written as a stream writes it, lands on
+	// that entry and nowhere else.
+	e, _ := got.Entry("billing")
+	e.State, e.AtMs, e.Status = schema.EntryDelivered, t0+5, 204
+	var b store.Batch
+	schema.PutEntry(&b, 7, e)
+	w := b.Writes[0]
+	after := append(store.Value(nil), v...)
+	copy(after[w.Offset:], w.Value)
+	again, err := schema.DecodeLog(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if en, _ := again.Entry("billing"); en.State != schema.EntryDelivered || en.Status != 204 || again.Trace != tp {
+		t.Errorf("after the write: %+v", again)
+	}
+	if en, _ := again.Entry("audit"); en.State != schema.EntryPending {
+		t.Errorf("the other entry changed: %+v", en)
+	}
+	// Half a trace parent names no span: refused both ways.
+	half := traced
+	half.Trace.SpanID = [8]byte{}
+	if _, err := schema.EncodeLog(half); !errors.Is(err, schema.ErrInvalid) {
+		t.Errorf("half a trace parent encoded: %v", err)
+	}
+	zeroed := append(store.Value(nil), v...)
+	at := len(v) - len(rec) - 25
+	clear(zeroed[at : at+16])
+	if _, err := schema.DecodeLog(zeroed); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("a zero trace id decoded: %v", err)
+	}
+	if _, err := schema.DecodeLog(v[:at+10]); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("a cut trace parent decoded: %v", err)
+	}
+}

@@ -60,6 +60,11 @@ type Outcome struct {
 	// Event is an operator event relay appended itself (event.go): a
 	// producer cannot send one.
 	Event *Event `json:"event,omitempty"`
+	// Trace is the span the outcome was accepted under, which its attempts
+	// join. It goes from ingest to the log row and back to delivery apart
+	// from the record: the same outcome sent again under another trace is
+	// still the same outcome.
+	Trace TraceParent `json:"-"`
 }
 
 // Committed: the reservation's writes were stored.

@@ -94,6 +94,12 @@ export interface paths {
          *     problem `type`). When any outcome breaks a field rule the whole list
          *     is 400 `invalid-outcome`, with `errors` naming each broken outcome by
          *     index, and nothing is written.
+         *
+         *     When relay traces (OpenTelemetry), a W3C `traceparent` and
+         *     `tracestate` on the request make its span a child of the caller's,
+         *     and every attempt to deliver each accepted outcome is a span in that
+         *     trace; each webhook then carries a `traceparent` naming its
+         *     attempt's span. Without tracing these headers are ignored.
          */
         post: operations["ingestOutcomes"];
         delete?: never;
@@ -1018,9 +1024,10 @@ export interface components {
          *     relay sets them or they belong to the connection: `host`,
          *     `content-length`, `transfer-encoding`, `connection`, `keep-alive`,
          *     `te`, `trailer`, `upgrade`, `expect`, `http2-settings`,
-         *     `content-type`, `content-encoding`, `user-agent`, and every name
-         *     starting `proxy-`, `webhook-` or `x-mkit-hook-` (the signature
-         *     headers of both schemes). A value is 1 to 1024 bytes of printable
+         *     `content-type`, `content-encoding`, `user-agent`, `traceparent`,
+         *     `tracestate` (relay's own trace context), and every name starting
+         *     `proxy-`, `webhook-` or `x-mkit-hook-` (the signature headers of
+         *     both schemes). A value is 1 to 1024 bytes of printable
          *     ASCII (no control character, so no CR or LF), without leading or
          *     trailing space, and not `[redacted]`. A header whose name contains
          *     `authorization`, `cookie`, `auth`, `token`, `secret`, `key`, `pass`,
