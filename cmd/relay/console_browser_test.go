@@ -112,7 +112,8 @@ func screenshotDir(t *testing.T, backend string) string {
 }
 
 // consolePages are the screenshots the scenario takes, each at both widths.
-var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing"}
+var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing",
+	"namespace-wide", "stream-wide", "outcome-wide"}
 
 // consoleScenario drives the console against p, whose tokens are signed
 // with secret for audience, and returns the screenshots' directory.
@@ -163,7 +164,26 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		t.Fatal(err)
 	}
 	// Healthy, and first by name: the failing namespaces go before it.
-	if _, err := c.PutEndpoint(ctx, "alpha", "ops", relayclient.EndpointConfig{URL: rc.URL, Scheme: relayclient.SchemeStandardWebhooks, Secret: rc.Secret}); err != nil {
+	// The many after it make the namespaces page as long as an operator's.
+	healthy := []string{"alpha"}
+	for i := range 24 {
+		healthy = append(healthy, fmt.Sprintf("many-%02d", i))
+	}
+	for _, ns := range healthy {
+		if _, err := c.PutEndpoint(ctx, ns, "ops", relayclient.EndpointConfig{URL: rc.URL, Scheme: relayclient.SchemeStandardWebhooks, Secret: rc.Secret}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The widest ids relay takes, on an endpoint that refuses for good:
+	// its row, of a 128-character reservation id, stays pending on a
+	// 63-character endpoint id.
+	longEndpoint := strings.Repeat("abcdefghij", 6) + "xyz"
+	longRID := strings.Repeat("0123456789ABCDEF", 8)
+	wideNotify := make(chan struct{}, 1)
+	wide := relaytest.NewReceiver(t, relaytest.ReceiverConfig{Name: "wide", Notify: wideNotify, Script: func(string, int) relaytest.Answer {
+		return relaytest.Answer{Status: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"600"}}}
+	}})
+	if _, err := c.PutEndpoint(ctx, "wide", longEndpoint, relayclient.EndpointConfig{URL: wide.URL, Scheme: relayclient.SchemeStandardWebhooks, Secret: wide.Secret}); err != nil {
 		t.Fatal(err)
 	}
 	outcome := func(rid string) relayclient.Outcome {
@@ -195,6 +215,15 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	if _, err := c.IngestAll(ctx, "acme", []relayclient.Outcome{outcome(stuck), outcome(behind)}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.IngestAll(ctx, "wide", []relayclient.Outcome{outcome(longRID)}); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Eventually(t, settle, wideNotify, func() error {
+		if len(wide.Arrivals()) == 0 {
+			return fmt.Errorf("%s refused within %s", longRID, settle)
+		}
+		return nil
+	})
 	wait(stuck+" refused", func() bool {
 		for _, a := range rc.Arrivals() {
 			if a.RID == stuck && a.Status == http.StatusServiceUnavailable {
@@ -208,7 +237,8 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
-		"CONSOLE_NAMESPACE_ORDER=acme,other,alpha", fmt.Sprintf("CONSOLE_WIDTH=%d", width))
+		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
+		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ type file struct {
 }
 
 // Handler serves the console at Prefix, and redirects the bare /console
-// there. Only the embedded files are served, each read once at start.
+// there, and relay's root, /, which a browser opens first. Only the embedded files are served, each read once at start.
 func Handler() http.Handler {
 	files := map[string]file{}
 	static, err := fs.Sub(embedded, "static")
@@ -81,14 +81,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if r.URL.Path == strings.TrimSuffix(Prefix, "/") {
+	if r.URL.Path == strings.TrimSuffix(Prefix, "/") || r.URL.Path == "/" {
 		// The fragment, which may carry a token, stays in the browser: a
 		// redirect keeps it without the server seeing it.
 		to := Prefix
 		if r.URL.RawQuery != "" {
 			to += "?" + r.URL.RawQuery
 		}
-		http.Redirect(w, r, to, http.StatusMovedPermanently)
+		// The root is found (302), not moved for good: relay may serve
+		// something else there one day, and a browser would not ask again.
+		code := http.StatusFound
+		if r.URL.Path != "/" {
+			code = http.StatusMovedPermanently
+		}
+		http.Redirect(w, r, to, code)
 		return
 	}
 	name, ok := strings.CutPrefix(r.URL.Path, Prefix)

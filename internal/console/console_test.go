@@ -109,6 +109,21 @@ func TestRedirectsBareConsole(t *testing.T) {
 	checkHeaders(t, "/console", w)
 }
 
+// relay's root leads a browser to the console, found (302) rather than
+// moved for good, with its query; the fragment stays in the browser.
+func TestRedirectsRoot(t *testing.T) {
+	h := console.Handler()
+	for target, want := range map[string]string{"/": "/console/", "/?x=1": "/console/?x=1"} {
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			w := get(t, h, method, target)
+			if w.Code != http.StatusFound || w.Header().Get("Location") != want {
+				t.Errorf("%s %s: %d to %q, want 302 to %q", method, target, w.Code, w.Header().Get("Location"), want)
+			}
+			checkHeaders(t, target, w)
+		}
+	}
+}
+
 func TestServesNothingElse(t *testing.T) {
 	h := console.Handler()
 	for _, target := range []string{
@@ -125,6 +140,8 @@ func TestServesNothingElse(t *testing.T) {
 		"/console/.",
 		"/consolex/index.html",
 		"/index.html",
+		"//",
+		"/.",
 	} {
 		w := get(t, h, http.MethodGet, target)
 		if w.Code != http.StatusNotFound {

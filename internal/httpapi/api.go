@@ -123,6 +123,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	if cfg.Console != nil {
+		// A browser pointed at relay lands on the console; any other
+		// unknown path stays the API's problem+json 404.
+		r.Method(http.MethodGet, "/", cfg.Console)
+		r.Method(http.MethodHead, "/", cfg.Console)
 		r.Method(http.MethodGet, "/console", cfg.Console)
 		r.Method(http.MethodGet, "/console/*", cfg.Console)
 		r.Method(http.MethodHead, "/console/*", cfg.Console)

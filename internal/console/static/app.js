@@ -1,9 +1,11 @@
 // The console's entry: auth, the fragment router and the refresh loop.
-import { h } from './dom.js';
+import { h, morph } from './dom.js';
 import * as api from './api.js';
-import { pages, problemView } from './pages.js';
+import { pages, problemView, clearResult } from './pages.js';
+import { clockTime } from './fmt.js';
 
 const REFRESH_MS = 5000;
+const HOLD_CHECK_MS = 1000;
 const main = document.getElementById('main');
 let timer = 0;
 let generation = 0;
@@ -28,6 +30,7 @@ function route() {
 function login(message) {
   clearTimeout(timer);
   generation++;
+  view = null;
   document.getElementById('search').hidden = true;
   document.getElementById('logout').hidden = true;
   document.title = 'Sign in · relay console';
@@ -50,10 +53,97 @@ function login(message) {
   field.focus();
 }
 
+// view is the page on show: its route, its parts and how fresh it is.
+let view = null;
+
+// holdReason says why a refresh would now disturb the operator, or ''.
+// Nothing is refreshed while a dialog asks, while text is selected (to be
+// copied), or while a form of the page holds focus or input.
+function holdReason() {
+  if (document.querySelector('dialog[open]')) return 'while a dialog is open';
+  const sel = document.getSelection();
+  if (sel && !sel.isCollapsed && sel.toString().trim() !== '') return 'while text is selected';
+  for (const f of main.querySelectorAll('form')) {
+    if (f.contains(document.activeElement)) return 'while you fill in a form';
+    for (const el of f.elements) {
+      if (el.type === 'submit' || el.type === 'button') continue;
+      // A date half typed has no value yet, but is input.
+      if (el.value || el.validity?.badInput) return 'while a form holds your input';
+    }
+  }
+  return '';
+}
+
+// paint says when the page's figures were read and whether it refreshes.
+function paint(v) {
+  if (!v.readAt && !v.error) return;
+  const live = v.page.live !== false;
+  v.freshText.textContent = [
+    v.readAt ? 'Updated ' + clockTime(v.readAt) : 'Not loaded',
+    !live ? null : v.hold ? 'paused ' + v.hold : `refreshes every ${(v.page.refreshMs || REFRESH_MS) / 1000} s`,
+    // A page not read at all says why itself.
+    v.error && live && v.readAt ? `the last read failed (${v.error}): it is tried again` : null,
+  ].filter(Boolean).join(' · ');
+  v.fresh.dataset.readAt = v.readAt ? String(v.readAt.getTime()) : '';
+  v.fresh.dataset.held = v.hold;
+}
+
+function schedule(v, ms) {
+  clearTimeout(timer);
+  if (v.page.live !== false) timer = setTimeout(() => refresh(v, 'timer'), ms);
+}
+
+// refresh reads the page again and morphs it in place, unless the
+// operator is at work on it (why 'timer' or 'hook'): then it waits and
+// looks again a second later. It answers 'refreshed', 'held', or 'stale'
+// when the operator moved on meanwhile.
+async function refresh(v, why) {
+  if (v.gen !== generation) return 'stale';
+  if (why === 'timer' || why === 'hook') {
+    v.hold = holdReason();
+    if (v.hold) {
+      paint(v);
+      schedule(v, HOLD_CHECK_MS);
+      return 'held';
+    }
+  }
+  clearTimeout(timer);
+  const mine = ++v.started;
+  let node = null;
+  let error = '';
+  try {
+    node = await v.page.render(v.r, { refresh: () => refresh(v, 'action') });
+  } catch (err) {
+    if (err instanceof api.ProblemError && err.status === 401) return 'stale';
+    // A page once read keeps its figures when a refresh fails, and says so.
+    error = err.message;
+    if (!v.readAt) node = v.page.failed ? v.page.failed(v.r, err) : problemView(err);
+  }
+  if (v.gen !== generation || mine < v.applied) return 'stale';
+  v.applied = mine;
+  v.error = error;
+  if (node) {
+    document.title = v.page.title(v.r) + ' · relay console';
+    if (why === 'first') {
+      v.body.replaceChildren(node);
+      main.replaceChildren(v.fresh, v.body);
+      main.focus({ preventScroll: true });
+    } else {
+      morph(v.body, h('div', { class: 'page' }, node));
+    }
+    if (!error) v.readAt = new Date();
+  }
+  v.hold = '';
+  paint(v);
+  schedule(v, v.page.refreshMs || REFRESH_MS);
+  return 'refreshed';
+}
+
 // show renders the current route, and again every few seconds while the
 // page stays the same.
 async function show() {
   clearTimeout(timer);
+  clearResult();
   if (!api.token()) return login();
   document.getElementById('search').hidden = false;
   document.getElementById('logout').hidden = false;
@@ -62,36 +152,32 @@ async function show() {
   if (ns && !searchNs.value) searchNs.value = ns;
   const r = route();
   const page = pages[r.page];
-  const gen = ++generation;
-  const refresh = async (first) => {
-    // A refresh waits while the operator is answering a confirmation.
-    if (!first && document.getElementById('confirm').open) {
-      timer = setTimeout(refresh, page.refreshMs || REFRESH_MS);
-      return;
-    }
-    let node;
-    try {
-      node = await page.render(r, { refresh: () => refresh(false) });
-    } catch (err) {
-      if (err instanceof api.ProblemError && err.status === 401) return;
-      node = page.failed ? page.failed(r, err) : problemView(err);
-    }
-    if (gen !== generation) return; // the operator moved on meanwhile
-    document.title = page.title(r) + ' · relay console';
-    swap(node);
-    if (first) main.focus({ preventScroll: true });
-    clearTimeout(timer);
-    if (page.live !== false) timer = setTimeout(refresh, page.refreshMs || REFRESH_MS);
+  const freshText = h('span', {});
+  const v = {
+    gen: ++generation, r, page, started: 0, applied: 0, readAt: null, hold: '', error: '', freshText,
+    body: h('div', { class: 'page' }),
   };
-  await refresh(true);
+  v.fresh = h('div', { class: 'freshness muted', id: 'freshness' }, freshText,
+    page.live === false ? null : h('button', { type: 'button', class: 'link', onclick: () => refresh(v, 'action') }, 'Refresh now'));
+  view = v;
+  await refresh(v, 'first');
 }
 
-// swap replaces the page, keeping focus on the control that had it.
-function swap(node) {
-  const key = document.activeElement?.dataset?.key;
-  main.replaceChildren(node);
-  if (key) main.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus();
+// The paused note follows the operator at once, not at the next look.
+for (const type of ['selectionchange', 'focusin', 'focusout', 'input', 'close']) {
+  document.addEventListener(type, () => {
+    if (!view || !view.readAt) return;
+    const hold = holdReason();
+    if (hold !== view.hold && (hold || view.hold)) {
+      view.hold = hold;
+      paint(view);
+    }
+  }, true);
 }
+
+// relayConsole.refresh runs the page's refresh as its timer would, for the
+// browser test; it answers 'refreshed', 'held' or 'stale'.
+window.relayConsole = { refresh: () => (view ? refresh(view, 'hook') : Promise.resolve('stale')) };
 
 api.whenUnauthorized((p) => login('The token was refused' + (p.detail ? ': ' + p.detail : '') + '. Paste a valid one.'));
 

@@ -15,8 +15,8 @@ function points(minutes, key, max) {
 }
 
 // minuteChart is a figure for endpoint id: the SVG, which names its totals
-// for screen readers, a legend with the totals, and the time axis in the
-// viewer's zone (UTC on hover).
+// for screen readers, a legend with the totals, and the time axis relative
+// to now (the absolute time on hover and focus).
 export function minuteChart(id, minutes) {
   const delivered = minutes.reduce((a, m) => a + m.delivered, 0);
   const failed = minutes.reduce((a, m) => a + m.failed_attempts, 0);

@@ -1,44 +1,89 @@
 // The console's pages. Each render fetches its figures from the API and
-// returns a fresh node; the router swaps it in and calls it again every few
-// seconds.
+// returns a fresh node; the router morphs the page into it, now and every
+// few seconds, so that what the operator did to the page stays.
 import { h, confirmAction } from './dom.js';
 import { call, claims, enc, ProblemError } from './api.js';
-import { num, bytes, when, age } from './fmt.js';
+import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
 
-export function problemView(err) {
+export function problemView(err, alert = true) {
   const p = err.problem || {};
-  return h('div', { class: 'problem', role: 'alert' },
+  return h('div', { class: 'problem', role: alert ? 'alert' : null },
     h('strong', {}, p.title || 'Request failed'),
     err.status ? ` (${err.status})` : '',
     h('p', {}, p.detail || err.message),
     p.request_id ? h('p', { class: 'muted' }, 'Request id ', h('code', {}, p.request_id)) : null);
 }
 
-// flash is the outcome of the last action, kept across refreshes of the
-// page it was taken on.
-let flash = null;
-function flashView(where) {
-  if (!flash || flash.where !== where) return h('div', { role: 'status', class: 'status' });
-  return h('div', { role: 'status', class: 'status' }, flash.node);
+// An action's result shows beside the control that took it, for
+// RESULT_MS or until the next action, on the page it was taken on only:
+// leaving the page drops it. A row's result keeps the row's place when the
+// row itself is gone (a replayed row is delivered).
+const RESULT_MS = 20000;
+let result = null;
+let resultTimer = 0;
+
+export function clearResult() {
+  clearTimeout(resultTimer);
+  result = null;
+  document.querySelector('[data-result]')?.remove();
+  announce('', false);
 }
 
-// act runs a confirmed action and reports what the API said.
-async function act(where, question, label, run, done, ctx) {
-  if (!(await confirmAction(question, label))) return;
+// announce speaks text through the page's live regions, which exist from
+// the start: a region added with its text is not reliably read.
+function announce(text, problem) {
+  const polite = document.getElementById('announce');
+  const urgent = document.getElementById('announce-alert');
+  polite.textContent = '';
+  urgent.textContent = '';
+  if (text) (problem ? urgent : polite).textContent = text;
+}
+
+function setResult(key, ok, content, index = 0) {
+  clearTimeout(resultTimer);
+  result = { key, ok, content, index };
+  resultTimer = setTimeout(clearResult, RESULT_MS);
+  const text = ok ? content : 'Failed: ' + (content.problem?.detail || content.message);
+  announce(text, !ok);
+}
+
+// resultView is the result of the control keyed key, or null.
+function resultView(key, cols = 0) {
+  if (!result || result.key !== key) return null;
+  const body = result.ok ? h('p', { class: 'ok' }, result.content) : problemView(result.content, false);
+  const box = cols ? h('tr', {}, h('td', { colspan: cols }, body)) : body;
+  box.setAttribute('data-result', key);
+  box.setAttribute('data-key', 'result-' + key);
+  box.classList.add('result');
+  return box;
+}
+
+// act runs a confirmed action and shows what the API said beside the
+// control keyed key, scrolled into view.
+async function act(key, question, label, run, done, ctx, opts = {}) {
+  if (!(await confirmAction(question, label, opts))) return;
+  clearResult();
   try {
     const res = await run();
-    flash = { where, node: h('p', { class: 'ok' }, done(res)) };
+    setResult(key, true, done(res), opts.index);
   } catch (err) {
     if (err instanceof ProblemError && err.status === 401) return;
-    flash = { where, node: problemView(err) };
+    setResult(key, false, err, opts.index);
   }
-  ctx.refresh();
+  await ctx.refresh();
+  showResult();
 }
 
+function showResult() {
+  document.querySelector('[data-result]')?.scrollIntoView({ block: 'nearest' });
+}
+
+// table is a table in a box of its own that scrolls sideways when it must;
+// key names the box, so that a refresh keeps its scroll.
 function table(caption, head, rows, empty) {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
-  return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption },
+  return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption, 'data-key': 'table-' + caption },
     h('table', {},
       h('caption', {}, caption),
       h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col' }, c)))),
@@ -109,8 +154,8 @@ const namespaces = {
       call('GET', '/v1/namespaces?limit=' + NS_VIEW + (cursor ? '&cursor=' + enc(cursor) : '')),
       call('GET', '/v1/namespaces?failing=true&limit=' + NS_EXAMINE + (from ? '&cursor=' + enc(from) : '')),
     ]);
-    const row = (n) => h('tr', { class: n.failing > 0 ? 'failing' : '' },
-      h('th', { scope: 'row' }, h('a', { href: nsLink(n.namespace) }, n.namespace)),
+    const row = (n) => h('tr', { class: n.failing > 0 ? 'failing' : '', 'data-key': 'ns-' + n.namespace },
+      h('th', { scope: 'row', class: 'id' }, h('a', { href: nsLink(n.namespace), title: n.namespace }, n.namespace)),
       h('td', {}, health(n)),
       h('td', { class: 'n' }, num(n.endpoints)),
       h('td', { class: 'n' }, num(n.backlog.rows)),
@@ -145,7 +190,9 @@ function openNamespace() {
   return h('form', {
     class: 'inline', onsubmit: (e) => {
       e.preventDefault();
-      location.hash = nsLink(input.value.trim());
+      // The live field, which a refresh keeps: not the one built with
+      // this handler.
+      location.hash = nsLink(e.currentTarget.elements.ns.value.trim());
     },
   }, h('label', { for: 'open-ns' }, 'Open a namespace'), input, h('button', { type: 'submit', 'data-key': 'open-ns-go' }, 'Open'));
 }
@@ -170,22 +217,22 @@ const namespace = {
       return { e, o, state, detail: details[i] };
     });
     list.sort((a, b) => (failing(b.state) - failing(a.state)) || b.e.backlog.rows - a.e.backlog.rows || a.e.id.localeCompare(b.e.id));
-    const rows = list.map(({ e, o, state }) => h('tr', { class: failing(state) ? 'failing' : '' },
-      h('th', { scope: 'row' }, h('a', { href: streamLink(r.ns, e.id) }, e.id)),
+    const rows = list.map(({ e, o, state }) => h('tr', { class: failing(state) ? 'failing' : '', 'data-key': 'ep-' + e.id },
+      h('th', { scope: 'row', class: 'id' }, h('a', { href: streamLink(r.ns, e.id), title: e.id }, e.id)),
       h('td', {}, badge(state), e.disabled_reason ? ' ' + e.disabled_reason : '',
         e.disabled_at ? [h('br'), h('span', { class: 'muted' }, 'since '), when(h, e.disabled_at)] : null),
       h('td', { class: 'n' }, num(e.backlog.rows)),
       h('td', { class: 'n' }, bytes(e.backlog.bytes)),
-      h('td', {}, e.oldest_pending_at ? h('span', { title: e.oldest_pending_at }, age(e.oldest_pending_at)) : '—'),
+      h('td', {}, when(h, e.oldest_pending_at)),
       h('td', {}, when(h, e.next_attempt_at)),
       h('td', { class: 'wrap' }, lastError(o && o.rows[0] && o.rows[0].last_attempt)),
       h('td', { class: 'n' }, num(e.counters.delivered)),
       h('td', { class: 'n' }, num(e.counters.failed_attempts))));
-    const outcomeRows = recent ? recent.outcomes.map((c) => h('tr', {},
-      h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, c.reservation_id) }, c.reservation_id)),
+    const outcomeRows = recent ? recent.outcomes.map((c) => h('tr', { 'data-key': 'rid-' + c.reservation_id },
+      h('th', { scope: 'row', class: 'id' }, h('a', { href: outcomeLink(r.ns, c.reservation_id), title: c.reservation_id }, c.reservation_id)),
       h('td', {}, c.kind || '—'),
       h('td', {}, when(h, c.accepted_at)),
-      h('td', {}, c.endpoints.map((s) => h('span', { class: 'chip' }, s.endpoint + ': ' + s.state))))) : [];
+      h('td', { class: 'wrap' }, c.endpoints.map((s) => h('span', { class: 'chip' }, s.endpoint + ': ' + s.state))))) : [];
     return h('section', {},
       crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns]),
       h('h1', {}, 'Namespace ', h('code', {}, r.ns)),
@@ -203,6 +250,17 @@ const namespace = {
   },
 };
 
+// withRowResult puts the result of a control in one of rows (keyed by
+// prefix + an id) under its row, or where its row was if it is gone.
+function withRowResult(rows, ids, prefix, cols) {
+  if (!result || !result.key.startsWith(prefix)) return rows;
+  const node = resultView(result.key, cols);
+  const at = ids.indexOf(result.key.slice(prefix.length));
+  const out = [...rows];
+  out.splice(at >= 0 ? at + 1 : Math.min(result.index, rows.length), 0, node);
+  return out;
+}
+
 const stream = {
   title: (r) => r.id + ' · ' + r.ns,
   async render(r, ctx) {
@@ -212,44 +270,44 @@ const stream = {
       call('GET', base + '/endpoints/' + enc(r.id)),
       call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '')),
     ]);
-    const where = location.hash;
     const state = e.enabled ? o.state : 'disabled';
     // A row whose stored outcome cannot be read has no reservation id to
     // link or replay: it shows by its place.
-    const rows = o.rows.map((row) => !row.reservation_id ? h('tr', {},
+    const rows = o.rows.map((row, i) => !row.reservation_id ? h('tr', { 'data-key': 'seq-' + row.sequence },
       h('td', { class: 'n' }, num(row.sequence)),
       h('th', { scope: 'row' }, 'unreadable'),
       h('td', {}, '—'),
       h('td', {}, '—'),
       h('td', { class: 'n' }, num(row.attempt_count)),
-      h('td', { class: 'wrap' }, lastError(row.last_attempt))) : h('tr', {},
+      h('td', { class: 'wrap' }, lastError(row.last_attempt))) : h('tr', { 'data-key': 'seq-' + row.sequence },
       h('td', { class: 'n' }, num(row.sequence)),
-      h('th', { scope: 'row' }, h('a', { href: outcomeLink(r.ns, row.reservation_id) }, row.reservation_id)),
+      h('th', { scope: 'row', class: 'id' }, h('a', { href: outcomeLink(r.ns, row.reservation_id), title: row.reservation_id }, row.reservation_id)),
       h('td', {}, h('button', {
         type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
-        onclick: () => act(where, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
+        onclick: () => act('replay:' + row.reservation_id, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
           () => call('POST', '/v1/admin/namespaces/' + enc(r.ns) + '/endpoints/' + enc(r.id) + '/outcomes/' + enc(row.reservation_id) + '/replay'),
-          (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx),
+          (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx, { index: i }),
       }, 'Replay')),
       h('td', {}, row.kind || '—'),
       h('td', { class: 'n' }, num(row.attempt_count)),
       h('td', { class: 'wrap' }, lastError(row.last_attempt))));
+    const COLS = 6;
+    const shown = withRowResult(rows, o.rows.map((row) => row.reservation_id), 'replay:', COLS);
     const secretHeaders = Object.values(e.headers || {}).includes('[redacted]');
     const toggle = h('button', {
       type: 'button', 'data-key': 'toggle', disabled: secretHeaders,
-      onclick: () => act(where, e.enabled ? `Disable ${r.id}? Its rows stay and new ones queue until it is enabled.` : `Enable ${r.id}? Its pending rows are delivered at once.`,
+      onclick: () => act('toggle', e.enabled ? `Disable ${r.id}? Nothing is delivered to it until it is enabled; its rows stay and new ones queue.` : `Enable ${r.id}? Its pending rows are delivered at once.`,
         e.enabled ? 'Disable' : 'Enable',
         () => call('PUT', base + '/endpoints/' + enc(r.id), {
           url: e.url, scheme: e.scheme, kinds: e.kinds, enabled: !e.enabled,
           max_in_flight: e.max_in_flight, timeout_ms: e.timeout_ms, headers: e.headers,
           ...(e.rate_limit ? { rate_limit: e.rate_limit } : {}),
         }),
-        (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx),
+        (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx, { danger: e.enabled }),
     }, e.enabled ? 'Disable endpoint' : 'Enable endpoint');
     return h('section', {},
       crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.id]),
       h('h1', {}, 'Endpoint ', h('code', {}, r.id)),
-      flashView(where),
       h('dl', { class: 'facts' },
         h('dt', {}, 'State'), h('dd', {}, badge(state), e.disabled_reason ? ' ' + disabledWhy(e.disabled_reason) : ''),
         e.disabled_at ? [h('dt', {}, 'Disabled since'), h('dd', {}, when(h, e.disabled_at))] : null,
@@ -263,10 +321,12 @@ const stream = {
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
       h('div', { class: 'actions' }, toggle,
         secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null),
-      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows,
+      resultView('toggle'),
+      rows.length || !result?.key.startsWith('replay:') ? null : resultView(result.key),
+      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows.length ? shown : [],
         'Nothing is pending: every outcome for this endpoint was delivered.'),
       o.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
-      await recoverView(r, ctx, where));
+      await recoverView(r, ctx));
   },
 };
 
@@ -274,7 +334,7 @@ function isoFromLocal(v) {
   return v ? new Date(v).toISOString() : '';
 }
 
-async function recoverView(r, ctx, where) {
+async function recoverView(r, ctx) {
   const job = r.params.get('job');
   let progress = null;
   if (job) {
@@ -286,19 +346,25 @@ async function recoverView(r, ctx, where) {
       progress = problemView(err);
     }
   }
-  const since = h('input', { id: 'rec-since', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-since' });
-  const until = h('input', { id: 'rec-until', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-until' });
+  const since = h('input', { id: 'rec-since', name: 'since', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-since' });
+  const until = h('input', { id: 'rec-until', name: 'until', type: 'datetime-local', required: true, step: 1, 'data-key': 'rec-until' });
   const form = h('form', {
-    class: 'card', onsubmit: async (e) => {
+    class: 'card', 'data-key': 'recover', onsubmit: async (e) => {
       e.preventDefault();
-      const s = isoFromLocal(since.value), u = isoFromLocal(until.value);
-      if (!(await confirmAction(`Queue again every outcome ${r.id} was delivered that was accepted from ${since.value} to ${until.value}?`, 'Recover'))) return;
+      // The live fields, which a refresh keeps: not the ones built with
+      // this handler.
+      const f = e.currentTarget.elements;
+      const from = f.since.value, to = f.until.value;
+      if (!(await confirmAction(`Queue again every outcome ${r.id} was delivered that was accepted from ${from} to ${to}?`, 'Recover'))) return;
+      clearResult();
       try {
-        const j = await call('POST', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover', { since: s, until: u });
+        const j = await call('POST', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover', { since: isoFromLocal(from), until: isoFromLocal(to) });
         location.hash = streamLink(r.ns, r.id) + '?job=' + enc(j.id);
       } catch (err) {
-        flash = { where, node: problemView(err) };
-        ctx.refresh();
+        if (err instanceof ProblemError && err.status === 401) return;
+        setResult('recover', false, err);
+        await ctx.refresh();
+        showResult();
       }
     },
   },
@@ -306,7 +372,8 @@ async function recoverView(r, ctx, where) {
   h('p', {}, 'Deliver again every retained outcome this endpoint was delivered, accepted in a time range (your time zone).'),
   h('label', { for: 'rec-since' }, 'From'), since,
   h('label', { for: 'rec-until' }, 'Until'), until,
-  h('div', { class: 'actions' }, h('button', { type: 'submit', 'data-key': 'rec-go' }, 'Start recovery')));
+  h('div', { class: 'actions' }, h('button', { type: 'submit', 'data-key': 'rec-go' }, 'Start recovery')),
+  resultView('recover'));
   return h('div', {}, progress, form);
 }
 
@@ -314,8 +381,7 @@ const outcome = {
   title: (r) => r.rid + ' · ' + r.ns,
   async render(r, ctx) {
     const v = await call('GET', nsPath(r.ns) + '/outcomes/' + enc(r.rid));
-    const where = location.hash;
-    const stories = v.endpoints.map((s) => h('article', { class: 'card' },
+    const stories = v.endpoints.map((s) => h('article', { class: 'card', 'data-key': 'story-' + s.endpoint },
       h('h3', {}, h('a', { href: streamLink(r.ns, s.endpoint) }, s.endpoint), ' ', h('span', { class: 'badge ' + (s.state === 'delivered' ? 'good' : s.state === 'pending' ? 'bad' : '') }, s.state)),
       h('ol', { class: 'story' },
         h('li', {}, 'Accepted ', when(h, v.accepted_at)),
@@ -327,14 +393,14 @@ const outcome = {
         s.dropped_at ? h('li', {}, 'Dropped ', when(h, s.dropped_at)) : null),
       s.state === 'delivered' ? h('button', {
         type: 'button', 'data-key': 'resend-' + s.endpoint, 'aria-label': 'Resend to ' + s.endpoint,
-        onclick: () => act(where, `Send ${r.rid} to ${s.endpoint} again? The receiver gets it a second time.`, 'Resend',
+        onclick: () => act('resend:' + s.endpoint, `Send ${r.rid} to ${s.endpoint} again? The receiver gets it a second time.`, 'Resend',
           () => call('POST', nsPath(r.ns) + '/endpoints/' + enc(s.endpoint) + '/outcomes/' + enc(r.rid) + '/resend'),
           () => `Resent ${r.rid} to ${s.endpoint}.`, ctx),
-      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, 'Pending: replay it from its stream') : null));
+      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, 'Pending: replay it from its stream') : null,
+      resultView('resend:' + s.endpoint)));
     return h('section', {},
       crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.rid]),
       h('h1', {}, 'Outcome ', h('code', {}, r.rid)),
-      flashView(where),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Sequence'), h('dd', {}, num(v.seq)),
         h('dt', {}, 'Accepted'), h('dd', {}, when(h, v.accepted_at))),

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { operatorWork } from './work.mjs';
 
 const env = (k) => {
   if (!process.env[k]) throw new Error(k + ' is not set');
@@ -19,6 +20,8 @@ const shots = env('CONSOLE_SCREENSHOTS');
 const stuck = env('CONSOLE_STUCK_RID');
 const delivered = env('CONSOLE_DELIVERED_RID');
 const order = env('CONSOLE_NAMESPACE_ORDER').split(',');
+const longEndpoint = env('CONSOLE_LONG_ENDPOINT');
+const longRID = env('CONSOLE_LONG_RID');
 
 const stdin = createInterface({ input: process.stdin });
 const answers = [];
@@ -41,13 +44,17 @@ const ctx = await chromium.launchPersistentContext(profile, {
     '--disable-sync', '--no-first-run', '--disable-quic'],
 });
 const failures = [];
+// The sizes operators use: a laptop's and a phone's.
+const viewports = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
 try {
   const page = ctx.pages()[0] || (await ctx.newPage());
   page.setDefaultTimeout(20000);
   // Any script error or CSP violation fails the run.
   page.on('pageerror', (e) => failures.push('page error: ' + e.message));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/status of 40[13]/.test(m.text())) failures.push('console error: ' + m.text());
+    // 400: a recovery refused on purpose (work.mjs); 401, 403: tokens
+    // refused on purpose.
+    if (m.type() === 'error' && !/status of 40[013]/.test(m.text())) failures.push('console error: ' + m.text());
   });
   // Nothing may be loaded from outside relay.
   const origin = new URL(adminLink).origin;
@@ -56,9 +63,9 @@ try {
   });
 
   const shot = async (name) => {
-    for (const width of [1280, 390]) {
-      await page.setViewportSize({ width, height: 900 });
-      await page.screenshot({ path: join(shots, `${name}-${width}.png`), fullPage: true });
+    for (const vp of viewports) {
+      await page.setViewportSize(vp);
+      await page.screenshot({ path: join(shots, `${name}-${vp.width}.png`), fullPage: true });
     }
     await page.setViewportSize({ width: drivenWidth, height: 900 });
   };
@@ -166,6 +173,11 @@ try {
   // Delivered again, it is failing no more.
   await page.locator('dt', { hasText: 'Failing since' }).waitFor({ state: 'detached', timeout: 30000 });
   await shot('stream-recovered');
+
+  for (const vp of viewports) {
+    await operatorWork(page, { origin, vp, longEndpoint, longRID, step, shots });
+  }
+  await page.setViewportSize({ width: drivenWidth, height: 900 });
 
   step('an unknown page says where to go');
   await page.goto(new URL('/console/#/nope', adminLink).href);

@@ -1,0 +1,268 @@
+// The operator's work on the console survives it: what drive.mjs checks at
+// each of the two sizes, on the namespace "wide" that holds the widest ids
+// relay takes (a 63-character endpoint id with a row of a 128-character
+// reservation id that stays pending) beside many others.
+//
+// A refresh is run through the console's hook, relayConsole.refresh(),
+// which does what its timer does; where the timer itself must fire, the
+// wait is for the page's "updated" time to change, not a fixed sleep.
+
+import { join } from 'node:path';
+
+const fail = (msg) => {
+  throw new Error(msg);
+};
+
+export async function operatorWork(page, { origin, vp, longEndpoint, longRID, step, shots }) {
+  const shot = (name) => page.screenshot({ path: join(shots, `${name}-${vp.width}.png`), fullPage: true });
+  await page.setViewportSize(vp);
+  const at = `at ${vp.width}x${vp.height}`;
+  const phone = vp.width < 600;
+  const fresh = page.locator('#freshness');
+  const readAt = () => fresh.getAttribute('data-read-at');
+  const hook = () => page.evaluate(() => window.relayConsole.refresh());
+  const refreshedTwice = async () => {
+    // Two periods of the page's own timer, seen by the "updated" time.
+    for (let i = 0; i < 2; i++) {
+      const before = await readAt();
+      await page.waitForFunction((b) => {
+        const v = document.querySelector('#freshness')?.dataset.readAt;
+        return v && v !== b;
+      }, before, { timeout: 20000 });
+    }
+  };
+  const heldTwice = async (what) => {
+    const before = await readAt();
+    for (let i = 0; i < 2; i++) {
+      const got = await hook();
+      if (got !== 'held') fail(`${at}: a refresh ${what} answered ${got}, want held`);
+    }
+    if ((await readAt()) !== before) fail(`${at}: the page was read again ${what}`);
+    const said = await fresh.innerText();
+    if (!/paused/.test(said)) fail(`${at}: the page does not say it is paused ${what}: ${said}`);
+  };
+  const go = async (hash, heading) => {
+    await page.evaluate((h) => {
+      location.hash = h;
+    }, hash);
+    await page.getByRole('heading', { name: heading, exact: true }).waitFor();
+    await page.locator('#freshness[data-read-at]:not([data-read-at=""])').waitFor();
+  };
+  const fits = async (what) => {
+    const [w, iw, wide] = await page.evaluate(() => {
+      // The outermost elements that reach past the viewport, to say why.
+      const past = [...document.body.querySelectorAll('*')].filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1 &&
+        !el.parentElement.closest('.scroll') && el.parentElement.getBoundingClientRect().right <= window.innerWidth + 1);
+      return [document.scrollingElement.scrollWidth, window.innerWidth, past.slice(0, 3).map((el) => el.outerHTML.slice(0, 120))];
+    });
+    if (w > iw) fail(`${at}: ${what} is ${w} px wide in a ${iw} px viewport: ${wide.join(' | ')}`);
+  };
+  const inView = async (loc, what) => {
+    const box = await loc.evaluate((el) => {
+      const r = el.getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, height: window.innerHeight };
+    });
+    // A pixel's grace for layout's fractions.
+    if (box.top < -1 || box.bottom > box.height + 1) fail(`${at}: ${what} is at ${box.top}..${box.bottom}, outside the viewport 0..${box.height}`);
+  };
+  // contrast is the ratio of the focused element's outline colour to the
+  // background it is drawn on, its parent's (the outline lies outside it).
+  const ringContrast = () => page.evaluate(() => {
+    const el = document.activeElement;
+    if (!el.matches(':focus-visible')) return { error: 'no visible focus on ' + el.outerHTML.slice(0, 80) };
+    const cs = getComputedStyle(el);
+    if (cs.outlineStyle === 'none' || parseFloat(cs.outlineWidth) < 2) return { error: 'no outline on ' + el.outerHTML.slice(0, 80) };
+    const rgb = (c) => c.match(/[\d.]+/g).map(Number);
+    let bg = null;
+    for (let p = el.parentElement; p && !bg; p = p.parentElement) {
+      const c = rgb(getComputedStyle(p).backgroundColor);
+      if (c.length < 4 || c[3] > 0) bg = c;
+    }
+    bg = bg || [255, 255, 255];
+    const lum = ([r, g, b]) => {
+      const f = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const [a, b] = [lum(rgb(cs.outlineColor)), lum(bg)].sort((x, y) => y - x);
+    return { ratio: (a + 0.05) / (b + 0.05), what: el.tagName + ' ' + el.textContent.slice(0, 30), ring: cs.outlineColor, bg: String(bg) };
+  });
+  const checkRing = async (where) => {
+    const c = await ringContrast();
+    if (c.error) fail(`${at}: ${where}: ${c.error}`);
+    if (c.ratio < 3) fail(`${at}: ${where}: the focus ring of ${c.what} (${c.ring} on ${c.bg}) has contrast ${c.ratio.toFixed(2)}, want at least 3`);
+  };
+  const isRed = (loc) => loc.evaluate((el) => {
+    const [r, g, b] = getComputedStyle(el).backgroundColor.match(/\d+/g).map(Number);
+    return r > 120 && g < 80 && b < 80;
+  });
+
+  step(`${at}: / leads to the console; another unknown path is the API's 404`);
+  await page.goto(origin + '/');
+  await page.waitForURL(origin + '/console/');
+  await page.getByRole('heading', { name: 'Namespaces' }).waitFor();
+  const nothing = await page.request.get(origin + '/nothing');
+  if (nothing.status() !== 404 || !/problem\+json/.test(nothing.headers()['content-type'])) {
+    fail(`${at}: /nothing answered ${nothing.status()} ${nothing.headers()['content-type']}, want the API's 404`);
+  }
+
+  step(`${at}: the namespaces page keeps a namespace being typed, its scroll and focus`);
+  await page.locator('#freshness[data-read-at]:not([data-read-at=""])').waitFor();
+  if (!/^Updated .* · refreshes every 15 s/.test(await fresh.innerText())) fail(`${at}: the page says ${await fresh.innerText()}`);
+  await fits('the namespaces page');
+  const openNs = page.getByLabel('Open a namespace');
+  await openNs.fill('wid');
+  await heldTwice('while the field has focus');
+  await openNs.blur();
+  await heldTwice('while the field holds text');
+  if ((await openNs.inputValue()) !== 'wid') fail(`${at}: "Open a namespace" holds ${await openNs.inputValue()}, want wid`);
+  await openNs.fill('');
+  await openNs.blur();
+  // Released, a refresh keeps the page's scroll and the focused link.
+  await page.getByRole('link', { name: 'many-20', exact: true }).last().focus();
+  await page.evaluate(() => {
+    document.activeElement.kept = true;
+    window.scrollTo(0, 300);
+  });
+  const y = await page.evaluate(() => window.scrollY);
+  if ((await hook()) !== 'refreshed') fail(`${at}: the released namespaces page did not refresh`);
+  const after = await page.evaluate(() => ({ y: window.scrollY, kept: document.activeElement.kept === true }));
+  if (after.y !== y || !after.kept) fail(`${at}: a refresh moved the page from ${y} to ${after.y} px or lost the focus (kept ${after.kept})`);
+
+  step(`${at}: the namespace page fits its ids and counters and keeps a selection and its scroll`);
+  await go('#/ns/wide', 'Namespace wide');
+  // Times are relative, absolute with their zone on focus.
+  const time = page.locator('time.when').first();
+  const shown = await time.evaluate((el) => el.firstChild.textContent);
+  if (!/^(now|in .+|.+ ago)$/.test(shown)) fail(`${at}: a time shows ${JSON.stringify(shown)}, want a relative one`);
+  await time.focus();
+  const abs = time.locator('.abs');
+  const absBox = await abs.boundingBox();
+  const absText = await abs.textContent();
+  if (!absBox || absBox.width < 40 || !/\d{4}.*\d:\d\d:\d\d.*(UTC|GMT|[A-Z]{3,4}|[+-]\d)/.test(absText)) {
+    fail(`${at}: a focused time shows ${JSON.stringify(absText)} in ${JSON.stringify(absBox)}, want the absolute time and zone`);
+  }
+  await time.blur();
+  await fits('the namespace page');
+  const box = page.getByRole('region', { name: 'Endpoints, failing first' });
+  const link = box.getByRole('link', { name: longEndpoint });
+  if ((await link.getAttribute('title')) !== longEndpoint || (await link.textContent()) !== longEndpoint) fail(`${at}: the endpoint id is not whole in its link and title`);
+  const [sw, cw] = await box.evaluate((el) => [el.scrollWidth, el.clientWidth]);
+  if (!phone && sw > cw) fail(`${at}: the endpoints table is ${sw} px wide in its ${cw} px box: columns are cut off`);
+  if (phone && sw <= cw + 100) fail(`${at}: the endpoints table (${sw} px in ${cw}) does not scroll sideways on a phone, which this test needs`);
+  // The text of an id selected, to be copied, stays selected.
+  await link.evaluate((a) => {
+    const r = document.createRange();
+    r.selectNodeContents(a);
+    getSelection().removeAllRanges();
+    getSelection().addRange(r);
+  });
+  await heldTwice('while text is selected');
+  if (!/paused while text is selected/.test(await fresh.innerText())) fail(`${at}: the page does not say it waits for the selection`);
+  const sel = await page.evaluate(() => getSelection().toString());
+  if (sel !== longEndpoint) fail(`${at}: the selection is ${JSON.stringify(sel)}, want the endpoint id`);
+  await page.evaluate(() => getSelection().removeAllRanges());
+  // The page's own timer, twice: the table's sideways scroll stays.
+  const left = phone ? 100 : 0;
+  await box.evaluate((el, l) => {
+    el.scrollLeft = l;
+  }, left);
+  await refreshedTwice();
+  await shot('namespace-wide');
+  const leftAfter = await box.evaluate((el) => el.scrollLeft);
+  if (leftAfter !== left) fail(`${at}: the endpoints table scrolled from ${left} to ${leftAfter} px with a refresh`);
+
+  step(`${at}: the focus ring stands out on the page and on the bar`);
+  await page.getByRole('link', { name: 'Namespaces', exact: true }).focus();
+  await page.keyboard.press('Tab');
+  await checkRing('in the page');
+  await page.locator('#search-ns').focus();
+  await page.keyboard.press('Shift+Tab');
+  await checkRing('on the bar');
+
+  step(`${at}: the stream page keeps a date typed into Recover`);
+  await go('#/ns/wide/endpoints/' + longEndpoint, 'Endpoint ' + longEndpoint);
+  await fits('the stream page');
+  const since = page.getByLabel('From', { exact: true });
+  const until = page.getByLabel('Until', { exact: true });
+  const [hourAgo, now] = await page.evaluate(() => {
+    // Seconds other than :00, which a field's value leaves out.
+    const local = (ms) => {
+      const d = new Date(ms);
+      return new Date(ms - d.getTimezoneOffset() * 60000).toISOString().slice(0, 17) + '07';
+    };
+    return [local(Date.now() - 3600e3), local(Date.now())];
+  });
+  await since.fill(now);
+  await heldTwice('while Recover has focus');
+  await since.blur();
+  await heldTwice('while Recover holds a date');
+  if ((await since.inputValue()) !== now) fail(`${at}: Recover's From holds ${JSON.stringify(await since.inputValue())}, want ${now}`);
+  // Refreshed on demand, in place: the date is still there.
+  const before = await readAt();
+  await page.getByRole('button', { name: 'Refresh now' }).click();
+  await page.waitForFunction((b) => document.querySelector('#freshness').dataset.readAt !== b, before);
+  if ((await since.inputValue()) !== now) fail(`${at}: a refresh emptied Recover's From`);
+
+  step(`${at}: a refused recovery says why beside its form, in view`);
+  await until.fill(hourAgo);
+  await page.getByRole('button', { name: 'Start recovery' }).click();
+  const dialogOk = page.getByRole('dialog').getByRole('button', { name: 'Recover' });
+  if (await isRed(dialogOk)) fail(`${at}: the confirmation of a recovery is red`);
+  await dialogOk.click();
+  const refused = page.locator('form [data-result].problem');
+  await refused.waitFor();
+  await inView(refused, 'the refused recovery');
+  const why = await refused.locator('p').first().textContent();
+  if (!(await page.locator('#announce-alert').textContent()).includes(why)) fail(`${at}: the refusal (${why}) was not announced`);
+  await since.fill('');
+  await until.fill('');
+  await until.blur();
+
+  step(`${at}: a replay's result shows under its row, in view, and the last result only`);
+  const replay = page.getByRole('button', { name: 'Replay ' + longRID });
+  // The row at the bottom edge: its result, under it, is out of view
+  // until the console brings it in.
+  await replay.evaluate((el) => el.scrollIntoView({ block: 'end' }));
+  await replay.click();
+  const replayOk = page.getByRole('dialog').getByRole('button', { name: 'Replay' });
+  if (await isRed(replayOk)) fail(`${at}: the confirmation of a replay is red`);
+  await replayOk.click();
+  const replayed = page.locator('tr[data-result]', { hasText: 'Replayed ' + longRID });
+  await replayed.waitFor();
+  await inView(replayed, 'the replay\'s result');
+  if (!(await replayed.evaluate((tr) => tr.previousElementSibling?.textContent.includes('Replay')))) fail(`${at}: the replay's result is not under its row`);
+  if ((await page.locator('[data-result]').count()) !== 1) fail(`${at}: the recovery's refusal stayed after the next action`);
+  if (!(await page.locator('#announce').textContent()).includes('Replayed ' + longRID)) fail(`${at}: the replay was not announced`);
+  await fits('the stream page with a result');
+  await shot('stream-wide');
+
+  step(`${at}: disabling asks in red; replaying did not`);
+  await page.getByRole('button', { name: 'Disable endpoint' }).click();
+  const disableOk = page.getByRole('dialog').getByRole('button', { name: 'Disable' });
+  if (!(await isRed(disableOk))) fail(`${at}: the confirmation of disabling is not red`);
+  await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+
+  step(`${at}: a result is not shown again after leaving the page and coming back`);
+  await page.getByRole('navigation', { name: 'Breadcrumb' }).getByRole('link', { name: 'wide' }).click();
+  await page.getByRole('heading', { name: 'Namespace wide' }).waitFor();
+  await page.goBack();
+  await page.getByRole('heading', { name: 'Endpoint ' + longEndpoint }).waitFor();
+  await page.locator('#freshness[data-read-at]:not([data-read-at=""])').waitFor();
+  if ((await page.locator('[data-result]').count()) !== 0) fail(`${at}: the replay's result came back with the page`);
+  if ((await page.locator('#announce').textContent()) !== '') fail(`${at}: the announcement stayed after leaving the page`);
+
+  if (phone) {
+    // Once, as it takes the console's 20 s: the page's timer drops it.
+    step(`${at}: a result goes by itself after a while`);
+    await replay.click();
+    await replayOk.click();
+    await replayed.waitFor();
+    await replayed.waitFor({ state: 'detached', timeout: 30000 });
+    if ((await page.locator('#announce').textContent()) !== '') fail(`${at}: the announcement stayed after the result went`);
+  }
+
+  step(`${at}: the outcome of a 128-character id fits`);
+  await go('#/ns/wide/outcomes/' + longRID, 'Outcome ' + longRID);
+  await fits('the outcome page');
+  await shot('outcome-wide');
+}
