@@ -116,7 +116,8 @@ func screenshotDir(t *testing.T, backend string) string {
 
 // consolePages are the screenshots the scenario takes, each at both widths.
 var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing",
-	"namespace-wide", "stream-wide", "outcome-wide", "read-only-start", "read-only-stream", "stream-disabled", "refused"}
+	"namespace-wide", "stream-wide", "outcome-wide", "read-only-start", "read-only-namespace", "read-only-stream", "read-only-outcome", "read-only-missing",
+	"bound-namespace", "stream-disabled", "bound-outcome", "refused"}
 
 // consoleScenario drives the console against p, whose tokens are signed
 // with secret for audience, and returns the screenshots' directory.

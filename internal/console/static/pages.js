@@ -350,7 +350,7 @@ const stream = {
         e.disabled_at ? [h('dt', {}, 'Disabled since'), h('dd', {}, when(h, e.disabled_at))] : null,
         e.failing ? [h('dt', {}, 'Failing since'), h('dd', {}, when(h, e.failing.since), ', last ', lastError({ status: e.failing.last_status, error: e.failing.last_error }, false))] : null,
         h('dt', {}, 'URL'), h('dd', {}, h('code', {}, e.url)),
-        h('dt', {}, 'Pending'), h('dd', {}, num(backlog.rows) + ' rows, ' + bytes(backlog.bytes)),
+        h('dt', {}, 'Pending'), h('dd', {}, num(backlog.rows) + (backlog.rows === 1 ? ' row, ' : ' rows, ') + bytes(backlog.bytes)),
         h('dt', {}, 'Next attempt'), h('dd', {}, when(h, o ? o.next_attempt_at : e.next_attempt_at)),
         o ? [h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires))] : null,
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),

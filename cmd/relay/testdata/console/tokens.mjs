@@ -39,6 +39,7 @@ export async function tokenWork(page, { adminLink, boundLink, readLink, heldRID,
   await page.getByRole('heading', { name: 'Namespace acme' }).waitFor();
   await page.locator('figure.chart-card').first().waitFor();
   await noWriteControl('the namespace page');
+  await shot('read-only-namespace');
   // Its way back leads to the page that asks, which it may use.
   const top = page.getByRole('navigation', { name: 'Breadcrumb' }).getByRole('link', { name: 'Namespaces' });
   if ((await top.getAttribute('href')) !== '#/') fail('the read-only token\'s breadcrumb does not lead to its start');
@@ -57,8 +58,10 @@ export async function tokenWork(page, { adminLink, boundLink, readLink, heldRID,
   await go('#/ns/acme/outcomes/' + delivered, 'Outcome ' + delivered);
   await page.getByRole('heading', { name: 'Story per endpoint' }).waitFor();
   await noWriteControl('the outcome page');
+  await shot('read-only-outcome');
   await go('#/nope', 'No such page');
   if ((await page.getByRole('link', { name: 'Open a namespace' }).getAttribute('href')) !== '#/') fail('the read-only token\'s unknown page leads nowhere it may go');
+  await shot('read-only-missing');
 
   step('a namespace-bound token sees its namespace and no other');
   // Only links within other, or to nothing at all (the skip link).
@@ -70,6 +73,7 @@ export async function tokenWork(page, { adminLink, boundLink, readLink, heldRID,
   let foreign = await foreignLinks();
   if (foreign.length) fail('the bound token\'s namespace page links elsewhere: ' + foreign.join(' '));
   if (await page.locator('#search-ns').isVisible()) fail('the bound token is asked for a namespace to search');
+  await shot('bound-namespace');
   // The start is its namespace, not a list it may not read.
   await page.evaluate(() => {
     location.hash = '#/';
@@ -94,6 +98,7 @@ export async function tokenWork(page, { adminLink, boundLink, readLink, heldRID,
   await page.getByRole('heading', { name: 'Outcome ' + heldRID }).waitFor();
   foreign = await foreignLinks();
   if (foreign.length) fail('the bound token\'s outcome page links elsewhere: ' + foreign.join(' '));
+  await shot('bound-outcome');
 
   step('another namespace is refused to a bound token, which is led back to its own');
   await page.goto(at('#/ns/acme'));
