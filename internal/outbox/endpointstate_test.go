@@ -462,3 +462,20 @@ func TestARecoveryPreviewRefusesBadInput(t *testing.T) {
 		}
 	})
 }
+
+// An endpoint deleted and registered again under its id did not deliver
+// what the earlier one did: the log's entries under the id are not its own.
+func TestARecoveryPreviewCountsOnlyOutcomesOfTheEndpointAsItIsNow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		for i := range 5 {
+			e.Append(committed(ridN(i)))
+		}
+		ackRetained(t, e, "billing", 5, outbox.Done{AtMs: e.NowMs()})
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true, CreatedMs: t0, UpdatedMs: t0, CreatedSeq: e.sequence() + 1})
+		got, err := e.history().PreviewRecovery(e.Ctx, e.P, "billing", t0, t0+1000)
+		if err != nil || got != (outbox.RecoveryPreview{Examined: 5}) {
+			t.Fatalf("preview %+v %v, want 5 examined and none counted", got, err)
+		}
+	})
+}
