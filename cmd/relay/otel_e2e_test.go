@@ -34,25 +34,7 @@ func TestTheIngestSpanReachesTheCollector(t *testing.T) {
 	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/acme/endpoints/mkit", token, map[string]any{"url": rc.URL + "/mkit"}); code != http.StatusCreated {
 		t.Fatalf("put endpoint: %d %v", code, v)
 	}
-	body, err := json.Marshal(outboxtest.Committed("traced"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/v1/namespaces/acme/outcomes", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("traceparent", "00-"+producerTrace+"-"+producerSpan+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("post: %d", resp.StatusCode)
-	}
+	postTraced(t, p, token, outboxtest.Committed("traced"), "00-"+producerTrace+"-"+producerSpan+"-01")
 	rc.await(t, map[string]bool{"mkit-hook-v2 traced": true})
 	p.Stop()
 
