@@ -85,6 +85,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/recover", "recoverEndpoint", []string{"admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/endpoints/{id}/recover", "previewRecovery", []string{"outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/endpoints/{id}/recoveries/{job}", "getRecovery", []string{"outbox:read", "admin"}},
+	{http.MethodPost, "/v1/namespaces/{ns}/console-links", "createConsoleLink", []string{"admin"}},
 	{http.MethodGet, "/healthz", "healthz", nil},
 	{http.MethodGet, "/readyz", "readyz", nil},
 	{http.MethodGet, "/metrics", "metrics", nil},

@@ -295,6 +295,15 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 		t.Fatalf("delete %+v, %v", del, err)
 	}
 
+	link, err := c.CreateConsoleLink(ctx, "acme", relayclient.AccessRead, 10*time.Minute)
+	if err != nil || !strings.Contains(link.URL, "/console/#token=") || link.Namespace != "acme" || link.Access != relayclient.AccessRead ||
+		link.ExpiresAt.Before(time.Now().Add(9*time.Minute)) || link.ExpiresAt.After(time.Now().Add(11*time.Minute)) {
+		t.Fatalf("console link %+v, %v", link, err)
+	}
+	if _, err := c.CreateConsoleLink(ctx, "acme", "admin", 0); !errors.Is(err, relayclient.ErrInvalid) {
+		t.Fatalf("access admin: %v", err)
+	}
+
 	// Every operation of the contract but the metrics scrape has a call.
 	var want []string
 	for _, item := range apitest.Contract(t).Paths.Map() {

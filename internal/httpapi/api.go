@@ -57,8 +57,11 @@ type Config struct {
 	Metrics        *Metrics
 	// Console serves the operator console at /console/; optional.
 	Console http.Handler
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// PublicURL is relay's public URL, where the console is: the base of
+	// the console links it mints.
+	PublicURL string
+	Clock     clock.Clock
+	Logger    *slog.Logger
 	// TracerProvider traces every request (Trace); nil traces none, at no
 	// cost to a request.
 	TracerProvider trace.TracerProvider
@@ -153,6 +156,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/recover", a.startRecovery)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recover", a.previewRecovery)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recoveries/{job}", a.getRecovery)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/console-links", a.postConsoleLink)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/v1/namespaces", a.listNamespaces)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
 			Post("/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)

@@ -38,6 +38,8 @@ export type Recovery = Schemas["Recovery"];
 export type RetryResult = Schemas["RetryResult"];
 /** What a recovery of a range would find, counted without writing. */
 export type RecoveryPreview = Schemas["RecoveryPreview"];
+/** A console link to one namespace's pages; see createConsoleLink. */
+export type ConsoleLink = Schemas["ConsoleLink"];
 
 type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
 /** A time as a Date or an RFC 3339 string. */
@@ -468,6 +470,24 @@ export class RelayClient {
     checkEndpoint(op, ns, endpoint);
     if (!/^[0-9a-f]{32}$/.test(job)) throw invalid(op, "recovery id", "32 lowercase hex");
     return this.#json(op, "GET", `${endpointPath(ns, endpoint)}/recoveries/${job}`, undefined, opts, true);
+  }
+
+  /**
+   * createConsoleLink mints a link to the console's pages of ns (scope
+   * admin), to hand to whoever should see them: read-only, or with every
+   * action the console offers there, for ttlSeconds (an hour when left
+   * out). A relay that verifies tokens with public keys only throws a
+   * RelayProblem of slug cannot-mint.
+   */
+  async createConsoleLink(ns: string, access: "read" | "write", ttlSeconds?: number, opts: CallOptions = {}): Promise<ConsoleLink> {
+    const op = "create console link";
+    checkNamespace(op, ns);
+    if (access !== "read" && access !== "write") throw invalid(op, "access", '"read" or "write"');
+    if (ttlSeconds !== undefined && (!Number.isInteger(ttlSeconds) || ttlSeconds < 60 || ttlSeconds > 604800)) {
+      throw invalid(op, "ttlSeconds", "an integer of 60 to 604800");
+    }
+    const body: Schemas["ConsoleLinkRequest"] = ttlSeconds === undefined ? { access } : { access, ttl_seconds: ttlSeconds };
+    return this.#json(op, "POST", `/v1/namespaces/${seg(ns)}/console-links`, body, opts, true);
   }
 
   /** healthz resolves when relay serves HTTP at all (200). It sends no token. */

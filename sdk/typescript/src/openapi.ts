@@ -562,6 +562,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{ns}/console-links": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a console link for one namespace
+         * @description A link to the console's pages of this namespace, to hand to whoever
+         *     should see them (a platform's customer, say): its token, minted by
+         *     relay with its HS256 secret, is bound to the namespace and lives for
+         *     `ttl_seconds` (an hour by default, 60 s to 7 days). `read` opens the
+         *     namespace's pages read-only (scope `outbox:read`); `write` adds
+         *     every action the console offers there (scope `admin`, bound to the
+         *     namespace). The token rides in the link's fragment, which browsers
+         *     keep to themselves; relay logs that a link was minted, never the
+         *     token. A relay that verifies tokens with public keys alone
+         *     (`RELAY_JWT_PUBLIC_KEYS`, no `RELAY_JWT_SECRET`) holds no secret to
+         *     sign one: 409 `cannot-mint`, whose detail says how to mint one with
+         *     `relay token --key`.
+         */
+        post: operations["createConsoleLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1400,6 +1441,33 @@ export interface components {
         };
         /** @description A recovery's id, 32 lowercase hex. */
         RecoveryId: string;
+        ConsoleLinkRequest: {
+            /**
+             * @description `read`: the namespace's pages, read-only; `write`: with every action the console offers there.
+             * @enum {string}
+             */
+            access: "read" | "write";
+            /**
+             * Format: int64
+             * @description How long the link works, in seconds; 3600 when left out.
+             */
+            ttl_seconds?: number;
+        };
+        ConsoleLink: {
+            /**
+             * Format: uri
+             * @description The console at relay's public URL, the token in the fragment (`#token=`).
+             */
+            url: string;
+            namespace: components["schemas"]["Namespace"];
+            /** @enum {string} */
+            access: "read" | "write";
+            /**
+             * Format: date-time
+             * @description When the link's token stops working; the console then signs out.
+             */
+            expires_at: string;
+        };
         RecoveryRequest: {
             /**
              * Format: date-time
@@ -1485,7 +1553,7 @@ export interface components {
          * @description `urn:hookrelay:problem:<slug>`; stable.
          * @enum {string}
          */
-        ProblemType: "urn:hookrelay:problem:unauthorized" | "urn:hookrelay:problem:forbidden" | "urn:hookrelay:problem:not-found" | "urn:hookrelay:problem:method-not-allowed" | "urn:hookrelay:problem:invalid-request" | "urn:hookrelay:problem:invalid-outcome" | "urn:hookrelay:problem:invalid-endpoint" | "urn:hookrelay:problem:unsafe-url" | "urn:hookrelay:problem:body-too-large" | "urn:hookrelay:problem:unsupported-media-type" | "urn:hookrelay:problem:conflict" | "urn:hookrelay:problem:no-endpoint" | "urn:hookrelay:problem:too-many-endpoints" | "urn:hookrelay:problem:too-many-namespaces" | "urn:hookrelay:problem:endpoint-has-backlog" | "urn:hookrelay:problem:endpoint-deleting" | "urn:hookrelay:problem:endpoint-disabled" | "urn:hookrelay:problem:not-pending" | "urn:hookrelay:problem:still-pending" | "urn:hookrelay:problem:not-delivered" | "urn:hookrelay:problem:recovery-running" | "urn:hookrelay:problem:stream-busy" | "urn:hookrelay:problem:contended" | "urn:hookrelay:problem:unavailable" | "urn:hookrelay:problem:internal";
+        ProblemType: "urn:hookrelay:problem:unauthorized" | "urn:hookrelay:problem:forbidden" | "urn:hookrelay:problem:not-found" | "urn:hookrelay:problem:method-not-allowed" | "urn:hookrelay:problem:invalid-request" | "urn:hookrelay:problem:invalid-outcome" | "urn:hookrelay:problem:invalid-endpoint" | "urn:hookrelay:problem:unsafe-url" | "urn:hookrelay:problem:body-too-large" | "urn:hookrelay:problem:unsupported-media-type" | "urn:hookrelay:problem:conflict" | "urn:hookrelay:problem:no-endpoint" | "urn:hookrelay:problem:too-many-endpoints" | "urn:hookrelay:problem:too-many-namespaces" | "urn:hookrelay:problem:endpoint-has-backlog" | "urn:hookrelay:problem:endpoint-deleting" | "urn:hookrelay:problem:endpoint-disabled" | "urn:hookrelay:problem:not-pending" | "urn:hookrelay:problem:still-pending" | "urn:hookrelay:problem:not-delivered" | "urn:hookrelay:problem:recovery-running" | "urn:hookrelay:problem:stream-busy" | "urn:hookrelay:problem:contended" | "urn:hookrelay:problem:unavailable" | "urn:hookrelay:problem:internal" | "urn:hookrelay:problem:cannot-mint";
         /** @description RFC 9457 problem details, with relay's extensions. */
         Problem: {
             type: components["schemas"]["ProblemType"];
@@ -1821,6 +1889,19 @@ export interface components {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
                 "Retry-After": components["headers"]["RetryAfterOptional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `cannot-mint`: relay verifies tokens with public keys only and holds
+         *     no secret to sign one with.
+         */
+        CannotMint: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -2757,6 +2838,49 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createConsoleLink: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConsoleLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Minted. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CannotMint"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
