@@ -237,6 +237,24 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	_, err = c.Replay(ctx, "acme", "billing", "never-sent")
 	wantProblem(t, err, http.StatusNotFound, relayclient.TypeNotPending)
 
+	preview, err := c.PreviewRecovery(ctx, "acme", "billing", time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil || preview.Endpoint != "billing" || preview.Pending != 251 || preview.Delivered != 0 || preview.Partial || preview.Examined < 251 {
+		t.Fatalf("recovery preview %+v, %v", preview, err)
+	}
+	off, err := c.DisableEndpoint(ctx, "acme", "billing")
+	if err != nil || off.Enabled || off.URL != "http://127.0.0.1:9/hooks" || off.Backlog.Rows != 251 {
+		t.Fatalf("disable %+v, %v", off, err)
+	}
+	_, err = c.RetryEndpoint(ctx, "acme", "billing", false)
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointDisabled)
+	retried, err := c.RetryEndpoint(ctx, "acme", "billing", true)
+	if err != nil || !retried.Enabled || retried.PendingRows != 251 || retried.NextAttemptAt == nil {
+		t.Fatalf("enable and deliver %+v, %v", retried, err)
+	}
+	if on, err := c.EnableEndpoint(ctx, "acme", "billing"); err != nil || !on.Enabled {
+		t.Fatalf("enable of an enabled endpoint %+v, %v", on, err)
+	}
+
 	story, err := c.Outcome(ctx, "acme", "r-1")
 	if err != nil || story.ReservationID != "r-1" || story.Outcome.Committed == nil || story.Outcome.Committed.Refs[1].Deleted != true ||
 		len(story.Endpoints) != 2 || story.Endpoints[0].State != relayclient.OutcomeFiltered || story.Endpoints[1].State != relayclient.OutcomePending {

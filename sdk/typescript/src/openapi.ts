@@ -201,6 +201,122 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{ns}/endpoints/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable an endpoint
+         * @description Enables the endpoint and changes nothing else of it: its URL,
+         *     secrets, keys and headers (redacted ones included) stay as stored.
+         *     Why it was disabled (`gone`, `failing`) is cleared, and its stream
+         *     is delivered at once with its backoff reset, as a PUT that enables
+         *     it does. An endpoint already enabled is answered as it is, with
+         *     nothing changed. The change is one atomic step guarded against a
+         *     concurrent edit: neither it nor a concurrent PUT is lost. Takes no
+         *     body.
+         */
+        post: operations["enableEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/endpoints/{id}/disable": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Disable an endpoint
+         * @description Disables the endpoint and changes nothing else of it. Its stream
+         *     keeps its rows, and takes new ones, until it is enabled; no new
+         *     attempt starts, as after a PUT with `enabled: false`. An endpoint
+         *     already disabled is answered as it is, with nothing changed (why it
+         *     was disabled included). The change is one atomic step guarded
+         *     against a concurrent edit. Takes no body.
+         */
+        post: operations["disableEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/endpoints/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Try every pending row of an endpoint now
+         * @description Makes the endpoint's stream due now with its backoff reset (no
+         *     failed attempts counted, no lowered limits), so that every pending
+         *     row is tried, from the first, at the next attempt; the endpoint's
+         *     own `rate_limit` still holds. The answer counts the rows pending
+         *     and says when they are tried: 202, or 200 with `pending_rows` 0 and
+         *     `next_attempt_at` null when nothing is pending. A disabled endpoint
+         *     is 409 `endpoint-disabled` and nothing changes, unless
+         *     `enable=true`, which enables it and makes its stream due in the
+         *     same atomic step. Takes no body.
+         */
+        post: operations["retryEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{ns}/outbox": {
         parameters: {
             query?: never;
@@ -377,7 +493,18 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Count what a recovery of a time range would find
+         * @description Counts, writing nothing, the retained outcomes accepted in
+         *     [`since`, `until`) that the endpoint had delivered (`delivered`:
+         *     those a recovery of the range would queue again) and those still
+         *     pending on it (`pending`, left as they are), by the rules of the
+         *     POST. The count reads at most 5000 outcomes of the namespace's log
+         *     (`examined`); past that it stops, with `partial` true, and the range
+         *     holds at least the numbers given. `since` and `until` are checked as
+         *     the POST checks them (400 `invalid-request`).
+         */
+        get: operations["previewRecovery"];
         put?: never;
         /**
          * Deliver again every outcome of a time range
@@ -1235,6 +1362,15 @@ export interface components {
             sequence: number;
             next_attempt_at: components["schemas"]["Timestamp"];
         };
+        RetryResult: {
+            endpoint: components["schemas"]["EndpointId"];
+            /** @description The rows pending on the stream, all tried at the next attempt. */
+            pending_rows: components["schemas"]["Count"];
+            /** @description When they are tried; null when none is pending. */
+            next_attempt_at: components["schemas"]["NullableTimestamp"];
+            /** @description This request enabled the endpoint (`enable=true` on a disabled one). */
+            enabled: boolean;
+        };
         /**
          * @description An outcome's state on one endpoint: `pending` (waiting to be
          *     delivered), `delivered`, `dropped` (by a forced delete or an
@@ -1363,6 +1499,19 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /** @description When the job ended; absent while it runs. */
             finished_at?: components["schemas"]["Timestamp"];
+        };
+        RecoveryPreview: {
+            endpoint: components["schemas"]["EndpointId"];
+            since: components["schemas"]["Timestamp"];
+            until: components["schemas"]["Timestamp"];
+            /** @description Outcomes of the range the endpoint had delivered, which a recovery would queue again. */
+            delivered: components["schemas"]["Count"];
+            /** @description Outcomes of the range still pending on the endpoint, which a recovery leaves as they are. */
+            pending: components["schemas"]["Count"];
+            /** @description Outcomes of the namespace's log the count read. */
+            examined: number;
+            /** @description The count stopped at its bound before the range's end; the range holds at least as many. */
+            partial: boolean;
         };
         /**
          * @example {
@@ -1721,6 +1870,22 @@ export interface components {
          *     (1 s).
          */
         ReplayConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfterOptional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `endpoint-disabled`: the endpoint is disabled (enable it, or retry
+         *     with `enable=true`); `stream-busy`: the stream is being delivered
+         *     this instant, retry after `Retry-After` (1 s);
+         *     `endpoint-deleting`: a forced delete of the endpoint is under way.
+         */
+        RetryConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
                 "Retry-After": components["headers"]["RetryAfterOptional"];
@@ -2204,6 +2369,139 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    enableEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, as GET of it shows it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["EndpointDeleting"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    disableEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, as GET of it shows it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["EndpointDeleting"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Enable a disabled endpoint in the same step. */
+                enable?: boolean;
+            };
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Nothing pending; nothing to try. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryResult"];
+                };
+            };
+            /** @description Due now. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["RetryConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getOutbox: {
         parameters: {
             query: {
@@ -2407,6 +2705,50 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["OutcomeOrEndpointNotFound"];
             409: components["responses"]["ResendConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    previewRecovery: {
+        parameters: {
+            query: {
+                /** @description The first acceptance time of the range (RFC 3339), within the retention window. */
+                since: string;
+                /** @description The end of the range (RFC 3339), excluded; after `since`. */
+                until: string;
+            };
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryPreview"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
