@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func endpointPath(ns, id string) string { return "/v1/namespaces/" + ns + "/endpoints/" + id }
@@ -166,4 +167,63 @@ func (c *Client) HookKeys(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	return a.body, nil
+}
+
+// EnableEndpoint enables endpoint id of namespace ns and changes nothing
+// else of it (its secrets and headers stay as stored, redacted ones too):
+// why it was disabled is cleared and its stream is delivered at once, with
+// its backoff reset. One already enabled is answered as it is.
+func (c *Client) EnableEndpoint(ctx context.Context, ns, id string) (Endpoint, error) {
+	return c.setEnabled(ctx, "enable endpoint", ns, id, "/enable")
+}
+
+// DisableEndpoint disables endpoint id of namespace ns and changes nothing
+// else of it: its stream keeps its rows, and takes new ones, until it is
+// enabled. One already disabled is answered as it is.
+func (c *Client) DisableEndpoint(ctx context.Context, ns, id string) (Endpoint, error) {
+	return c.setEnabled(ctx, "disable endpoint", ns, id, "/disable")
+}
+
+func (c *Client) setEnabled(ctx context.Context, op, ns, id, suffix string) (Endpoint, error) {
+	var out Endpoint
+	if err := checkEndpoint(op, ns, id); err != nil {
+		return out, err
+	}
+	a, err := c.do(ctx, call{op: op, method: http.MethodPost, path: endpointPath(ns, id) + suffix, auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode(op, a, &out)
+}
+
+// RetryResult is the answer to RetryEndpoint.
+type RetryResult struct {
+	Endpoint string `json:"endpoint"`
+	// PendingRows is how many rows the stream has pending, all tried at
+	// the next attempt.
+	PendingRows uint64 `json:"pending_rows"`
+	// NextAttemptAt is when they are tried; nil when none is pending.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// Enabled: this call enabled the endpoint.
+	Enabled bool `json:"enabled"`
+}
+
+// RetryEndpoint makes every pending row of the stream of endpoint of
+// namespace ns due now, with its backoff reset (scope admin). A disabled
+// endpoint is a *Problem of TypeEndpointDisabled, unless enable, which
+// enables it and makes its stream due in one atomic step.
+func (c *Client) RetryEndpoint(ctx context.Context, ns, endpoint string, enable bool) (RetryResult, error) {
+	var out RetryResult
+	if err := checkEndpoint("retry endpoint", ns, endpoint); err != nil {
+		return out, err
+	}
+	var q url.Values
+	if enable {
+		q = url.Values{"enable": {"true"}}
+	}
+	a, err := c.do(ctx, call{op: "retry endpoint", method: http.MethodPost, path: endpointPath(ns, endpoint) + "/retry", query: q, auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("retry endpoint", a, &out)
 }

@@ -283,3 +283,35 @@ func validJobID(s string) bool {
 	}
 	return true
 }
+
+// RecoveryPreview is the answer to PreviewRecovery.
+type RecoveryPreview struct {
+	Endpoint string    `json:"endpoint"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	// Delivered counts the outcomes of the range the endpoint delivered:
+	// those a recovery would queue again. Pending counts those still
+	// pending on it, which a recovery leaves.
+	Delivered uint64 `json:"delivered"`
+	Pending   uint64 `json:"pending"`
+	// Examined is how many outcomes of the namespace the count read.
+	Examined uint64 `json:"examined"`
+	// Partial: the count stopped at its bound, so the range holds at
+	// least as many.
+	Partial bool `json:"partial"`
+}
+
+// PreviewRecovery counts, writing nothing, what a recovery of endpoint over
+// outcomes accepted in [since, until) would find (scope outbox:read).
+func (c *Client) PreviewRecovery(ctx context.Context, ns, endpoint string, since, until time.Time) (RecoveryPreview, error) {
+	var out RecoveryPreview
+	if err := checkEndpoint("preview recovery", ns, endpoint); err != nil {
+		return out, err
+	}
+	q := url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}, "until": {until.UTC().Format(time.RFC3339Nano)}}
+	a, err := c.do(ctx, call{op: "preview recovery", method: http.MethodGet, path: endpointPath(ns, endpoint) + "/recover", query: q, auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("preview recovery", a, &out)
+}

@@ -40,6 +40,7 @@ const (
 	TypeContended            = "urn:hookrelay:problem:contended"
 	TypeUnavailable          = "urn:hookrelay:problem:unavailable"
 	TypeInternal             = "urn:hookrelay:problem:internal"
+	TypeCannotMint           = "urn:hookrelay:problem:cannot-mint"
 )
 
 // Problem is an answer that is not 2xx: relay's RFC 9457 problem, or, when

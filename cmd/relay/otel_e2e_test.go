@@ -34,25 +34,7 @@ func TestTheIngestSpanReachesTheCollector(t *testing.T) {
 	if code, v := p.Call(t, http.MethodPut, "/v1/namespaces/acme/endpoints/mkit", token, map[string]any{"url": rc.URL + "/mkit"}); code != http.StatusCreated {
 		t.Fatalf("put endpoint: %d %v", code, v)
 	}
-	body, err := json.Marshal(outboxtest.Committed("traced"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/v1/namespaces/acme/outcomes", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("traceparent", "00-"+producerTrace+"-"+producerSpan+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("post: %d", resp.StatusCode)
-	}
+	postTraced(t, p, token, outboxtest.Committed("traced"), "00-"+producerTrace+"-"+producerSpan+"-01")
 	rc.await(t, map[string]bool{"mkit-hook-v2 traced": true})
 	p.Stop()
 
@@ -153,6 +135,33 @@ func attemptSpans(t *testing.T, spans []relaytest.ExportedSpan, trace string) (m
 	return attempts, ingest
 }
 
+// awaitOneDelivery waits until rc has taken one delivery.
+func awaitOneDelivery(t *testing.T, rc *relaytest.Receiver, notify <-chan struct{}) {
+	t.Helper()
+	relaytest.Eventually(t, settle, notify, func() error {
+		if n := rc.Deliveries(); n != 1 {
+			return fmt.Errorf("%d deliveries after %d attempts", n, len(rc.Arrivals()))
+		}
+		return nil
+	})
+}
+
+// tracedAttempts are the requests rc took, the attempt spans of trace and
+// its ingest span, checked to be n of each with the ingest under the
+// producer's span parent.
+func tracedAttempts(t *testing.T, rc *relaytest.Receiver, collector *relaytest.OTLPReceiver, trace, parent string, n int) ([]relaytest.Arrival, map[int64]relaytest.ExportedSpan, *relaytest.ExportedSpan) {
+	t.Helper()
+	arrivals := rc.Arrivals()
+	attempts, ingest := attemptSpans(t, collector.Spans(), trace)
+	if ingest == nil || hex.EncodeToString(ingest.Span.GetParentSpanId()) != parent {
+		t.Fatalf("no ingest span under the producer's span %s in the trace", parent)
+	}
+	if len(arrivals) != n || len(attempts) != n {
+		t.Fatalf("%d requests and %d attempt spans, want %d of each", len(arrivals), len(attempts), n)
+	}
+	return arrivals, attempts, ingest
+}
+
 // checkAttempt checks one attempt's span against the request the receiver
 // took: a client span, the child of the ingest's, the status the receiver
 // answered, and the traceparent the receiver saw naming it.
@@ -199,22 +208,10 @@ func TestEveryAttemptIsInTheProducersTrace(t *testing.T) {
 	o := outboxtest.Committed("traced")
 	o.Repository = "acme/" + payloadMarker
 	postTraced(t, p, token, o, "00-"+producerTrace+"-"+producerSpan+"-01")
-	relaytest.Eventually(t, settle, notify, func() error {
-		if n := rc.Deliveries(); n != 1 {
-			return fmt.Errorf("%d deliveries after %d attempts", n, len(rc.Arrivals()))
-		}
-		return nil
-	})
+	awaitOneDelivery(t, rc, notify)
 	p.Stop()
 
-	arrivals := rc.Arrivals()
-	attempts, ingest := attemptSpans(t, collector.Spans(), producerTrace)
-	if ingest == nil || hex.EncodeToString(ingest.Span.GetParentSpanId()) != producerSpan {
-		t.Fatalf("no ingest span under the producer's span %s in the trace", producerSpan)
-	}
-	if len(arrivals) != 3 || len(attempts) != 3 {
-		t.Fatalf("%d requests and %d attempt spans, want 3 of each", len(arrivals), len(attempts))
-	}
+	arrivals, attempts, ingest := tracedAttempts(t, rc, collector, producerTrace, producerSpan, 3)
 	for i, a := range arrivals {
 		n := int64(i + 1)
 		s, ok := attempts[n]
@@ -324,22 +321,10 @@ func TestARetryOnAnotherProcessIsInTheProducersTrace(t *testing.T) {
 	first.Kill()
 
 	second := relaytest.Start(t, relaytest.Config{Name: "second", Env: env("second")})
-	relaytest.Eventually(t, settle, notify, func() error {
-		if n := rc.Deliveries(); n != 1 {
-			return fmt.Errorf("%d deliveries after %d attempts", n, len(rc.Arrivals()))
-		}
-		return nil
-	})
+	awaitOneDelivery(t, rc, notify)
 	second.Stop()
 
-	arrivals := rc.Arrivals()
-	attempts, ingest := attemptSpans(t, collector.Spans(), producerTrace)
-	if ingest == nil || hex.EncodeToString(ingest.Span.GetParentSpanId()) != producerSpan {
-		t.Fatalf("no ingest span under the producer's span %s in the trace", producerSpan)
-	}
-	if len(arrivals) != 2 || len(attempts) != 2 {
-		t.Fatalf("%d requests and %d attempt spans, want 2 of each", len(arrivals), len(attempts))
-	}
+	arrivals, attempts, ingest := tracedAttempts(t, rc, collector, producerTrace, producerSpan, 2)
 	for i, instance := range []string{"first", "second"} {
 		n := int64(i + 1)
 		s := attempts[n]

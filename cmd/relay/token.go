@@ -117,6 +117,16 @@ func token(args []string, stdout io.Writer) error {
 		if tok, err = httpapi.MintHS256([]byte(secret), audience, issuer, p, *ttl, now); err != nil {
 			return err
 		}
+	case *asLink:
+		// The embedded default signs with a secret made at its start,
+		// which no other process knows: it mints links itself.
+		ns := *ns
+		if ns == "" {
+			ns = "NS"
+		}
+		return fmt.Errorf("no signing key: a development server (no RELAY_JWT_SECRET) signs with a secret made at its start, which no other process knows. "+
+			"Open the console link it printed at start, or ask it for a link to one namespace:\n\n  curl -X POST -H \"Authorization: Bearer $RELAY_TOKEN\" -H 'Content-Type: application/json' -d '{\"access\": \"read\"}' %s/v1/namespaces/%s/console-links\n\n"+
+			"For a relay with a secret, set RELAY_JWT_SECRET (or --jwt-secret) to it, or give --key FILE", origin, ns)
 	default:
 		return errors.New("no signing key: set RELAY_JWT_SECRET (or --jwt-secret) to the secret relay serve verifies with, or give --key FILE; a development server with neither prints its own admin token at start")
 	}

@@ -8,6 +8,8 @@ import (
 	"encoding/pem"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -405,4 +407,34 @@ func TestTokenConsolePrintsALinkAtThePublicURL(t *testing.T) {
 	if err != nil || p.Namespace != "acme" {
 		t.Fatalf("the link's token: %+v, %v", p, err)
 	}
+}
+
+// On the embedded default relay token --console cannot sign (the server's
+// secret is its own) and says what to do: ask the server, with the token
+// it printed, for a link; done as it says, the link opens that namespace's
+// pages read-only and no other's.
+func TestTokenConsoleOnTheDevelopmentServerSaysHowToGetALinkAndThatWorks(t *testing.T) {
+	clearAuthEnv(t)
+	p, admin := startRelay(t, []string{"RELAY_REDIS_URL="}, true)
+	t.Setenv("RELAY_LISTEN", p.Addr)
+	var out bytes.Buffer
+	err := token([]string{"--console", "--scope", "outbox:read", "--ns", "acme"}, &out)
+	want := "/v1/namespaces/acme/console-links"
+	if err == nil || !strings.Contains(err.Error(), "http://"+p.Addr+want) || !strings.Contains(err.Error(), `{"access": "read"}`) {
+		t.Fatalf("relay token --console on the embedded default: %v, want it to say where to ask for a link", err)
+	}
+	p.Must(t, http.StatusCreated, http.MethodPut, "/v1/namespaces/acme/endpoints/billing", admin, map[string]any{"url": "https://billing.example.com/hooks"})
+	link := p.Must(t, http.StatusCreated, http.MethodPost, want, admin, map[string]any{"access": "read"})
+	u, _ := link["url"].(string)
+	prefix := "http://" + p.Addr + "/console/#token="
+	if !strings.HasPrefix(u, prefix) {
+		t.Fatalf("link %q, want it at %s", u, prefix)
+	}
+	tok, err := url.QueryUnescape(strings.TrimPrefix(u, prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Must(t, http.StatusOK, http.MethodGet, "/v1/namespaces/acme/endpoints/billing", tok, nil)
+	p.Must(t, http.StatusForbidden, http.MethodGet, "/v1/namespaces/other/endpoints", tok, nil)
+	p.Must(t, http.StatusForbidden, http.MethodPut, "/v1/namespaces/acme/endpoints/billing", tok, map[string]any{"url": "https://evil.example.com/hooks"})
 }

@@ -186,6 +186,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		MetricsHandler: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 		Metrics:        apiMetrics,
 		Console:        console.Handler(),
+		PublicURL:      audience,
 		Clock:          clk,
 		Logger:         log,
 		TracerProvider: tp,

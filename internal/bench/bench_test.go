@@ -135,9 +135,11 @@ func TestBenchRunsEveryPhaseInProcessOnTheEmbeddedStore(t *testing.T) {
 	}
 }
 
-func TestBenchCountsRedisCommandsAndLeavesNoKeyBehind(t *testing.T) {
-	client := redistest.RealClient(t)
-	c, err := parseBench(append([]string{"-redis", os.Getenv(redistest.EnvRedisURL)}, smallBench...))
+// runAndPrint runs relay bench with args and returns its table and result,
+// failing the test, table shown, when the run fails.
+func runAndPrint(t *testing.T, args []string) (string, benchResult) {
+	t.Helper()
+	c, err := parseBench(args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,13 @@ func TestBenchCountsRedisCommandsAndLeavesNoKeyBehind(t *testing.T) {
 		t.Fatalf("bench: %v\n%s", err, out.String())
 	}
 	t.Logf("\n%s", out.String())
-	rows := checkEveryPhaseDelivered(t, out.String())
+	return out.String(), res
+}
+
+func TestBenchCountsRedisCommandsAndLeavesNoKeyBehind(t *testing.T) {
+	client := redistest.RealClient(t)
+	out, res := runAndPrint(t, append([]string{"-redis", os.Getenv(redistest.EnvRedisURL)}, smallBench...))
+	rows := checkEveryPhaseDelivered(t, out)
 	for _, phase := range benchPhases {
 		if rows[phase]["redis cmds/outcome"] == "-" || number(t, rows[phase], "redis cmds/outcome") <= 0 {
 			t.Errorf("%s: Redis commands per outcome %q, want a positive number", phase, rows[phase]["redis cmds/outcome"])

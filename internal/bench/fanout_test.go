@@ -134,20 +134,8 @@ func TestBenchFanoutRunsEachCountAndSaysWhichRelayRefused(t *testing.T) {
 
 func TestBenchFanoutCountsRedisCommandsAndBytesAndLeavesNoKeyBehind(t *testing.T) {
 	client := redistest.RealClient(t)
-	c, err := parseBench([]string{"-redis", os.Getenv(redistest.EnvRedisURL), "-endpoints", "1,2,11", "-n", "200", "-streams", "2", "-concurrency", "8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runBench(context.Background(), c, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var out bytes.Buffer
-	if perr := printBench(&out, res); perr != nil {
-		t.Fatal(perr)
-	}
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, out.String())
-	}
-	t.Logf("\n%s", out.String())
-	rows := checkFanout(t, out.String(), []int{1, 2, 11}, 200, map[int]string{11: "refused: limit 10"})
+	out, res := runAndPrint(t, []string{"-redis", os.Getenv(redistest.EnvRedisURL), "-endpoints", "1,2,11", "-n", "200", "-streams", "2", "-concurrency", "8"})
+	rows := checkFanout(t, out, []int{1, 2, 11}, 200, map[int]string{11: "refused: limit 10"})
 	for _, phase := range fanoutPhases {
 		for _, e := range []string{"1", "2"} {
 			row := rows[phase+"/"+e]

@@ -237,6 +237,24 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	_, err = c.Replay(ctx, "acme", "billing", "never-sent")
 	wantProblem(t, err, http.StatusNotFound, relayclient.TypeNotPending)
 
+	preview, err := c.PreviewRecovery(ctx, "acme", "billing", time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil || preview.Endpoint != "billing" || preview.Pending != 251 || preview.Delivered != 0 || preview.Partial || preview.Examined < 251 {
+		t.Fatalf("recovery preview %+v, %v", preview, err)
+	}
+	off, err := c.DisableEndpoint(ctx, "acme", "billing")
+	if err != nil || off.Enabled || off.URL != "http://127.0.0.1:9/hooks" || off.Backlog.Rows != 251 {
+		t.Fatalf("disable %+v, %v", off, err)
+	}
+	_, err = c.RetryEndpoint(ctx, "acme", "billing", false)
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointDisabled)
+	retried, err := c.RetryEndpoint(ctx, "acme", "billing", true)
+	if err != nil || !retried.Enabled || retried.PendingRows != 251 || retried.NextAttemptAt == nil {
+		t.Fatalf("enable and deliver %+v, %v", retried, err)
+	}
+	if on, err := c.EnableEndpoint(ctx, "acme", "billing"); err != nil || !on.Enabled {
+		t.Fatalf("enable of an enabled endpoint %+v, %v", on, err)
+	}
+
 	story, err := c.Outcome(ctx, "acme", "r-1")
 	if err != nil || story.ReservationID != "r-1" || story.Outcome.Committed == nil || story.Outcome.Committed.Refs[1].Deleted != true ||
 		len(story.Endpoints) != 2 || story.Endpoints[0].State != relayclient.OutcomeFiltered || story.Endpoints[1].State != relayclient.OutcomePending {
@@ -275,6 +293,15 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	}
 	if del, err := c.DeleteEndpoint(ctx, "acme", "audit", false); err != nil || del.DroppedRows != 0 {
 		t.Fatalf("delete %+v, %v", del, err)
+	}
+
+	link, err := c.CreateConsoleLink(ctx, "acme", relayclient.AccessRead, 10*time.Minute)
+	if err != nil || !strings.Contains(link.URL, "/console/#token=") || link.Namespace != "acme" || link.Access != relayclient.AccessRead ||
+		link.ExpiresAt.Before(time.Now().Add(9*time.Minute)) || link.ExpiresAt.After(time.Now().Add(11*time.Minute)) {
+		t.Fatalf("console link %+v, %v", link, err)
+	}
+	if _, err := c.CreateConsoleLink(ctx, "acme", "admin", 0); !errors.Is(err, relayclient.ErrInvalid) {
+		t.Fatalf("access admin: %v", err)
 	}
 
 	// Every operation of the contract but the metrics scrape has a call.

@@ -30,6 +30,7 @@ func TestTheMirroredConstantsAreRelays(t *testing.T) {
 		relayclient.TypeInvalidOutcome, relayclient.TypeInvalidEndpoint, relayclient.TypeUnsafeURL, relayclient.TypeBodyTooLarge, relayclient.TypeUnsupportedMediaType,
 		relayclient.TypeConflict, relayclient.TypeNoEndpoint, relayclient.TypeTooManyEndpoints, relayclient.TypeTooManyNamespaces, relayclient.TypeEndpointHasBacklog, relayclient.TypeEndpointDeleting,
 		relayclient.TypeEndpointDisabled, relayclient.TypeNotPending, relayclient.TypeStillPending, relayclient.TypeNotDelivered, relayclient.TypeRecoveryRunning, relayclient.TypeStreamBusy, relayclient.TypeContended, relayclient.TypeUnavailable, relayclient.TypeInternal,
+		relayclient.TypeCannotMint,
 	}
 	slices.Sort(relays)
 	slices.Sort(ours)

@@ -57,8 +57,11 @@ type Config struct {
 	Metrics        *Metrics
 	// Console serves the operator console at /console/; optional.
 	Console http.Handler
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// PublicURL is relay's public URL, where the console is: the base of
+	// the console links it mints.
+	PublicURL string
+	Clock     clock.Clock
+	Logger    *slog.Logger
 	// TracerProvider traces every request (Trace); nil traces none, at no
 	// cost to a request.
 	TracerProvider trace.TracerProvider
@@ -142,13 +145,18 @@ func New(cfg Config) (http.Handler, error) {
 		r.With(cfg.Auth.RequireAny(ScopeEndpointsWrite, ScopeOutboxRead)).Get(ns+"/endpoints/{id}", a.getEndpoint)
 		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Put(ns+"/endpoints/{id}", a.putEndpoint)
 		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete(ns+"/endpoints/{id}", a.deleteEndpoint)
+		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Post(ns+"/endpoints/{id}/enable", a.enableEndpoint)
+		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Post(ns+"/endpoints/{id}/disable", a.disableEndpoint)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/retry", a.retryStream)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outbox", a.getOutbox)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outcomes", a.listOutcomes)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outcomes/{rid}", a.getOutcome)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Delete(ns+"/outcomes/{rid}", a.eraseOutcome)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/outcomes/{rid}/resend", a.resend)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/recover", a.startRecovery)
+		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recover", a.previewRecovery)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recoveries/{job}", a.getRecovery)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/console-links", a.postConsoleLink)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/v1/namespaces", a.listNamespaces)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
 			Post("/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)

@@ -443,6 +443,10 @@ func routeNamespace(r *http.Request) (ns string, namespaced, routed bool) {
 	return ns, ns != "", true
 }
 
+// CanMint reports whether a holds a secret to mint tokens with: one that
+// verifies with public keys alone holds none.
+func (a *Auth) CanMint() bool { return len(a.secret) > 0 }
+
 // Mint signs an HS256 token for p with a's secret, audience and issuer.
 func (a *Auth) Mint(p Principal, ttl time.Duration) (string, error) {
 	if len(a.secret) == 0 {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/store"
 )
 
 // minuteView is one minute of a stream: what it delivered and which calls
@@ -35,6 +36,11 @@ func (a *api) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
+	a.writeEndpoint(w, r, p, id)
+}
+
+// writeEndpoint answers the endpoint id as GET of it does.
+func (a *api) writeEndpoint(w http.ResponseWriter, r *http.Request, p store.Partition, id string) {
 	s, err := a.Admin.Endpoint(r.Context(), p, id)
 	if err != nil {
 		a.fail(w, r, err)

@@ -38,6 +38,7 @@ const (
 	SlugContended            Slug = "contended"
 	SlugUnavailable          Slug = "unavailable"
 	SlugInternal             Slug = "internal"
+	SlugCannotMint           Slug = "cannot-mint"
 )
 
 // ProblemTypePrefix prefixes every problem type URI.
@@ -77,6 +78,7 @@ var slugs = map[Slug]slugInfo{
 	SlugContended:            {http.StatusServiceUnavailable, "Namespace contended"},
 	SlugUnavailable:          {http.StatusServiceUnavailable, "Service unavailable"},
 	SlugInternal:             {http.StatusInternalServerError, "Internal error"},
+	SlugCannotMint:           {http.StatusConflict, "Relay cannot mint tokens"},
 }
 
 // retryAfter is the Retry-After, in seconds, of the problems a client

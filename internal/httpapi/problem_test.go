@@ -23,7 +23,7 @@ func TestEverySlugHasItsStatusAndATitle(t *testing.T) {
 		"body-too-large": 413, "unsupported-media-type": 415, "conflict": 409, "no-endpoint": 422,
 		"too-many-endpoints": 422, "too-many-namespaces": 422, "endpoint-has-backlog": 409, "endpoint-deleting": 409,
 		"endpoint-disabled": 409, "not-pending": 404, "still-pending": 409, "not-delivered": 409, "recovery-running": 409, "stream-busy": 409, "contended": 503,
-		"unavailable": 503, "internal": 500,
+		"unavailable": 503, "internal": 500, "cannot-mint": 409,
 	}
 	if got := httpapi.Slugs(); len(got) != len(want) {
 		t.Fatalf("%d slugs, want %d: %v", len(got), len(want), got)

@@ -70,6 +70,9 @@ type Admin struct {
 	// endpoint of a namespace beyond it is refused (roomForNamespace).
 	// DefaultMaxNamespaces when zero.
 	MaxNamespaces int
+	// PreviewRows bounds the log rows one PreviewRecovery examines;
+	// MaxPreviewRows when zero or more.
+	PreviewRows int
 	// Wait pauses a change that waits for a fire to end (Erase), returning
 	// early with ctx's error; a timer when nil. Tests make it a signal.
 	Wait func(ctx context.Context, d time.Duration) error

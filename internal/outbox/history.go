@@ -487,13 +487,8 @@ func (a *Admin) Outcomes(ctx context.Context, p store.Partition, f OutcomeFilter
 // endpoint is ErrRecoveryRunning.
 func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, sinceMs, untilMs int64) (schema.Recovery, error) {
 	nowMs := a.Clock.Now().UnixMilli()
-	switch {
-	case untilMs <= sinceMs:
-		return schema.Recovery{}, invalidf("until must be after since")
-	case a.retention() <= 0:
-		return schema.Recovery{}, invalidf("nothing is retained (retention is 0), so nothing can be recovered")
-	case sinceMs < nowMs-a.retention().Milliseconds():
-		return schema.Recovery{}, invalidf("since is before the retention window of %v: those outcomes are no longer kept", a.retention())
+	if err := a.checkRecoveryRange(sinceMs, untilMs); err != nil {
+		return schema.Recovery{}, err
 	}
 	for range adminRetries {
 		s, err := a.readStream(ctx, p, id)

@@ -34,6 +34,12 @@ export type ResendResult = Schemas["ResendResult"];
 export type OutcomeErased = Schemas["OutcomeErased"];
 /** A recovery job of an endpoint. */
 export type Recovery = Schemas["Recovery"];
+/** What a retry of an endpoint's stream made due. */
+export type RetryResult = Schemas["RetryResult"];
+/** What a recovery of a range would find, counted without writing. */
+export type RecoveryPreview = Schemas["RecoveryPreview"];
+/** A console link to one namespace's pages; see createConsoleLink. */
+export type ConsoleLink = Schemas["ConsoleLink"];
 
 type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
 /** A time as a Date or an RFC 3339 string. */
@@ -268,6 +274,40 @@ export class RelayClient {
   }
 
   /**
+   * enableEndpoint enables endpoint id of namespace ns and changes nothing
+   * else of it: why it was disabled is cleared and its stream is delivered
+   * at once. One already enabled is answered as it is.
+   */
+  async enableEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
+    const op = "enable endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "POST", `${endpointPath(ns, id)}/enable`, undefined, opts, true);
+  }
+
+  /**
+   * disableEndpoint disables endpoint id of namespace ns and changes nothing
+   * else of it; its stream keeps its rows until it is enabled. One already
+   * disabled is answered as it is.
+   */
+  async disableEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<Schemas["EndpointDetail"]> {
+    const op = "disable endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "POST", `${endpointPath(ns, id)}/disable`, undefined, opts, true);
+  }
+
+  /**
+   * retryEndpoint makes every pending row of endpoint's stream due now with
+   * its backoff reset (scope admin). A disabled endpoint is a RelayProblem
+   * of slug endpoint-disabled, unless enable, which enables it and makes
+   * its stream due in one atomic step.
+   */
+  async retryEndpoint(ns: string, endpoint: string, enable = false, opts: CallOptions = {}): Promise<RetryResult> {
+    const op = "retry endpoint";
+    checkEndpoint(op, ns, endpoint);
+    return this.#json(op, "POST", `${endpointPath(ns, endpoint)}/retry` + query({ enable: enable ? "true" : undefined }), undefined, opts, true);
+  }
+
+  /**
    * deleteEndpoint deletes endpoint id of namespace ns. While rows are
    * pending it is a RelayProblem of slug endpoint-has-backlog, with
    * backlogRows, unless force, which drops them.
@@ -411,12 +451,43 @@ export class RelayClient {
     return this.#json(op, "POST", `${endpointPath(ns, endpoint)}/recover`, body, opts, true);
   }
 
+  /**
+   * previewRecovery counts, writing nothing, what a recovery of endpoint
+   * over outcomes accepted in [since, until) would find (scope
+   * outbox:read); partial says the count stopped at its bound.
+   */
+  async previewRecovery(ns: string, endpoint: string, since: TimeInput, until: TimeInput, opts: CallOptions = {}): Promise<RecoveryPreview> {
+    const op = "preview recovery";
+    checkEndpoint(op, ns, endpoint);
+    if (since === undefined || until === undefined) throw invalid(op, "since and until", "given");
+    const qs = query({ since: timeOf(op, "since", since), until: timeOf(op, "until", until) });
+    return this.#json(op, "GET", `${endpointPath(ns, endpoint)}/recover` + qs, undefined, opts, true);
+  }
+
   /** getRecovery returns the recovery job of endpoint (scope outbox:read); a RelayProblem of slug not-found when it is not the endpoint's last. */
   async getRecovery(ns: string, endpoint: string, job: string, opts: CallOptions = {}): Promise<Recovery> {
     const op = "get recovery";
     checkEndpoint(op, ns, endpoint);
     if (!/^[0-9a-f]{32}$/.test(job)) throw invalid(op, "recovery id", "32 lowercase hex");
     return this.#json(op, "GET", `${endpointPath(ns, endpoint)}/recoveries/${job}`, undefined, opts, true);
+  }
+
+  /**
+   * createConsoleLink mints a link to the console's pages of ns (scope
+   * admin), to hand to whoever should see them: read-only, or with every
+   * action the console offers there, for ttlSeconds (an hour when left
+   * out). A relay that verifies tokens with public keys only throws a
+   * RelayProblem of slug cannot-mint.
+   */
+  async createConsoleLink(ns: string, access: "read" | "write", ttlSeconds?: number, opts: CallOptions = {}): Promise<ConsoleLink> {
+    const op = "create console link";
+    checkNamespace(op, ns);
+    if (access !== "read" && access !== "write") throw invalid(op, "access", '"read" or "write"');
+    if (ttlSeconds !== undefined && (!Number.isInteger(ttlSeconds) || ttlSeconds < 60 || ttlSeconds > 604800)) {
+      throw invalid(op, "ttlSeconds", "an integer of 60 to 604800");
+    }
+    const body: Schemas["ConsoleLinkRequest"] = ttlSeconds === undefined ? { access } : { access, ttl_seconds: ttlSeconds };
+    return this.#json(op, "POST", `/v1/namespaces/${seg(ns)}/console-links`, body, opts, true);
   }
 
   /** healthz resolves when relay serves HTTP at all (200). It sends no token. */

@@ -201,6 +201,122 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{ns}/endpoints/{id}/enable": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable an endpoint
+         * @description Enables the endpoint and changes nothing else of it: its URL,
+         *     secrets, keys and headers (redacted ones included) stay as stored.
+         *     Why it was disabled (`gone`, `failing`) is cleared, and its stream
+         *     is delivered at once with its backoff reset, as a PUT that enables
+         *     it does. An endpoint already enabled is answered as it is, with
+         *     nothing changed. The change is one atomic step guarded against a
+         *     concurrent edit: neither it nor a concurrent PUT is lost. Takes no
+         *     body.
+         */
+        post: operations["enableEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/endpoints/{id}/disable": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Disable an endpoint
+         * @description Disables the endpoint and changes nothing else of it. Its stream
+         *     keeps its rows, and takes new ones, until it is enabled; no new
+         *     attempt starts, as after a PUT with `enabled: false`. An endpoint
+         *     already disabled is answered as it is, with nothing changed (why it
+         *     was disabled included). The change is one atomic step guarded
+         *     against a concurrent edit. Takes no body.
+         */
+        post: operations["disableEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/endpoints/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Try every pending row of an endpoint now
+         * @description Makes the endpoint's stream due now with its backoff reset (no
+         *     failed attempts counted, no lowered limits), so that every pending
+         *     row is tried, from the first, at the next attempt; the endpoint's
+         *     own `rate_limit` still holds. The answer counts the rows pending
+         *     and says when they are tried: 202, or 200 with `pending_rows` 0 and
+         *     `next_attempt_at` null when nothing is pending. A disabled endpoint
+         *     is 409 `endpoint-disabled` and nothing changes, unless
+         *     `enable=true`, which enables it and makes its stream due in the
+         *     same atomic step. Takes no body.
+         */
+        post: operations["retryEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{ns}/outbox": {
         parameters: {
             query?: never;
@@ -377,7 +493,18 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Count what a recovery of a time range would find
+         * @description Counts, writing nothing, the retained outcomes accepted in
+         *     [`since`, `until`) that the endpoint had delivered (`delivered`:
+         *     those a recovery of the range would queue again) and those still
+         *     pending on it (`pending`, left as they are), by the rules of the
+         *     POST. The count reads at most 5000 outcomes of the namespace's log
+         *     (`examined`); past that it stops, with `partial` true, and the range
+         *     holds at least the numbers given. `since` and `until` are checked as
+         *     the POST checks them (400 `invalid-request`).
+         */
+        get: operations["previewRecovery"];
         put?: never;
         /**
          * Deliver again every outcome of a time range
@@ -429,6 +556,47 @@ export interface paths {
         get: operations["getRecovery"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{ns}/console-links": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a console link for one namespace
+         * @description A link to the console's pages of this namespace, to hand to whoever
+         *     should see them (a platform's customer, say): its token, minted by
+         *     relay with its HS256 secret, is bound to the namespace and lives for
+         *     `ttl_seconds` (an hour by default, 60 s to 7 days). `read` opens the
+         *     namespace's pages read-only (scope `outbox:read`); `write` adds
+         *     every action the console offers there (scope `admin`, bound to the
+         *     namespace). The token rides in the link's fragment, which browsers
+         *     keep to themselves; relay logs that a link was minted, never the
+         *     token. A relay that verifies tokens with public keys alone
+         *     (`RELAY_JWT_PUBLIC_KEYS`, no `RELAY_JWT_SECRET`) holds no secret to
+         *     sign one: 409 `cannot-mint`, whose detail says how to mint one with
+         *     `relay token --key`.
+         */
+        post: operations["createConsoleLink"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1194,6 +1362,15 @@ export interface components {
             sequence: number;
             next_attempt_at: components["schemas"]["Timestamp"];
         };
+        RetryResult: {
+            endpoint: components["schemas"]["EndpointId"];
+            /** @description The rows pending on the stream, all tried at the next attempt. */
+            pending_rows: components["schemas"]["Count"];
+            /** @description When they are tried; null when none is pending. */
+            next_attempt_at: components["schemas"]["NullableTimestamp"];
+            /** @description This request enabled the endpoint (`enable=true` on a disabled one). */
+            enabled: boolean;
+        };
         /**
          * @description An outcome's state on one endpoint: `pending` (waiting to be
          *     delivered), `delivered`, `dropped` (by a forced delete or an
@@ -1264,6 +1441,33 @@ export interface components {
         };
         /** @description A recovery's id, 32 lowercase hex. */
         RecoveryId: string;
+        ConsoleLinkRequest: {
+            /**
+             * @description `read`: the namespace's pages, read-only; `write`: with every action the console offers there.
+             * @enum {string}
+             */
+            access: "read" | "write";
+            /**
+             * Format: int64
+             * @description How long the link works, in seconds; 3600 when left out.
+             */
+            ttl_seconds?: number;
+        };
+        ConsoleLink: {
+            /**
+             * Format: uri
+             * @description The console at relay's public URL, the token in the fragment (`#token=`).
+             */
+            url: string;
+            namespace: components["schemas"]["Namespace"];
+            /** @enum {string} */
+            access: "read" | "write";
+            /**
+             * Format: date-time
+             * @description When the link's token stops working; the console then signs out.
+             */
+            expires_at: string;
+        };
         RecoveryRequest: {
             /**
              * Format: date-time
@@ -1295,6 +1499,19 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /** @description When the job ended; absent while it runs. */
             finished_at?: components["schemas"]["Timestamp"];
+        };
+        RecoveryPreview: {
+            endpoint: components["schemas"]["EndpointId"];
+            since: components["schemas"]["Timestamp"];
+            until: components["schemas"]["Timestamp"];
+            /** @description Outcomes of the range the endpoint had delivered, which a recovery would queue again. */
+            delivered: components["schemas"]["Count"];
+            /** @description Outcomes of the range still pending on the endpoint, which a recovery leaves as they are. */
+            pending: components["schemas"]["Count"];
+            /** @description Outcomes of the namespace's log the count read. */
+            examined: number;
+            /** @description The count stopped at its bound before the range's end; the range holds at least as many. */
+            partial: boolean;
         };
         /**
          * @example {
@@ -1336,7 +1553,7 @@ export interface components {
          * @description `urn:hookrelay:problem:<slug>`; stable.
          * @enum {string}
          */
-        ProblemType: "urn:hookrelay:problem:unauthorized" | "urn:hookrelay:problem:forbidden" | "urn:hookrelay:problem:not-found" | "urn:hookrelay:problem:method-not-allowed" | "urn:hookrelay:problem:invalid-request" | "urn:hookrelay:problem:invalid-outcome" | "urn:hookrelay:problem:invalid-endpoint" | "urn:hookrelay:problem:unsafe-url" | "urn:hookrelay:problem:body-too-large" | "urn:hookrelay:problem:unsupported-media-type" | "urn:hookrelay:problem:conflict" | "urn:hookrelay:problem:no-endpoint" | "urn:hookrelay:problem:too-many-endpoints" | "urn:hookrelay:problem:too-many-namespaces" | "urn:hookrelay:problem:endpoint-has-backlog" | "urn:hookrelay:problem:endpoint-deleting" | "urn:hookrelay:problem:endpoint-disabled" | "urn:hookrelay:problem:not-pending" | "urn:hookrelay:problem:still-pending" | "urn:hookrelay:problem:not-delivered" | "urn:hookrelay:problem:recovery-running" | "urn:hookrelay:problem:stream-busy" | "urn:hookrelay:problem:contended" | "urn:hookrelay:problem:unavailable" | "urn:hookrelay:problem:internal";
+        ProblemType: "urn:hookrelay:problem:unauthorized" | "urn:hookrelay:problem:forbidden" | "urn:hookrelay:problem:not-found" | "urn:hookrelay:problem:method-not-allowed" | "urn:hookrelay:problem:invalid-request" | "urn:hookrelay:problem:invalid-outcome" | "urn:hookrelay:problem:invalid-endpoint" | "urn:hookrelay:problem:unsafe-url" | "urn:hookrelay:problem:body-too-large" | "urn:hookrelay:problem:unsupported-media-type" | "urn:hookrelay:problem:conflict" | "urn:hookrelay:problem:no-endpoint" | "urn:hookrelay:problem:too-many-endpoints" | "urn:hookrelay:problem:too-many-namespaces" | "urn:hookrelay:problem:endpoint-has-backlog" | "urn:hookrelay:problem:endpoint-deleting" | "urn:hookrelay:problem:endpoint-disabled" | "urn:hookrelay:problem:not-pending" | "urn:hookrelay:problem:still-pending" | "urn:hookrelay:problem:not-delivered" | "urn:hookrelay:problem:recovery-running" | "urn:hookrelay:problem:stream-busy" | "urn:hookrelay:problem:contended" | "urn:hookrelay:problem:unavailable" | "urn:hookrelay:problem:internal" | "urn:hookrelay:problem:cannot-mint";
         /** @description RFC 9457 problem details, with relay's extensions. */
         Problem: {
             type: components["schemas"]["ProblemType"];
@@ -1656,6 +1873,35 @@ export interface components {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
                 "Retry-After": components["headers"]["RetryAfterOptional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `endpoint-disabled`: the endpoint is disabled (enable it, or retry
+         *     with `enable=true`); `stream-busy`: the stream is being delivered
+         *     this instant, retry after `Retry-After` (1 s);
+         *     `endpoint-deleting`: a forced delete of the endpoint is under way.
+         */
+        RetryConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfterOptional"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `cannot-mint`: relay verifies tokens with public keys only and holds
+         *     no secret to sign one with.
+         */
+        CannotMint: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -2123,6 +2369,139 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    enableEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, as GET of it shows it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["EndpointDeleting"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    disableEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, as GET of it shows it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["EndpointDeleting"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryEndpoint: {
+        parameters: {
+            query?: {
+                /** @description Enable a disabled endpoint in the same step. */
+                enable?: boolean;
+            };
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Nothing pending; nothing to try. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryResult"];
+                };
+            };
+            /** @description Due now. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["RetryConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getOutbox: {
         parameters: {
             query: {
@@ -2330,6 +2709,50 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    previewRecovery: {
+        parameters: {
+            query: {
+                /** @description The first acceptance time of the range (RFC 3339), within the retention window. */
+                since: string;
+                /** @description The end of the range (RFC 3339), excluded; after `since`. */
+                until: string;
+            };
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryPreview"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     recoverEndpoint: {
         parameters: {
             query?: never;
@@ -2415,6 +2838,49 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createConsoleLink: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConsoleLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Minted. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CannotMint"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -190,6 +190,21 @@ test("every operation sends its method, path, query and body and decodes its ans
     { name: "getEndpoint", call: () => c.getEndpoint("acme", "billing"), answer: { id: "billing", url: "https://hooks.example.com/x" }, method: "GET", url: "/v1/namespaces/acme/endpoints/billing" },
     { name: "deleteEndpoint", call: () => c.deleteEndpoint("acme", "billing"), answer: { id: "billing", dropped_rows: 0 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing" },
     { name: "deleteEndpoint forced", call: () => c.deleteEndpoint("acme", "billing", true), answer: { id: "billing", dropped_rows: 4 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing?force=true" },
+    { name: "enableEndpoint", call: () => c.enableEndpoint("acme", "billing"), answer: { id: "billing", enabled: true }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/enable" },
+    { name: "disableEndpoint", call: () => c.disableEndpoint("acme", "billing"), answer: { id: "billing", enabled: false }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/disable" },
+    {
+      name: "retryEndpoint", call: () => c.retryEndpoint("acme", "billing"), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/retry",
+      answer: { endpoint: "billing", pending_rows: 3, next_attempt_at: "2026-12-07T10:00:00Z", enabled: false },
+    },
+    {
+      name: "retryEndpoint enabling", call: () => c.retryEndpoint("acme", "billing", true), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/retry?enable=true",
+      answer: { endpoint: "billing", pending_rows: 3, next_attempt_at: "2026-12-07T10:00:00Z", enabled: true },
+    },
+    {
+      name: "previewRecovery", call: () => c.previewRecovery("acme", "billing", new Date(Date.UTC(2026, 11, 6)), "2026-12-07T00:00:00Z"), method: "GET",
+      url: "/v1/namespaces/acme/endpoints/billing/recover?since=2026-12-06T00%3A00%3A00.000Z&until=2026-12-07T00%3A00%3A00Z",
+      answer: { endpoint: "billing", since: "2026-12-06T00:00:00Z", until: "2026-12-07T00:00:00Z", delivered: 4, pending: 1, examined: 9, partial: false },
+    },
     {
       name: "replayOutcome", call: () => c.replayOutcome("acme", "billing", "r-1"), status: 202, method: "POST", url: "/v1/admin/namespaces/acme/endpoints/billing/outcomes/r-1/replay",
       answer: { endpoint: "billing", reservation_id: "r-1", sequence: 9, next_attempt_at: "2026-12-07T10:00:00Z" },
@@ -309,6 +324,7 @@ test("arguments relay would refuse are refused before a request", async () => {
     ["an invalid Date", () => c.listOutcomes("acme", { since: new Date(NaN) }), /since must be a valid Date/],
     ["a time that is not RFC 3339", () => c.listOutcomes("acme", { until: "yesterday" }), /until must be a Date or an RFC 3339 time/],
     ["a time without its zone", () => c.recoverEndpoint("acme", "billing", "2026-12-07T00:00:00", new Date()), /recover: since must be/],
+    ["a preview time without its zone", () => c.previewRecovery("acme", "billing", new Date(), "2026-12-07T00:00:00"), /preview recovery: until must be/],
     ["a recovery id that is not 32 hex", () => c.getRecovery("acme", "billing", "AB".repeat(16)), /get recovery: recovery id must be 32 lowercase hex/],
     ["a namespace with a slash", () => c.deleteEndpoint("a/b", "billing"), /delete endpoint: .* is not a namespace/],
     ["an endpoint id with a slash", () => c.putEndpoint("acme", "a/b", { url: "https://hooks.example.com/x" }), /put endpoint: endpoint id must be/],
