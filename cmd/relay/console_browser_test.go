@@ -54,8 +54,11 @@ func browserOrSkip(t *testing.T) string {
 // outcome, and drives the console in Chromium: namespaces ranked failing
 // first, the failing endpoint and its chart of the last hour, the stuck
 // row replayed once the receiver is fixed, an outcome found and resent, a
-// recovery run from the stream page to done, and a namespace-bound token
-// that sees no other namespace. It runs on the embedded store and, when
+// recovery run from the stream page to done; a read-only token offered no
+// control that changes anything and opening where it may read, a
+// namespace-bound token that sees no other namespace, and a disabled
+// endpoint's pending row that offers no replay; at both sizes, pages that
+// fit and that axe-core finds no fault in. It runs on the embedded store and, when
 // RELAY_TEST_REDIS_URL is set, on that Redis under a prefix of its own.
 // Screenshots of every page at 1280 and 390 px are its artifacts, under
 // RELAY_CONSOLE_SCREENSHOTS or $RELAY_TEST_ARTIFACTS/console-screenshots
@@ -113,7 +116,8 @@ func screenshotDir(t *testing.T, backend string) string {
 
 // consolePages are the screenshots the scenario takes, each at both widths.
 var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing",
-	"namespace-wide", "stream-wide", "outcome-wide"}
+	"namespace-wide", "stream-wide", "outcome-wide", "read-only-start", "read-only-namespace", "read-only-stream", "read-only-outcome", "read-only-missing",
+	"bound-namespace", "stream-disabled", "bound-outcome", "refused"}
 
 // consoleScenario drives the console against p, whose tokens are signed
 // with secret for audience, and returns the screenshots' directory.
@@ -131,13 +135,14 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		}
 		return p.URL + "/console/#token=" + tok
 	}
-	adminLink, boundLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other")
+	adminLink, boundLink, readLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other"), link("--scope", "outbox:read")
 	admin, err := url.QueryUnescape(strings.SplitN(adminLink, "#token=", 2)[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	const stuck, done, behind = "c-stuck", "c-ok-1", "c-behind"
+	// held waits on other's ledger, which is disabled.
+	const stuck, done, behind, held = "c-stuck", "c-ok-1", "c-behind", "c-held"
 	var refusing atomic.Bool
 	refusing.Store(true)
 	notify := make(chan struct{}, 1)
@@ -218,6 +223,9 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	if _, err := c.IngestAll(ctx, "wide", []relayclient.Outcome{outcome(longRID)}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.IngestAll(ctx, "other", []relayclient.Outcome{outcome(held)}); err != nil {
+		t.Fatal(err)
+	}
 	relaytest.Eventually(t, settle, wideNotify, func() error {
 		if len(wide.Arrivals()) == 0 {
 			return fmt.Errorf("%s refused within %s", longRID, settle)
@@ -235,9 +243,9 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 
 	cmd := exec.CommandContext(ctx, "node", "drive.mjs")
 	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink,
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_HELD_RID="+held,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
-		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
+		"CONSOLE_NAMESPACE_ORDER=acme,other,wide,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
 		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

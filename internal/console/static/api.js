@@ -68,14 +68,39 @@ export async function call(method, path, body) {
 
 export const enc = encodeURIComponent;
 
-// claims are the token's own, read only to choose a start page: the API
-// decides what the token may do.
+// claims are the token's own, decoded and not verified: they only choose
+// what the console offers. The API checks the signature and the scope of
+// every call, so a forged claim shows a control whose call is refused.
 export function claims() {
   try {
     const part = token().split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
-    return JSON.parse(atob(part));
+    return JSON.parse(decodeURIComponent(Array.from(atob(part), (c) => '%' + c.charCodeAt(0).toString(16).padStart(2, '0')).join('')));
   } catch {
     return {};
   }
 }
 
+// grants says what the token may do, read from its scope and ns claims as
+// the API reads them (internal/httpapi's auth.go): scopes separated by
+// spaces, admin implying every other, and a token bound to a namespace
+// allowed nothing on another, listing namespaces included.
+export function grants() {
+  const c = claims();
+  const scopes = new Set(typeof c.scope === 'string' ? c.scope.split(' ').filter(Boolean) : []);
+  const ns = typeof c.ns === 'string' && c.ns !== '' ? c.ns : '';
+  const can = (scope) => scopes.has('admin') || scopes.has(scope);
+  return {
+    ns,
+    can,
+    // GET /v1/namespaces needs admin; a bound token sees its namespace only.
+    listNamespaces: can('admin') && !ns,
+    // GET .../outbox, .../outcomes and .../outcomes/{rid}.
+    readOutbox: can('outbox:read'),
+    // GET .../endpoints and .../endpoints/{id}.
+    readEndpoints: can('outbox:read') || can('endpoints:write'),
+    // PUT .../endpoints/{id}: Enable and Disable.
+    writeEndpoints: can('endpoints:write'),
+    // Replay, Resend, Recover and erasing an outcome.
+    admin: can('admin'),
+  };
+}

@@ -33,6 +33,7 @@ function login(message) {
   view = null;
   document.getElementById('search').hidden = true;
   document.getElementById('logout').hidden = true;
+  document.querySelector('.bar .brand').setAttribute('href', '#/');
   document.title = 'Sign in · relay console';
   const field = h('textarea', { id: 'token', name: 'token', rows: 4, required: true, autocomplete: 'off', spellcheck: 'false' });
   const form = h('form', {
@@ -145,13 +146,20 @@ async function show() {
   clearTimeout(timer);
   clearResult();
   if (!api.token()) return login();
-  document.getElementById('search').hidden = false;
+  const g = api.grants();
+  // Finding an outcome needs outbox:read; a bound token finds it in its
+  // own namespace, which it need not name.
+  document.getElementById('search').hidden = !g.readOutbox;
   document.getElementById('logout').hidden = false;
-  const ns = api.claims().ns;
   const searchNs = document.getElementById('search-ns');
-  if (ns && !searchNs.value) searchNs.value = ns;
+  searchNs.hidden = searchNs.labels[0].hidden = Boolean(g.ns);
+  searchNs.required = !g.ns;
+  if (g.ns) searchNs.value = g.ns;
+  // A bound token's start is its namespace: its links lead nowhere else.
+  document.querySelector('.bar .brand').setAttribute('href', g.ns ? '#/ns/' + encodeURIComponent(g.ns) : '#/');
   const r = route();
-  const page = pages[r.page];
+  // The start page lists namespaces; a token that may not opens where it can.
+  const page = pages[r.page === 'namespaces' && !g.listNamespaces && !g.ns ? 'choose' : r.page];
   const freshText = h('span', {});
   const v = {
     gen: ++generation, r, page, started: 0, applied: 0, readAt: null, hold: '', error: '', freshText,
@@ -189,7 +197,7 @@ document.getElementById('logout').addEventListener('click', () => {
 
 document.getElementById('search').addEventListener('submit', (e) => {
   e.preventDefault();
-  const ns = document.getElementById('search-ns').value.trim();
+  const ns = api.grants().ns || document.getElementById('search-ns').value.trim();
   const rid = document.getElementById('search-rid').value.trim();
   location.hash = '#/ns/' + encodeURIComponent(ns) + '/outcomes/' + encodeURIComponent(rid);
 });

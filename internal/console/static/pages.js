@@ -2,7 +2,7 @@
 // returns a fresh node; the router morphs the page into it, now and every
 // few seconds, so that what the operator did to the page stays.
 import { h, confirmAction } from './dom.js';
-import { call, claims, enc, ProblemError } from './api.js';
+import { call, grants, enc, ProblemError } from './api.js';
 import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
 
@@ -79,21 +79,50 @@ function showResult() {
   document.querySelector('[data-result]')?.scrollIntoView({ block: 'nearest' });
 }
 
-// table is a table in a box of its own that scrolls sideways when it must;
-// key names the box, so that a refresh keeps its scroll.
+// table is a table in a box of its own that scrolls sideways when it must,
+// its first column staying put; key names the box, so that a refresh keeps
+// its scroll. On a phone's width the CSS stacks each row, each cell under
+// its column's name, which the cell carries in data-label. The roles say
+// what the elements are, as a stacked table's CSS would otherwise leave
+// Chromium's accessibility tree without its table.
 function table(caption, head, rows, empty) {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
-  return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption, 'data-key': 'table-' + caption },
-    h('table', {},
-      h('caption', {}, caption),
-      h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows)));
+  const t = h('table', { role: 'table' },
+    h('caption', {}, h('span', {}, caption)),
+    h('thead', { role: 'rowgroup' }, h('tr', { role: 'row' }, head.map((c) => h('th', { scope: 'col', role: 'columnheader' }, c)))),
+    h('tbody', { role: 'rowgroup' }, rows));
+  for (const tr of t.tBodies[0].rows) {
+    tr.setAttribute('role', 'row');
+    // A result row is one cell across the table: it has no column.
+    if (tr.classList.contains('result')) {
+      tr.cells[0].setAttribute('role', 'cell');
+      continue;
+    }
+    Array.from(tr.cells).forEach((cell, i) => {
+      cell.setAttribute('role', cell.tagName === 'TH' ? 'rowheader' : 'cell');
+      cell.setAttribute('data-label', head[i]);
+    });
+  }
+  return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption, 'data-key': 'table-' + caption }, t);
 }
 
 const nsPath = (ns) => '/v1/namespaces/' + enc(ns);
 const nsLink = (ns) => '#/ns/' + enc(ns);
 const streamLink = (ns, id) => nsLink(ns) + '/endpoints/' + enc(id);
 const outcomeLink = (ns, rid) => nsLink(ns) + '/outcomes/' + enc(rid);
+
+// home is where the token's way on leads: the namespaces, which only an
+// unbound admin token may list, its own namespace for a bound token, or
+// the page that asks for a namespace.
+function home() {
+  const g = grants();
+  if (g.ns) return [nsLink(g.ns), 'go to namespace ' + g.ns];
+  return ['#/', g.listNamespaces ? 'go to the namespaces' : 'open a namespace'];
+}
+
+// topCrumb leads to the namespaces, or to the page that asks for one; a
+// bound token has no other namespace to go to.
+const topCrumb = () => ['Namespaces', grants().ns ? null : '#/'];
 
 function crumbs(...items) {
   return h('nav', { 'aria-label': 'Breadcrumb', class: 'crumbs' },
@@ -142,7 +171,7 @@ const namespaces = {
   // Each view reads NS_VIEW + NS_EXAMINE namespaces' rows.
   refreshMs: 15000,
   async render(r) {
-    const bound = claims().ns;
+    const bound = grants().ns;
     if (bound) {
       // A namespace-bound token may not list namespaces; its own is the start.
       location.replace(nsLink(bound));
@@ -234,7 +263,7 @@ const namespace = {
       h('td', {}, when(h, c.accepted_at)),
       h('td', { class: 'wrap' }, c.endpoints.map((s) => h('span', { class: 'chip' }, s.endpoint + ': ' + s.state))))) : [];
     return h('section', {},
-      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns]),
+      crumbs(topCrumb(), [r.ns]),
       h('h1', {}, 'Namespace ', h('code', {}, r.ns)),
       table('Endpoints, failing first',
         ['Endpoint', 'State', 'Pending rows', 'Pending bytes', 'Oldest pending', 'Next attempt', 'Last error', 'Delivered', 'Failed attempts'],
@@ -261,40 +290,47 @@ function withRowResult(rows, ids, prefix, cols) {
   return out;
 }
 
+// replayCell is a pending row's Replay, or why there is none: a disabled
+// endpoint answers 409 to a replay, and only admin may replay.
+function replayCell(r, row, i, e, ctx) {
+  if (!e.enabled) return h('td', { class: 'wrap muted' }, 'Not while disabled: enable the endpoint first');
+  return h('td', {}, h('button', {
+    type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
+    onclick: () => act('replay:' + row.reservation_id, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
+      () => call('POST', '/v1/admin/namespaces/' + enc(r.ns) + '/endpoints/' + enc(r.id) + '/outcomes/' + enc(row.reservation_id) + '/replay'),
+      (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx, { index: i }),
+  }, 'Replay'));
+}
+
 const stream = {
   title: (r) => r.id + ' · ' + r.ns,
   async render(r, ctx) {
+    const g = grants();
     const base = nsPath(r.ns);
     const cursor = r.params.get('cursor');
     const [e, o] = await Promise.all([
       call('GET', base + '/endpoints/' + enc(r.id)),
-      call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '')),
+      // The pending rows need outbox:read; a token without it still sees
+      // the endpoint and may enable or disable it.
+      g.readOutbox ? call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '')) : null,
     ]);
-    const state = e.enabled ? o.state : 'disabled';
-    // A row whose stored outcome cannot be read has no reservation id to
-    // link or replay: it shows by its place.
-    const rows = o.rows.map((row, i) => !row.reservation_id ? h('tr', { 'data-key': 'seq-' + row.sequence },
+    const state = !e.enabled ? 'disabled' : o ? o.state : 'none';
+    // The row's reservation id heads it and stays put as the table
+    // scrolls. A row whose stored outcome cannot be read has no
+    // reservation id to link or replay: it shows by its place.
+    const head = ['Reservation id', 'Seq', g.admin ? 'Action' : null, 'Kind', 'Attempts', 'Last attempt'].filter(Boolean);
+    const rows = (o ? o.rows : []).map((row, i) => h('tr', { 'data-key': 'seq-' + row.sequence },
+      row.reservation_id
+        ? h('th', { scope: 'row', class: 'id' }, h('a', { href: outcomeLink(r.ns, row.reservation_id), title: row.reservation_id }, row.reservation_id))
+        : h('th', { scope: 'row' }, 'unreadable'),
       h('td', { class: 'n' }, num(row.sequence)),
-      h('th', { scope: 'row' }, 'unreadable'),
-      h('td', {}, '—'),
-      h('td', {}, '—'),
-      h('td', { class: 'n' }, num(row.attempt_count)),
-      h('td', { class: 'wrap' }, lastError(row.last_attempt))) : h('tr', { 'data-key': 'seq-' + row.sequence },
-      h('td', { class: 'n' }, num(row.sequence)),
-      h('th', { scope: 'row', class: 'id' }, h('a', { href: outcomeLink(r.ns, row.reservation_id), title: row.reservation_id }, row.reservation_id)),
-      h('td', {}, h('button', {
-        type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
-        onclick: () => act('replay:' + row.reservation_id, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
-          () => call('POST', '/v1/admin/namespaces/' + enc(r.ns) + '/endpoints/' + enc(r.id) + '/outcomes/' + enc(row.reservation_id) + '/replay'),
-          (res) => `Replayed ${res.reservation_id}: next attempt ${new Date(res.next_attempt_at).toLocaleTimeString()}.`, ctx, { index: i }),
-      }, 'Replay')),
+      !g.admin ? null : row.reservation_id ? replayCell(r, row, i, e, ctx) : h('td', {}, '—'),
       h('td', {}, row.kind || '—'),
       h('td', { class: 'n' }, num(row.attempt_count)),
       h('td', { class: 'wrap' }, lastError(row.last_attempt))));
-    const COLS = 6;
-    const shown = withRowResult(rows, o.rows.map((row) => row.reservation_id), 'replay:', COLS);
+    const shown = withRowResult(rows, (o ? o.rows : []).map((row) => row.reservation_id), 'replay:', head.length);
     const secretHeaders = Object.values(e.headers || {}).includes('[redacted]');
-    const toggle = h('button', {
+    const toggle = !g.writeEndpoints ? null : h('button', {
       type: 'button', 'data-key': 'toggle', disabled: secretHeaders,
       onclick: () => act('toggle', e.enabled ? `Disable ${r.id}? Nothing is delivered to it until it is enabled; its rows stay and new ones queue.` : `Enable ${r.id}? Its pending rows are delivered at once.`,
         e.enabled ? 'Disable' : 'Enable',
@@ -305,28 +341,30 @@ const stream = {
         }),
         (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx, { danger: e.enabled }),
     }, e.enabled ? 'Disable endpoint' : 'Enable endpoint');
+    const backlog = o ? o.backlog : e.backlog;
     return h('section', {},
-      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.id]),
+      crumbs(topCrumb(), [r.ns, nsLink(r.ns)], [r.id]),
       h('h1', {}, 'Endpoint ', h('code', {}, r.id)),
       h('dl', { class: 'facts' },
         h('dt', {}, 'State'), h('dd', {}, badge(state), e.disabled_reason ? ' ' + disabledWhy(e.disabled_reason) : ''),
         e.disabled_at ? [h('dt', {}, 'Disabled since'), h('dd', {}, when(h, e.disabled_at))] : null,
         e.failing ? [h('dt', {}, 'Failing since'), h('dd', {}, when(h, e.failing.since), ', last ', lastError({ status: e.failing.last_status, error: e.failing.last_error }, false))] : null,
         h('dt', {}, 'URL'), h('dd', {}, h('code', {}, e.url)),
-        h('dt', {}, 'Pending'), h('dd', {}, num(o.backlog.rows) + ' rows, ' + bytes(o.backlog.bytes)),
-        h('dt', {}, 'Next attempt'), h('dd', {}, when(h, o.next_attempt_at)),
-        h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires)),
+        h('dt', {}, 'Pending'), h('dd', {}, num(backlog.rows) + (backlog.rows === 1 ? ' row, ' : ' rows, ') + bytes(backlog.bytes)),
+        h('dt', {}, 'Next attempt'), h('dd', {}, when(h, o ? o.next_attempt_at : e.next_attempt_at)),
+        o ? [h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires))] : null,
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
-      h('div', { class: 'actions' }, toggle,
-        secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null),
+      toggle ? h('div', { class: 'actions' }, toggle,
+        secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null) : null,
       resultView('toggle'),
       rows.length || !result?.key.startsWith('replay:') ? null : resultView(result.key),
-      table('Pending rows in delivery order', ['Seq', 'Reservation id', 'Action', 'Kind', 'Attempts', 'Last attempt'], rows.length ? shown : [],
-        'Nothing is pending: every outcome for this endpoint was delivered.'),
-      o.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
-      await recoverView(r, ctx));
+      !o ? h('p', { class: 'empty' }, 'This token may not read the pending rows (that needs the outbox:read scope).')
+        : table('Pending rows in delivery order', head, rows.length ? shown : [],
+          'Nothing is pending: every outcome for this endpoint was delivered.'),
+      o?.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
+      await recoverView(r, ctx, g));
   },
 };
 
@@ -334,7 +372,9 @@ function isoFromLocal(v) {
   return v ? new Date(v).toISOString() : '';
 }
 
-async function recoverView(r, ctx) {
+// recoverView is a recovery's progress, and the form that starts one for
+// an admin token.
+async function recoverView(r, ctx, g) {
   const job = r.params.get('job');
   let progress = null;
   if (job) {
@@ -374,12 +414,13 @@ async function recoverView(r, ctx) {
   h('label', { for: 'rec-until' }, 'Until'), until,
   h('div', { class: 'actions' }, h('button', { type: 'submit', 'data-key': 'rec-go' }, 'Start recovery')),
   resultView('recover'));
-  return h('div', {}, progress, form);
+  return h('div', {}, progress, g.admin ? form : null);
 }
 
 const outcome = {
   title: (r) => r.rid + ' · ' + r.ns,
   async render(r, ctx) {
+    const g = grants();
     const v = await call('GET', nsPath(r.ns) + '/outcomes/' + enc(r.rid));
     const stories = v.endpoints.map((s) => h('article', { class: 'card', 'data-key': 'story-' + s.endpoint },
       h('h3', {}, h('a', { href: streamLink(r.ns, s.endpoint) }, s.endpoint), ' ', h('span', { class: 'badge ' + (s.state === 'delivered' ? 'good' : s.state === 'pending' ? 'bad' : '') }, s.state)),
@@ -391,15 +432,15 @@ const outcome = {
         s.attempt_count > s.attempts.length ? h('li', { class: 'muted' }, `${num(s.attempt_count - s.attempts.length)} earlier attempts not kept`) : null,
         s.delivered_at ? h('li', {}, 'Delivered ', when(h, s.delivered_at)) : null,
         s.dropped_at ? h('li', {}, 'Dropped ', when(h, s.dropped_at)) : null),
-      s.state === 'delivered' ? h('button', {
+      s.state === 'delivered' && g.admin ? h('button', {
         type: 'button', 'data-key': 'resend-' + s.endpoint, 'aria-label': 'Resend to ' + s.endpoint,
         onclick: () => act('resend:' + s.endpoint, `Send ${r.rid} to ${s.endpoint} again? The receiver gets it a second time.`, 'Resend',
           () => call('POST', nsPath(r.ns) + '/endpoints/' + enc(s.endpoint) + '/outcomes/' + enc(r.rid) + '/resend'),
           () => `Resent ${r.rid} to ${s.endpoint}.`, ctx),
-      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, 'Pending: replay it from its stream') : null,
+      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, g.admin ? 'Pending: replay it from its stream' : 'Pending: see its stream') : null,
       resultView('resend:' + s.endpoint)));
     return h('section', {},
-      crumbs(['Namespaces', claims().ns ? null : '#/'], [r.ns, nsLink(r.ns)], [r.rid]),
+      crumbs(topCrumb(), [r.ns, nsLink(r.ns)], [r.rid]),
       h('h1', {}, 'Outcome ', h('code', {}, r.rid)),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Sequence'), h('dd', {}, num(v.seq)),
@@ -415,15 +456,36 @@ const missing = {
   title: () => 'Not found',
   live: false,
   async render() {
-    return h('section', {}, h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/' }, 'Go to the namespaces')));
+    const [href, label] = home();
+    return h('section', {}, h('h1', {}, 'No such page'), h('p', {}, h('a', { href }, label[0].toUpperCase() + label.slice(1))));
   },
 };
 
-// failed is a page whose data did not load: the API's problem, and a way on.
+// choose is the start of a token that may not list namespaces and is bound
+// to none: it asks for a namespace, or says the token can show nothing.
+const choose = {
+  title: () => 'Open a namespace',
+  live: false,
+  async render() {
+    const g = grants();
+    if (!g.readEndpoints) {
+      return h('section', {}, h('h1', {}, 'Nothing to show'),
+        h('p', {}, 'This token may not read endpoints or the outbox: the console needs the outbox:read scope ',
+          '(or endpoints:write, or admin). Log out and sign in with another token.'));
+    }
+    return h('section', {}, h('h1', {}, 'Open a namespace'),
+      h('p', {}, 'This token may not list namespaces: that needs the admin scope. Name the namespace to open.'),
+      openNamespace());
+  },
+};
+
+// failed is a page whose data did not load: the API's problem, and a way
+// on that the token may take.
 function failed(r, err) {
+  const [href, label] = home();
   return h('section', {}, h('h1', {}, 'Could not load this page'), problemView(err),
-    h('p', {}, 'It refreshes by itself; or ', h('a', { href: '#/' }, 'go to the namespaces'), '.'), openNamespace());
+    h('p', {}, 'It refreshes by itself; or ', h('a', { href }, label), '.'), grants().ns ? null : openNamespace());
 }
 for (const p of [namespaces, namespace, stream, outcome]) p.failed = failed;
 
-export const pages = { namespaces, namespace, stream, outcome, missing };
+export const pages = { namespaces, namespace, stream, outcome, missing, choose };
