@@ -32,10 +32,14 @@ type NamespacePage struct {
 type NamespaceSummary struct {
 	Namespace string `json:"namespace"`
 	Endpoints int    `json:"endpoints"`
-	// Failing counts its endpoints that need an operator: disabled,
-	// backing off, or stored in a state that does not decode.
-	Failing int     `json:"failing"`
-	Backlog Backlog `json:"backlog"`
+	// Failing counts its endpoints that need an operator: disabled by
+	// relay (a 410, failing too long) or being deleted, backing off, or
+	// stored in a state that does not decode.
+	Failing int `json:"failing"`
+	// Disabled counts its endpoints an operator disabled, on purpose: they
+	// are not failing.
+	Disabled int     `json:"disabled"`
+	Backlog  Backlog `json:"backlog"`
 }
 
 // Namespaces returns a page of every namespace that has an endpoint (scope

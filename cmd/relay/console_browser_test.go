@@ -245,7 +245,7 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_HELD_RID="+held,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
-		"CONSOLE_NAMESPACE_ORDER=acme,other,wide,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
+		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
 		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

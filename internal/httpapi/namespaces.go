@@ -21,6 +21,7 @@ type namespaceView struct {
 	Namespace string      `json:"namespace"`
 	Endpoints int         `json:"endpoints"`
 	Failing   int         `json:"failing"`
+	Disabled  int         `json:"disabled"`
 	Backlog   backlogView `json:"backlog"`
 }
 
@@ -77,7 +78,7 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		if failingOnly && s.Failing == 0 {
 			continue
 		}
-		v.Namespaces = append(v.Namespaces, namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing,
+		v.Namespaces = append(v.Namespaces, namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing, Disabled: s.Disabled,
 			Backlog: backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes}})
 	}
 	if page.Next != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookrelay/relay/internal/httpapi"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/store"
@@ -24,6 +25,7 @@ type namespaceEntry struct {
 	Namespace string `json:"namespace"`
 	Endpoints int    `json:"endpoints"`
 	Failing   int    `json:"failing"`
+	Disabled  int    `json:"disabled"`
 	Backlog   struct {
 		Rows  uint64 `json:"rows"`
 		Bytes uint64 `json:"bytes"`
@@ -115,10 +117,18 @@ func TestNamespacesListsEachWithItsEndpointsAndBacklog(t *testing.T) {
 		if acme.Failing != 0 || globex.Failing != 0 {
 			t.Fatalf("healthy namespaces failing: acme %d, globex %d", acme.Failing, globex.Failing)
 		}
+		// Disabled by an operator: on purpose, so not failing.
 		h.putEndpoint("globex", "ops", `{"url": "https://ops.example.com/hooks", "enabled": false}`)
 		for _, e := range h.listAll(0, nil) {
-			if w := map[string]int{"acme": 0, "globex": 1}[e.Namespace]; e.Failing != w {
-				t.Fatalf("%s: %d failing, want %d", e.Namespace, e.Failing, w)
+			if w := map[string]int{"acme": 0, "globex": 1}[e.Namespace]; e.Failing != 0 || e.Disabled != w {
+				t.Fatalf("%s: %d failing and %d disabled, want 0 and %d", e.Namespace, e.Failing, e.Disabled, w)
+			}
+		}
+		// Disabled by relay, after a 410: failing.
+		outboxtest.PutEndpoint(t, h.st, store.Partition{Namespace: "globex"}, "ops", schema.Endpoint{URL: "https://ops.example.com/hooks", DisabledReason: "gone"})
+		for _, e := range h.listAll(0, nil) {
+			if w := map[string]int{"acme": 0, "globex": 1}[e.Namespace]; e.Failing != w || e.Disabled != 0 {
+				t.Fatalf("%s: %d failing and %d disabled, want %d and 0", e.Namespace, e.Failing, e.Disabled, w)
 			}
 		}
 		// failing=true keeps, of what each page examines, the failing ones:

@@ -22,11 +22,14 @@ type NamespaceSummary struct {
 	Endpoints int
 	// Backlog sums its streams' backlogs.
 	Backlog schema.Backlog
-	// Failing counts the endpoints that need an operator: disabled (by
-	// one, by a 410, or being deleted), or whose stream's last fire
-	// delivered nothing and failed (backing off), or whose row or timer
-	// does not decode.
+	// Failing counts the endpoints that need an operator: disabled by
+	// relay (a 410, failing too long) or being deleted, or whose stream's
+	// last fire delivered nothing and failed (backing off), or whose row or
+	// timer does not decode.
 	Failing int
+	// Disabled counts the endpoints an operator disabled: on purpose, so
+	// not failing, whatever their stream did before.
+	Disabled int
 }
 
 // NamespacePage is one page of Admin.Namespaces. Next is the cursor of the
@@ -108,7 +111,7 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 	ts, te := schema.ClassRange(schema.ClassTimer)
 	reads := []store.Read{{Start: es, End: ee, Limit: summaryPage}, {Start: bs, End: be, Limit: summaryPage}, {Start: ts, End: te, Limit: summaryPage}}
 	// The endpoints, and which of them (or of the timers' references) fail.
-	ids, failing := map[string]bool{}, map[string]bool{}
+	ids, failing, disabled := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for len(reads) > 0 {
 		res, err := store.ReadMany(ctx, a.Store, p, reads)
 		if err != nil {
@@ -122,7 +125,14 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 				for _, e := range r.Page.Entries {
 					id, _ := schema.ClassEndpoint.ID(e.Key)
 					ids[id] = true
-					if ep, err := schema.DecodeEndpoint(e.Value); err != nil || !ep.Enabled {
+					switch ep, err := schema.DecodeEndpoint(e.Value); {
+					case err != nil:
+						failing[id] = true
+					case !ep.Enabled && ep.DisabledReason == "":
+						// An operator's disable gives no reason; relay's
+						// always do.
+						disabled[id] = true
+					case !ep.Enabled:
 						failing[id] = true
 					}
 				}
@@ -148,8 +158,11 @@ func (a *Admin) summary(ctx context.Context, p store.Partition) (NamespaceSummar
 		}
 		reads = again
 	}
-	for id := range failing {
-		if ids[id] {
+	for id := range ids {
+		switch {
+		case disabled[id]:
+			s.Disabled++
+		case failing[id]:
 			s.Failing++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
 )
@@ -201,21 +202,38 @@ func TestNamespacesCountTheFailingEndpoints(t *testing.T) {
 			e.put(id, outbox.EndpointSpec{Enabled: true})
 		}
 		e.Append(committed("a"))
-		failing := func() int {
+		summary := func() outbox.NamespaceSummary {
 			t.Helper()
 			s, ok := summaryOf(t, e, e.P)
 			if !ok {
 				t.Fatal("not listed")
 			}
-			return s.Failing
+			return s
 		}
+		failing := func() int { t.Helper(); return summary().Failing }
 		if n := failing(); n != 0 {
 			t.Fatalf("%d failing among healthy streams", n)
 		}
+		// Disabled by an operator: on purpose, not failing, even with a
+		// stream that failed before.
 		e.put("ledger", outbox.EndpointSpec{Enabled: false})
-		if n := failing(); n != 1 {
-			t.Fatalf("%d failing with one disabled, want 1", n)
+		if s := summary(); s.Failing != 0 || s.Disabled != 1 {
+			t.Fatalf("failing %d, disabled %d with one disabled by an operator, want 0 and 1", s.Failing, s.Disabled)
 		}
+		// Disabled by relay, after a 410: failing.
+		outboxtest.PutEndpoint(t, e.St, e.P, "ops", schema.Endpoint{Enabled: false, DisabledReason: "gone"})
+		if s := summary(); s.Failing != 1 || s.Disabled != 1 {
+			t.Fatalf("failing %d, disabled %d with one gone, want 1 and 1", s.Failing, s.Disabled)
+		}
+		outboxtest.PutEndpoint(t, e.St, e.P, "ops", schema.Endpoint{Enabled: true})
+		if n := failing(); n != 0 {
+			t.Fatalf("%d failing once ops is enabled again, want 0", n)
+		}
+		e.put("ledger", outbox.EndpointSpec{Enabled: true})
+		if n := failing(); n != 0 {
+			t.Fatalf("%d failing once ledger is enabled again, want 0", n)
+		}
+		e.put("ledger", outbox.EndpointSpec{Enabled: false})
 		replace := func(id string, state []byte) {
 			t.Helper()
 			row, ok := e.deliveryTimer(id)
@@ -229,16 +247,17 @@ func TestNamespacesCountTheFailingEndpoints(t *testing.T) {
 			}
 		}
 		replace("billing", deliveryState(t, 3))
-		if n := failing(); n != 2 {
-			t.Fatalf("%d failing with one backing off, want 2", n)
+		replace("ledger", deliveryState(t, 3))
+		if n := failing(); n != 1 {
+			t.Fatalf("%d failing with one backing off, want 1", n)
 		}
 		replace("audit", []byte{0xff})
-		if n := failing(); n != 3 {
-			t.Fatalf("%d failing with a corrupt timer, want 3", n)
+		if n := failing(); n != 2 {
+			t.Fatalf("%d failing with a corrupt timer, want 2", n)
 		}
 		replace("billing", deliveryState(t, 0))
-		if n := failing(); n != 2 {
-			t.Fatalf("%d failing once billing delivered again, want 2", n)
+		if s := summary(); s.Failing != 1 || s.Disabled != 1 {
+			t.Fatalf("failing %d, disabled %d once billing delivered again, want 1 and 1", s.Failing, s.Disabled)
 		}
 	})
 }

@@ -162,9 +162,15 @@ export function rankNamespaces(list) {
     a.namespace.localeCompare(b.namespace));
 }
 
-const health = (n) => n.failing > 0
-  ? h('span', { class: 'badge bad' }, num(n.failing) + ' failing')
-  : h('span', { class: 'badge good' }, 'healthy');
+// health says what needs an operator apart from what one disabled on
+// purpose, which is not failing.
+const health = (n) => {
+  const badges = [];
+  if (n.failing > 0) badges.push(h('span', { class: 'badge bad' }, num(n.failing) + ' failing'));
+  if (n.disabled > 0) badges.push(h('span', { class: 'badge' }, num(n.disabled) + ' disabled'));
+  if (!badges.length) badges.push(h('span', { class: 'badge good' }, 'healthy'));
+  return badges.length === 1 ? badges[0] : h('span', {}, badges[0], ' ', badges[1]);
+};
 
 const namespaces = {
   title: () => 'Namespaces',

@@ -1346,12 +1346,16 @@ export interface components {
             /** @description Its endpoints, one being deleted included. */
             endpoints: number;
             /**
-             * @description Its endpoints that need an operator: disabled (by an operator,
-             *     after a 410, or being deleted), backing off after fires that
-             *     delivered nothing, or whose stored state does not decode. At
-             *     most `endpoints`.
+             * @description Its endpoints that need an operator: disabled by relay (after a
+             *     410, or failing for `RELAY_DISABLE_AFTER`) or being deleted,
+             *     backing off after fires that delivered nothing, or whose stored
+             *     state does not decode. An endpoint an operator disabled is not
+             *     failing: it counts in `disabled`. `failing` and `disabled`
+             *     together are at most `endpoints`.
              */
             failing: number;
+            /** @description Its endpoints an operator disabled, on purpose. */
+            disabled: number;
             /** @description What is pending delivery over all its streams. */
             backlog: components["schemas"]["Backlog"];
         };

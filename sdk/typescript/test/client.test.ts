@@ -164,7 +164,7 @@ const json = (status: number, v: unknown) => (_: Seen, res: ServerResponse) => r
 
 test("every operation sends its method, path, query and body and decodes its answer", async () => {
   const c = new RelayClient(base + "/prefix/", { token });
-  const page = { namespaces: [{ namespace: "acme", endpoints: 2, failing: 0, backlog: { rows: 0, bytes: 0 } }], next_cursor: null };
+  const page = { namespaces: [{ namespace: "acme", endpoints: 2, failing: 0, disabled: 0, backlog: { rows: 0, bytes: 0 } }], next_cursor: null };
   const cases: { name: string; call: () => Promise<unknown>; answer: unknown; status?: number; method: string; url: string; body?: unknown; auth?: boolean }[] = [
     { name: "listNamespaces", call: () => c.listNamespaces(), answer: page, method: "GET", url: "/v1/namespaces" },
     { name: "listNamespaces paged", call: () => c.listNamespaces({ cursor: "c/1+2", limit: 10, failing: true }), answer: page, method: "GET", url: "/v1/namespaces?cursor=c%2F1%2B2&limit=10&failing=true" },

@@ -95,6 +95,11 @@ try {
   const names = await all.locator('tbody th').allInnerTexts();
   if (names.join(',') !== order.join(',')) throw new Error('namespaces in the order ' + names + ', want ' + order);
   await all.locator('tbody tr').first().getByText('1 failing').waitFor();
+  // An endpoint an operator disabled is shown apart, and does not make its
+  // namespace failing.
+  const other = all.locator('tbody tr', { has: page.getByRole('link', { name: 'other', exact: true }) });
+  await other.getByText('1 disabled').waitFor();
+  if (await other.getByText(/ failing$/).count()) throw new Error('a namespace whose only disabled endpoint an operator disabled is marked failing');
   // The failing ones are also listed on their own, found by relay.
   const failingOnes = page.locator('table', { has: page.locator('caption', { hasText: 'Namespaces with a failing endpoint' }) });
   const failingNames = await failingOnes.locator('tbody th').allInnerTexts();
