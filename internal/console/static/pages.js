@@ -299,7 +299,7 @@ function withRowResult(rows, ids, prefix, cols) {
 // replayCell is a pending row's Replay, or why there is none: a disabled
 // endpoint answers 409 to a replay, and only admin may replay.
 function replayCell(r, row, i, e, ctx) {
-  if (!e.enabled) return h('td', { class: 'wrap muted' }, 'Not while disabled: enable the endpoint first');
+  if (!e.enabled) return h('td', { class: 'wrap muted' }, 'Not while disabled: enable the endpoint, or Enable and deliver');
   return h('td', {}, h('button', {
     type: 'button', 'data-key': 'replay-' + row.reservation_id, 'aria-label': 'Replay ' + row.reservation_id,
     onclick: () => act('replay:' + row.reservation_id, `Replay ${row.reservation_id} on ${r.id} now, before the rows ahead of it?`, 'Replay',
@@ -335,19 +335,26 @@ const stream = {
       h('td', { class: 'n' }, num(row.attempt_count)),
       h('td', { class: 'wrap' }, lastError(row.last_attempt))));
     const shown = withRowResult(rows, (o ? o.rows : []).map((row) => row.reservation_id), 'replay:', head.length);
-    const secretHeaders = Object.values(e.headers || {}).includes('[redacted]');
+    // Enabling and disabling change only that, through routes of their
+    // own: nothing of the endpoint is sent back.
     const toggle = !g.writeEndpoints ? null : h('button', {
-      type: 'button', 'data-key': 'toggle', disabled: secretHeaders,
+      type: 'button', 'data-key': 'toggle',
       onclick: () => act('toggle', e.enabled ? `Disable ${r.id}? Nothing is delivered to it until it is enabled; its rows stay and new ones queue.` : `Enable ${r.id}? Its pending rows are delivered at once.`,
         e.enabled ? 'Disable' : 'Enable',
-        () => call('PUT', base + '/endpoints/' + enc(r.id), {
-          url: e.url, scheme: e.scheme, kinds: e.kinds, enabled: !e.enabled,
-          max_in_flight: e.max_in_flight, timeout_ms: e.timeout_ms, headers: e.headers,
-          ...(e.rate_limit ? { rate_limit: e.rate_limit } : {}),
-        }),
+        () => call('POST', base + '/endpoints/' + enc(r.id) + (e.enabled ? '/disable' : '/enable')),
         (res) => `${res.id} is now ${res.enabled ? 'enabled' : 'disabled'}.`, ctx, { danger: e.enabled }),
     }, e.enabled ? 'Disable endpoint' : 'Enable endpoint');
     const backlog = o ? o.backlog : e.backlog;
+    // Every pending row at once, its backoff forgotten; on a disabled
+    // endpoint, enabled in the same step.
+    const retry = !g.admin || backlog.rows === 0 ? null : h('button', {
+      type: 'button', 'data-key': 'retry',
+      onclick: () => act('toggle', e.enabled
+        ? `Try every pending row of ${r.id} now, forgetting its backoff?`
+        : `Enable ${r.id} and deliver its pending rows now?`, e.enabled ? 'Retry now' : 'Enable and deliver',
+      () => call('POST', base + '/endpoints/' + enc(r.id) + '/retry' + (e.enabled ? '' : '?enable=true')),
+      (res) => `${num(res.pending_rows)} ${res.pending_rows === 1 ? 'row is' : 'rows are'} due now${res.enabled ? '; the endpoint is enabled' : ''}.`, ctx),
+    }, e.enabled ? 'Retry every pending row now' : 'Enable and deliver');
     return h('section', {},
       crumbs(topCrumb(), [r.ns, nsLink(r.ns)], [r.id]),
       h('h1', {}, 'Endpoint ', h('code', {}, r.id)),
@@ -362,8 +369,7 @@ const stream = {
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
-      toggle ? h('div', { class: 'actions' }, toggle,
-        secretHeaders ? h('span', { class: 'muted' }, ' This endpoint has secret headers: enable or disable it through the API, which needs them.') : null) : null,
+      toggle || retry ? h('div', { class: 'actions' }, toggle, retry ? ' ' : null, retry) : null,
       resultView('toggle'),
       rows.length || !result?.key.startsWith('replay:') ? null : resultView(result.key),
       !o ? h('p', { class: 'empty' }, 'This token may not read the pending rows (that needs the outbox:read scope).')
@@ -401,10 +407,16 @@ async function recoverView(r, ctx, g) {
       // this handler.
       const f = e.currentTarget.elements;
       const from = f.since.value, to = f.until.value;
-      if (!(await confirmAction(`Queue again every outcome ${r.id} was delivered that was accepted from ${from} to ${to}?`, 'Recover'))) return;
+      const range = { since: isoFromLocal(from), until: isoFromLocal(to) };
       clearResult();
       try {
-        const j = await call('POST', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover', { since: isoFromLocal(from), until: isoFromLocal(to) });
+        // What the range holds, counted and written nowhere, so that the
+        // operator knows what the confirmation starts.
+        const q = new URLSearchParams(range).toString();
+        const p = await call('GET', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover?' + q);
+        const count = (p.partial ? 'at least ' : '') + num(p.delivered) + (p.delivered === 1 && !p.partial ? ' outcome' : ' outcomes');
+        if (!(await confirmAction(`Queue again the ${count} ${r.id} was delivered that were accepted from ${from} to ${to}?`, 'Recover'))) return;
+        const j = await call('POST', nsPath(r.ns) + '/endpoints/' + enc(r.id) + '/recover', range);
         location.hash = streamLink(r.ns, r.id) + '?job=' + enc(j.id);
       } catch (err) {
         if (err instanceof ProblemError && err.status === 401) return;

@@ -191,7 +191,12 @@ try {
   await page.getByLabel('From', { exact: true }).fill(since);
   await page.getByLabel('Until', { exact: true }).fill(until);
   await page.getByRole('button', { name: 'Start recovery' }).click();
-  await page.getByRole('dialog').getByRole('button', { name: 'Recover' }).click();
+  // The confirmation says how many outcomes the range holds, counted first.
+  await page.getByRole('dialog').getByText(/Queue again the 3 outcomes billing was delivered/).waitFor();
+  const recoverOk = page.getByRole('dialog').getByRole('button', { name: 'Recover' });
+  // Only what stops or removes something asks in red.
+  if (await recoverOk.evaluate((b) => b.classList.contains('danger'))) throw new Error('the confirmation of a recovery is red');
+  await recoverOk.click();
   await page.waitForURL(/[?&]job=[0-9a-f]{32}$/);
   await page.getByText(/^Recovery [0-9a-f]{32}: done, [0-9,]+ of at most [0-9,]+ examined, 3 queued/).waitFor({ timeout: 30000 });
   if ((await ask('recovered')) !== 'delivered again') throw new Error('the recovered outcomes did not arrive');

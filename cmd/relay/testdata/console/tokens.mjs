@@ -86,8 +86,10 @@ export async function tokenWork(page, { adminLink, boundLink, readLink, heldRID,
   const held = page.getByRole('region', { name: 'Pending rows in delivery order' }).getByRole('row', { name: new RegExp(heldRID) });
   await held.waitFor();
   if (await held.getByRole('button').count()) fail('a disabled endpoint\'s row offers ' + await held.getByRole('button').allInnerTexts());
-  await held.getByText('Not while disabled: enable the endpoint first').waitFor();
+  await held.getByText('Not while disabled: enable the endpoint, or Enable and deliver').waitFor();
   await page.getByRole('button', { name: 'Enable endpoint' }).waitFor();
+  // Its rows go in one step with the enable, not row by row.
+  await page.getByRole('button', { name: 'Enable and deliver' }).waitFor();
   foreign = await foreignLinks();
   if (foreign.length) fail('the bound token\'s stream page links elsewhere: ' + foreign.join(' '));
   await shot('stream-disabled');
