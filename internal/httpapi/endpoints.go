@@ -278,6 +278,22 @@ func (a *api) listEndpoints(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, out)
 }
 
+// queryBool is the query flag name: false when absent, and else exactly the
+// contract's boolean, not strconv.ParseBool's 1, t, T, TRUE or True, on
+// flags that drop data or enable an endpoint.
+func queryBool(q url.Values, name string) (bool, *Problem) {
+	if !q.Has(name) {
+		return false, nil
+	}
+	switch q.Get(name) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, NewProblem(SlugInvalidRequest, name+" must be true or false")
+}
+
 func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 	p, id, prob := streamParams(r)
 	if prob != nil {
@@ -289,18 +305,10 @@ func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	force := false
-	if q.Has("force") {
-		// Exactly the contract's boolean: not strconv.ParseBool's 1, t, T,
-		// TRUE or True, on the one flag that drops data.
-		switch q.Get("force") {
-		case "true":
-			force = true
-		case "false":
-		default:
-			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "force must be true or false"))
-			return
-		}
+	force, prob := queryBool(q, "force")
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
 	}
 	dropped, err := a.Admin.DeleteEndpoint(r.Context(), p, id, force)
 	if dropped > 0 || err == nil {

@@ -63,16 +63,10 @@ func (a *api) retryStream(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, prob)
 		return
 	}
-	enable := false
-	if q.Has("enable") {
-		switch q.Get("enable") {
-		case "true":
-			enable = true
-		case "false":
-		default:
-			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "enable must be true or false"))
-			return
-		}
+	enable, prob := queryBool(q, "enable")
+	if prob != nil {
+		WriteProblem(w, r, prob)
+		return
 	}
 	res, err := a.Admin.Retry(r.Context(), p, id, enable)
 	if errors.Is(err, outbox.ErrDisabled) {
