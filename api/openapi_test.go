@@ -516,7 +516,7 @@ func TestResponseSchemas(t *testing.T) {
 		{"excerpt over 256", strings.Replace(page, `"busy"`, `"`+strings.Repeat("b", 257)+`"`, 1), false},
 		{"delivered attempt", strings.Replace(page, `"duration_ms": 5000, "error": "timeout"`, `"duration_ms": 3, "status": 204`, 1), true},
 	})
-	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "failing": 1, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
+	namespaces := `{"namespaces": [{"namespace": "acme", "endpoints": 2, "failing": 1, "disabled": 0, "backlog": {"rows": 3, "bytes": 1200}}], "next_cursor": "AWFjbWU"}`
 	runCases(t, doc, "NamespacePage", []schemaCase{
 		{"page", namespaces, true},
 		{"last page", strings.Replace(namespaces, `"AWFjbWU"`, `null`, 1), true},
@@ -526,6 +526,8 @@ func TestResponseSchemas(t *testing.T) {
 		{"bad namespace", strings.Replace(namespaces, `"acme"`, `"ACME"`, 1), false},
 		{"failing missing", strings.Replace(namespaces, `"failing": 1, `, ``, 1), false},
 		{"failing negative", strings.Replace(namespaces, `"failing": 1`, `"failing": -1`, 1), false},
+		{"disabled missing", strings.Replace(namespaces, `"disabled": 0, `, ``, 1), false},
+		{"disabled negative", strings.Replace(namespaces, `"disabled": 0`, `"disabled": -1`, 1), false},
 	})
 	runCases(t, doc, "ReplayResult", []schemaCase{
 		{"replayed", `{"endpoint": "billing", "reservation_id": "r-1", "sequence": 4, "next_attempt_at": "2025-11-30T00:00:00.000Z"}`, true},
