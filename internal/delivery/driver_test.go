@@ -1048,8 +1048,10 @@ func TestARecoveryDeliversWhatItQueuesWithoutWaitingForThePollInterval(t *testin
 		}
 		p := store.Partition{Namespace: "acme"}
 		admin := &outbox.Admin{Store: f.st, Clock: clock.System{}, Retention: time.Hour}
+		// From a minute inside the retention window: at its very edge, the
+		// millisecond Recover reads the clock later would put it outside.
 		now := time.Now().UnixMilli()
-		if _, err := admin.Recover(f.ctx, p, "billing", now-time.Hour.Milliseconds(), now+time.Minute.Milliseconds()); err != nil {
+		if _, err := admin.Recover(f.ctx, p, "billing", now-(time.Hour-time.Minute).Milliseconds(), now+time.Minute.Milliseconds()); err != nil {
 			t.Fatal(err)
 		}
 		d.WakePartition(p) // as the API does after starting a job
