@@ -207,6 +207,16 @@ func streamParams(r *http.Request) (store.Partition, string, *Problem) {
 	return p, id, nil
 }
 
+// streamQuery is streamParams and the request's query.
+func streamQuery(r *http.Request) (store.Partition, string, url.Values, *Problem) {
+	p, id, prob := streamParams(r)
+	if prob != nil {
+		return p, id, nil, prob
+	}
+	q, prob := readQuery(r)
+	return p, id, q, prob
+}
+
 // streamRowParams is streamParams and the reservation id of one of the
 // stream's outcomes, which a client may name (not a synthetic one).
 func streamRowParams(r *http.Request) (store.Partition, string, string, *Problem) {

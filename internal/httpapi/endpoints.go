@@ -295,12 +295,7 @@ func queryBool(q url.Values, name string) (bool, *Problem) {
 }
 
 func (a *api) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
-	if prob != nil {
-		WriteProblem(w, r, prob)
-		return
-	}
-	q, prob := readQuery(r)
+	p, id, q, prob := streamQuery(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return

@@ -53,12 +53,7 @@ type retryView struct {
 // next fire, now, with its backoff reset; with enable=true it enables a
 // disabled endpoint in the same step.
 func (a *api) retryStream(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
-	if prob != nil {
-		WriteProblem(w, r, prob)
-		return
-	}
-	q, prob := readQuery(r)
+	p, id, q, prob := streamQuery(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
@@ -106,12 +101,7 @@ type recoveryPreviewView struct {
 // previewRecovery counts, writing nothing, the outcomes a recovery of
 // [since, until) would queue again on the endpoint.
 func (a *api) previewRecovery(w http.ResponseWriter, r *http.Request) {
-	p, id, prob := streamParams(r)
-	if prob != nil {
-		WriteProblem(w, r, prob)
-		return
-	}
-	q, prob := readQuery(r)
+	p, id, q, prob := streamQuery(r)
 	if prob != nil {
 		WriteProblem(w, r, prob)
 		return
