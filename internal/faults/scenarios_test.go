@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,8 +164,8 @@ type scenario struct {
 	namespaces, perNS, workers int
 	// perRequest is the outcomes a request posts as a list; none is one.
 	perRequest int
-	// answer is the receivers' script; nil is slowish.
-	answer relaytest.Script
+	// answer makes the receivers' script; nil is slowish.
+	answer func(c *faultRun) relaytest.Script
 	// prepare runs once the endpoints are registered, before the posts.
 	prepare func(t *testing.T, c *faultRun)
 	// fault strikes while the posts go on, and returns once it is over.
@@ -204,6 +205,9 @@ type faultRun struct {
 	since time.Time
 	// dups are the duplicate deliveries.
 	dups int
+	// released is set when a fault lets receivers that held back answer
+	// at full speed.
+	released atomic.Bool
 }
 
 func (sc scenario) run(t *testing.T) {
@@ -218,9 +222,9 @@ func (sc scenario) run(t *testing.T) {
 	for i := range max(sc.relays, 1) {
 		c.relays = append(c.relays, s.startRelay(string(rune('a'+i))))
 	}
-	answer := sc.answer
-	if answer == nil {
-		answer = slowish
+	answer := relaytest.Script(slowish)
+	if sc.answer != nil {
+		answer = sc.answer(c)
 	}
 	c.targets = spread(t, c.relays[0], sc.prefix, sc.namespaces, 1, c.notify, answer)
 	c.p = newProducer(s, max(sc.perRequest, 1), c.relays...)
@@ -348,10 +352,22 @@ var scenarios = []scenario{{
 }, {
 	// Redis filled to its maxmemory (noeviction) while outcomes flow:
 	// ingest is refused with a retryable 503 and writes nothing, delivery
-	// goes on and frees memory, and ingest recovers.
+	// goes on and frees memory, and ingest recovers. History is not kept,
+	// so that a delivered outcome's bytes are freed, and receivers answer
+	// slowly until Redis is full, so that delivery does not free room as
+	// fast as the producers fill it.
 	name: "FullRedis", line: "Redis full",
 	suite:  func(t *testing.T) *suite { return newSuite(t, "--maxmemory-policy", "noeviction") },
+	env:    []string{"RELAY_RETENTION=0"},
 	prefix: "full", namespaces: 2, perNS: 4000, workers: 2, perRequest: 50,
+	answer: func(c *faultRun) relaytest.Script {
+		return func(rid string, attempt int) relaytest.Answer {
+			if !c.released.Load() {
+				return relaytest.Answer{Status: http.StatusNoContent, Delay: 250 * time.Millisecond}
+			}
+			return slowish(rid, attempt)
+		}
+	},
 	prepare: func(t *testing.T, c *faultRun) {
 		// A little room above what Redis holds now, so the fill is quick.
 		client := c.s.redis.Client
@@ -383,6 +399,7 @@ var scenarios = []scenario{{
 			return err
 		})
 		c.stopPosting()
+		c.released.Store(true)
 	},
 	allow503: true, fewDuplicates: true, drains: true,
 	then: func(t *testing.T, c *faultRun) {
@@ -414,8 +431,10 @@ var scenarios = []scenario{{
 	},
 	env:    []string{"RELAY_DELIVERY_CONCURRENCY=8"},
 	relays: 2, prefix: "scale", namespaces: 16, perNS: 300, workers: 2,
-	answer: func(string, int) relaytest.Answer {
-		return relaytest.Answer{Status: http.StatusNoContent, Delay: 5 * time.Millisecond}
+	answer: func(*faultRun) relaytest.Script {
+		return func(string, int) relaytest.Answer {
+			return relaytest.Answer{Status: http.StatusNoContent, Delay: 5 * time.Millisecond}
+		}
 	},
 	fault: func(t *testing.T, c *faultRun) {
 		// Both relays are delivering when one is killed; the slots move
