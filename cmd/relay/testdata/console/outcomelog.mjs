@@ -174,7 +174,16 @@ try {
   await apply(() => page.getByLabel('Accepted from').fill(local(split)));
   got = await rows();
   same(ids(got), range('inv', 29, 5), 'accepted from the split');
+  // Its first page is the unfiltered one's: the range shows past it.
+  await moved(() => page.getByRole('link', { name: 'Older' }).click());
+  same(ids(await rows()), range('inv', 4, 0), 'the second page accepted from the split');
+  if (await page.getByRole('link', { name: 'Older' }).count()) fail('the outcomes accepted from the split go on past inv-000');
   if ((await page.evaluate(() => window.relayConsole.refresh())) !== 'refreshed') fail('the log with a time range applied does not refresh');
+  // A time at a whole minute, which the browser keeps without its seconds.
+  const minute = new Date(Math.ceil((Date.now() + 60000) / 60000) * 60000);
+  await apply(() => page.getByLabel('Accepted before').fill(local(minute)));
+  same(ids(await rows()), range('inv', 29, 5), 'accepted before a minute from now');
+  if ((await page.evaluate(() => window.relayConsole.refresh())) !== 'refreshed') fail('the log before a whole minute does not refresh');
 
   step('a filter the API refuses is shown beside the form, to be mended');
   await apply(() => page.getByLabel('State').selectOption('filtered'));
