@@ -88,6 +88,10 @@ func (c *Client) DeleteEndpoint(ctx context.Context, ns, id string, force bool) 
 type OutboxQuery struct {
 	// Cursor is the previous page's NextCursor; empty for the first page.
 	Cursor string
+	// FromSequence starts the page at the row of that sequence number (an
+	// outcome's Seq), or the first after it; not with Cursor. 0 is the
+	// stream's head.
+	FromSequence uint64
 	// Limit is the rows per page, 1 to 100; 0 is relay's default (50).
 	Limit int
 }
@@ -103,6 +107,9 @@ func (c *Client) Outbox(ctx context.Context, ns, endpoint string, q OutboxQuery)
 	v := url.Values{"endpoint": {endpoint}}
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
+	}
+	if q.FromSequence != 0 {
+		v.Set("from_sequence", strconv.FormatUint(q.FromSequence, 10))
 	}
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))

@@ -305,7 +305,13 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 // that show something: not one colour all over.
 func checkScreenshots(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range consolePages {
+	checkShots(t, dir, consolePages)
+}
+
+// checkShots checks the screenshots of the pages names.
+func checkShots(t *testing.T, dir string, names []string) {
+	t.Helper()
+	for _, name := range names {
 		for _, width := range []int{1280, 390} {
 			file := filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, width))
 			f, err := os.Open(file)

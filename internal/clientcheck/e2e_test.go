@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -268,6 +269,20 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	}
 	if next, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{Cursor: listed2.NextCursor, Limit: 100}); err != nil || len(next.Outcomes) == 0 {
 		t.Fatalf("next page %+v, %v", next, err)
+	}
+	newest, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2})
+	if err != nil || len(newest.Outcomes) != 2 || newest.Outcomes[0].ReservationID != rows[250].ReservationID || newest.NextCursor == "" || newest.PrevCursor != "" {
+		t.Fatalf("newest first %+v, %v", newest, err)
+	}
+	older, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2, Cursor: newest.NextCursor})
+	if err != nil || len(older.Outcomes) != 2 || older.Outcomes[0].Seq >= newest.Outcomes[1].Seq || older.PrevCursor == "" {
+		t.Fatalf("older %+v, %v", older, err)
+	}
+	if back, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2, Cursor: older.PrevCursor}); err != nil || !reflect.DeepEqual(back.Outcomes, newest.Outcomes) {
+		t.Fatalf("back to the newest %+v, %v", back, err)
+	}
+	if at, err := c.Outbox(ctx, "acme", "billing", relayclient.OutboxQuery{FromSequence: newest.Outcomes[1].Seq, Limit: 1}); err != nil || len(at.Rows) != 1 || at.Rows[0].ReservationID != newest.Outcomes[1].ReservationID {
+		t.Fatalf("the stream's page from %d: %+v, %v", newest.Outcomes[1].Seq, at, err)
 	}
 	_, err = c.Resend(ctx, "acme", "billing", "r-1")
 	wantProblem(t, err, http.StatusConflict, relayclient.TypeStillPending)

@@ -1,9 +1,11 @@
 // The console's entry: auth, the fragment router and the refresh loop.
 import { h, morph } from './dom.js';
 import * as api from './api.js';
-import { pages, problemView, clearResult } from './pages.js';
+import { pages as pageList, problemView, clearResult } from './pages.js';
+import { outcomeLog } from './outcomelog.js';
 import { clockTime } from './fmt.js';
 
+const pages = { ...pageList, outcomeLog };
 const REFRESH_MS = 5000;
 const HOLD_CHECK_MS = 1000;
 const main = document.getElementById('main');
@@ -18,6 +20,7 @@ function route() {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { page: 'namespaces', params };
   if (parts[0] === 'ns' && parts.length === 2) return { page: 'namespace', ns: parts[1], params };
+  if (parts[0] === 'ns' && parts.length === 3 && parts[2] === 'outcomes') return { page: 'outcomeLog', ns: parts[1], params };
   if (parts[0] === 'ns' && parts.length === 4 && parts[2] === 'endpoints') {
     return { page: 'stream', ns: parts[1], id: parts[3], params };
   }
@@ -69,10 +72,21 @@ function holdReason() {
     for (const el of f.elements) {
       if (el.type === 'submit' || el.type === 'button') continue;
       // A date half typed has no value yet, but is input.
-      if (el.value || el.validity?.badInput) return 'while a form holds your input';
+      if (edited(el) || el.validity?.badInput) return 'while a form holds your input';
     }
   }
   return '';
+}
+
+// edited reports whether the operator changed a field from what the page
+// put in it: empty for most, the applied filter for a filter's.
+function edited(el) {
+  if (el.tagName === 'SELECT') {
+    const shown = Array.from(el.options).find((o) => o.defaultSelected) || el.options[0];
+    return el.value !== (shown ? shown.value : '');
+  }
+  if (el.type === 'checkbox' || el.type === 'radio') return el.checked !== el.defaultChecked;
+  return el.value !== el.defaultValue;
 }
 
 // paint says when the page's figures were read and whether it refreshes.

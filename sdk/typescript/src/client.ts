@@ -46,7 +46,7 @@ type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters
 export type TimeInput = Date | string;
 /** Pages the namespace list; cursor is the previous page's next_cursor. */
 export type NamespacesQuery = Omit<Query<"listNamespaces">, "failing"> & { failing?: boolean };
-/** Filters and pages the outcome list: accepted in [since, until), cursor the previous page's next_cursor. */
+/** Filters and pages the outcome list: accepted in [since, until), cursor a page's next_cursor or prev_cursor. */
 export type OutcomesQuery = Omit<Query<"listOutcomes">, "since" | "until"> & { since?: TimeInput; until?: TimeInput };
 /** Pages an endpoint's stream. */
 export type OutboxQuery = Omit<Query<"getOutbox">, "endpoint">;
@@ -344,18 +344,25 @@ export class RelayClient {
 
   /**
    * listOutcomes returns a page of the retained outcomes of namespace ns in
-   * acceptance order, filtered by q (scope outbox:read). Page on with
-   * cursor set to next_cursor until it is absent, or use outcomePages.
+   * acceptance order, or newest first with order "desc", filtered by q
+   * (scope outbox:read). Page on with cursor set to next_cursor until it
+   * is absent, or use outcomePages; back with prev_cursor.
    */
   async listOutcomes(ns: string, q: OutcomesQuery = {}, opts: CallOptions = {}): Promise<OutcomesPage> {
     const op = "list outcomes";
     checkNamespace(op, ns);
     if (q.endpoint !== undefined && !validNamespace(q.endpoint)) throw invalid(op, "endpoint id", nameRule);
+    if (q.rid_prefix !== undefined && (typeof q.rid_prefix !== "string" || !/^[A-Za-z0-9._:-]{1,128}$/.test(q.rid_prefix))) {
+      throw invalid(op, "rid_prefix", "1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'");
+    }
     const qs = query({
       endpoint: q.endpoint,
       state: q.state,
+      kind: q.kind,
       since: timeOf(op, "since", q.since),
       until: timeOf(op, "until", q.until),
+      rid_prefix: q.rid_prefix,
+      order: q.order,
       cursor: cursorOf(op, q.cursor),
       limit: limitOf(op, q.limit),
     });
@@ -402,12 +409,15 @@ export class RelayClient {
   /**
    * getOutbox returns a page of the stream of endpoint of namespace ns: its
    * backlog, its state and its pending rows in sequence order. Page on with
-   * cursor set to next_cursor until it is null.
+   * cursor set to next_cursor until it is null; from_sequence starts the
+   * page at the row of an outcome's seq.
    */
   async getOutbox(ns: string, endpoint: string, q: OutboxQuery = {}, opts: CallOptions = {}): Promise<OutboxPage> {
     const op = "outbox";
     checkEndpoint(op, ns, endpoint);
-    const qs = query({ endpoint, cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit) });
+    const from = q.from_sequence;
+    if (from !== undefined && (!Number.isSafeInteger(from) || from < 0)) throw invalid(op, "from_sequence", "a sequence number, a whole number from 0");
+    const qs = query({ endpoint, cursor: cursorOf(op, q.cursor), from_sequence: from === undefined ? undefined : String(from), limit: limitOf(op, q.limit) });
     return this.#json(op, "GET", `/v1/namespaces/${ns}/outbox` + qs, undefined, opts, true);
   }
 

@@ -63,17 +63,21 @@ export interface paths {
         };
         /**
          * List retained outcomes
-         * @description The namespace's retained outcomes in acceptance order, each with its
-         *     kind and its state on every endpoint that existed when it was
-         *     accepted (`at` is when it was delivered or dropped). Filter by
-         *     `endpoint` (outcomes that endpoint had, `filtered` ones included),
-         *     `state` (on `endpoint`, or on any endpoint; `filtered` needs
-         *     `endpoint`) and acceptance time [`since`, `until`). Page with
-         *     `cursor` set to the previous page's `next_cursor` until it is
-         *     absent. A page reads a bounded number of outcomes, so it may hold
-         *     fewer than `limit`, even none, and still have a `next_cursor`.
-         *     A malformed or reversed value is 400 `invalid-request` naming it;
-         *     an unknown `endpoint` is 404 `not-found`.
+         * @description The namespace's retained outcomes in acceptance order (`order=asc`,
+         *     the default) or newest first (`order=desc`), each with its kind and
+         *     its state on every endpoint that existed when it was accepted (`at`
+         *     is when it was delivered or dropped). Filter by `endpoint` (outcomes
+         *     that endpoint had, `filtered` ones included), `state` (on
+         *     `endpoint`, or on any endpoint; `filtered` needs `endpoint`),
+         *     `kind`, acceptance time [`since`, `until`) and `rid_prefix`, the
+         *     start of the reservation id. Page on with `cursor` set to the
+         *     page's `next_cursor` until it is absent, and back with its
+         *     `prev_cursor` (absent on a first page). A page reads a bounded
+         *     number of outcomes (200), whatever the filter, so it may hold fewer
+         *     than `limit`, even none, and still have a `next_cursor`: no index
+         *     orders reservation ids, so `rid_prefix` too filters the rows a
+         *     page reads. A malformed or reversed value is 400 `invalid-request`
+         *     naming it; an unknown `endpoint` is 404 `not-found`.
          */
         get: operations["listOutcomes"];
         put?: never;
@@ -339,6 +343,9 @@ export interface paths {
          * @description The stream of one endpoint: its backlog, delivery state and pending
          *     rows in sequence order, each with its last failed attempt. Page with
          *     `cursor` set to the previous page's `next_cursor` until it is null.
+         *     `from_sequence` starts the page at the row of that sequence number
+         *     (an outcome's `seq`), or the first after it: the page that holds
+         *     an outcome pending on this stream.
          */
         get: operations["getOutbox"];
         put?: never;
@@ -1424,10 +1431,16 @@ export interface components {
             endpoints: components["schemas"]["OutcomeSummaryEndpoint"][];
         };
         OutcomesPage: {
-            /** @description Outcomes in acceptance order. */
+            /** @description Outcomes in the order asked, acceptance order by default. */
             outcomes: components["schemas"]["OutcomeSummary"][];
             /** @description The cursor of the next page; absent on the last page. */
             next_cursor?: string;
+            /**
+             * @description The cursor of the page before this one, in the same order;
+             *     absent on a first page. The page it reads may be empty when the
+             *     outcomes before were erased meanwhile.
+             */
+            prev_cursor?: string;
         };
         ResendResult: {
             /**
@@ -2112,11 +2125,17 @@ export interface operations {
                 endpoint?: components["schemas"]["EndpointId"];
                 /** @description Only outcomes in this state (on `endpoint` when given). */
                 state?: components["schemas"]["OutcomeState"];
+                /** @description Only outcomes of this kind. */
+                kind?: "committed" | "aborted" | "expired" | "read_served";
                 /** @description Only outcomes accepted at or after this time (RFC 3339). */
                 since?: string;
                 /** @description Only outcomes accepted before this time (RFC 3339); after `since`. */
                 until?: string;
-                /** @description Opaque; the `next_cursor` of the previous page. */
+                /** @description Only outcomes whose reservation id starts with this. */
+                rid_prefix?: string;
+                /** @description `asc`: oldest first, in acceptance order; `desc`: newest first. */
+                order?: "asc" | "desc";
+                /** @description Opaque; a page's `next_cursor` or `prev_cursor`, with the same filter and order. */
                 cursor?: string;
                 /** @description Outcomes per page. */
                 limit?: number;
@@ -2513,6 +2532,8 @@ export interface operations {
                 endpoint: components["schemas"]["EndpointId"];
                 /** @description Opaque; the `next_cursor` of the previous page. */
                 cursor?: string;
+                /** @description Start at the row of this sequence number, or the first after it; not with `cursor`. */
+                from_sequence?: number;
                 /** @description Rows per page. */
                 limit?: number;
             };
