@@ -284,6 +284,7 @@ async function settle(ns, id, rid) {
 }
 
 function attemptWords(s) {
+  if (!grants().readOutbox) return 'queued';
   const a = s?.attempts[s.attempts.length - 1];
   if (!a) return 'its attempt shows below when it is made';
   return (a.error ? 'the attempt failed' : 'the attempt was answered') + (a.status ? ' HTTP ' + a.status : '') + ' in ' + num(a.duration_ms) + ' ms';

@@ -263,6 +263,22 @@ try {
   await fits('the namespace page after a delete');
   await shot('endpoint-deleted');
 
+  step('rotating a v1a key pair shows the new public key');
+  const keys = await api('PUT', `/v1/namespaces/${ns}/endpoints/keys`, { url: receiverURL, scheme: 'standard-webhooks-v1a', kinds: ['aborted'] });
+  if (keys.status !== 201) fail(`PUT keys: ${keys.status}`);
+  await go(`#/ns/${ns}/endpoints/keys`, 'Endpoint keys');
+  await button('Rotate key pair').click();
+  await dialog.getByRole('button', { name: 'Rotate' }).click();
+  const pub = page.locator('[data-key=secret]');
+  await pub.getByRole('heading', { name: 'New public key of keys' }).waitFor();
+  const shown = await pub.locator('code').innerText();
+  const after = (await api('GET', `/v1/namespaces/${ns}/endpoints/keys`)).body;
+  if (!shown.startsWith('whpk_') || shown === keys.body.public_key || shown !== after.public_key) {
+    fail(`the rotated public key shown is ${shown}, was ${keys.body.public_key}, now ${after.public_key}`);
+  }
+  await pub.getByRole('button', { name: 'Done, hide it' }).click();
+  await pub.waitFor({ state: 'detached' });
+
   step('a read-only token is offered none of it');
   await page.goto(readLink);
   await page.getByRole('heading', { name: 'Open a namespace', exact: true }).waitFor();
