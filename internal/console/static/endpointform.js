@@ -413,3 +413,19 @@ export function endpointCreate(r, ctx) {
       }, 'New endpoint')),
     creating ? endpointForm(r.ns, null, ctx) : null);
 }
+
+// endpointSettings is what the endpoint is configured with, as GET shows
+// it to any token that may read it: what an edit would change.
+export function endpointSettings(e) {
+  const headers = Object.entries(e.headers || {});
+  const t = e.throttle;
+  return h('dl', { class: 'facts settings', 'aria-label': 'Settings', 'data-key': 'settings' },
+    h('dt', {}, 'Scheme'), h('dd', {}, e.scheme),
+    e.public_key ? [h('dt', {}, 'Public key'), h('dd', {}, h('code', {}, e.public_key))] : null,
+    h('dt', {}, 'Kinds'), h('dd', {}, e.kinds.length ? e.kinds.join(', ') : 'every outcome kind'),
+    h('dt', {}, 'Headers'), h('dd', {}, headers.length ? headers.map(([n, v], i) => [i ? h('br') : null, h('code', {}, n + ': ' + v)]) : 'none'),
+    h('dt', {}, 'Timeout'), h('dd', {}, num(e.timeout_ms) + ' ms'),
+    h('dt', {}, 'Calls at once'), h('dd', {}, num(e.max_in_flight)),
+    h('dt', {}, 'Rate limit'), h('dd', {}, e.rate_limit ? num(e.rate_limit) + ' calls/s' : 'unlimited'),
+    t ? [h('dt', {}, 'Throttled'), h('dd', {}, `to ${num(t.max_in_flight)} at once` + (t.rate_limit ? `, ${t.rate_limit} calls/s` : '') + ` (${t.reason}) since `, when(h, t.since))] : null);
+}

@@ -5,7 +5,7 @@ import { h, confirmAction } from './dom.js';
 import { call, grants, enc, ProblemError } from './api.js';
 import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
-import { endpointManage, endpointCreate } from './endpointform.js';
+import { endpointManage, endpointCreate, endpointSettings } from './endpointform.js';
 
 export function problemView(err, alert = true) {
   const p = err.problem || {};
@@ -370,6 +370,7 @@ const stream = {
         o ? [h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires))] : null,
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
+      endpointSettings(e),
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
       toggle || retry ? h('div', { class: 'actions' }, toggle, retry ? ' ' : null, retry) : null,
       resultView('toggle'),

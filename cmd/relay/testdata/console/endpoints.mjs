@@ -133,6 +133,11 @@ try {
   let e = await endpoint();
   if (e.scheme !== 'standard-webhooks' || !same(e.kinds, ['committed']) || e.timeout_ms !== 2000 || e.max_in_flight !== 2 || e.rate_limit !== 50 ||
     !same(e.headers, { authorization: '[redacted]', 'x-tenant': 'acme' }) || e.url !== receiverURL || !e.enabled) fail('created ' + JSON.stringify(e));
+  // The page shows what it was created with, the secret header redacted.
+  for (const text of ['standard-webhooks', 'committed', 'authorization: [redacted]', 'x-tenant: acme', '2,000 ms', '50 calls/s']) {
+    await page.locator('dl.settings dd', { hasText: text }).first().waitFor();
+  }
+  if (await page.locator('dl.settings').getByText('hunter2').count()) fail('the settings show a secret header\'s value');
   // The secret was given: relay made none to show.
   if (await page.locator('[data-key=secret]').count()) fail('a secret is shown that relay did not make');
 
