@@ -234,3 +234,30 @@ func (c *Client) RetryEndpoint(ctx context.Context, ns, endpoint string, enable 
 	}
 	return out, decode("retry endpoint", a, &out)
 }
+
+// TestQueued is the answer to TestEndpoint.
+type TestQueued struct {
+	Endpoint string `json:"endpoint"`
+	// ReservationID is the test outcome's id, relay's own: Outcome shows
+	// its attempts.
+	ReservationID string `json:"reservation_id"`
+	// Type is "endpoint.test".
+	Type string `json:"type"`
+}
+
+// TestEndpoint queues a test outcome, an operator event of type
+// "endpoint.test", on the stream of endpoint id of namespace ns alone,
+// whatever its kinds (scope endpoints:write). A disabled endpoint is a
+// *Problem of TypeEndpointDisabled. A retried call may queue a second
+// test, which the receiver gets as one more delivery.
+func (c *Client) TestEndpoint(ctx context.Context, ns, id string) (TestQueued, error) {
+	var out TestQueued
+	if err := checkEndpoint("test endpoint", ns, id); err != nil {
+		return out, err
+	}
+	a, err := c.do(ctx, call{op: "test endpoint", method: http.MethodPost, path: endpointPath(ns, id) + "/test", auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("test endpoint", a, &out)
+}

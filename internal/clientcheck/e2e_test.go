@@ -152,6 +152,14 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if err != nil || set.TimeoutMs != 2000 || !maps.Equal(set.Headers, wantHeaders) {
 		t.Fatalf("endpoint with settings %+v, %v", set, err)
 	}
+	// An edit sends the redacted header back by name.
+	kept, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
+		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled,
+		TimeoutMs: 2000, Headers: map[string]string{"x-tenant": "acme-2"}, KeepHeaders: []string{"x-api-key"},
+	})
+	if err != nil || !maps.Equal(kept.Headers, map[string]string{"x-tenant": "acme-2", "x-api-key": relayclient.HeaderRedacted}) {
+		t.Fatalf("endpoint with a kept header %+v, %v", kept, err)
+	}
 	limited, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
 		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled, RateLimit: 50,
 	})
@@ -299,11 +307,19 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 		t.Fatalf("erase %+v, %v", erased, err)
 	}
 
+	// The test is one more row on billing alone.
+	tested, err := c.TestEndpoint(ctx, "acme", "billing")
+	if err != nil || tested.Endpoint != "billing" || tested.Type != "endpoint.test" || !strings.HasPrefix(tested.ReservationID, "relay.endpoint.test.billing.") {
+		t.Fatalf("test %+v, %v", tested, err)
+	}
+	_, err = c.TestEndpoint(ctx, "acme", "audit")
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointDisabled)
+
 	_, err = c.DeleteEndpoint(ctx, "acme", "billing", false)
-	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 250 {
+	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 251 {
 		t.Fatalf("backlog_rows %d", p.BacklogRows)
 	}
-	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 250 || del.ID != "billing" {
+	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 251 || del.ID != "billing" {
 		t.Fatalf("forced delete %+v, %v", del, err)
 	}
 	if del, err := c.DeleteEndpoint(ctx, "acme", "audit", false); err != nil || del.DroppedRows != 0 {

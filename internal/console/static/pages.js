@@ -5,6 +5,7 @@ import { h, confirmAction } from './dom.js';
 import { call, grants, enc, ProblemError } from './api.js';
 import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
+import { endpointManage, endpointCreate, endpointSettings } from './endpointform.js';
 
 export function problemView(err, alert = true) {
   const p = err.problem || {};
@@ -32,7 +33,7 @@ export function clearResult() {
 
 // announce speaks text through the page's live regions, which exist from
 // the start: a region added with its text is not reliably read.
-function announce(text, problem) {
+export function announce(text, problem) {
   const polite = document.getElementById('announce');
   const urgent = document.getElementById('announce-alert');
   polite.textContent = '';
@@ -40,7 +41,7 @@ function announce(text, problem) {
   if (text) (problem ? urgent : polite).textContent = text;
 }
 
-function setResult(key, ok, content, index = 0) {
+export function setResult(key, ok, content, index = 0) {
   clearTimeout(resultTimer);
   result = { key, ok, content, index };
   resultTimer = setTimeout(clearResult, RESULT_MS);
@@ -49,7 +50,7 @@ function setResult(key, ok, content, index = 0) {
 }
 
 // resultView is the result of the control keyed key, or null.
-function resultView(key, cols = 0) {
+export function resultView(key, cols = 0) {
   if (!result || result.key !== key) return null;
   const body = result.ok ? h('p', { class: 'ok' }, result.content) : problemView(result.content, false);
   const box = cols ? h('tr', {}, h('td', { colspan: cols }, body)) : body;
@@ -61,7 +62,7 @@ function resultView(key, cols = 0) {
 
 // act runs a confirmed action and shows what the API said beside the
 // control keyed key, scrolled into view.
-async function act(key, question, label, run, done, ctx, opts = {}) {
+export async function act(key, question, label, run, done, ctx, opts = {}) {
   if (!(await confirmAction(question, label, opts))) return;
   clearResult();
   try {
@@ -75,7 +76,7 @@ async function act(key, question, label, run, done, ctx, opts = {}) {
   showResult();
 }
 
-function showResult() {
+export function showResult() {
   document.querySelector('[data-result]')?.scrollIntoView({ block: 'nearest' });
 }
 
@@ -246,7 +247,7 @@ function openNamespace() {
 
 const namespace = {
   title: (r) => r.ns,
-  async render(r) {
+  async render(r, ctx) {
     const base = nsPath(r.ns);
     const [eps, recent] = await Promise.all([
       call('GET', base + '/endpoints'),
@@ -283,6 +284,7 @@ const namespace = {
     return h('section', {},
       crumbs(topCrumb(), [r.ns]),
       h('h1', {}, 'Namespace ', h('code', {}, r.ns)),
+      endpointCreate(r, ctx),
       table('Endpoints, failing first',
         ['Endpoint', 'State', 'Pending rows', 'Pending bytes', 'Oldest pending', 'Next attempt', 'Last error', 'Delivered', 'Failed attempts'],
         rows, 'This namespace has no endpoint. Register one with PUT ' + base + '/endpoints/{id}.'),
@@ -386,9 +388,11 @@ const stream = {
         o ? [h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires))] : null,
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
+      endpointSettings(e),
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
       toggle || retry ? h('div', { class: 'actions' }, toggle, retry ? ' ' : null, retry) : null,
       resultView('toggle'),
+      await endpointManage(r, e, ctx),
       rows.length || !result?.key.startsWith('replay:') ? null : resultView(result.key),
       !o ? h('p', { class: 'empty' }, 'This token may not read the pending rows (that needs the outbox:read scope).')
         : table('Pending rows in delivery order', head, rows.length ? shown : [],

@@ -36,6 +36,8 @@ export type OutcomeErased = Schemas["OutcomeErased"];
 export type Recovery = Schemas["Recovery"];
 /** What a retry of an endpoint's stream made due. */
 export type RetryResult = Schemas["RetryResult"];
+/** The test outcome testEndpoint queued. */
+export type TestQueued = Schemas["TestQueued"];
 /** What a recovery of a range would find, counted without writing. */
 export type RecoveryPreview = Schemas["RecoveryPreview"];
 /** A console link to one namespace's pages; see createConsoleLink. */
@@ -293,6 +295,19 @@ export class RelayClient {
     const op = "disable endpoint";
     checkEndpoint(op, ns, id);
     return this.#json(op, "POST", `${endpointPath(ns, id)}/disable`, undefined, opts, true);
+  }
+
+  /**
+   * testEndpoint queues a test outcome, an operator event of type
+   * endpoint.test, on the stream of endpoint id of namespace ns alone,
+   * whatever its kinds (scope endpoints:write). getOutcome of its
+   * reservation_id shows its attempts. A disabled endpoint is a
+   * RelayProblem of slug endpoint-disabled.
+   */
+  async testEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<TestQueued> {
+    const op = "test endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "POST", `${endpointPath(ns, id)}/test`, undefined, opts, true);
   }
 
   /**

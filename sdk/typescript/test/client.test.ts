@@ -202,6 +202,10 @@ test("every operation sends its method, path, query and body and decodes its ans
     { name: "enableEndpoint", call: () => c.enableEndpoint("acme", "billing"), answer: { id: "billing", enabled: true }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/enable" },
     { name: "disableEndpoint", call: () => c.disableEndpoint("acme", "billing"), answer: { id: "billing", enabled: false }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/disable" },
     {
+      name: "testEndpoint", call: () => c.testEndpoint("acme", "billing"), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/test",
+      answer: { endpoint: "billing", reservation_id: "relay.endpoint.test.billing.1765101600000", type: "endpoint.test" },
+    },
+    {
       name: "retryEndpoint", call: () => c.retryEndpoint("acme", "billing"), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/retry",
       answer: { endpoint: "billing", pending_rows: 3, next_attempt_at: "2026-12-07T10:00:00Z", enabled: false },
     },
