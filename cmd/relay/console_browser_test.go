@@ -136,6 +136,9 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		return p.URL + "/console/#token=" + tok
 	}
 	adminLink, boundLink, readLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other"), link("--scope", "outbox:read")
+	// A link that lapses two minutes on: the browser's clock is moved past
+	// it, not waited for.
+	lapsingLink := link("--scope", "outbox:read", "--ns", "other", "--ttl", "2m")
 	admin, err := url.QueryUnescape(strings.SplitN(adminLink, "#token=", 2)[1])
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +246,7 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 
 	cmd := exec.CommandContext(ctx, "node", "drive.mjs")
 	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_HELD_RID="+held,
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_LAPSING_LINK="+lapsingLink, "CONSOLE_HELD_RID="+held,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
 		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
 		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)

@@ -10,6 +10,7 @@ const REFRESH_MS = 5000;
 const HOLD_CHECK_MS = 1000;
 const main = document.getElementById('main');
 let timer = 0;
+let expiry = 0;
 let generation = 0;
 
 // route reads #/path?query into a page and its parameters.
@@ -32,6 +33,7 @@ function route() {
 
 function login(message) {
   clearTimeout(timer);
+  clearTimeout(expiry);
   generation++;
   view = null;
   document.getElementById('search').hidden = true;
@@ -154,12 +156,31 @@ async function refresh(v, why) {
   return 'refreshed';
 }
 
+// watchExpiry signs out when the token's exp passes, saying so, rather
+// than at the operator's next click, which relay would refuse. It answers
+// whether the token has lapsed already.
+function watchExpiry() {
+  clearTimeout(expiry);
+  const exp = Number(api.claims().exp);
+  if (!exp) return false;
+  const left = exp * 1000 - Date.now();
+  if (left <= 0) {
+    api.dropToken();
+    login(`The token expired at ${clockTime(new Date(exp * 1000))}. Ask for a new link, or paste another token.`);
+    return true;
+  }
+  // setTimeout takes at most 2^31-1 ms; a longer wait looks again then.
+  expiry = setTimeout(watchExpiry, Math.min(left, 2 ** 31 - 1));
+  return false;
+}
+
 // show renders the current route, and again every few seconds while the
 // page stays the same.
 async function show() {
   clearTimeout(timer);
   clearResult();
   if (!api.token()) return login();
+  if (watchExpiry()) return;
   const g = api.grants();
   // Finding an outcome needs outbox:read; a bound token finds it in its
   // own namespace, which it need not name.
