@@ -63,7 +63,7 @@ func browserOrSkip(t *testing.T) string {
 // Screenshots of every page at 1280 and 390 px are its artifacts, under
 // RELAY_CONSOLE_SCREENSHOTS or $RELAY_TEST_ARTIFACTS/console-screenshots
 // (a temporary directory otherwise), one directory per store; with
-// RELAY_CONSOLE_README_DIR the embedded run also writes the README's two
+// RELAY_CONSOLE_README_DIR the embedded run also writes the README's four
 // (make console-screenshots).
 func TestConsoleInChromium(t *testing.T) {
 	chromium := browserOrSkip(t)
@@ -75,7 +75,10 @@ func TestConsoleInChromium(t *testing.T) {
 		p := relaytest.Start(t, relaytest.Config{Name: "console", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
 		dir := consoleScenario(t, chromium, p, testSecret, p.URL, 1280)
 		if readme := os.Getenv("RELAY_CONSOLE_README_DIR"); readme != "" {
-			for from, to := range map[string]string{"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png"} {
+			for from, to := range map[string]string{
+				"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png",
+				"namespace-390.png": "console-namespace-phone.png", "outcome-390.png": "console-outcome-phone.png",
+			} {
 				b, err := os.ReadFile(filepath.Join(dir, from))
 				if err != nil {
 					t.Fatal(err)
