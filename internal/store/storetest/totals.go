@@ -10,7 +10,7 @@ import (
 )
 
 // summedKey and flagKey are keys of a summed row and of a row of flag i.
-func summedKey(id string) store.Key       { return store.Key(string(store.SumTag) + id) }
+func summedKey(id string) store.Key      { return store.Key(string(store.SumTag) + id) }
 func flagKey(i int, id string) store.Key { return store.Key(string(store.FlagTags[i]) + id) }
 
 func totals(t *testing.T, s Store) store.BucketTotals {
@@ -134,7 +134,11 @@ func testFlagSetsFollowTheRows(t *testing.T, s Store) {
 	mustCommit(t, s, acme, b2(func(b *store.Batch) { b.Delete(flagKey(0, "a")) }))
 	wantTotals(t, s, store.BucketTotals{Flagged: [2]int64{1, 1}})
 	// Put and deleted in one batch: the rows decide.
-	mustCommit(t, s, acme, b2(func(b *store.Batch) { b.Put(flagKey(1, "a"), nil); b.Delete(flagKey(1, "a")); b.Delete(flagKey(0, "b")) }))
+	mustCommit(t, s, acme, b2(func(b *store.Batch) {
+		b.Put(flagKey(1, "a"), nil)
+		b.Delete(flagKey(1, "a"))
+		b.Delete(flagKey(0, "b"))
+	}))
 	mustCommit(t, s, globex, b2(func(b *store.Batch) { b.Put(flagKey(1, "b"), nil) }))
 	wantTotals(t, s, store.BucketTotals{Flagged: [2]int64{0, 1}})
 	mustCommit(t, s, globex, b2(func(b *store.Batch) { b.Delete(flagKey(1, "a")); b.Delete(flagKey(1, "b")) }))
