@@ -263,3 +263,45 @@ func (a *Admin) Fleet(ctx context.Context) (Fleet, error) {
 		Backlog:            schema.Backlog{Rows: uint64(max(t.Sums[0], 0)), Bytes: uint64(max(t.Sums[1], 0))},
 	}, nil
 }
+
+// RebuildFleet gives a keyspace written before relay kept the fleet's
+// totals its marks and totals, once: it marks every registered namespace
+// (Remark), then has the store recount every bucket from its rows
+// (store.Recounter), then records that the totals are kept. A keyspace
+// that already keeps them costs one read. Several processes may run it at
+// once: each step is as right run twice. It reports whether it rebuilt.
+func (a *Admin) RebuildFleet(ctx context.Context) (bool, error) {
+	rc, ok := a.Store.(store.Recounter)
+	if !ok {
+		return false, nil
+	}
+	if kept, err := rc.TotalsKept(ctx); err != nil || kept {
+		return false, err
+	}
+	reg, ok := a.Store.(store.Registry)
+	if !ok {
+		return false, ErrNoRegistry
+	}
+	var from store.RegistryCursor
+	for {
+		page, err := store.ListRegistered(ctx, reg, from, store.MaxRegistryPage)
+		if err != nil {
+			return false, fmt.Errorf("list namespaces: %w", err)
+		}
+		for _, p := range page.Partitions {
+			if _, err := a.Remark(ctx, p); err != nil {
+				return false, err
+			}
+		}
+		if page.Next == nil {
+			break
+		}
+		from = *page.Next
+	}
+	for b := range rc.Buckets() {
+		if err := rc.Recount(ctx, b); err != nil {
+			return false, err
+		}
+	}
+	return true, rc.RecordTotalsKept(ctx)
+}

@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/hookrelay/relay/internal/outbox"
+	"github.com/hookrelay/relay/internal/outbox/outboxtest"
 	"github.com/hookrelay/relay/internal/outbox/schema"
+	"github.com/hookrelay/relay/internal/redisstore"
+	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -157,6 +160,70 @@ func TestConcurrentChangesKeepTheFleetExact(t *testing.T) {
 		}
 		if got := e.fleet(); got != want {
 			t.Fatalf("fleet = %+v, want what the summaries count, %+v", got, want)
+		}
+	})
+}
+
+// A keyspace written before relay kept the fleet's totals (no marks, no
+// bucket totals, no marker) gets them from RebuildFleet, once.
+func TestRebuildGivesAnOlderKeyspaceItsFleet(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		client := b.Client(t)
+		prefix := redistest.Prefix(t, client)
+		st := redistest.NewStore(t, client, redisstore.Options{Prefix: prefix, Buckets: 4})
+		e := newEnv(t, st)
+		for i := range 6 {
+			p := store.Partition{Namespace: fmt.Sprintf("old%d", i)}
+			outboxtest.PutEndpoint(t, st, p, "a", schema.Endpoint{Enabled: true})
+			// b: enabled, disabled by an operator, or by relay (a 410).
+			bEp := schema.Endpoint{Enabled: i%3 == 0}
+			if i%3 == 2 {
+				bEp.DisabledReason = "gone"
+			}
+			outboxtest.PutEndpoint(t, st, p, "b", bEp)
+			ap := &outbox.Appender{Store: st, Clock: e.Clk}
+			if _, err := ap.Append(e.Ctx, p, []schema.Outcome{committed("r1")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := e.fleet()
+		if want.FailingNamespaces == 0 || want.DisabledNamespaces == 0 || want.Backlog.Rows == 0 {
+			t.Fatalf("fleet %+v: the case wants failing, disabled and pending namespaces", want)
+		}
+		// The older keyspace: no mark, no totals, no marker.
+		for i := range 6 {
+			p := store.Partition{Namespace: fmt.Sprintf("old%d", i)}
+			var b store.Batch
+			for _, id := range []string{"a", "b"} {
+				b.Delete(schema.ClassFailingMark.Key(id))
+				b.Delete(schema.ClassDisabledMark.Key(id))
+			}
+			if _, err := st.Apply(e.Ctx, p, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys := []string{prefix + "totals"}
+		for bk := range 4 {
+			tag := fmt.Sprintf("%s{%d}", prefix, bk)
+			keys = append(keys, tag+":totals", tag+":summed", tag+":flag:1", tag+":flag:2")
+		}
+		for _, k := range keys {
+			if err := client.Del(e.Ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := e.fleet(); got != (outbox.Fleet{}) {
+			t.Fatalf("fleet of the older keyspace = %+v, want nothing counted", got)
+		}
+		rebuilt, err := e.admin().RebuildFleet(e.Ctx)
+		if err != nil || !rebuilt {
+			t.Fatalf("rebuild = %v, %v; want rebuilt", rebuilt, err)
+		}
+		if got := e.fleet(); got != want {
+			t.Fatalf("fleet after the rebuild = %+v, want %+v", got, want)
+		}
+		if rebuilt, err := e.admin().RebuildFleet(e.Ctx); err != nil || rebuilt {
+			t.Fatalf("second rebuild = %v, %v; want nothing done", rebuilt, err)
 		}
 	})
 }

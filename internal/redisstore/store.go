@@ -139,6 +139,10 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	case errors.Is(err, redis.Nil) && used > 0:
 		return fmt.Errorf("%w: keyspace %q holds rows but records no format version (%s is unset); this relay reads format %d only", ErrFormat, s.prefix, key, Format)
 	case errors.Is(err, redis.Nil):
+		// An empty keyspace keeps its totals from its first write.
+		if err := s.client.SetNX(ctx, s.totalsMarkerKey(), "1", 0).Err(); err != nil {
+			return fmt.Errorf("redisstore: record totals marker: %w", err)
+		}
 		if err := s.client.SetNX(ctx, key, Format, 0).Err(); err != nil {
 			return fmt.Errorf("redisstore: record format version: %w", err)
 		}

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -120,4 +122,74 @@ func (s *Store) byName(ctx context.Context, what string, bucket int, suffix, aft
 		parts[i] = store.Partition{Namespace: n}
 	}
 	return parts, more, nil
+}
+
+//go:embed recount.lua
+var recountBody string
+
+var recountScript = newScript(recountBody)
+
+// totalsMarkerKey says the keyspace's totals are kept: recorded at first
+// use of an empty keyspace, and by a recount of every bucket of one written
+// before relay kept totals.
+func (s *Store) totalsMarkerKey() string { return s.prefix + "totals" }
+
+// TotalsKept reports whether the keyspace's totals are kept: false for a
+// keyspace written before relay kept them, until RecordTotalsKept.
+func (s *Store) TotalsKept(ctx context.Context) (bool, error) {
+	n, err := s.client.Exists(ctx, s.totalsMarkerKey()).Result()
+	if err != nil {
+		return false, fmt.Errorf("read totals marker: %w", classify(ctx, err))
+	}
+	return n > 0, nil
+}
+
+// RecordTotalsKept records that every bucket was recounted.
+func (s *Store) RecordTotalsKept(ctx context.Context) error {
+	if err := s.client.Set(ctx, s.totalsMarkerKey(), "1", 0).Err(); err != nil {
+		return fmt.Errorf("record totals marker: %w", classify(ctx, err))
+	}
+	return nil
+}
+
+// recountTries bounds the listings of one bucket's recount that a new
+// namespace can outdate.
+const recountTries = 16
+
+// Recount computes a bucket's totals afresh from its partitions' rows, in
+// one script that lists the partitions it is given and refuses when the
+// bucket's indexes name another (then it lists again). It blocks Redis for
+// the bucket's partitions' backlog and flag rows: a few milliseconds for a
+// thousand namespaces.
+func (s *Store) Recount(ctx context.Context, bucket int) error {
+	if bucket < 0 || bucket >= s.buckets {
+		return fmt.Errorf("recount: bucket %d out of range 0..%d", bucket, s.buckets-1)
+	}
+	t := s.tags[bucket]
+	for range recountTries {
+		names := map[string]bool{}
+		for _, key := range []string{s.regs[bucket], s.dues[bucket], t + summedSuffix, t + flagSuffixes[0], t + flagSuffixes[1]} {
+			got, err := s.client.ZRange(ctx, key, 0, -1).Result()
+			if err != nil {
+				return fmt.Errorf("recount bucket %d: %w", bucket, classify(ctx, err))
+			}
+			for _, n := range got {
+				names[n] = true
+			}
+		}
+		keys := []string{t + totalsSuffix, t + summedSuffix, t + flagSuffixes[0], t + flagSuffixes[1], s.regs[bucket], s.dues[bucket]}
+		args := []any{string([]byte{store.SumTag, store.FlagTags[0], store.FlagTags[1]})}
+		for _, n := range slices.Sorted(maps.Keys(names)) {
+			keys = append(keys, t+":ns:"+n+":rows", t+":ns:"+n+":keys")
+			args = append(args, n)
+		}
+		res, err := recountScript.run(ctx, s.client, keys, args...)
+		if err != nil {
+			return fmt.Errorf("recount bucket %d: %w", bucket, classify(ctx, err))
+		}
+		if r, ok := res.([]any); ok && len(r) == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("recount bucket %d: namespaces kept arriving", bucket)
 }

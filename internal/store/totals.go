@@ -69,3 +69,15 @@ type Totals interface {
 	// something counted, not by all.
 	Summed(ctx context.Context, bucket int) ([]Partition, error)
 }
+
+// Recounter rebuilds the totals of a keyspace written before they were
+// kept: TotalsKept is false there until RecordTotalsKept, which a caller
+// sends once it has recounted every bucket.
+type Recounter interface {
+	Totals
+	TotalsKept(ctx context.Context) (bool, error)
+	// Recount computes a bucket's totals afresh from its partitions' rows,
+	// at one instant.
+	Recount(ctx context.Context, bucket int) error
+	RecordTotalsKept(ctx context.Context) error
+}
