@@ -253,7 +253,7 @@ func (a *Admin) Fleet(ctx context.Context) (Fleet, error) {
 	if !ok {
 		return Fleet{}, ErrNoRegistry
 	}
-	t, err := tot.Totals(ctx)
+	t, err := store.SumTotals(ctx, tot)
 	if err != nil {
 		return Fleet{}, fmt.Errorf("read fleet totals: %w", err)
 	}

@@ -25,10 +25,10 @@ var flagSuffixes = [store.NumFlags]string{":flag:1", ":flag:2"}
 // order: the sums, then the flag set sizes.
 var totalsFields = []string{"sum1", "sum2", "flag1", "flag2"}
 
-// Totals sums every bucket's totals HASH with one HMGET a bucket,
+// Totals reads every bucket's totals HASH with one HMGET a bucket,
 // pipelined: on a Cluster one round trip per master a chunk of buckets.
-func (s *Store) Totals(ctx context.Context) (store.BucketTotals, error) {
-	var out store.BucketTotals
+func (s *Store) Totals(ctx context.Context) ([]store.BucketTotals, error) {
+	out := make([]store.BucketTotals, 0, s.buckets)
 	for start := 0; start < s.buckets; start += countChunk {
 		end := min(start+countChunk, s.buckets)
 		cmds := make([]*redis.SliceCmd, end-start)
@@ -38,14 +38,14 @@ func (s *Store) Totals(ctx context.Context) (store.BucketTotals, error) {
 			}
 			return nil
 		}); err != nil {
-			return store.BucketTotals{}, fmt.Errorf("read totals: %w", classify(ctx, err))
+			return nil, fmt.Errorf("read totals: %w", classify(ctx, err))
 		}
 		for i, c := range cmds {
 			var t store.BucketTotals
 			for j, v := range c.Val() {
 				n, err := totalsField(v)
 				if err != nil {
-					return store.BucketTotals{}, fmt.Errorf("read totals of bucket %d: %w", start+i, err)
+					return nil, fmt.Errorf("read totals of bucket %d: %w", start+i, err)
 				}
 				if j < store.SummedCounters {
 					t.Sums[j] = n
@@ -53,7 +53,7 @@ func (s *Store) Totals(ctx context.Context) (store.BucketTotals, error) {
 					t.Flagged[j-store.SummedCounters] = n
 				}
 			}
-			out.Add(t)
+			out = append(out, t)
 		}
 	}
 	return out, nil

@@ -55,10 +55,11 @@ func (t *BucketTotals) Add(o BucketTotals) {
 type Totals interface {
 	Buckets() int
 	BucketOf(p Partition) int
-	// Totals sums every bucket's totals. It reads the buckets one by one,
-	// not at one instant: a change between two reads may be counted or
-	// not, but each bucket's figures are exact as of its read.
-	Totals(ctx context.Context) (BucketTotals, error)
+	// Totals reads every bucket's totals, in bucket order. It reads the
+	// buckets one by one, not at one instant: a change between two reads
+	// may be counted or not, but each bucket's figures are exact as of
+	// its read.
+	Totals(ctx context.Context) ([]BucketTotals, error)
 	// Flagged returns up to limit partitions of the bucket's flag set,
 	// with names strictly after after ("" for the first), in byte order,
 	// and whether the set holds more after them. A limit above
@@ -80,4 +81,17 @@ type Recounter interface {
 	// at one instant.
 	Recount(ctx context.Context, bucket int) error
 	RecordTotalsKept(ctx context.Context) error
+}
+
+// SumTotals sums every bucket's totals (Totals.Totals).
+func SumTotals(ctx context.Context, t Totals) (BucketTotals, error) {
+	all, err := t.Totals(ctx)
+	if err != nil {
+		return BucketTotals{}, err
+	}
+	var out BucketTotals
+	for _, b := range all {
+		out.Add(b)
+	}
+	return out, nil
 }

@@ -15,7 +15,7 @@ func flagKey(i int, id string) store.Key { return store.Key(string(store.FlagTag
 
 func totals(t *testing.T, s Store) store.BucketTotals {
 	t.Helper()
-	got, err := s.Totals(t.Context())
+	got, err := store.SumTotals(t.Context(), s)
 	if err != nil {
 		t.Fatalf("totals: %v", err)
 	}
