@@ -74,12 +74,25 @@ func totalsField(v any) (int64, error) {
 	}
 }
 
-// Flagged pages through a bucket's flag set with one ZRANGEBYLEX.
-func (s *Store) Flagged(ctx context.Context, bucket, flag int, after string, limit int) ([]store.Partition, bool, error) {
-	if flag < 0 || flag >= store.NumFlags {
-		return nil, false, fmt.Errorf("flagged: flag %d out of range 0..%d", flag, store.NumFlags-1)
+// List pages through a bucket's registry or flag set by name with one
+// ZRANGEBYLEX, from the later of after and prefix to the end of prefix's
+// names.
+func (s *Store) List(ctx context.Context, bucket int, set store.Set, prefix, after string, limit int) ([]store.Partition, bool, error) {
+	if bucket < 0 || bucket >= s.buckets {
+		return nil, false, fmt.Errorf("list: bucket %d out of range 0..%d", bucket, s.buckets-1)
 	}
-	return s.byName(ctx, "flagged", bucket, flagSuffixes[flag], after, limit)
+	var key string
+	switch set {
+	case store.SetRegistered:
+		key = s.regs[bucket]
+	case store.SetFlagA:
+		key = s.tags[bucket] + flagSuffixes[0]
+	case store.SetFlagB:
+		key = s.tags[bucket] + flagSuffixes[1]
+	default:
+		return nil, false, fmt.Errorf("list: no set %d", set)
+	}
+	return s.byName(ctx, "list", key, prefix, after, limit)
 }
 
 // Summed lists a bucket's summed set with one ZRANGE, in byte order.
@@ -99,21 +112,22 @@ func (s *Store) Summed(ctx context.Context, bucket int) ([]store.Partition, erro
 	return parts, nil
 }
 
-func (s *Store) byName(ctx context.Context, what string, bucket int, suffix, after string, limit int) ([]store.Partition, bool, error) {
-	if bucket < 0 || bucket >= s.buckets {
-		return nil, false, fmt.Errorf("%s: bucket %d out of range 0..%d", what, bucket, s.buckets-1)
-	}
+func (s *Store) byName(ctx context.Context, what, key, prefix, after string, limit int) ([]store.Partition, bool, error) {
 	if limit < 1 {
 		return nil, false, fmt.Errorf("%s: limit %d must be at least 1", what, limit)
 	}
 	limit = min(limit, store.MaxRegistryPage)
-	lower := "-"
-	if after != "" {
+	lower, upper := "-", "+"
+	if prefix != "" {
+		// Names are of [a-z0-9_-], all below 0xff.
+		lower, upper = "["+prefix, "("+prefix+"\xff"
+	}
+	if after != "" && (prefix == "" || after >= prefix) {
 		lower = "(" + after
 	}
-	names, err := s.client.ZRangeByLex(ctx, s.tags[bucket]+suffix, &redis.ZRangeBy{Min: lower, Max: "+", Count: int64(limit) + 1}).Result()
+	names, err := s.client.ZRangeByLex(ctx, key, &redis.ZRangeBy{Min: lower, Max: upper, Count: int64(limit) + 1}).Result()
 	if err != nil {
-		return nil, false, fmt.Errorf("%s in bucket %d: %w", what, bucket, classify(ctx, err))
+		return nil, false, fmt.Errorf("%s %s: %w", what, key, classify(ctx, err))
 	}
 	more := len(names) > limit
 	names = names[:min(len(names), limit)]

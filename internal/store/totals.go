@@ -60,11 +60,11 @@ type Totals interface {
 	// may be counted or not, but each bucket's figures are exact as of
 	// its read.
 	Totals(ctx context.Context) ([]BucketTotals, error)
-	// Flagged returns up to limit partitions of the bucket's flag set,
-	// with names strictly after after ("" for the first), in byte order,
-	// and whether the set holds more after them. A limit above
-	// MaxRegistryPage is clamped to it.
-	Flagged(ctx context.Context, bucket, flag int, after string, limit int) (parts []Partition, more bool, err error)
+	// List returns up to limit partitions of the bucket's set whose
+	// names start with prefix and sort strictly after after ("" for the
+	// first), in byte order, and whether the set holds more such after
+	// them: one range read. A limit above MaxRegistryPage is clamped to it.
+	List(ctx context.Context, bucket int, set Set, prefix, after string, limit int) (parts []Partition, more bool, err error)
 	// Summed lists the partitions of the bucket whose summed rows' first
 	// counters sum above 0, in byte order: bounded by the partitions with
 	// something counted, not by all.
@@ -94,4 +94,26 @@ func SumTotals(ctx context.Context, t Totals) (BucketTotals, error) {
 		out.Add(b)
 	}
 	return out, nil
+}
+
+// Set names a per-bucket set of partitions kept by name: the registry or a
+// flag set.
+type Set int
+
+// The sets Totals.List pages.
+const (
+	SetRegistered Set = iota
+	SetFlagA
+	SetFlagB
+)
+
+// ListSet is ListRegistered over any set, keeping the names that start
+// with prefix: the same walk, cursor and bounds, bucket by bucket and by
+// name within one, at most RegistryBucketsPerPage buckets a page, one range
+// read each. A page costs what it lists and the buckets it reads, not the
+// set's size.
+func ListSet(ctx context.Context, l Totals, set Set, prefix string, from RegistryCursor, limit int) (RegistryPage, error) {
+	return listWith(ctx, l.Buckets(), from, limit, func(b int, after string, n int) ([]Partition, bool, error) {
+		return l.List(ctx, b, set, prefix, after, n)
+	})
 }

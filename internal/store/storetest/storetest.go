@@ -92,6 +92,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AFailedBatchMovesNoTotal", testAFailedBatchMovesNoTotal},
 		{"FlagSetsFollowTheRows", testFlagSetsFollowTheRows},
 		{"ConcurrentWritersLeaveExactTotals", testConcurrentWritersLeaveExactTotals},
+		{"ListSetKeepsItsPrefix", testListSetKeepsItsPrefix},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -36,7 +37,7 @@ func flagged(t *testing.T, s Store, i int) map[string]bool {
 	for b := range s.Buckets() {
 		after := ""
 		for {
-			parts, more, err := s.Flagged(t.Context(), b, i, after, 2)
+			parts, more, err := s.List(t.Context(), b, store.Set(i+1), "", after, 2)
 			if err != nil {
 				t.Fatalf("flagged: %v", err)
 			}
@@ -228,4 +229,54 @@ func counters2(v store.Value) (int64, int64) {
 		}
 	}
 	return n[0], n[1]
+}
+
+// ListSet keeps the names that start with its prefix, each once, in the
+// walk's order, through pages resumed from their cursors; over a flag set
+// it lists the flagged partitions alone.
+func testListSetKeepsItsPrefix(t *testing.T, s Store) {
+	names := []string{"ab", "ab-1", "abc", "abz9", "a", "b", "aa", "xab"}
+	for i, n := range names {
+		var b store.Batch
+		b.Put(store.Key(string(store.RegistryTag)+"e"), nil)
+		if i%2 == 0 {
+			b.Put(flagKey(0, "e"), nil)
+		}
+		mustCommit(t, s, store.Partition{Namespace: n}, b)
+	}
+	walk := func(set store.Set, prefix string) []string {
+		var out []string
+		var from store.RegistryCursor
+		for range 1000 {
+			page, err := store.ListSet(t.Context(), s, set, prefix, from, 2)
+			if err != nil {
+				t.Fatalf("list: %v", err)
+			}
+			for _, p := range page.Partitions {
+				out = append(out, p.Namespace)
+			}
+			if page.Next == nil {
+				return out
+			}
+			c, err := store.ParseRegistryCursor(s, page.Next.Bytes())
+			if err != nil {
+				t.Fatalf("cursor: %v", err)
+			}
+			from = c
+		}
+		t.Fatal("the walk does not end")
+		return nil
+	}
+	want := func(got []string, w ...string) {
+		t.Helper()
+		slices.Sort(got)
+		if !slices.Equal(got, w) {
+			t.Fatalf("listed %v, want %v", got, w)
+		}
+	}
+	want(walk(store.SetRegistered, "ab"), "ab", "ab-1", "abc", "abz9")
+	want(walk(store.SetRegistered, ""), "a", "aa", "ab", "ab-1", "abc", "abz9", "b", "xab")
+	want(walk(store.SetFlagA, ""), "a", "aa", "ab", "abc")
+	want(walk(store.SetFlagA, "ab"), "ab", "abc")
+	want(walk(store.SetFlagB, ""))
 }
