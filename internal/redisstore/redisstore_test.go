@@ -310,6 +310,9 @@ func TestKeyLayout(t *testing.T) {
 	var b store.Batch
 	b.Put("row", nil)
 	b.Put(timerKey(1000, "ep"), store.Value{0})
+	b.Put(store.Key([]byte{store.SumTag, 'x'}), store.Value{1, 0, 0, 0, 0, 0, 0, 0, 2})
+	b.Put(store.Key([]byte{store.FlagTags[0], 'x'}), nil)
+	b.Put(store.Key([]byte{store.FlagTags[1], 'x'}), nil)
 	mustCommit(t, s, acme, b)
 
 	h := fnv.New32a()
@@ -319,7 +322,8 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatalf("bucket of acme = %d, want FNV-1a %% 64 = %d", got, bucket)
 	}
 	tag := fmt.Sprintf("relay:{%d}", bucket)
-	want := []string{"relay:buckets", "relay:format", tag + ":due", tag + ":ns:acme:keys", tag + ":ns:acme:rows"}
+	want := []string{"relay:buckets", "relay:format", "relay:totals", tag + ":due", tag + ":flag:1", tag + ":flag:2",
+		tag + ":ns:acme:keys", tag + ":ns:acme:rows", tag + ":summed", tag + ":totals"}
 	if got := m.Keys(); !slices.Equal(got, want) {
 		t.Fatalf("redis keys %q, want %q", got, want)
 	}
