@@ -174,8 +174,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			return nil, err
 		}
 	}
+	var oldest httpapi.OldestPending
+	if backlog != nil {
+		oldest = backlog.Oldest
+	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       ingest,
+		Oldest:         oldest,
 		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention, MaxNamespaces: cfg.MaxNamespaces, MaxEndpoints: cfg.MaxEndpoints},
 		Auth:           auth,
 		Wake:           driver.WakePartition,

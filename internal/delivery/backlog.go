@@ -82,6 +82,10 @@ type BacklogSampler struct {
 	mu   sync.Mutex // one tick at a time
 	pass backlogPass
 
+	// last is the last complete pass's oldest row and end, for Oldest.
+	lastMu                  sync.Mutex
+	lastOldestMs, lastEndMs int64
+
 	stopping chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -293,9 +297,21 @@ func (s *BacklogSampler) publish() {
 	s.oldestAge.Set(age)
 	s.unread.Set(float64(p.unread))
 	s.sampledAt.Set(float64(nowMs) / 1000)
+	s.lastMu.Lock()
+	s.lastOldestMs, s.lastEndMs = p.oldestMs, nowMs
+	s.lastMu.Unlock()
 	s.cfg.Logger.Debug("backlog sampled", "rows", p.rows, "bytes", p.bytes, "oldest_age_seconds", age, "unread", p.unread)
 	if p.unread > 0 {
 		s.cfg.Logger.Warn("backlog sample left out namespaces it could not read", "namespaces", p.unread, "error", p.firstErr)
 	}
 	p.begun = false
+}
+
+// Oldest is when the oldest row the last complete pass dated was accepted
+// (0 when none was pending) and when that pass ended; ok is false before
+// the first pass ends.
+func (s *BacklogSampler) Oldest() (acceptedMs, sampledMs int64, ok bool) {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	return s.lastOldestMs, s.lastEndMs, s.lastEndMs != 0
 }
