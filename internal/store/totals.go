@@ -10,10 +10,11 @@ import "context"
 // atomic step, whatever write made the change: a put, an add (saturating
 // or not) or a delete. So a bucket's sums equal the sums of its
 // partitions' rows at every instant. The outbox's backlog rows carry it.
-const (
-	SumTag         byte = 'b'
-	SummedCounters      = 2
-)
+const SumTag byte = 'b'
+
+// SummedCounters is how many leading counters of a summed row its bucket
+// sums.
+const SummedCounters = 2
 
 // FlagTags are the first bytes of the row keys that flag their partition:
 // a partition is in its bucket's flag set i while it holds a row whose key
