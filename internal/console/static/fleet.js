@@ -41,7 +41,9 @@ export async function fleetView(r, { table, row, head, rank }) {
       h('dt', {}, 'Oldest pending'), h('dd', { 'data-key': 'fleet-oldest' },
         !oldest ? h('span', { class: 'muted' }, 'not sampled yet')
           : oldest.accepted_at ? ['accepted ', when(h, oldest.accepted_at), ' (sampled ', when(h, oldest.sampled_at), ')']
-            : ['none (sampled ', when(h, oldest.sampled_at), ')'])),
+            // Rows that arrived since the sampler's last pass wait for its next.
+            : fleet.backlog.rows > 0 ? ['not dated yet (last sampled ', when(h, oldest.sampled_at), ')']
+              : ['none (sampled ', when(h, oldest.sampled_at), ')'])),
     h('h2', {}, 'Failing'),
     table('Namespaces with a failing endpoint' + under, head, rank(failing.namespaces).map(row),
       prefix ? `No namespace${under} has a failing endpoint.` : 'No namespace has a failing endpoint.'),
