@@ -73,6 +73,7 @@ var routes = []route{
 	{http.MethodDelete, "/v1/namespaces/{ns}/endpoints/{id}", "deleteEndpoint", []string{"endpoints:write", "admin"}},
 	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/enable", "enableEndpoint", []string{"endpoints:write", "admin"}},
 	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/disable", "disableEndpoint", []string{"endpoints:write", "admin"}},
+	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/test", "testEndpoint", []string{"endpoints:write", "admin"}},
 	{http.MethodPost, "/v1/namespaces/{ns}/endpoints/{id}/retry", "retryEndpoint", []string{"admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/endpoints", "listEndpoints", []string{"endpoints:write", "outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/outbox", "getOutbox", []string{"outbox:read", "admin"}},
@@ -413,6 +414,10 @@ func TestEndpointSchemas(t *testing.T) {
 		{"every field", `{"url": "https://h.example/x", "scheme": "standard-webhooks", "kinds": [], "enabled": false,
 			"max_in_flight": 16, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, true},
 		{"mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v2", "max_in_flight": 1}`, true},
+		{"headers kept", `{"url": "https://h.example/x", "headers": {"x-tenant": "acme"}, "keep_headers": ["authorization"]}`, true},
+		{"kept header repeated", `{"url": "https://h.example/x", "keep_headers": ["authorization", "authorization"]}`, false},
+		{"kept header not a string", `{"url": "https://h.example/x", "keep_headers": [1]}`, false},
+		{"test kind", `{"url": "https://h.example/x", "kinds": ["relay.endpoint.test"]}`, false},
 
 		{"unknown mkit scheme", `{"url": "https://h.example/x", "scheme": "mkit-hook-v3"}`, false},
 		{"no url", `{"scheme": "mkit-hook-v2"}`, false},

@@ -88,6 +88,10 @@ func (c *Client) DeleteEndpoint(ctx context.Context, ns, id string, force bool) 
 type OutboxQuery struct {
 	// Cursor is the previous page's NextCursor; empty for the first page.
 	Cursor string
+	// FromSequence starts the page at the row of that sequence number (an
+	// outcome's Seq), or the first after it; not with Cursor. 0 is the
+	// stream's head.
+	FromSequence uint64
 	// Limit is the rows per page, 1 to 100; 0 is relay's default (50).
 	Limit int
 }
@@ -103,6 +107,9 @@ func (c *Client) Outbox(ctx context.Context, ns, endpoint string, q OutboxQuery)
 	v := url.Values{"endpoint": {endpoint}}
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)
+	}
+	if q.FromSequence != 0 {
+		v.Set("from_sequence", strconv.FormatUint(q.FromSequence, 10))
 	}
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
@@ -226,4 +233,31 @@ func (c *Client) RetryEndpoint(ctx context.Context, ns, endpoint string, enable 
 		return out, err
 	}
 	return out, decode("retry endpoint", a, &out)
+}
+
+// TestQueued is the answer to TestEndpoint.
+type TestQueued struct {
+	Endpoint string `json:"endpoint"`
+	// ReservationID is the test outcome's id, relay's own: Outcome shows
+	// its attempts.
+	ReservationID string `json:"reservation_id"`
+	// Type is "endpoint.test".
+	Type string `json:"type"`
+}
+
+// TestEndpoint queues a test outcome, an operator event of type
+// "endpoint.test", on the stream of endpoint id of namespace ns alone,
+// whatever its kinds (scope endpoints:write). A disabled endpoint is a
+// *Problem of TypeEndpointDisabled. A retried call may queue a second
+// test, which the receiver gets as one more delivery.
+func (c *Client) TestEndpoint(ctx context.Context, ns, id string) (TestQueued, error) {
+	var out TestQueued
+	if err := checkEndpoint("test endpoint", ns, id); err != nil {
+		return out, err
+	}
+	a, err := c.do(ctx, call{op: "test endpoint", method: http.MethodPost, path: endpointPath(ns, id) + "/test", auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("test endpoint", a, &out)
 }

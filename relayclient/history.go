@@ -55,9 +55,17 @@ type OutcomesQuery struct {
 	// State keeps the outcomes in that state, on Endpoint or on any
 	// endpoint; OutcomeFiltered needs Endpoint.
 	State OutcomeState
+	// Kind keeps the outcomes of that kind: KindCommitted, KindAborted,
+	// KindExpired or KindReadServed.
+	Kind Kind
 	// Since and Until keep the outcomes accepted in [Since, Until).
 	Since, Until time.Time
-	// Cursor is the previous page's NextCursor; empty for the first page.
+	// RIDPrefix keeps the outcomes whose reservation id starts with it.
+	RIDPrefix string
+	// NewestFirst lists them newest first instead of in acceptance order.
+	NewestFirst bool
+	// Cursor is a page's NextCursor, or its PrevCursor to go back, with
+	// the same filter and order; empty for the first page.
 	Cursor string
 	// Limit is the outcomes per page, 1 to 100; 0 is relay's default (50).
 	Limit int
@@ -69,6 +77,9 @@ type OutcomesPage struct {
 	// NextCursor is the next page's cursor; empty on the last page. A page
 	// may hold fewer than Limit outcomes, even none, and still have one.
 	NextCursor string `json:"next_cursor,omitempty"`
+	// PrevCursor reads the page before, in the same order; empty on a
+	// first page.
+	PrevCursor string `json:"prev_cursor,omitempty"`
 }
 
 // OutcomeSummary is one outcome of a list: its kind (empty when its record
@@ -161,8 +172,9 @@ func (c *Client) Outcome(ctx context.Context, ns, rid string) (OutcomeStory, err
 }
 
 // Outcomes returns a page of the retained outcomes of namespace ns in
-// acceptance order, filtered by q (scope outbox:read). Page on with
-// q.Cursor set to NextCursor until it is empty.
+// acceptance order, or newest first, filtered by q (scope outbox:read).
+// Page on with q.Cursor set to NextCursor until it is empty, and back
+// with PrevCursor.
 func (c *Client) Outcomes(ctx context.Context, ns string, q OutcomesQuery) (OutcomesPage, error) {
 	var out OutcomesPage
 	if err := checkNamespace("list outcomes", ns); err != nil {
@@ -178,11 +190,23 @@ func (c *Client) Outcomes(ctx context.Context, ns string, q OutcomesQuery) (Outc
 	if q.State != "" {
 		v.Set("state", string(q.State))
 	}
+	if q.Kind != "" {
+		v.Set("kind", string(q.Kind))
+	}
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if !q.Until.IsZero() {
 		v.Set("until", q.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if q.RIDPrefix != "" {
+		if !validRID(q.RIDPrefix) {
+			return out, fmt.Errorf("%w: list outcomes: rid prefix must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'", ErrInvalid)
+		}
+		v.Set("rid_prefix", q.RIDPrefix)
+	}
+	if q.NewestFirst {
+		v.Set("order", "desc")
 	}
 	if q.Cursor != "" {
 		v.Set("cursor", q.Cursor)

@@ -28,7 +28,8 @@ const (
 // outcome's story shows it and as the event webhook's data holds it.
 type Event struct {
 	// Type is "endpoint.disabled", "endpoint.failing",
-	// "endpoint.recovered" or "endpoint.gone".
+	// "endpoint.recovered", "endpoint.gone", or "endpoint.test" for a test
+	// an operator asked for (TestEndpoint).
 	Type     string `json:"type"`
 	Endpoint string `json:"endpoint"`
 	// Reason is why a disabled endpoint is: "failing" or "gone".
@@ -165,6 +166,11 @@ type EndpointConfig struct {
 	// holding authorization, cookie, auth, token, secret, key, pass,
 	// session, credential or signature are never shown again.
 	Headers map[string]string `json:"headers,omitempty"`
+	// KeepHeaders names headers the endpoint holds whose stored values are
+	// kept as they are: what a caller that read them as HeaderRedacted
+	// sends instead of the placeholder, which relay refuses. A name the
+	// endpoint lacks, or that Headers also sets, is TypeInvalidEndpoint.
+	KeepHeaders []string `json:"keep_headers,omitempty"`
 	// RateLimit is the most calls per second the whole relay cluster makes
 	// to the endpoint, 1 to 10000; 0 is left out (unlimited).
 	RateLimit int `json:"rate_limit,omitempty"`

@@ -37,7 +37,13 @@ func validName(s string) bool {
 // validClientRID reports whether s is a reservation id a client may name:
 // 1 to 128 of [A-Za-z0-9._:-], not starting "s:" (relay's synthetic rows).
 func validClientRID(s string) bool {
-	if len(s) == 0 || len(s) > 128 || strings.HasPrefix(s, "s:") {
+	return !strings.HasPrefix(s, "s:") && validRID(s)
+}
+
+// validRID reports whether s is 1 to 128 of [A-Za-z0-9._:-], as every
+// reservation id is, and so every start of one.
+func validRID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

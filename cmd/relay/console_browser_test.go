@@ -63,7 +63,7 @@ func browserOrSkip(t *testing.T) string {
 // Screenshots of every page at 1280 and 390 px are its artifacts, under
 // RELAY_CONSOLE_SCREENSHOTS or $RELAY_TEST_ARTIFACTS/console-screenshots
 // (a temporary directory otherwise), one directory per store; with
-// RELAY_CONSOLE_README_DIR the embedded run also writes the README's two
+// RELAY_CONSOLE_README_DIR the embedded run also writes the README's four
 // (make console-screenshots).
 func TestConsoleInChromium(t *testing.T) {
 	chromium := browserOrSkip(t)
@@ -75,7 +75,10 @@ func TestConsoleInChromium(t *testing.T) {
 		p := relaytest.Start(t, relaytest.Config{Name: "console", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
 		dir := consoleScenario(t, chromium, p, testSecret, p.URL, 1280)
 		if readme := os.Getenv("RELAY_CONSOLE_README_DIR"); readme != "" {
-			for from, to := range map[string]string{"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png"} {
+			for from, to := range map[string]string{
+				"namespace-1280.png": "console-namespace.png", "outcome-1280.png": "console-outcome.png",
+				"namespace-390.png": "console-namespace-phone.png", "outcome-390.png": "console-outcome-phone.png",
+			} {
 				b, err := os.ReadFile(filepath.Join(dir, from))
 				if err != nil {
 					t.Fatal(err)
@@ -136,6 +139,9 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		return p.URL + "/console/#token=" + tok
 	}
 	adminLink, boundLink, readLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other"), link("--scope", "outbox:read")
+	// A link that lapses two minutes on: the browser's clock is moved past
+	// it, not waited for.
+	lapsingLink := link("--scope", "outbox:read", "--ns", "other", "--ttl", "2m")
 	admin, err := url.QueryUnescape(strings.SplitN(adminLink, "#token=", 2)[1])
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +249,7 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 
 	cmd := exec.CommandContext(ctx, "node", "drive.mjs")
 	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_HELD_RID="+held,
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_LAPSING_LINK="+lapsingLink, "CONSOLE_HELD_RID="+held,
 		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
 		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
 		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)
@@ -305,7 +311,13 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 // that show something: not one colour all over.
 func checkScreenshots(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range consolePages {
+	checkShots(t, dir, consolePages)
+}
+
+// checkShots checks the screenshots of the pages names.
+func checkShots(t *testing.T, dir string, names []string) {
+	t.Helper()
+	for _, name := range names {
 		for _, width := range []int{1280, 390} {
 			file := filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, width))
 			f, err := os.Open(file)

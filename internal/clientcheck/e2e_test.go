@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -151,6 +152,14 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if err != nil || set.TimeoutMs != 2000 || !maps.Equal(set.Headers, wantHeaders) {
 		t.Fatalf("endpoint with settings %+v, %v", set, err)
 	}
+	// An edit sends the redacted header back by name.
+	kept, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
+		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled,
+		TimeoutMs: 2000, Headers: map[string]string{"x-tenant": "acme-2"}, KeepHeaders: []string{"x-api-key"},
+	})
+	if err != nil || !maps.Equal(kept.Headers, map[string]string{"x-tenant": "acme-2", "x-api-key": relayclient.HeaderRedacted}) {
+		t.Fatalf("endpoint with a kept header %+v, %v", kept, err)
+	}
 	limited, err := c.PutEndpoint(ctx, "acme", "audit", relayclient.EndpointConfig{
 		URL: "http://127.0.0.1:9/audit", Kinds: []relayclient.Kind{relayclient.KindReadServed}, Enabled: &disabled, RateLimit: 50,
 	})
@@ -277,6 +286,20 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if next, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{Cursor: listed2.NextCursor, Limit: 100}); err != nil || len(next.Outcomes) == 0 {
 		t.Fatalf("next page %+v, %v", next, err)
 	}
+	newest, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2})
+	if err != nil || len(newest.Outcomes) != 2 || newest.Outcomes[0].ReservationID != rows[250].ReservationID || newest.NextCursor == "" || newest.PrevCursor != "" {
+		t.Fatalf("newest first %+v, %v", newest, err)
+	}
+	older, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2, Cursor: newest.NextCursor})
+	if err != nil || len(older.Outcomes) != 2 || older.Outcomes[0].Seq >= newest.Outcomes[1].Seq || older.PrevCursor == "" {
+		t.Fatalf("older %+v, %v", older, err)
+	}
+	if back, err := c.Outcomes(ctx, "acme", relayclient.OutcomesQuery{NewestFirst: true, Kind: relayclient.KindCommitted, RIDPrefix: "b-", Limit: 2, Cursor: older.PrevCursor}); err != nil || !reflect.DeepEqual(back.Outcomes, newest.Outcomes) {
+		t.Fatalf("back to the newest %+v, %v", back, err)
+	}
+	if at, err := c.Outbox(ctx, "acme", "billing", relayclient.OutboxQuery{FromSequence: newest.Outcomes[1].Seq, Limit: 1}); err != nil || len(at.Rows) != 1 || at.Rows[0].ReservationID != newest.Outcomes[1].ReservationID {
+		t.Fatalf("the stream's page from %d: %+v, %v", newest.Outcomes[1].Seq, at, err)
+	}
 	_, err = c.Resend(ctx, "acme", "billing", "r-1")
 	wantProblem(t, err, http.StatusConflict, relayclient.TypeStillPending)
 	job, err := c.Recover(ctx, "acme", "billing", time.Now().Add(-time.Hour), time.Now())
@@ -292,11 +315,19 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 		t.Fatalf("erase %+v, %v", erased, err)
 	}
 
+	// The test is one more row on billing alone.
+	tested, err := c.TestEndpoint(ctx, "acme", "billing")
+	if err != nil || tested.Endpoint != "billing" || tested.Type != "endpoint.test" || !strings.HasPrefix(tested.ReservationID, "relay.endpoint.test.billing.") {
+		t.Fatalf("test %+v, %v", tested, err)
+	}
+	_, err = c.TestEndpoint(ctx, "acme", "audit")
+	wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointDisabled)
+
 	_, err = c.DeleteEndpoint(ctx, "acme", "billing", false)
-	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 250 {
+	if p := wantProblem(t, err, http.StatusConflict, relayclient.TypeEndpointHasBacklog); p.BacklogRows != 251 {
 		t.Fatalf("backlog_rows %d", p.BacklogRows)
 	}
-	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 250 || del.ID != "billing" {
+	if del, err := c.DeleteEndpoint(ctx, "acme", "billing", true); err != nil || del.DroppedRows != 251 || del.ID != "billing" {
 		t.Fatalf("forced delete %+v, %v", del, err)
 	}
 	if del, err := c.DeleteEndpoint(ctx, "acme", "audit", false); err != nil || del.DroppedRows != 0 {

@@ -112,7 +112,8 @@ func (ft *fireTrace) startAttempt(ctx context.Context, r *pendingRow) (context.C
 		return ctx, nil
 	}
 	fire := ft.span.SpanContext()
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	opts := make([]trace.SpanStartOption, 0, 3)
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindClient))
 	if tp := r.outcome.Trace; tp.Valid() {
 		parent := trace.NewSpanContext(trace.SpanContextConfig{
 			TraceID: tp.TraceID, SpanID: tp.SpanID, TraceFlags: trace.TraceFlags(tp.Flags), Remote: true,
@@ -125,11 +126,14 @@ func (ft *fireTrace) startAttempt(ctx context.Context, r *pendingRow) (context.C
 		ctx = trace.ContextWithSpanContext(ctx, fire)
 	}
 	n := int(min(r.attempts.Total, 1<<31-2)) + 1
-	// Given as options, the SDK copies them once into the span.
-	opts = append(opts, trace.WithAttributes(ft.attrs...), trace.WithAttributes(attrReservationID.String(r.rid), attrAttempt.Int(n)))
+	// One option with every attribute: the SDK copies it once into the
+	// span, where each option more would grow the copy again.
+	attrs := make([]attribute.KeyValue, 0, len(ft.attrs)+3)
+	attrs = append(append(attrs, ft.attrs...), attrReservationID.String(r.rid), attrAttempt.Int(n))
 	if n > 1 {
-		opts = append(opts, trace.WithAttributes(semconv.HTTPRequestResendCount(n-1)))
+		attrs = append(attrs, semconv.HTTPRequestResendCount(n-1))
 	}
+	opts = append(opts, trace.WithAttributes(attrs...))
 	// Named as OpenTelemetry's HTTP conventions name a client span with no
 	// URL template: by its method.
 	return ft.tracer.Start(ctx, "POST", opts...)

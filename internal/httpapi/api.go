@@ -150,6 +150,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Delete(ns+"/endpoints/{id}", a.deleteEndpoint)
 		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Post(ns+"/endpoints/{id}/enable", a.enableEndpoint)
 		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Post(ns+"/endpoints/{id}/disable", a.disableEndpoint)
+		r.With(cfg.Auth.Require(ScopeEndpointsWrite)).Post(ns+"/endpoints/{id}/test", a.testEndpoint)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/endpoints/{id}/retry", a.retryStream)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outbox", a.getOutbox)
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/outcomes", a.listOutcomes)

@@ -24,7 +24,10 @@ type endpointBody struct {
 	RotateKey   bool                          `json:"rotate_key"`
 	TimeoutMs   *int                          `json:"timeout_ms"`
 	Headers     map[string]schema.HeaderValue `json:"headers"`
-	RateLimit   *int                          `json:"rate_limit"`
+	// KeepHeaders names stored headers kept as they are, for a client
+	// that read them redacted.
+	KeepHeaders []string `json:"keep_headers"`
+	RateLimit   *int     `json:"rate_limit"`
 }
 
 type backlogView struct {
@@ -210,7 +213,7 @@ func (a *api) putEndpoint(w http.ResponseWriter, r *http.Request) {
 		}
 		spec.RateLimit = *body.RateLimit
 	}
-	spec.Headers = body.Headers
+	spec.Headers, spec.KeepHeaders = body.Headers, body.KeepHeaders
 	if err := schema.ValidateNewURL(body.URL); err != nil {
 		WriteProblem(w, r, NewProblem(SlugInvalidEndpoint, err.Error()))
 		return

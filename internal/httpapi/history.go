@@ -59,6 +59,7 @@ type outcomeSummaryView struct {
 type outcomesPageView struct {
 	Outcomes   []outcomeSummaryView `json:"outcomes"`
 	NextCursor string               `json:"next_cursor,omitempty"`
+	PrevCursor string               `json:"prev_cursor,omitempty"`
 }
 
 // outcomeParams are the request's namespace and reservation id, or the
@@ -144,7 +145,8 @@ func parseTime(name, s string) (int64, *Problem) {
 }
 
 // listOutcomes pages through a namespace's retained outcomes in acceptance
-// order, filtered by endpoint, state and acceptance time.
+// order or newest first, both ways, filtered by endpoint, state, kind,
+// acceptance time and reservation id prefix.
 func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 	p, prob := partition(r)
 	if prob != nil {
@@ -178,6 +180,30 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if q.Has("kind") {
+		f.Kind = schema.Kind(q.Get("kind"))
+		if !f.Kind.Valid() {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "kind must be committed, aborted, expired or read_served"))
+			return
+		}
+	}
+	if q.Has("rid_prefix") {
+		f.RIDPrefix = q.Get("rid_prefix")
+		if schema.ValidateReservationID(f.RIDPrefix) != nil {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "rid_prefix must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'"))
+			return
+		}
+	}
+	if q.Has("order") {
+		switch q.Get("order") {
+		case "asc":
+		case "desc":
+			f.NewestFirst = true
+		default:
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "order must be asc (oldest first) or desc (newest first)"))
+			return
+		}
+	}
 	if f.SinceMs, prob = queryTime(q, "since"); prob != nil {
 		WriteProblem(w, r, prob)
 		return
@@ -203,8 +229,8 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 	if q.Has("cursor") {
 		// An empty cursor is a client's bug, not the first page.
 		b, err := base64.RawURLEncoding.DecodeString(q.Get("cursor"))
-		if err != nil || len(b) != 8 {
-			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "cursor must be a next_cursor this API returned"))
+		if err != nil || len(b) != 8 && len(b) != 9 {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "cursor must be a next_cursor or prev_cursor this API returned"))
 			return
 		}
 		next = b
@@ -225,6 +251,9 @@ func (a *api) listOutcomes(w http.ResponseWriter, r *http.Request) {
 	}
 	if page.Next != nil {
 		out.NextCursor = base64.RawURLEncoding.EncodeToString(page.Next)
+	}
+	if page.Prev != nil {
+		out.PrevCursor = base64.RawURLEncoding.EncodeToString(page.Prev)
 	}
 	WriteJSON(w, http.StatusOK, out)
 }

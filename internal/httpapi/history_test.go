@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -208,6 +209,78 @@ func TestTheOutcomesListFiltersAndPages(t *testing.T) {
 	})
 }
 
+func TestTheOutcomesListReadsNewestFirstBothWaysByKindAndPrefix(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		for _, rid := range []string{"a-0", "a-1", "a-2"} {
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON(rid, "committed")), http.StatusAccepted, "")
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON("x"+rid, "aborted")), http.StatusAccepted, "")
+			h.clk.Advance(time.Minute)
+		}
+		if got, _ := h.outcomesList(url.Values{"order": {"desc"}}, 4); !reflect.DeepEqual(got, []string{"xa-2", "a-2", "xa-1", "a-1", "xa-0", "a-0"}) {
+			t.Fatalf("newest first %v", got)
+		}
+		if got, _ := h.outcomesList(url.Values{"order": {"asc"}}, 4); !reflect.DeepEqual(got, []string{"a-0", "xa-0", "a-1", "xa-1", "a-2", "xa-2"}) {
+			t.Fatalf("oldest first %v", got)
+		}
+		if got, _ := h.outcomesList(url.Values{"order": {"desc"}, "kind": {"aborted"}}, 9); !reflect.DeepEqual(got, []string{"xa-2", "xa-1", "xa-0"}) {
+			t.Fatalf("aborted, newest first %v", got)
+		}
+		if got, _ := h.outcomesList(url.Values{"order": {"desc"}, "rid_prefix": {"a-"}}, 9); !reflect.DeepEqual(got, []string{"a-2", "a-1", "a-0"}) {
+			t.Fatalf("prefix a-, newest first %v", got)
+		}
+		ranged := url.Values{"order": {"desc"}, "since": {"2025-11-30T00:01:00Z"}, "until": {"2025-11-30T00:02:00Z"}}
+		if got, _ := h.outcomesList(ranged, 9); !reflect.DeepEqual(got, []string{"xa-1", "a-1"}) {
+			t.Fatalf("accepted in [1m, 2m), newest first %v", got)
+		}
+		// Older, then Newer: the page before is the first again.
+		path := "/v1/namespaces/acme/outcomes?order=desc&limit=2"
+		first := want(t, h.do(http.MethodGet, path, h.admin(), ""), http.StatusOK, "")
+		if _, ok := first["prev_cursor"]; ok {
+			t.Fatalf("the first page has a prev_cursor: %v", first)
+		}
+		second := want(t, h.do(http.MethodGet, path+"&cursor="+first["next_cursor"].(string), h.admin(), ""), http.StatusOK, "")
+		back := want(t, h.do(http.MethodGet, path+"&cursor="+second["prev_cursor"].(string), h.admin(), ""), http.StatusOK, "")
+		rids := func(page map[string]any) (out []string) {
+			for _, o := range page["outcomes"].([]any) {
+				out = append(out, o.(map[string]any)["reservation_id"].(string))
+			}
+			return out
+		}
+		if got := rids(second); !reflect.DeepEqual(got, []string{"xa-1", "a-1"}) {
+			t.Fatalf("second page %v", got)
+		}
+		if got := rids(back); !reflect.DeepEqual(got, rids(first)) {
+			t.Fatalf("back from the second page %v, want %v", got, rids(first))
+		}
+	})
+}
+
+func TestAnOutboxPageStartsAtTheRowOfASequenceNumber(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
+		for _, rid := range []string{"a-0", "a-1", "a-2", "a-3"} {
+			want(t, h.do(http.MethodPost, outcomesPath, h.admin(), outcomeJSON(rid, "committed")), http.StatusAccepted, "")
+		}
+		seq := h.pendingSeq("billing", "a-2")
+		page := want(t, h.do(http.MethodGet, fmt.Sprintf("/v1/namespaces/acme/outbox?endpoint=billing&limit=1&from_sequence=%d", int(seq)), h.admin(), ""), http.StatusOK, "")
+		rows := page["rows"].([]any)
+		if len(rows) != 1 || rows[0].(map[string]any)["reservation_id"] != "a-2" {
+			t.Fatalf("the page from a-2's sequence holds %v", rows)
+		}
+		next := want(t, h.do(http.MethodGet, "/v1/namespaces/acme/outbox?endpoint=billing&limit=1&cursor="+page["next_cursor"].(string), h.admin(), ""), http.StatusOK, "")
+		if rows := next["rows"].([]any); len(rows) != 1 || rows[0].(map[string]any)["reservation_id"] != "a-3" {
+			t.Fatalf("the page after it holds %v", rows)
+		}
+		for _, q := range []string{"from_sequence=-1", "from_sequence=x", "from_sequence=", "from_sequence=1&cursor=" + page["next_cursor"].(string)} {
+			body := want(t, h.do(http.MethodGet, "/v1/namespaces/acme/outbox?endpoint=billing&"+q, h.admin(), ""), http.StatusBadRequest, httpapi.SlugInvalidRequest)
+			if detail, _ := body["detail"].(string); !strings.Contains(detail, "from_sequence") {
+				t.Fatalf("%s: detail %q does not name from_sequence", q, detail)
+			}
+		}
+	})
+}
+
 func TestMalformedOutcomeQueriesAreRefusedNamingTheField(t *testing.T) {
 	h, _ := newLoggedHarness(t)
 	h.putEndpoint("acme", "billing", `{"url": "https://billing.example.com/hooks"}`)
@@ -224,18 +297,25 @@ func TestMalformedOutcomeQueriesAreRefusedNamingTheField(t *testing.T) {
 		"since=2025-11-30T00:00:00Z&since=2025-11-30T00:00:00Z": "since",
 		"since=2025-11-30T01:00:00Z&until=2025-11-30T00:00:00Z": "until",
 		"since=2025-11-30T01:00:00Z&until=2025-11-30T01:00:00Z": "until",
-		"limit=0":        "limit",
-		"limit=101":      "limit",
-		"limit=ten":      "limit",
-		"limit=":         "limit",
-		"cursor=!!":      "cursor",
-		"cursor=ZQ":      "cursor",
-		"cursor=":        "cursor",
-		"state=lost":     "state",
-		"state=":         "state",
-		"state=filtered": "filtered",
-		"endpoint=Bad":   "endpoint",
-		"endpoint=":      "endpoint",
+		"limit=0":             "limit",
+		"limit=101":           "limit",
+		"limit=ten":           "limit",
+		"limit=":              "limit",
+		"cursor=!!":           "cursor",
+		"cursor=ZQ":           "cursor",
+		"cursor=":             "cursor",
+		"state=lost":          "state",
+		"state=":              "state",
+		"state=filtered":      "filtered",
+		"endpoint=Bad":        "endpoint",
+		"endpoint=":           "endpoint",
+		"kind=lost":           "kind",
+		"kind=":               "kind",
+		"rid_prefix=a%20b":    "rid_prefix",
+		"rid_prefix=":         "rid_prefix",
+		"order=newest":        "order",
+		"order=":              "order",
+		"cursor=eAAAAAAAAAAB": "cursor",
 	} {
 		t.Run(query, func(t *testing.T) {
 			body := want(t, h.do(http.MethodGet, "/v1/namespaces/acme/outcomes?"+query, h.admin(), ""), http.StatusBadRequest, httpapi.SlugInvalidRequest)

@@ -119,6 +119,22 @@ func (a *api) getOutbox(w http.ResponseWriter, r *http.Request) {
 		}
 		after = b
 	}
+	if q.Has("from_sequence") {
+		// The page that starts at a row, found by its place in the log:
+		// an outcome's page links to where it waits.
+		seq, err := strconv.ParseUint(q.Get("from_sequence"), 10, 64)
+		switch {
+		case err != nil:
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "from_sequence must be a sequence number, a whole number from 0"))
+			return
+		case after != nil:
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "give cursor or from_sequence, not both"))
+			return
+		}
+		if c := outbox.QueueFrom(id, seq); c != nil {
+			after = c.Bytes()
+		}
+	}
 	page, err := a.Admin.Pending(r.Context(), p, id, after, limit)
 	if err != nil {
 		a.fail(w, r, err)

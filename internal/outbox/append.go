@@ -259,6 +259,9 @@ type item struct {
 	digest  [32]byte
 	seenKey store.Key
 	trace   schema.TraceParent
+	// to is the one endpoint an event that routes itself goes to
+	// (schema.EventType.Routes); empty for an outcome its kind routes.
+	to string
 }
 
 // Append accepts outcomes into partition p and answers each in order. An
@@ -305,7 +308,7 @@ func prepare(outcomes []schema.Outcome) *prepared {
 			pr.statuses[i] = Status{Code: Invalid, Detail: err.Error()}
 			continue
 		}
-		pr.items = append(pr.items, &item{
+		it := &item{
 			index:   i,
 			rid:     o.ReservationID,
 			kind:    o.Kind(),
@@ -313,7 +316,11 @@ func prepare(outcomes []schema.Outcome) *prepared {
 			digest:  digest.Sum256(rec),
 			seenKey: schema.ClassSeen.Key(o.ReservationID),
 			trace:   o.Trace,
-		})
+		}
+		if o.Event != nil && o.Event.Type.Routes() {
+			it.to = o.Event.Endpoint
+		}
+		pr.items = append(pr.items, it)
 	}
 	return pr
 }

@@ -30,6 +30,11 @@ type EndpointSpec struct {
 	// defaults).
 	TimeoutMs int
 	Headers   map[string]schema.HeaderValue
+	// KeepHeaders names headers of the endpoint as stored whose values are
+	// kept, unseen: an operator who edits an endpoint read with its secret
+	// headers redacted sends their names, not their values. Each must be
+	// a header of the endpoint and not one of Headers.
+	KeepHeaders []string
 	// RateLimit replaces the endpoint's own; 0 is unlimited.
 	RateLimit int
 }
@@ -105,6 +110,11 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 			// the operator.
 			e.DisabledReason, e.DisabledMs = prior.DisabledReason, prior.DisabledMs
 		}
+		if e.Headers, err = keepHeaders(spec, prior.Headers); err != nil {
+			return res, b, err
+		}
+	} else if len(spec.KeepHeaders) > 0 {
+		return res, b, invalidf("keep_headers.%s: the endpoint holds no such header", spec.KeepHeaders[0])
 	} else if s.endpoints >= a.maxEndpoints() {
 		// Only a new endpoint is refused: a namespace over its limit
 		// keeps working, and its endpoints can still be changed.
@@ -177,6 +187,30 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	}
 	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog, Counters: s.counters}
 	return res, b, nil
+}
+
+// keepHeaders is the spec's headers with those it keeps taken from stored,
+// in a map of its own: the spec's is the caller's. The values read are
+// guarded with the endpoint row, so a concurrent edit fails the put.
+func keepHeaders(spec EndpointSpec, stored map[string]schema.HeaderValue) (map[string]schema.HeaderValue, error) {
+	if len(spec.KeepHeaders) == 0 {
+		return spec.Headers, nil
+	}
+	out := make(map[string]schema.HeaderValue, len(spec.Headers)+len(spec.KeepHeaders))
+	for n, v := range spec.Headers {
+		out[n] = v
+	}
+	for _, n := range spec.KeepHeaders {
+		v, ok := stored[n]
+		switch _, given := spec.Headers[n]; {
+		case given:
+			return nil, invalidf("keep_headers.%s is also in headers: send its value or keep it, not both", n)
+		case !ok:
+			return nil, invalidf("keep_headers.%s: the endpoint holds no such header", n)
+		}
+		out[n] = v
+	}
+	return out, nil
 }
 
 func (a *Admin) maxEndpoints() int {

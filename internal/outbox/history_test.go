@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -431,6 +432,143 @@ func TestAnUnreadableLogRowHidesNoOutcomeOfARange(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("recovered %v, want %v", got, want)
+		}
+	})
+}
+
+// collectPages pages through every outcome the filter keeps, following
+// Next, and checks that each page's Prev leads back to the page before it.
+func collectPages(t *testing.T, e *env, a *outbox.Admin, f outbox.OutcomeFilter, limit int) [][]string {
+	t.Helper()
+	var pages [][]string
+	var cursor, prevNext []byte
+	for n := 0; ; n++ {
+		if n > 50 {
+			t.Fatal("paging does not end")
+		}
+		page, err := a.Outcomes(e.Ctx, e.P, f, cursor, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rids []string
+		for _, o := range page.Outcomes {
+			rids = append(rids, o.RID)
+		}
+		switch {
+		case n == 0 && page.Prev != nil:
+			t.Errorf("the first page has a previous one")
+		case n > 0:
+			back, err := a.Outcomes(e.Ctx, e.P, f, page.Prev, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range back.Outcomes {
+				got = append(got, o.RID)
+			}
+			if want := pages[n-1]; !reflect.DeepEqual(got, want[max(0, len(want)-len(got)):]) || len(got) == 0 {
+				t.Errorf("page %d leads back to %v, after %v", n, got, want)
+			}
+			if back.Next == nil {
+				t.Errorf("page %d's previous page leads nowhere on", n)
+			} else if again, err := a.Outcomes(e.Ctx, e.P, f, back.Next, limit); err != nil || len(again.Outcomes) == 0 || again.Outcomes[0].RID != page.Outcomes[0].RID {
+				t.Errorf("page %d's previous page leads on to %v (%v)", n, again.Outcomes, err)
+			}
+		}
+		_ = prevNext
+		pages = append(pages, rids)
+		if page.Next == nil {
+			return pages
+		}
+		cursor = page.Next
+	}
+}
+
+func flatten(pages [][]string) []string {
+	var out []string
+	for _, p := range pages {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestOutcomesNewestFirstPageBothWaysAndFilterByKindAndPrefix(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		for i := range 5 {
+			e.Append(committed(ridN(i)), aborted(ridN(i+100)))
+			e.Clk.Advance(time.Minute)
+		}
+		a := e.history()
+		oldest := collect(t, e, a, outbox.OutcomeFilter{}, 100)
+		newest := flatten(collectPages(t, e, a, outbox.OutcomeFilter{NewestFirst: true}, 3))
+		want := slices.Clone(oldest)
+		slices.Reverse(want)
+		if len(newest) != 10 || !reflect.DeepEqual(newest, want) {
+			t.Errorf("newest first %v, oldest first %v", newest, oldest)
+		}
+		if asc := flatten(collectPages(t, e, a, outbox.OutcomeFilter{}, 4)); !reflect.DeepEqual(asc, oldest) {
+			t.Errorf("oldest first, paged both ways: %v", asc)
+		}
+		kind := flatten(collectPages(t, e, a, outbox.OutcomeFilter{NewestFirst: true, Kind: schema.KindAborted}, 2))
+		if !reflect.DeepEqual(kind, []string{"r-104", "r-103", "r-102", "r-101", "r-100"}) {
+			t.Errorf("aborted, newest first %v", kind)
+		}
+		prefix := flatten(collectPages(t, e, a, outbox.OutcomeFilter{NewestFirst: true, RIDPrefix: "r-10"}, 100))
+		if !reflect.DeepEqual(prefix, []string{"r-104", "r-103", "r-102", "r-101", "r-100"}) {
+			t.Errorf("prefix r-10, newest first %v", prefix)
+		}
+		t0 := e.NowMs() - 5*time.Minute.Milliseconds()
+		ranged := collect(t, e, a, outbox.OutcomeFilter{NewestFirst: true, SinceMs: t0 + time.Minute.Milliseconds(), UntilMs: t0 + 3*time.Minute.Milliseconds()}, 100)
+		if !reflect.DeepEqual(ranged, []string{"r-102", "r-002", "r-101", "r-001"}) {
+			t.Errorf("accepted in [1m, 3m), newest first %v", ranged)
+		}
+		for name, f := range map[string]outbox.OutcomeFilter{
+			"kind":   {Kind: "lost"},
+			"prefix": {RIDPrefix: "r 1"},
+		} {
+			if _, err := a.Outcomes(e.Ctx, e.P, f, nil, 10); !errors.Is(err, outbox.ErrInvalid) {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	})
+}
+
+// A newest-first page reads a bounded number of log positions: past an
+// erased stretch longer than that, a page comes back empty with a cursor
+// that goes on to the older rows.
+func TestOutcomesNewestFirstReadsABoundedStretchOfTheLog(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		e.putEndpoint("billing", schema.Endpoint{Enabled: true})
+		e.Append(committed("old"))
+		var batch []schema.Outcome
+		for i := range 250 {
+			batch = append(batch, committed(fmt.Sprintf("gone-%03d", i)))
+			if len(batch) == 50 {
+				e.Append(batch...)
+				batch = nil
+			}
+		}
+		e.Append(committed("new"))
+		a := e.history()
+		for i := range 250 {
+			if _, err := a.Erase(e.Ctx, e.P, fmt.Sprintf("gone-%03d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, err := a.Outcomes(e.Ctx, e.P, outbox.OutcomeFilter{NewestFirst: true}, nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Outcomes) != 1 || page.Outcomes[0].RID != "new" || page.Next == nil {
+			t.Fatalf("first page %+v", page)
+		}
+		page, err = a.Outcomes(e.Ctx, e.P, outbox.OutcomeFilter{NewestFirst: true}, page.Next, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Outcomes) != 1 || page.Outcomes[0].RID != "old" || page.Next != nil {
+			t.Fatalf("second page %+v", page)
 		}
 	})
 }

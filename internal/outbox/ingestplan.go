@@ -113,7 +113,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 		if !done {
 			cand := append(pack[:len(pack):len(pack)], it)
 			grow := 4
-			for _, i := range s.matching(it.kind) {
+			for _, i := range s.matching(it) {
 				grow++
 				if !used[i] {
 					grow += 7
@@ -136,7 +136,7 @@ func (s *snapshot) plan(items []*item, k *known, cfg appendConfig) (plan, error)
 				}
 				exact = b.Ops()
 			}
-			for _, i := range s.matching(it.kind) {
+			for _, i := range s.matching(it) {
 				used[i] = true
 			}
 			pack, bound = cand, bound+grow
@@ -186,7 +186,7 @@ func (s *snapshot) decide(it *item, k *known, cfg appendConfig) (st Status, done
 			return Status{Code: Conflict, Detail: "a different outcome was already accepted under this reservation_id"}, true, nil
 		}
 	}
-	eps := s.matching(it.kind)
+	eps := s.matching(it)
 	if len(eps) == 0 {
 		return Status{Code: NoEndpoint, Detail: fmt.Sprintf("no endpoint of this namespace receives %s outcomes", it.kind)}, true, nil
 	}
@@ -219,7 +219,7 @@ func (s *snapshot) build(items []*item, cfg appendConfig, enc *encoded) (store.B
 	added := make([]schema.Backlog, len(s.endpoints))
 	used := make([]bool, len(s.endpoints))
 	for j, it := range items {
-		matching[j] = s.matching(it.kind)
+		matching[j] = s.matching(it)
 		for _, i := range matching[j] {
 			used[i] = true
 			added[i].Rows++

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/hookrelay/relay/internal/outbox/schema"
 	"github.com/hookrelay/relay/internal/store"
@@ -31,6 +32,32 @@ type OutcomeFilter struct {
 	State string
 	// SinceMs and UntilMs keep outcomes accepted in [SinceMs, UntilMs).
 	SinceMs, UntilMs int64
+	// Kind keeps outcomes of that kind.
+	Kind schema.Kind
+	// RIDPrefix keeps outcomes whose reservation id starts with it. No
+	// index orders reservation ids (seen rows are kept unordered), so it
+	// filters the rows a page reads like the fields above.
+	RIDPrefix string
+	// NewestFirst lists the outcomes kept newest first.
+	NewestFirst bool
+}
+
+func (f OutcomeFilter) validate() error {
+	switch {
+	case f.Endpoint != "" && schema.ValidateEndpointID(f.Endpoint) != nil:
+		return schema.ValidateEndpointID(f.Endpoint)
+	case f.State != "" && !slices.Contains([]string{"pending", "delivered", "dropped", StateFiltered}, f.State):
+		return invalidf("state must be pending, delivered, dropped or filtered")
+	case f.State == StateFiltered && f.Endpoint == "":
+		return invalidf("state filtered needs an endpoint")
+	case f.SinceMs < 0 || f.UntilMs < 0 || (f.UntilMs > 0 && f.UntilMs <= f.SinceMs):
+		return invalidf("until must be after since")
+	case f.Kind != "" && !f.Kind.Valid():
+		return invalidf("kind must be committed, aborted, expired or read_served")
+	case f.RIDPrefix != "" && schema.ValidateReservationID(f.RIDPrefix) != nil:
+		return invalidf("rid_prefix must be 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'")
+	}
+	return nil
 }
 
 // OutcomeSummary is one outcome of a page: what it is and its state on each
@@ -43,12 +70,15 @@ type OutcomeSummary struct {
 	Streams    []OutcomeStream
 }
 
-// OutcomesPage is one page of outcomes in acceptance order.
+// OutcomesPage is one page of outcomes in the filter's order.
 type OutcomesPage struct {
 	Outcomes []OutcomeSummary
-	// Next resumes after the last row the page read; nil when none
-	// follows in the range.
+	// Next resumes after the last row the page read, in the page's order;
+	// nil when none follows in the range.
 	Next []byte
+	// Prev reads the rows before the page's first, in the page's order;
+	// nil on a first page. A page it reads may be empty.
+	Prev []byte
 }
 
 // streamStates is the state of a log row's outcome on each endpoint that

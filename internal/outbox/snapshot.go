@@ -340,14 +340,19 @@ func getMany(ctx context.Context, st store.NamespaceStore, p store.Partition, ke
 	return rows, nil
 }
 
-// matching is the indexes of the endpoints whose filter takes kind, enabled
-// or not: a disabled endpoint keeps accumulating rows to catch up later. An
+// matching is the indexes of the endpoints whose filter takes the item's
+// kind, or the one endpoint an event that routes itself names, enabled or
+// not: a disabled endpoint keeps accumulating rows to catch up later. An
 // endpoint being deleted takes none, so its delete can finish.
-func (s *snapshot) matching(kind schema.Kind) []int {
+func (s *snapshot) matching(it *item) []int {
 	var out []int
 	for i := range s.endpoints {
 		ep := &s.endpoints[i].ep
-		if ep.Accepts(kind) && ep.DisabledReason != ReasonDeleting {
+		takes := ep.Accepts(it.kind)
+		if it.to != "" {
+			takes = s.endpoints[i].id == it.to
+		}
+		if takes && ep.DisabledReason != ReasonDeleting {
 			out = append(out, i)
 		}
 	}

@@ -23,6 +23,8 @@ type Answer struct {
 	Hang bool
 	// Delay is spent before answering.
 	Delay time.Duration
+	// Body is the answer's body, which relay keeps the start of.
+	Body string
 }
 
 // Script decides a receiver's answer from the reservation id and how many
@@ -185,6 +187,9 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.mu.Unlock()
 	}
 	w.WriteHeader(a.Status)
+	if a.Body != "" {
+		_, _ = w.Write([]byte(a.Body))
+	}
 	rc.poke()
 }
 

@@ -1,13 +1,16 @@
 // The console's entry: auth, the fragment router and the refresh loop.
 import { h, morph } from './dom.js';
 import * as api from './api.js';
-import { pages, problemView, clearResult } from './pages.js';
+import { pages as pageList, problemView, clearResult } from './pages.js';
+import { outcomeLog } from './outcomelog.js';
 import { clockTime } from './fmt.js';
 
+const pages = { ...pageList, outcomeLog };
 const REFRESH_MS = 5000;
 const HOLD_CHECK_MS = 1000;
 const main = document.getElementById('main');
 let timer = 0;
+let expiry = 0;
 let generation = 0;
 
 // route reads #/path?query into a page and its parameters.
@@ -18,6 +21,7 @@ function route() {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { page: 'namespaces', params };
   if (parts[0] === 'ns' && parts.length === 2) return { page: 'namespace', ns: parts[1], params };
+  if (parts[0] === 'ns' && parts.length === 3 && parts[2] === 'outcomes') return { page: 'outcomeLog', ns: parts[1], params };
   if (parts[0] === 'ns' && parts.length === 4 && parts[2] === 'endpoints') {
     return { page: 'stream', ns: parts[1], id: parts[3], params };
   }
@@ -29,6 +33,7 @@ function route() {
 
 function login(message) {
   clearTimeout(timer);
+  clearTimeout(expiry);
   generation++;
   view = null;
   document.getElementById('search').hidden = true;
@@ -69,10 +74,21 @@ function holdReason() {
     for (const el of f.elements) {
       if (el.type === 'submit' || el.type === 'button') continue;
       // A date half typed has no value yet, but is input.
-      if (el.value || el.validity?.badInput) return 'while a form holds your input';
+      if (edited(el) || el.validity?.badInput) return 'while a form holds your input';
     }
   }
   return '';
+}
+
+// edited reports whether the operator changed a field from what the page
+// put in it: empty for most, the applied filter for a filter's.
+function edited(el) {
+  if (el.tagName === 'SELECT') {
+    const shown = Array.from(el.options).find((o) => o.defaultSelected) || el.options[0];
+    return el.value !== (shown ? shown.value : '');
+  }
+  if (el.type === 'checkbox' || el.type === 'radio') return el.checked !== el.defaultChecked;
+  return el.value !== el.defaultValue;
 }
 
 // paint says when the page's figures were read and whether it refreshes.
@@ -140,12 +156,31 @@ async function refresh(v, why) {
   return 'refreshed';
 }
 
+// watchExpiry signs out when the token's exp passes, saying so, rather
+// than at the operator's next click, which relay would refuse. It answers
+// whether the token has lapsed already.
+function watchExpiry() {
+  clearTimeout(expiry);
+  const exp = Number(api.claims().exp);
+  if (!exp) return false;
+  const left = exp * 1000 - Date.now();
+  if (left <= 0) {
+    api.dropToken();
+    login(`The token expired at ${clockTime(new Date(exp * 1000))}. Ask for a new link, or paste another token.`);
+    return true;
+  }
+  // setTimeout takes at most 2^31-1 ms; a longer wait looks again then.
+  expiry = setTimeout(watchExpiry, Math.min(left, 2 ** 31 - 1));
+  return false;
+}
+
 // show renders the current route, and again every few seconds while the
 // page stays the same.
 async function show() {
   clearTimeout(timer);
   clearResult();
   if (!api.token()) return login();
+  if (watchExpiry()) return;
   const g = api.grants();
   // Finding an outcome needs outbox:read; a bound token finds it in its
   // own namespace, which it need not name.

@@ -5,6 +5,7 @@ import { h, confirmAction } from './dom.js';
 import { call, grants, enc, ProblemError } from './api.js';
 import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
+import { endpointManage, endpointCreate, endpointSettings } from './endpointform.js';
 import { fleetView, searchForm, prefixOf, withPrefix } from './fleet.js';
 
 export function problemView(err, alert = true) {
@@ -33,7 +34,7 @@ export function clearResult() {
 
 // announce speaks text through the page's live regions, which exist from
 // the start: a region added with its text is not reliably read.
-function announce(text, problem) {
+export function announce(text, problem) {
   const polite = document.getElementById('announce');
   const urgent = document.getElementById('announce-alert');
   polite.textContent = '';
@@ -41,7 +42,7 @@ function announce(text, problem) {
   if (text) (problem ? urgent : polite).textContent = text;
 }
 
-function setResult(key, ok, content, index = 0) {
+export function setResult(key, ok, content, index = 0) {
   clearTimeout(resultTimer);
   result = { key, ok, content, index };
   resultTimer = setTimeout(clearResult, RESULT_MS);
@@ -50,7 +51,7 @@ function setResult(key, ok, content, index = 0) {
 }
 
 // resultView is the result of the control keyed key, or null.
-function resultView(key, cols = 0) {
+export function resultView(key, cols = 0) {
   if (!result || result.key !== key) return null;
   const body = result.ok ? h('p', { class: 'ok' }, result.content) : problemView(result.content, false);
   const box = cols ? h('tr', {}, h('td', { colspan: cols }, body)) : body;
@@ -62,7 +63,7 @@ function resultView(key, cols = 0) {
 
 // act runs a confirmed action and shows what the API said beside the
 // control keyed key, scrolled into view.
-async function act(key, question, label, run, done, ctx, opts = {}) {
+export async function act(key, question, label, run, done, ctx, opts = {}) {
   if (!(await confirmAction(question, label, opts))) return;
   clearResult();
   try {
@@ -76,7 +77,7 @@ async function act(key, question, label, run, done, ctx, opts = {}) {
   showResult();
 }
 
-function showResult() {
+export function showResult() {
   document.querySelector('[data-result]')?.scrollIntoView({ block: 'nearest' });
 }
 
@@ -86,7 +87,7 @@ function showResult() {
 // its column's name, which the cell carries in data-label. The roles say
 // what the elements are, as a stacked table's CSS would otherwise leave
 // Chromium's accessibility tree without its table.
-function table(caption, head, rows, empty) {
+export function table(caption, head, rows, empty) {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
   const t = h('table', { role: 'table' },
     h('caption', {}, h('span', {}, caption)),
@@ -107,10 +108,10 @@ function table(caption, head, rows, empty) {
   return h('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': caption, 'data-key': 'table-' + caption }, t);
 }
 
-const nsPath = (ns) => '/v1/namespaces/' + enc(ns);
-const nsLink = (ns) => '#/ns/' + enc(ns);
-const streamLink = (ns, id) => nsLink(ns) + '/endpoints/' + enc(id);
-const outcomeLink = (ns, rid) => nsLink(ns) + '/outcomes/' + enc(rid);
+export const nsPath = (ns) => '/v1/namespaces/' + enc(ns);
+export const nsLink = (ns) => '#/ns/' + enc(ns);
+export const streamLink = (ns, id) => nsLink(ns) + '/endpoints/' + enc(id);
+export const outcomeLink = (ns, rid) => nsLink(ns) + '/outcomes/' + enc(rid);
 
 // home is where the token's way on leads: the namespaces, which only an
 // unbound admin token may list, its own namespace for a bound token, or
@@ -123,9 +124,9 @@ function home() {
 
 // topCrumb leads to the namespaces, or to the page that asks for one; a
 // bound token has no other namespace to go to.
-const topCrumb = () => ['Namespaces', grants().ns ? null : '#/'];
+export const topCrumb = () => ['Namespaces', grants().ns ? null : '#/'];
 
-function crumbs(...items) {
+export function crumbs(...items) {
   return h('nav', { 'aria-label': 'Breadcrumb', class: 'crumbs' },
     h('ol', {}, items.map(([label, href]) => h('li', {}, href ? h('a', { href }, label) : h('span', { 'aria-current': 'page' }, label)))));
 }
@@ -142,6 +143,18 @@ function lastError(a, dated = true) {
   // The class "status" says only that the answer's status refused it.
   const why = [a.status ? 'HTTP ' + a.status : '', a.error && a.error !== 'status' ? a.error : ''].filter(Boolean).join(', ');
   return dated ? [why, h('br'), when(h, a.at)] : why;
+}
+
+// attemptList is a pending row's failed attempts as relay kept them (the
+// last ten), newest first: each one's answer or error, how long it took,
+// when, and the start of the answer's body.
+function attemptList(row) {
+  const kept = row.attempts || [];
+  if (!kept.length) return lastError(row.last_attempt);
+  return h('ol', { class: 'attempts', reversed: true, start: row.attempt_count },
+    [...kept].reverse().map((a) => h('li', {},
+      lastError(a, false) || 'failed', ' · ', num(a.duration_ms), ' ms · ', when(h, a.at),
+      a.response_excerpt ? h('pre', { class: 'excerpt' }, a.response_excerpt) : null)));
 }
 
 // disabledWhy says in words why relay disabled an endpoint.
@@ -230,11 +243,11 @@ function openNamespace() {
 
 const namespace = {
   title: (r) => r.ns,
-  async render(r) {
+  async render(r, ctx) {
     const base = nsPath(r.ns);
     const [eps, recent] = await Promise.all([
       call('GET', base + '/endpoints'),
-      call('GET', base + '/outcomes?limit=20').catch(() => null),
+      call('GET', base + '/outcomes?order=desc&limit=20').catch(() => null),
     ]);
     // The stream's state and last error come from its outbox page, its
     // last hour from the endpoint's own view.
@@ -267,6 +280,7 @@ const namespace = {
     return h('section', {},
       crumbs(topCrumb(), [r.ns]),
       h('h1', {}, 'Namespace ', h('code', {}, r.ns)),
+      endpointCreate(r, ctx),
       table('Endpoints, failing first',
         ['Endpoint', 'State', 'Pending rows', 'Pending bytes', 'Oldest pending', 'Next attempt', 'Last error', 'Delivered', 'Failed attempts'],
         rows, 'This namespace has no endpoint. Register one with PUT ' + base + '/endpoints/{id}.'),
@@ -276,8 +290,10 @@ const namespace = {
           : h('div', { class: 'card' }, h('strong', {}, e.id), ': the chart could not be loaded. It retries with the next refresh.',
             detail instanceof Error ? problemView(detail) : null)))] : null,
       h('h2', {}, 'Recent outcomes'),
-      recent ? table('Recent outcomes', ['Reservation id', 'Kind', 'Accepted', 'Endpoints'], outcomeRows,
-        'No outcome is retained in this namespace.') : h('p', { class: 'empty' }, 'This token may not list outcomes.'));
+      recent ? [table('The newest 20, newest first', ['Reservation id', 'Kind', 'Accepted', 'Endpoints'], outcomeRows,
+        'No outcome is retained in this namespace.'),
+      h('p', {}, h('a', { href: nsLink(r.ns) + '/outcomes', 'data-key': 'outcome-log' }, 'All outcomes: filter, search and page back'))]
+        : h('p', { class: 'empty' }, 'This token may not list outcomes.'));
   },
 };
 
@@ -310,18 +326,22 @@ const stream = {
     const g = grants();
     const base = nsPath(r.ns);
     const cursor = r.params.get('cursor');
+    // from: the page that starts at an outcome's row, which an outcome's
+    // page links to.
+    const from = cursor ? null : r.params.get('from');
     const [e, o] = await Promise.all([
       call('GET', base + '/endpoints/' + enc(r.id)),
       // The pending rows need outbox:read; a token without it still sees
       // the endpoint and may enable or disable it.
-      g.readOutbox ? call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '')) : null,
+      g.readOutbox ? call('GET', base + '/outbox?limit=50&endpoint=' + enc(r.id) + (cursor ? '&cursor=' + enc(cursor) : '') +
+        (from ? '&from_sequence=' + enc(from) : '')) : null,
     ]);
     const state = !e.enabled ? 'disabled' : o ? o.state : 'none';
     // The row's reservation id heads it and stays put as the table
     // scrolls. A row whose stored outcome cannot be read has no
     // reservation id to link or replay: it shows by its place.
-    const head = ['Reservation id', 'Seq', g.admin ? 'Action' : null, 'Kind', 'Attempts', 'Last attempt'].filter(Boolean);
-    const rows = (o ? o.rows : []).map((row, i) => h('tr', { 'data-key': 'seq-' + row.sequence },
+    const head = ['Reservation id', 'Seq', g.admin ? 'Action' : null, 'Kind', 'Attempts', 'Failed attempts, newest first'].filter(Boolean);
+    const rows = (o ? o.rows : []).map((row, i) => h('tr', { 'data-key': 'seq-' + row.sequence, class: String(row.sequence) === from ? 'here' : null, 'aria-current': String(row.sequence) === from ? 'true' : null },
       row.reservation_id
         ? h('th', { scope: 'row', class: 'id' }, h('a', { href: outcomeLink(r.ns, row.reservation_id), title: row.reservation_id }, row.reservation_id))
         : h('th', { scope: 'row' }, 'unreadable'),
@@ -329,7 +349,7 @@ const stream = {
       !g.admin ? null : row.reservation_id ? replayCell(r, row, i, e, ctx) : h('td', {}, '—'),
       h('td', {}, row.kind || '—'),
       h('td', { class: 'n' }, num(row.attempt_count)),
-      h('td', { class: 'wrap' }, lastError(row.last_attempt))));
+      h('td', { class: 'wrap' }, attemptList(row))));
     const shown = withRowResult(rows, (o ? o.rows : []).map((row) => row.reservation_id), 'replay:', head.length);
     // Enabling and disabling change only that, through routes of their
     // own: nothing of the endpoint is sent back.
@@ -364,14 +384,18 @@ const stream = {
         o ? [h('dt', {}, 'Failed fires in a row'), h('dd', {}, num(o.failed_fires))] : null,
         h('dt', {}, 'Delivered'), h('dd', {}, num(e.counters.delivered)),
         h('dt', {}, 'Failed attempts'), h('dd', {}, num(e.counters.failed_attempts))),
+      endpointSettings(e),
       e.per_minute ? h('div', { class: 'charts' }, minuteChart(r.id, e.per_minute)) : null,
       toggle || retry ? h('div', { class: 'actions' }, toggle, retry ? ' ' : null, retry) : null,
       resultView('toggle'),
+      await endpointManage(r, e, ctx),
       rows.length || !result?.key.startsWith('replay:') ? null : resultView(result.key),
       !o ? h('p', { class: 'empty' }, 'This token may not read the pending rows (that needs the outbox:read scope).')
         : table('Pending rows in delivery order', head, rows.length ? shown : [],
           'Nothing is pending: every outcome for this endpoint was delivered.'),
-      o?.next_cursor ? h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor) }, 'Next rows')) : null,
+      o?.next_cursor || cursor || from ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
+        cursor || from ? h('a', { href: streamLink(r.ns, r.id), 'data-key': 'stream-first' }, 'First rows') : null,
+        o?.next_cursor ? h('a', { href: streamLink(r.ns, r.id) + '?cursor=' + enc(o.next_cursor), 'data-key': 'stream-next' }, 'Next rows') : null) : null,
       await recoverView(r, ctx, g));
   },
 };
@@ -451,7 +475,7 @@ const outcome = {
         onclick: () => act('resend:' + s.endpoint, `Send ${r.rid} to ${s.endpoint} again? The receiver gets it a second time.`, 'Resend',
           () => call('POST', nsPath(r.ns) + '/endpoints/' + enc(s.endpoint) + '/outcomes/' + enc(r.rid) + '/resend'),
           () => `Resent ${r.rid} to ${s.endpoint}.`, ctx),
-      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) }, g.admin ? 'Pending: replay it from its stream' : 'Pending: see its stream') : null,
+      }, 'Resend') : s.state === 'pending' ? h('a', { href: streamLink(r.ns, s.endpoint) + '?from=' + v.seq }, g.admin ? 'Pending: replay it from its stream' : 'Pending: see it in its stream') : null,
       resultView('resend:' + s.endpoint)));
     return h('section', {},
       crumbs(topCrumb(), [r.ns, nsLink(r.ns)], [r.rid]),
@@ -495,7 +519,7 @@ const choose = {
 
 // failed is a page whose data did not load: the API's problem, and a way
 // on that the token may take.
-function failed(r, err) {
+export function failed(r, err) {
   const [href, label] = home();
   return h('section', {}, h('h1', {}, 'Could not load this page'), problemView(err),
     h('p', {}, 'It refreshes by itself; or ', h('a', { href }, label), '.'), grants().ns ? null : openNamespace());

@@ -24,9 +24,14 @@ const (
 	EventRecovered EventType = "endpoint.recovered"
 	// EventGone: the endpoint answered 410 and relay disabled it.
 	EventGone EventType = "endpoint.gone"
+	// EventTest: an operator asked for a test delivery. It goes to the
+	// endpoint it names and to no other, whatever the kinds of either
+	// (Routes), so no filter names it.
+	EventTest EventType = "endpoint.test"
 )
 
-// EventTypes lists every event type in a stable order.
+// EventTypes lists every event type an endpoint's kinds can name, in a
+// stable order: all but EventTest.
 func EventTypes() []EventType {
 	return []EventType{EventDisabled, EventFailing, EventRecovered, EventGone}
 }
@@ -36,6 +41,10 @@ func EventTypes() []EventType {
 func (t EventType) Kind() Kind { return Kind(EventPrefix + string(t)) }
 
 func (t EventType) valid() bool { return eventCode(t) != 0 }
+
+// Routes reports whether the event goes to the endpoint it names alone
+// rather than to the endpoints whose kinds take it.
+func (t EventType) Routes() bool { return t == EventTest }
 
 // KindEvents in an endpoint's kinds takes every operator event; an endpoint
 // without it, or without an event's own kind, takes none, whatever else
@@ -75,7 +84,7 @@ type Event struct {
 func (e *Event) validate() error {
 	switch {
 	case !e.Type.valid():
-		return invalidf("event.type must be one of endpoint.disabled, endpoint.failing, endpoint.recovered, endpoint.gone")
+		return invalidf("event.type must be one of endpoint.disabled, endpoint.failing, endpoint.recovered, endpoint.gone, endpoint.test")
 	case !validEndpointID(e.Endpoint):
 		return invalidf("event.endpoint must be an endpoint id")
 	case e.Reason != "" && !validToken(e.Reason, MaxDisabledReason):
@@ -113,12 +122,14 @@ func eventCode(t EventType) byte {
 		return 3
 	case EventGone:
 		return 4
+	case EventTest:
+		return 5
 	}
 	return 0
 }
 
 func eventOfCode(c byte) EventType {
-	for _, t := range EventTypes() {
+	for _, t := range append(EventTypes(), EventTest) {
 		if eventCode(t) == c {
 			return t
 		}
@@ -149,8 +160,9 @@ func readEvent(r *reader) *Event {
 	return e
 }
 
-// validEvent reports whether k is KindEvents or an event type's kind.
+// validEvent reports whether k is KindEvents or the kind of an event type
+// that kinds route.
 func (k Kind) validEvent() bool {
 	t, ok := strings.CutPrefix(string(k), EventPrefix)
-	return ok && (k == KindEvents || EventType(t).valid())
+	return ok && (k == KindEvents || EventType(t).valid() && !EventType(t).Routes())
 }

@@ -36,6 +36,8 @@ export type OutcomeErased = Schemas["OutcomeErased"];
 export type Recovery = Schemas["Recovery"];
 /** What a retry of an endpoint's stream made due. */
 export type RetryResult = Schemas["RetryResult"];
+/** The test outcome testEndpoint queued. */
+export type TestQueued = Schemas["TestQueued"];
 /** What a recovery of a range would find, counted without writing. */
 export type RecoveryPreview = Schemas["RecoveryPreview"];
 /** A console link to one namespace's pages; see createConsoleLink. */
@@ -48,7 +50,7 @@ export type TimeInput = Date | string;
 export type NamespacesQuery = Omit<Query<"listNamespaces">, "failing" | "disabled"> & { failing?: boolean; disabled?: boolean };
 /** The fleet's figures; see getFleet. */
 export type Fleet = Schemas["Fleet"];
-/** Filters and pages the outcome list: accepted in [since, until), cursor the previous page's next_cursor. */
+/** Filters and pages the outcome list: accepted in [since, until), cursor a page's next_cursor or prev_cursor. */
 export type OutcomesQuery = Omit<Query<"listOutcomes">, "since" | "until"> & { since?: TimeInput; until?: TimeInput };
 /** Pages an endpoint's stream. */
 export type OutboxQuery = Omit<Query<"getOutbox">, "endpoint">;
@@ -298,6 +300,19 @@ export class RelayClient {
   }
 
   /**
+   * testEndpoint queues a test outcome, an operator event of type
+   * endpoint.test, on the stream of endpoint id of namespace ns alone,
+   * whatever its kinds (scope endpoints:write). getOutcome of its
+   * reservation_id shows its attempts. A disabled endpoint is a
+   * RelayProblem of slug endpoint-disabled.
+   */
+  async testEndpoint(ns: string, id: string, opts: CallOptions = {}): Promise<TestQueued> {
+    const op = "test endpoint";
+    checkEndpoint(op, ns, id);
+    return this.#json(op, "POST", `${endpointPath(ns, id)}/test`, undefined, opts, true);
+  }
+
+  /**
    * retryEndpoint makes every pending row of endpoint's stream due now with
    * its backoff reset (scope admin). A disabled endpoint is a RelayProblem
    * of slug endpoint-disabled, unless enable, which enables it and makes
@@ -359,18 +374,25 @@ export class RelayClient {
 
   /**
    * listOutcomes returns a page of the retained outcomes of namespace ns in
-   * acceptance order, filtered by q (scope outbox:read). Page on with
-   * cursor set to next_cursor until it is absent, or use outcomePages.
+   * acceptance order, or newest first with order "desc", filtered by q
+   * (scope outbox:read). Page on with cursor set to next_cursor until it
+   * is absent, or use outcomePages; back with prev_cursor.
    */
   async listOutcomes(ns: string, q: OutcomesQuery = {}, opts: CallOptions = {}): Promise<OutcomesPage> {
     const op = "list outcomes";
     checkNamespace(op, ns);
     if (q.endpoint !== undefined && !validNamespace(q.endpoint)) throw invalid(op, "endpoint id", nameRule);
+    if (q.rid_prefix !== undefined && (typeof q.rid_prefix !== "string" || !/^[A-Za-z0-9._:-]{1,128}$/.test(q.rid_prefix))) {
+      throw invalid(op, "rid_prefix", "1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'");
+    }
     const qs = query({
       endpoint: q.endpoint,
       state: q.state,
+      kind: q.kind,
       since: timeOf(op, "since", q.since),
       until: timeOf(op, "until", q.until),
+      rid_prefix: q.rid_prefix,
+      order: q.order,
       cursor: cursorOf(op, q.cursor),
       limit: limitOf(op, q.limit),
     });
@@ -417,12 +439,15 @@ export class RelayClient {
   /**
    * getOutbox returns a page of the stream of endpoint of namespace ns: its
    * backlog, its state and its pending rows in sequence order. Page on with
-   * cursor set to next_cursor until it is null.
+   * cursor set to next_cursor until it is null; from_sequence starts the
+   * page at the row of an outcome's seq.
    */
   async getOutbox(ns: string, endpoint: string, q: OutboxQuery = {}, opts: CallOptions = {}): Promise<OutboxPage> {
     const op = "outbox";
     checkEndpoint(op, ns, endpoint);
-    const qs = query({ endpoint, cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit) });
+    const from = q.from_sequence;
+    if (from !== undefined && (!Number.isSafeInteger(from) || from < 0)) throw invalid(op, "from_sequence", "a sequence number, a whole number from 0");
+    const qs = query({ endpoint, cursor: cursorOf(op, q.cursor), from_sequence: from === undefined ? undefined : String(from), limit: limitOf(op, q.limit) });
     return this.#json(op, "GET", `/v1/namespaces/${ns}/outbox` + qs, undefined, opts, true);
   }
 

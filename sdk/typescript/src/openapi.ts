@@ -97,17 +97,21 @@ export interface paths {
         };
         /**
          * List retained outcomes
-         * @description The namespace's retained outcomes in acceptance order, each with its
-         *     kind and its state on every endpoint that existed when it was
-         *     accepted (`at` is when it was delivered or dropped). Filter by
-         *     `endpoint` (outcomes that endpoint had, `filtered` ones included),
-         *     `state` (on `endpoint`, or on any endpoint; `filtered` needs
-         *     `endpoint`) and acceptance time [`since`, `until`). Page with
-         *     `cursor` set to the previous page's `next_cursor` until it is
-         *     absent. A page reads a bounded number of outcomes, so it may hold
-         *     fewer than `limit`, even none, and still have a `next_cursor`.
-         *     A malformed or reversed value is 400 `invalid-request` naming it;
-         *     an unknown `endpoint` is 404 `not-found`.
+         * @description The namespace's retained outcomes in acceptance order (`order=asc`,
+         *     the default) or newest first (`order=desc`), each with its kind and
+         *     its state on every endpoint that existed when it was accepted (`at`
+         *     is when it was delivered or dropped). Filter by `endpoint` (outcomes
+         *     that endpoint had, `filtered` ones included), `state` (on
+         *     `endpoint`, or on any endpoint; `filtered` needs `endpoint`),
+         *     `kind`, acceptance time [`since`, `until`) and `rid_prefix`, the
+         *     start of the reservation id. Page on with `cursor` set to the
+         *     page's `next_cursor` until it is absent, and back with its
+         *     `prev_cursor` (absent on a first page). A page reads a bounded
+         *     number of outcomes (200), whatever the filter, so it may hold fewer
+         *     than `limit`, even none, and still have a `next_cursor`: no index
+         *     orders reservation ids, so `rid_prefix` too filters the rows a
+         *     page reads. A malformed or reversed value is 400 `invalid-request`
+         *     naming it; an unknown `endpoint` is 404 `not-found`.
          */
         get: operations["listOutcomes"];
         put?: never;
@@ -311,6 +315,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{ns}/endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test outcome to an endpoint
+         * @description Queues an operator event of type `endpoint.test` on this endpoint's
+         *     stream, and on no other: it goes to the endpoint whatever its
+         *     `kinds`, and no endpoint's `kinds` take another's test. Its
+         *     reservation id is relay's own (`relay.endpoint.test.<id>.<unix
+         *     ms>`), which no producer may take, so it touches neither another
+         *     endpoint nor the producers' idempotency. It is delivered, signed,
+         *     retried and retained as any outcome is: its attempts show on the
+         *     outcome (`GET .../outcomes/{rid}`) and the endpoint's stream. Two
+         *     requests within one millisecond queue one test. A disabled
+         *     endpoint is 409 `endpoint-disabled`: the test would wait for an
+         *     enable. Takes no body.
+         */
+        post: operations["testEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{ns}/endpoints/{id}/retry": {
         parameters: {
             query?: never;
@@ -373,6 +419,9 @@ export interface paths {
          * @description The stream of one endpoint: its backlog, delivery state and pending
          *     rows in sequence order, each with its last failed attempt. Page with
          *     `cursor` set to the previous page's `next_cursor` until it is null.
+         *     `from_sequence` starts the page at the row of that sequence number
+         *     (an outcome's `seq`), or the first after it: the page that holds
+         *     an outcome pending on this stream.
          */
         get: operations["getOutbox"];
         put?: never;
@@ -799,7 +848,9 @@ export interface webhooks {
          *     `endpoint.recovered`, `endpoint.gone`) are delivered the same way,
          *     signed the same way, to the endpoints whose `kinds` name them
          *     (`relay.*`, or `relay.<type>`); an endpoint without such a kind
-         *     never receives one. Their body is an `EventWebhook`.
+         *     never receives one. Their body is an `EventWebhook`. A test
+         *     (`endpoint.test`, `POST .../endpoints/{id}/test`) goes to the one
+         *     endpoint it was asked for, whatever its `kinds`.
          */
         post: operations["outcomeWebhook"];
         delete?: never;
@@ -850,6 +901,12 @@ export interface components {
          * @enum {string}
          */
         Kind: "committed" | "aborted" | "expired" | "read_served" | "relay.endpoint.disabled" | "relay.endpoint.failing" | "relay.endpoint.recovered" | "relay.endpoint.gone";
+        /**
+         * @description A stored outcome's kind: a `Kind`, or `relay.endpoint.test`, the
+         *     kind of a test (`POST .../endpoints/{id}/test`), which no
+         *     endpoint's `kinds` names.
+         */
+        OutcomeKind: components["schemas"]["Kind"] | "relay.endpoint.test";
         /**
          * Format: date-time
          * @description RFC 3339, UTC, with milliseconds.
@@ -952,10 +1009,12 @@ export interface components {
              *     disable-after period while its calls failed; its rows are kept.
              *     `endpoint.gone`: the endpoint answered 410 and relay disabled
              *     it. `endpoint.recovered`: the endpoint delivered again after one
-             *     of those.
+             *     of those. `endpoint.test`: an operator asked for a test
+             *     delivery to the endpoint (`POST .../endpoints/{id}/test`); it
+             *     goes to that endpoint alone.
              * @enum {string}
              */
-            type: "endpoint.disabled" | "endpoint.failing" | "endpoint.recovered" | "endpoint.gone";
+            type: "endpoint.disabled" | "endpoint.failing" | "endpoint.recovered" | "endpoint.gone" | "endpoint.test";
             endpoint: components["schemas"]["EndpointId"];
             /**
              * @description Why the endpoint is disabled; `endpoint.disabled` and `endpoint.gone` only.
@@ -1080,6 +1139,15 @@ export interface components {
             rotate_key: boolean;
             timeout_ms?: components["schemas"]["EndpointTimeoutMs"];
             headers?: components["schemas"]["EndpointHeaders"];
+            /**
+             * @description Names of the endpoint's stored headers to keep with their
+             *     values as they are: what a client that read them redacted
+             *     (`[redacted]`) sends back instead of the placeholder, which is
+             *     refused. Headers neither in `headers` nor here are removed. A
+             *     name the endpoint does not hold, or that `headers` also sets,
+             *     is 400 `invalid-endpoint`, as is any on a new endpoint.
+             */
+            keep_headers?: string[];
             rate_limit?: components["schemas"]["EndpointRateLimit"];
         };
         /** @description What is pending delivery. */
@@ -1346,7 +1414,7 @@ export interface components {
              * @description The row's place in the namespace's order.
              */
             sequence: number;
-            kind?: components["schemas"]["Kind"];
+            kind?: components["schemas"]["OutcomeKind"];
             occurred_unix_ms?: components["schemas"]["UnixMs"];
             /** @description The last failed attempt; null when none failed yet. */
             last_attempt: components["schemas"]["Attempt"] | null;
@@ -1414,6 +1482,13 @@ export interface components {
             sequence: number;
             next_attempt_at: components["schemas"]["Timestamp"];
         };
+        TestQueued: {
+            endpoint: components["schemas"]["EndpointId"];
+            /** @description The test outcome's id, relay's own; `GET .../outcomes/{rid}` shows its attempts. */
+            reservation_id: components["schemas"]["ReservationId"];
+            /** @constant */
+            type: "endpoint.test";
+        };
         RetryResult: {
             endpoint: components["schemas"]["EndpointId"];
             /** @description The rows pending on the stream, all tried at the next attempt. */
@@ -1468,14 +1543,20 @@ export interface components {
             /** Format: int64 */
             seq: number;
             accepted_at: components["schemas"]["Timestamp"];
-            kind?: components["schemas"]["Kind"];
+            kind?: components["schemas"]["OutcomeKind"];
             endpoints: components["schemas"]["OutcomeSummaryEndpoint"][];
         };
         OutcomesPage: {
-            /** @description Outcomes in acceptance order. */
+            /** @description Outcomes in the order asked, acceptance order by default. */
             outcomes: components["schemas"]["OutcomeSummary"][];
             /** @description The cursor of the next page; absent on the last page. */
             next_cursor?: string;
+            /**
+             * @description The cursor of the page before this one, in the same order;
+             *     absent on a first page. The page it reads may be empty when the
+             *     outcomes before were erased meanwhile.
+             */
+            prev_cursor?: string;
         };
         ResendResult: {
             /**
@@ -1660,7 +1741,7 @@ export interface components {
              * @description discriminator enum property added by openapi-typescript
              * @enum {string}
              */
-            type: "endpoint.disabled" | "endpoint.failing" | "endpoint.recovered" | "endpoint.gone";
+            type: "endpoint.disabled" | "endpoint.failing" | "endpoint.recovered" | "endpoint.gone" | "endpoint.test";
             timestamp: components["schemas"]["WebhookTimestamp"];
             /** @description The event's fields (see `Event`) after its id, namespace, audience and time. */
             data: {
@@ -1898,6 +1979,20 @@ export interface components {
         };
         /** @description `endpoint-deleting`: a forced delete of the endpoint is under way. */
         EndpointDeleting: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `endpoint-disabled`: the endpoint is disabled, so the test would
+         *     wait (enable it first); `endpoint-deleting`: a forced delete of the
+         *     endpoint is under way.
+         */
+        EndpointTestRefused: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
                 [name: string]: unknown;
@@ -2206,11 +2301,17 @@ export interface operations {
                 endpoint?: components["schemas"]["EndpointId"];
                 /** @description Only outcomes in this state (on `endpoint` when given). */
                 state?: components["schemas"]["OutcomeState"];
+                /** @description Only outcomes of this kind. */
+                kind?: "committed" | "aborted" | "expired" | "read_served";
                 /** @description Only outcomes accepted at or after this time (RFC 3339). */
                 since?: string;
                 /** @description Only outcomes accepted before this time (RFC 3339); after `since`. */
                 until?: string;
-                /** @description Opaque; the `next_cursor` of the previous page. */
+                /** @description Only outcomes whose reservation id starts with this. */
+                rid_prefix?: string;
+                /** @description `asc`: oldest first, in acceptance order; `desc`: newest first. */
+                order?: "asc" | "desc";
+                /** @description Opaque; a page's `next_cursor` or `prev_cursor`, with the same filter and order. */
                 cursor?: string;
                 /** @description Outcomes per page. */
                 limit?: number;
@@ -2547,6 +2648,46 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    testEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The namespace. */
+                ns: components["parameters"]["Namespace"];
+                /** @description The endpoint id, unique in its namespace. */
+                id: components["parameters"]["EndpointId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued; the endpoint's stream is woken to deliver it. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TestQueued"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["EndpointTestRefused"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     retryEndpoint: {
         parameters: {
             query?: {
@@ -2607,6 +2748,8 @@ export interface operations {
                 endpoint: components["schemas"]["EndpointId"];
                 /** @description Opaque; the `next_cursor` of the previous page. */
                 cursor?: string;
+                /** @description Start at the row of this sequence number, or the first after it; not with `cursor`. */
+                from_sequence?: number;
                 /** @description Rows per page. */
                 limit?: number;
             };

@@ -179,12 +179,21 @@ test("every operation sends its method, path, query and body and decodes its ans
       method: "GET", url: "/v1/namespaces/acme/outcomes?endpoint=billing&state=delivered&since=2026-12-07T09%3A00%3A00.000Z&until=2026-12-07T11%3A00%3A00%2B01%3A00&cursor=n1&limit=5",
     },
     {
+      name: "listOutcomes newest first", answer: { outcomes: [], next_cursor: "n3", prev_cursor: "p1" },
+      call: () => c.listOutcomes("acme", { kind: "aborted", rid_prefix: "ord:1", order: "desc", cursor: "p2" }),
+      method: "GET", url: "/v1/namespaces/acme/outcomes?kind=aborted&rid_prefix=ord%3A1&order=desc&cursor=p2",
+    },
+    {
       name: "getOutcome", call: () => c.getOutcome("acme", "r:1.a_b-c"), method: "GET", url: "/v1/namespaces/acme/outcomes/r:1.a_b-c",
       answer: { reservation_id: "r:1.a_b-c", seq: 3, accepted_at: "2026-12-07T10:00:00Z", outcome: { reservation_id: "r:1.a_b-c", repository: "acme/widgets", occurred_unix_ms: 1, expired: {} }, endpoints: [] },
     },
     { name: "eraseOutcome", call: () => c.eraseOutcome("acme", "r-1"), answer: { reservation_id: "r-1", dropped: ["billing"] }, method: "DELETE", url: "/v1/namespaces/acme/outcomes/r-1" },
     {
       name: "getOutbox", call: () => c.getOutbox("acme", "billing", { cursor: "x", limit: 2 }), method: "GET", url: "/v1/namespaces/acme/outbox?endpoint=billing&cursor=x&limit=2",
+      answer: { endpoint: "billing", backlog: { rows: 1, bytes: 5 }, state: "due", next_attempt_at: null, failed_fires: 0, rows: [], next_cursor: null },
+    },
+    {
+      name: "getOutbox from a row", call: () => c.getOutbox("acme", "billing", { from_sequence: 42 }), method: "GET", url: "/v1/namespaces/acme/outbox?endpoint=billing&from_sequence=42",
       answer: { endpoint: "billing", backlog: { rows: 1, bytes: 5 }, state: "due", next_attempt_at: null, failed_fires: 0, rows: [], next_cursor: null },
     },
     { name: "listEndpoints", call: () => c.listEndpoints("acme"), answer: { endpoints: [] }, method: "GET", url: "/v1/namespaces/acme/endpoints" },
@@ -197,6 +206,10 @@ test("every operation sends its method, path, query and body and decodes its ans
     { name: "deleteEndpoint forced", call: () => c.deleteEndpoint("acme", "billing", true), answer: { id: "billing", dropped_rows: 4 }, method: "DELETE", url: "/v1/namespaces/acme/endpoints/billing?force=true" },
     { name: "enableEndpoint", call: () => c.enableEndpoint("acme", "billing"), answer: { id: "billing", enabled: true }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/enable" },
     { name: "disableEndpoint", call: () => c.disableEndpoint("acme", "billing"), answer: { id: "billing", enabled: false }, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/disable" },
+    {
+      name: "testEndpoint", call: () => c.testEndpoint("acme", "billing"), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/test",
+      answer: { endpoint: "billing", reservation_id: "relay.endpoint.test.billing.1765101600000", type: "endpoint.test" },
+    },
     {
       name: "retryEndpoint", call: () => c.retryEndpoint("acme", "billing"), status: 202, method: "POST", url: "/v1/namespaces/acme/endpoints/billing/retry",
       answer: { endpoint: "billing", pending_rows: 3, next_attempt_at: "2026-12-07T10:00:00Z", enabled: false },
@@ -326,6 +339,8 @@ test("arguments relay would refuse are refused before a request", async () => {
     ["an endpoint id filter with a slash", () => c.listOutcomes("acme", { endpoint: "a/b" }), /list outcomes: endpoint id/],
     ["a fractional limit", () => c.listNamespaces({ limit: 1.5 }), /list namespaces: limit must be a positive integer/],
     ["a negative limit", () => c.listOutcomes("acme", { limit: -1 }), /limit must be/],
+    ["a reservation id prefix with a space", () => c.listOutcomes("acme", { rid_prefix: "a b" }), /list outcomes: rid_prefix must be/],
+    ["a negative sequence number", () => c.getOutbox("acme", "billing", { from_sequence: -1 }), /outbox: from_sequence must be/],
     ["an invalid Date", () => c.listOutcomes("acme", { since: new Date(NaN) }), /since must be a valid Date/],
     ["a time that is not RFC 3339", () => c.listOutcomes("acme", { until: "yesterday" }), /until must be a Date or an RFC 3339 time/],
     ["a time without its zone", () => c.recoverEndpoint("acme", "billing", "2026-12-07T00:00:00", new Date()), /recover: since must be/],

@@ -19,6 +19,7 @@ const env = (k) => {
 const adminLink = env('CONSOLE_ADMIN_LINK');
 const boundLink = env('CONSOLE_BOUND_LINK');
 const readLink = env('CONSOLE_READ_LINK');
+const lapsingLink = env('CONSOLE_LAPSING_LINK');
 const heldRID = env('CONSOLE_HELD_RID');
 const shots = env('CONSOLE_SCREENSHOTS');
 const stuck = env('CONSOLE_STUCK_RID');
@@ -230,6 +231,18 @@ try {
   await page.getByText('The token was refused').waitFor();
   await shot('refused');
   if (await page.evaluate(() => sessionStorage.getItem('relay.token'))) throw new Error('a refused token was kept');
+
+  // Last, since the clock it installs stays with every page of the
+  // browser.
+  step('a link past its time signs out, saying when it lapsed');
+  const lapsing = await ctx.newPage();
+  await lapsing.clock.install();
+  await lapsing.goto(lapsingLink);
+  await lapsing.getByRole('heading', { name: 'Namespace other' }).waitFor();
+  await lapsing.clock.fastForward('02:01');
+  await lapsing.getByText('The token expired at').waitFor();
+  if (await lapsing.evaluate(() => sessionStorage.getItem('relay.token'))) throw new Error('a lapsed token was kept');
+  await lapsing.close();
 } catch (e) {
   failures.push(e.stack || String(e));
 } finally {
