@@ -29,8 +29,9 @@ export async function fleetView(r, { table, row, head, rank }) {
   ]);
   const oldest = fleet.oldest_pending;
   // Relay lists them from the set it keeps of them, over every namespace.
-  const more = (page, what, all) => h('p', { class: 'muted' }, page.next_cursor
-    ? `The first ${num(FLEET_LIST)} ${what} are listed; the count above has them all.` : all);
+  const more = (page, what, all) => page.next_cursor
+    ? h('p', { class: 'muted' }, `The first ${num(FLEET_LIST)} ${what} are listed; the count above has them all.`)
+    : page.namespaces.length ? h('p', { class: 'muted' }, all) : null;
   const under = prefix ? ` starting “${prefix}”` : '';
   return h('div', { 'data-key': 'fleet' },
     h('h2', {}, prefix ? 'Every namespace (the search narrows the lists below, not these figures)' : 'Every namespace'),
