@@ -55,6 +55,8 @@ try {
   for (const vp of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     await page.setViewportSize(vp);
     await page.screenshot({ path: join(shots, `fleet-${vp.width}.png`), fullPage: true });
+    // The figures and the two lists, as the viewport shows them first.
+    await page.screenshot({ path: join(shots, `fleet-${vp.width}-top.png`) });
     await audit(page, `fleet at ${vp.width}x${vp.height}`);
   }
   await page.setViewportSize({ width: 1280, height: 800 });
