@@ -78,6 +78,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/namespaces/{ns}/endpoints", "listEndpoints", []string{"endpoints:write", "outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/outbox", "getOutbox", []string{"outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces", "listNamespaces", []string{"admin"}},
+	{http.MethodGet, "/v1/fleet", "getFleet", []string{"admin"}},
 	{http.MethodPost, "/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", "replayOutcome", []string{"admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/outcomes", "listOutcomes", []string{"outbox:read", "admin"}},
 	{http.MethodGet, "/v1/namespaces/{ns}/outcomes/{rid}", "getOutcome", []string{"outbox:read", "admin"}},

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // NamespaceQuery pages the namespace list.
@@ -12,11 +13,16 @@ type NamespaceQuery struct {
 	// Cursor is the previous page's NextCursor; empty for the first page.
 	Cursor string
 	// Limit is the namespaces per page, 1 to 1000; 0 is relay's default
-	// (100). With Failing, it is the namespaces examined.
+	// (100).
 	Limit int
-	// Failing keeps, of the namespaces a page examines, only those with a
-	// failing endpoint: a page may hold none and still have a NextCursor.
+	// Failing lists only the namespaces with a failing endpoint, from the
+	// set relay keeps of them: a page costs what it lists.
 	Failing bool
+	// Disabled lists only the namespaces with an endpoint an operator
+	// disabled; not with Failing.
+	Disabled bool
+	// Prefix lists only the namespaces whose name starts with it.
+	Prefix string
 }
 
 // NamespacePage is one page of the namespace list.
@@ -57,9 +63,48 @@ func (c *Client) Namespaces(ctx context.Context, q NamespaceQuery) (NamespacePag
 	if q.Failing {
 		v.Set("failing", "true")
 	}
+	if q.Disabled {
+		v.Set("disabled", "true")
+	}
+	if q.Prefix != "" {
+		v.Set("prefix", q.Prefix)
+	}
 	a, err := c.do(ctx, call{op: "namespaces", method: http.MethodGet, path: "/v1/namespaces", query: v, auth: true, retry: true})
 	if err != nil {
 		return out, err
 	}
 	return out, decode("namespaces", a, &out)
+}
+
+// Fleet is what every namespace holds, as relay keeps it per bucket.
+type Fleet struct {
+	// FailingNamespaces counts the namespaces with a failing endpoint.
+	FailingNamespaces int64 `json:"failing_namespaces"`
+	// DisabledNamespaces counts those with an endpoint an operator
+	// disabled, failing or not.
+	DisabledNamespaces int64   `json:"disabled_namespaces"`
+	Backlog            Backlog `json:"backlog"`
+	// OldestPending is the backlog sampler's last complete pass; nil
+	// before the first, or where no sampler runs.
+	OldestPending *OldestPending `json:"oldest_pending"`
+}
+
+// OldestPending dates the oldest pending row over every namespace.
+type OldestPending struct {
+	// AcceptedAt is when it was accepted; nil when none was pending.
+	AcceptedAt *time.Time `json:"accepted_at"`
+	// SampledAt is when the pass ended.
+	SampledAt time.Time `json:"sampled_at"`
+}
+
+// Fleet returns the fleet's figures (scope admin, on a token bound to no
+// namespace): one read per bucket on relay's side, whatever the number of
+// namespaces.
+func (c *Client) Fleet(ctx context.Context) (Fleet, error) {
+	var out Fleet
+	a, err := c.do(ctx, call{op: "fleet", method: http.MethodGet, path: "/v1/fleet", auth: true, retry: true})
+	if err != nil {
+		return out, err
+	}
+	return out, decode("fleet", a, &out)
 }

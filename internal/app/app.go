@@ -174,8 +174,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			return nil, err
 		}
 	}
+	var oldest httpapi.OldestPending
+	if backlog != nil {
+		oldest = backlog.Oldest
+	}
 	handler, err := httpapi.New(httpapi.Config{
 		Appender:       ingest,
+		Oldest:         oldest,
 		Admin:          &outbox.Admin{Store: st, Clock: clk, Retention: cfg.Retention, MaxNamespaces: cfg.MaxNamespaces, MaxEndpoints: cfg.MaxEndpoints},
 		Auth:           auth,
 		Wake:           driver.WakePartition,
@@ -236,10 +241,26 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.driver.Start(ctx); err != nil {
 		return err
 	}
+	go a.rebuildFleet(ctx)
 	if a.backlog != nil {
 		return a.backlog.Start(ctx)
 	}
 	return nil
+}
+
+// rebuildFleet gives a keyspace written before relay kept the fleet's
+// totals its marks and totals (outbox.Admin.RebuildFleet), in the
+// background: until it ends the fleet's figures count only what changed
+// since the start. Cut short, the next start does it again.
+func (a *App) rebuildFleet(ctx context.Context) {
+	started := time.Now()
+	rebuilt, err := (&outbox.Admin{Store: a.store, Clock: clock.System{}}).RebuildFleet(ctx)
+	switch {
+	case err != nil:
+		a.log.Error("rebuilding the fleet's totals failed; the next start tries again", "error", err)
+	case rebuilt:
+		a.log.Info("rebuilt the fleet's totals of a keyspace written before relay kept them", "took", time.Since(started).Round(time.Millisecond).String())
+	}
 }
 
 // Stop stops launching fires and waits for those in flight, within ctx:

@@ -238,6 +238,14 @@ func TestEveryRouteAgainstARelay(t *testing.T) {
 	if len(listed) != 1 || listed[0].Endpoints != 2 || listed[0].Backlog.Rows != 251 || listed[0].Disabled != 1 || listed[0].Failing > 1 {
 		t.Fatalf("namespaces %+v", nss)
 	}
+	dis, err := c.Namespaces(ctx, relayclient.NamespaceQuery{Disabled: true, Prefix: "ac"})
+	if err != nil || len(dis.Namespaces) != 1 || dis.Namespaces[0].Namespace != "acme" {
+		t.Fatalf("disabled namespaces under ac: %+v, %v", dis, err)
+	}
+	fleet, err := c.Fleet(ctx)
+	if err != nil || fleet.DisabledNamespaces != 1 || fleet.Backlog.Rows < 251 {
+		t.Fatalf("fleet %+v, %v", fleet, err)
+	}
 
 	rep, err := c.Replay(ctx, "acme", "billing", "b-7")
 	if err != nil || rep.ReservationID != "b-7" || rep.Endpoint != "billing" || rep.NextAttemptAt.IsZero() {

@@ -28,15 +28,12 @@ const (
 	backlogTickTimeout = 10 * time.Second
 )
 
-// BacklogStore is what the backlog sampler reads: every bucket's due
-// index, which names each partition that holds a timer, and the partitions.
+// BacklogStore is what the backlog sampler reads: the buckets' totals,
+// which sum every namespace's backlog, and the partitions whose backlog
+// counts rows, whose oldest rows it dates.
 type BacklogStore interface {
 	store.NamespaceStore
-	Buckets() int
-	// Partitions pages through a bucket's due index from cursor (0 to
-	// start), about count at a time; next is 0 at the end. A partition may
-	// be listed twice.
-	Partitions(ctx context.Context, bucket int, cursor uint64, count int) (parts []store.Partition, next uint64, err error)
+	store.Totals
 }
 
 // BacklogConfig configures a BacklogSampler.
@@ -66,13 +63,16 @@ type BacklogConfig struct {
 // stream (disabled endpoints' included), and the age of the oldest pending
 // row. An on-call alert is written on these.
 //
-// A pass visits every partition the due indexes name: a stream with
-// pending rows always has a delivery timer (parked while its endpoint is
-// disabled), so none is missed. It reads at most PerTick namespaces a tick,
-// ticks Pause apart, so a large keyspace costs Redis a steady trickle, not
-// a burst; the gauges change only when a pass is complete, never to a
-// partial sum. Several processes on one Redis each export the same
-// figures: aggregate them with max, not sum.
+// A pass reads the buckets' totals (store.Totals: one command a bucket,
+// whatever the number of namespaces), which give the rows and bytes, then
+// dates the oldest row of each namespace whose backlog counts rows, listed
+// by the buckets that count any (store.Totals.Summed): an idle fleet costs
+// the totals' read alone, and a backlog three reads per namespace that
+// holds one. It reads at most PerTick namespaces a tick, ticks Pause apart,
+// so a large backlog costs Redis a steady trickle, not a burst; the gauges
+// change only when a pass is complete, never to a partial sum. Several
+// processes on one Redis each export the same figures: aggregate them with
+// max, not sum.
 type BacklogSampler struct {
 	cfg    BacklogConfig
 	reader outbox.BacklogReader
@@ -81,6 +81,10 @@ type BacklogSampler struct {
 
 	mu   sync.Mutex // one tick at a time
 	pass backlogPass
+
+	// last is the last complete pass's oldest row and end, for Oldest.
+	lastMu                  sync.Mutex
+	lastOldestMs, lastEndMs int64
 
 	stopping chan struct{}
 	done     chan struct{}
@@ -92,14 +96,9 @@ type BacklogSampler struct {
 type backlogPass struct {
 	begun   bool
 	startMs int64
-	bucket  int
-	cursor  uint64
-	// walked: the bucket's due index has been read to its end.
-	walked bool
-	queue  []store.Partition
-	// listed are the bucket's partitions already queued: the index walk
-	// may name one twice.
-	listed map[string]struct{}
+	// buckets are those whose totals count pending rows, left to list.
+	buckets []int
+	queue   []store.Partition
 
 	rows, bytes uint64
 	oldestMs    int64
@@ -227,32 +226,35 @@ func (s *BacklogSampler) tick(ctx context.Context) (finished bool, startMs int64
 	defer cancel()
 	p := &s.pass
 	if !p.begun {
-		*p = backlogPass{begun: true, startMs: s.cfg.Clock.Now().UnixMilli(), listed: map[string]struct{}{}}
+		totals, err := s.cfg.Store.Totals(ctx)
+		if err != nil {
+			// Tried again next tick.
+			s.cfg.Logger.Warn("backlog sample: reading the totals failed", "error", err)
+			return false, s.cfg.Clock.Now().UnixMilli()
+		}
+		*p = backlogPass{begun: true, startMs: s.cfg.Clock.Now().UnixMilli()}
+		for b, t := range totals {
+			p.rows += uint64(max(t.Sums[0], 0))
+			p.bytes += uint64(max(t.Sums[1], 0))
+			if t.Sums[0] > 0 {
+				p.buckets = append(p.buckets, b)
+			}
+		}
 	}
 	for budget := s.cfg.PerTick; budget > 0; {
 		if len(p.queue) == 0 {
-			if p.walked {
-				p.bucket++
-				p.cursor, p.walked, p.listed = 0, false, map[string]struct{}{}
-			}
-			if p.bucket >= s.cfg.Store.Buckets() {
+			if len(p.buckets) == 0 {
 				s.publish()
 				return true, p.startMs
 			}
-			parts, next, err := s.cfg.Store.Partitions(ctx, p.bucket, p.cursor, budget)
-			budget-- // a walk step is a round trip too
+			parts, err := s.cfg.Store.Summed(ctx, p.buckets[0])
+			budget-- // a listing is a round trip too
 			if err != nil {
 				// Tried again next tick, from the same place.
-				s.cfg.Logger.Warn("backlog sample: listing namespaces failed", "bucket", p.bucket, "error", err)
+				s.cfg.Logger.Warn("backlog sample: listing namespaces failed", "bucket", p.buckets[0], "error", err)
 				return false, p.startMs
 			}
-			for _, part := range parts {
-				if _, dup := p.listed[part.Namespace]; !dup {
-					p.listed[part.Namespace] = struct{}{}
-					p.queue = append(p.queue, part)
-				}
-			}
-			p.cursor, p.walked = next, next == 0
+			p.buckets, p.queue = p.buckets[1:], parts
 			continue
 		}
 		part := p.queue[0]
@@ -275,8 +277,6 @@ func (s *BacklogSampler) tick(ctx context.Context) (finished bool, startMs int64
 			return false, p.startMs
 		}
 		p.queue = p.queue[1:]
-		p.rows += b.Rows
-		p.bytes += b.Bytes
 		if b.OldestAcceptedMs != 0 && (p.oldestMs == 0 || b.OldestAcceptedMs < p.oldestMs) {
 			p.oldestMs = b.OldestAcceptedMs
 		}
@@ -297,9 +297,21 @@ func (s *BacklogSampler) publish() {
 	s.oldestAge.Set(age)
 	s.unread.Set(float64(p.unread))
 	s.sampledAt.Set(float64(nowMs) / 1000)
+	s.lastMu.Lock()
+	s.lastOldestMs, s.lastEndMs = p.oldestMs, nowMs
+	s.lastMu.Unlock()
 	s.cfg.Logger.Debug("backlog sampled", "rows", p.rows, "bytes", p.bytes, "oldest_age_seconds", age, "unread", p.unread)
 	if p.unread > 0 {
 		s.cfg.Logger.Warn("backlog sample left out namespaces it could not read", "namespaces", p.unread, "error", p.firstErr)
 	}
 	p.begun = false
+}
+
+// Oldest is when the oldest row the last complete pass dated was accepted
+// (0 when none was pending) and when that pass ended; ok is false before
+// the first pass ends.
+func (s *BacklogSampler) Oldest() (acceptedMs, sampledMs int64, ok bool) {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	return s.lastOldestMs, s.lastEndMs, s.lastEndMs != 0
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hookrelay/relay/internal/redisstore"
 	"github.com/hookrelay/relay/internal/redisstore/redistest"
 	"github.com/hookrelay/relay/internal/store"
+	"github.com/hookrelay/relay/internal/timers"
 )
 
 // countingStore counts round trips, and fails the next namespace read
@@ -25,6 +26,7 @@ import (
 type countingStore struct {
 	*redisstore.Store
 	trips    atomic.Int64
+	totals   atomic.Int64
 	failNext atomic.Bool
 }
 
@@ -53,9 +55,14 @@ func (c *countingStore) ReadMany(ctx context.Context, p store.Partition, reads [
 	return c.Store.ReadMany(ctx, p, reads)
 }
 
-func (c *countingStore) Partitions(ctx context.Context, bucket int, cursor uint64, count int) ([]store.Partition, uint64, error) {
+func (c *countingStore) Summed(ctx context.Context, bucket int) ([]store.Partition, error) {
 	c.trips.Add(1)
-	return c.Store.Partitions(ctx, bucket, cursor, count)
+	return c.Store.Summed(ctx, bucket)
+}
+
+func (c *countingStore) Totals(ctx context.Context) ([]store.BucketTotals, error) {
+	c.totals.Add(1)
+	return c.Store.Totals(ctx)
 }
 
 type backlogSetup struct {
@@ -149,12 +156,16 @@ func TestBacklogGaugesSumEveryNamespaceOncePerCompletePass(t *testing.T) {
 		if g := b.gauges(); g != want {
 			t.Fatalf("after a pass of %d ticks: %+v, want %+v", ticks, g, want)
 		}
-		if ticks < b.st.Buckets() {
-			t.Fatalf("a pass of %d ticks over %d buckets, one round trip a tick", ticks, b.st.Buckets())
+		// The totals once, then each namespace holding rows (three, in at
+		// most three buckets) and its bucket's listing: whatever the
+		// number of buckets.
+		if ticks > 7 || b.st.totals.Load() != 1 {
+			t.Fatalf("a pass of %d ticks and %d reads of the totals, want at most 7 and 1", ticks, b.st.totals.Load())
 		}
 
 		// n0's rows dropped with its endpoint; n1 made unreadable, so
-		// left out and counted; n3 new. The oldest row is n2's, 50 s old.
+		// left out of the ages and counted, its rows still summed; n3 new.
+		// The oldest row dated is n2's, 50 s old.
 		admin := &outbox.Admin{Store: b.st, Clock: b.clk}
 		if _, err := admin.DeleteEndpoint(t.Context(), store.Partition{Namespace: "n0"}, ep, true); err != nil {
 			t.Fatal(err)
@@ -168,7 +179,7 @@ func TestBacklogGaugesSumEveryNamespaceOncePerCompletePass(t *testing.T) {
 		b.ingest(t, "n3", true, committed("e"))
 		b.clk.Advance(10 * time.Second)
 		b.pass(t, 1)
-		want = gauges{rows: 2, bytes: recordBytes(t, committed("d"), committed("e")), age: 50, at: float64(b.clk.Now().UnixMilli()) / 1000, unread: 1}
+		want = gauges{rows: 3, bytes: recordBytes(t, committed("c"), committed("d"), committed("e")), age: 50, at: float64(b.clk.Now().UnixMilli()) / 1000, unread: 1}
 		if g := b.gauges(); g != want {
 			t.Fatalf("second pass: %+v, want %+v", g, want)
 		}
@@ -199,6 +210,15 @@ func TestTheBacklogSamplerTicksAtOnceThenWaits(t *testing.T) {
 		want    time.Duration
 	}{{1000, DefaultBacklogEvery}, {1, DefaultBacklogPause}} {
 		st := &countingStore{Store: redistest.Miniredis(t)}
+		// Two namespaces with rows: a pass of one namespace a tick takes
+		// more than one.
+		for _, ns := range []string{"a", "b"} {
+			outboxtest.PutEndpoint(t, st, store.Partition{Namespace: ns}, ep, schema.Endpoint{Enabled: true})
+			app := &outbox.Appender{Store: st, Clock: clock.NewManual(t0)}
+			if _, err := app.Append(t.Context(), store.Partition{Namespace: ns}, []schema.Outcome{committed("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		clk := clock.NewManual(t0)
 		waits := make(chan time.Duration)
 		s, err := NewBacklogSampler(BacklogConfig{Store: st, Registerer: prometheus.NewRegistry(), Clock: clk, PerTick: tc.perTick,
@@ -221,5 +241,27 @@ func TestTheBacklogSamplerTicksAtOnceThenWaits(t *testing.T) {
 			t.Errorf("per tick %d: published after the first tick: %v", tc.perTick, published)
 		}
 		s.Stop()
+	}
+}
+
+// Beside namespaces that hold endpoints and timers but no pending row, a
+// pass reads the totals and nothing else, however many they are.
+func TestAnIdleFleetCostsAPassOneReadOfTheTotals(t *testing.T) {
+	b := newBacklogSetup(t, redistest.Miniredis(t), 10)
+	for i := range 50 {
+		p := store.Partition{Namespace: fmt.Sprintf("idle%02d", i)}
+		outboxtest.PutEndpoint(t, b.st.Store, p, ep, schema.Endpoint{Enabled: true})
+		var batch store.Batch
+		batch.Put(timers.Key(t0+3_600_000, timers.KindOutcomeDelivery, ep), timers.EncodeIdle(nil))
+		if res, err := b.st.Store.Apply(t.Context(), p, batch); err != nil || !res.Committed {
+			t.Fatal(res, err)
+		}
+	}
+	b.st.trips.Store(0)
+	if finished, _ := b.s.tick(t.Context()); !finished {
+		t.Fatal("the pass of an idle fleet took more than a tick")
+	}
+	if n, tot := b.st.trips.Load(), b.st.totals.Load(); n != 0 || tot != 1 {
+		t.Fatalf("an idle pass made %d namespace reads and %d reads of the totals, want 0 and 1", n, tot)
 	}
 }

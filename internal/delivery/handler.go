@@ -201,8 +201,61 @@ type failed struct {
 	ended time.Time
 }
 
-// Fire delivers one page of the stream named by the timer's reference.
+// Fire delivers one page of the stream named by the timer's reference,
+// and keeps its endpoint's failing mark (marked).
 func (h *Handler) Fire(ctx context.Context, fc timers.FireContext, t timers.DueTimer) (timers.Fired, error) {
+	fired, err := h.fire(ctx, fc, t)
+	if err != nil {
+		return fired, err
+	}
+	return h.marked(ctx, fc, t, fired)
+}
+
+// marked adds to a fire's plan the failing mark of its stream when its
+// failed fires cross zero (outbox.MarkStream), judged by the endpoint row
+// read afresh, which the plan then guards: a transition is rare, and a
+// fresh read keeps an edit of the endpoint meanwhile from failing every
+// re-plan. Its re-plans are marked the same way.
+func (h *Handler) marked(ctx context.Context, fc timers.FireContext, t timers.DueTimer, fired timers.Fired) (timers.Fired, error) {
+	if replan := fired.Replan; replan != nil {
+		fired.Replan = func(ctx context.Context) (timers.Fired, error) {
+			next, err := replan(ctx)
+			if err != nil {
+				return next, err
+			}
+			return h.mark(ctx, fc, t, next)
+		}
+	}
+	return h.mark(ctx, fc, t, fired)
+}
+
+func (h *Handler) mark(ctx context.Context, fc timers.FireContext, t timers.DueTimer, fired timers.Fired) (timers.Fired, error) {
+	was := outbox.StateFailing(t.State)
+	now := (!fired.Done || fired.Stay) && outbox.StateFailing(fired.State)
+	if was == now {
+		return fired, nil
+	}
+	key, err := schema.EndpointKey(t.Reference)
+	if err != nil {
+		return fired, err
+	}
+	for _, w := range fired.Batch.Writes {
+		if w.Key == key {
+			// The fire disables the endpoint, and marks it so itself.
+			return fired, nil
+		}
+	}
+	v, found, err := fc.Store.Get(ctx, fc.Partition, key)
+	if err != nil {
+		return timers.Fired{}, fmt.Errorf("read endpoint %s/%s: %w", fc.Partition.Namespace, t.Reference, err)
+	}
+	var b store.Batch
+	outbox.MarkStream(&b, t.Reference, key, v, found, was, now)
+	fired.Marks, fired.MarkGuards = b.Writes, b.Preconditions
+	return fired, nil
+}
+
+func (h *Handler) fire(ctx context.Context, fc timers.FireContext, t timers.DueTimer) (timers.Fired, error) {
 	clk := h.clock()
 	started := clk.Now()
 	s := stream{ns: fc.Partition.Namespace, endpoint: t.Reference}

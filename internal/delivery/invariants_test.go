@@ -192,6 +192,17 @@ func TestConcurrentIngestAndFailingEndpointsLoseNothing(t *testing.T) {
 			}
 		}
 		t.Logf("%d deliveries wanted, %d calls made", len(want), sink.calls)
+		// Every stream delivered: no endpoint is failing, and the marks the
+		// fires kept as they failed and recovered say so.
+		for _, ns := range namespaces {
+			p := store.Partition{Namespace: ns}
+			if changed, err := (&outbox.Admin{Store: f.st, Clock: clk}).Remark(f.ctx, p); err != nil || changed {
+				t.Errorf("%s: marks not as the rows say (changed %v, %v)", ns, changed, err)
+			}
+		}
+		if fl, err := (&outbox.Admin{Store: f.st, Clock: clk}).Fleet(f.ctx); err != nil || fl != (outbox.Fleet{}) {
+			t.Errorf("fleet after every delivery = %+v, %v; want nothing", fl, err)
+		}
 	})
 }
 

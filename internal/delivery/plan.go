@@ -408,6 +408,7 @@ func (h *Handler) disable(ctx context.Context, b *store.Batch, s *stream, cur st
 	}
 	b.RequireEquals(s.endpointKey, cur.Value)
 	b.Put(s.endpointKey, v)
+	outbox.MarkEndpoint(b, s.endpoint, outbox.ClassEnabled, outbox.ClassFailingRow, false)
 	return true, true
 }
 

@@ -33,7 +33,10 @@ type Appender interface {
 type Config struct {
 	Appender Appender
 	Admin    *outbox.Admin
-	Auth     *Auth
+	// Oldest reports the backlog sampler's oldest pending row for GET
+	// /v1/fleet; nil where no sampler runs.
+	Oldest OldestPending
+	Auth   *Auth
 	// Wake tells the delivery driver that a namespace has a stream due
 	// now: after an accepted ingest, an enable and a replay. Optional.
 	Wake func(store.Partition)
@@ -159,6 +162,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.With(cfg.Auth.Require(ScopeOutboxRead)).Get(ns+"/endpoints/{id}/recoveries/{job}", a.getRecovery)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Post(ns+"/console-links", a.postConsoleLink)
 		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/v1/namespaces", a.listNamespaces)
+		r.With(cfg.Auth.Require(ScopeAdmin)).Get("/v1/fleet", a.getFleet)
 		r.With(cfg.Auth.Require(ScopeAdmin)).
 			Post("/v1/admin/namespaces/{ns}/endpoints/{id}/outcomes/{rid}/replay", a.replay)
 	})

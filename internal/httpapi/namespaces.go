@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hookrelay/relay/internal/outbox"
 	"github.com/hookrelay/relay/internal/store"
 )
 
@@ -51,12 +52,30 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	// failing=true filters what the page examines, so a page costs the
-	// same whatever it keeps.
-	failingOnly := q.Get("failing") == "true"
-	if f := q.Get("failing"); q.Has("failing") && f != "true" && f != "false" {
-		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "failing must be true or false"))
+	// failing=true and disabled=true walk the store's sets of such
+	// namespaces, so a page costs what it lists.
+	var filter outbox.NamespaceFilter
+	for _, f := range []struct {
+		name string
+		to   *bool
+	}{{"failing", &filter.Failing}, {"disabled", &filter.Disabled}} {
+		v := q.Get(f.name)
+		if q.Has(f.name) && v != "true" && v != "false" {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, f.name+" must be true or false"))
+			return
+		}
+		*f.to = v == "true"
+	}
+	if filter.Failing && filter.Disabled {
+		WriteProblem(w, r, NewProblem(SlugInvalidRequest, "failing=true and disabled=true are not asked together"))
 		return
+	}
+	if q.Has("prefix") {
+		filter.Prefix = q.Get("prefix")
+		if !validPrefix(filter.Prefix) {
+			WriteProblem(w, r, NewProblem(SlugInvalidRequest, "prefix must be 1 to 63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"))
+			return
+		}
 	}
 	var cursor []byte
 	if q.Has("cursor") {
@@ -68,16 +87,13 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		}
 		cursor = b
 	}
-	page, err := a.Admin.Namespaces(r.Context(), cursor, limit)
+	page, err := a.Admin.NamespacesIn(r.Context(), filter, cursor, limit)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	v := namespacePageView{Namespaces: make([]namespaceView, 0, len(page.Namespaces))}
 	for _, s := range page.Namespaces {
-		if failingOnly && s.Failing == 0 {
-			continue
-		}
 		v.Namespaces = append(v.Namespaces, namespaceView{Namespace: s.Partition.Namespace, Endpoints: s.Endpoints, Failing: s.Failing, Disabled: s.Disabled,
 			Backlog: backlogView{Rows: s.Backlog.Rows, Bytes: s.Backlog.Bytes}})
 	}
@@ -86,4 +102,9 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		v.NextCursor = &c
 	}
 	WriteJSON(w, http.StatusOK, v)
+}
+
+// validPrefix reports whether p could start a namespace name.
+func validPrefix(p string) bool {
+	return store.Partition{Namespace: p}.Validate() == nil
 }

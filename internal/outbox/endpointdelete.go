@@ -83,6 +83,7 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 			b.RequireEquals(t.Key, t.Raw)
 			b.Delete(t.Key)
 		}
+		MarkEndpoint(&b, id, s.class(), ClassAbsent, false)
 		ok, err := a.apply(ctx, p, b)
 		if err != nil {
 			return dropped, err
@@ -95,8 +96,8 @@ func (a *Admin) DeleteEndpoint(ctx context.Context, p store.Partition, id string
 }
 
 // maxLeftovers is the most leftover rows the final batch of a delete takes:
-// with its nine other operations it stays within store.MaxBatchOps.
-const maxLeftovers = store.MaxBatchOps - 9
+// with its eleven other operations it stays within store.MaxBatchOps.
+const maxLeftovers = store.MaxBatchOps - 11
 
 // leftovers is up to maxLeftovers attempt and minute rows of the
 // stream of id; more reports that there are others. The minute rows go in
@@ -142,6 +143,7 @@ func (a *Admin) dropPending(ctx context.Context, p store.Partition, s *streamRea
 		var b store.Batch
 		b.RequireEquals(epKey, epRaw)
 		b.Put(epKey, value)
+		MarkEndpoint(&b, id, s.class(), ClassFailingRow, false)
 		if ok, err := a.apply(ctx, p, b); err != nil || !ok {
 			return 0, false, err
 		}

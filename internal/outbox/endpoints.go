@@ -181,6 +181,9 @@ func (a *Admin) planPut(s *streamRead, id string, spec EndpointSpec) (PutResult,
 	b.Put(key, value)
 	if e.Enabled && (prior == nil || !prior.Enabled) {
 		planWake(&b, s, id, nowMs)
+		markWake(&b, s, id, s.class())
+	} else {
+		MarkEndpoint(&b, id, s.class(), ClassOf(value, true), false)
 	}
 	res.Stream = Stream{ID: id, Endpoint: e, Backlog: s.backlog.backlog, Counters: s.counters}
 	return res, b, nil

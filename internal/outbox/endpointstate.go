@@ -50,6 +50,9 @@ func (a *Admin) SetEnabled(ctx context.Context, p store.Partition, id string, en
 		}
 		if enabled {
 			planWake(&b, s, id, nowMs)
+			markWake(&b, s, id, s.class())
+		} else {
+			MarkEndpoint(&b, id, s.class(), ClassOperatorDisabled, false)
 		}
 		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.holds(ctx, p, s.ep.key, value) })
 		if err != nil {
@@ -131,8 +134,20 @@ func (a *Admin) Retry(ctx context.Context, p store.Partition, id string, enable 
 			if _, _, err := planEnabled(&b, s, true, nowMs); err != nil {
 				return Retried{}, err
 			}
+			// With rows the timer is reset below, guarded; without, it
+			// stays as read, and is guarded here.
+			failing := false
+			if rows == 0 && s.timer != nil {
+				b.RequireEquals(s.timer.Key, s.timer.Raw)
+				failing = timerFailing(s.timer)
+			}
+			MarkEndpoint(&b, id, s.class(), ClassEnabled, failing)
 		} else {
 			b.RequireEquals(s.ep.key, s.ep.raw)
+			if rows > 0 {
+				// The backoff reset below.
+				MarkStream(&b, id, s.ep.key, s.ep.raw, true, timerFailing(s.timer), false)
+			}
 		}
 		if rows > 0 {
 			res.DueAtMs = nowMs

@@ -59,9 +59,29 @@ const summaryReaders = 16
 // fewer than limit namespaces and still have a next cursor. It writes
 // nothing.
 func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (NamespacePage, error) {
+	return a.NamespacesIn(ctx, NamespaceFilter{}, cursor, limit)
+}
+
+// NamespaceFilter narrows Admin.NamespacesIn.
+type NamespaceFilter struct {
+	// Prefix keeps the namespaces whose name starts with it.
+	Prefix string
+	// Failing lists only the namespaces with a failing endpoint, Disabled
+	// only those with an endpoint an operator disabled, from the store's
+	// flag sets (store.SetFlagA, SetFlagB): a page costs what it lists,
+	// however few of the namespaces are so. At most one of the two.
+	Failing, Disabled bool
+}
+
+// NamespacesIn is Namespaces narrowed by f: the same walk and cursors,
+// over the set f names, keeping f's prefix.
+func (a *Admin) NamespacesIn(ctx context.Context, f NamespaceFilter, cursor []byte, limit int) (NamespacePage, error) {
 	reg, ok := a.Store.(store.Registry)
 	if !ok {
 		return NamespacePage{}, ErrNoRegistry
+	}
+	if f.Failing && f.Disabled {
+		return NamespacePage{}, invalidf("failing and disabled are not asked together")
 	}
 	var from store.RegistryCursor
 	if cursor != nil {
@@ -70,7 +90,24 @@ func (a *Admin) Namespaces(ctx context.Context, cursor []byte, limit int) (Names
 			return NamespacePage{}, invalidf("cursor must be a next_cursor this API returned")
 		}
 	}
-	page, err := store.ListRegistered(ctx, reg, from, limit)
+	narrowed := f.Prefix != "" || f.Failing || f.Disabled
+	var page store.RegistryPage
+	var err error
+	switch tot, ok := a.Store.(store.Totals); {
+	case !narrowed:
+		page, err = store.ListRegistered(ctx, reg, from, limit)
+	case !ok:
+		return NamespacePage{}, ErrNoRegistry
+	default:
+		set := store.SetRegistered
+		switch {
+		case f.Failing:
+			set = store.SetFlagA
+		case f.Disabled:
+			set = store.SetFlagB
+		}
+		page, err = store.ListSet(ctx, tot, set, f.Prefix, from, limit)
+	}
 	if err != nil {
 		return NamespacePage{}, fmt.Errorf("list namespaces: %w", err)
 	}

@@ -175,6 +175,7 @@ func (a *Admin) Replay(ctx context.Context, p store.Partition, id, rid string) (
 		default:
 			// Replace guards the row as read, corrupt or not.
 			t.Replace(&b, nowMs, state)
+			MarkStream(&b, id, s.ep.key, s.ep.raw, true, timerFailing(t), false)
 		}
 		ok, err := a.apply(ctx, p, b)
 		if err != nil {

@@ -418,9 +418,11 @@ func (s *snapshot) planDeliveryTimer(b *store.Batch, i int) {
 	if idle.DueAtMs == timers.NeverMs {
 		// Parked (its endpoint was disabled) though the endpoint is enabled
 		// now: nothing else would ever wake it, so start afresh.
+		failing := st.FailedFires > 0
 		st.FailedFires = 0
 		if state, err := schema.EncodeDeliveryState(st); err == nil {
 			idle.Replace(b, s.nowMs, state)
+			MarkStream(b, ep.id, ep.key, ep.raw, true, failing, false)
 		}
 		return
 	}

@@ -4,9 +4,15 @@
 -- KEYS[2] partition order  (ZSET: the same row keys, all score 0)
 -- KEYS[3] bucket due index (ZSET: namespace -> earliest timer due ms)
 -- KEYS[4] bucket registry  (ZSET: registered namespace -> 0)
+-- KEYS[5] bucket totals    (HASH: 'sum1', 'sum2' the sums of the summed rows'
+--         first two counters; 'flag1', 'flag2' the sizes of KEYS[7], KEYS[8])
+-- KEYS[6] bucket summed    (ZSET: namespace -> its summed rows' first counter,
+--         present while above 0)
+-- KEYS[7] bucket flag set 1 (ZSET: flagged namespace -> 0)
+-- KEYS[8] bucket flag set 2 (ZSET: flagged namespace -> 0)
 --
 -- ARGV[1] namespace, the partition's member in KEYS[3] and KEYS[4]
--- ARGV[2] row tags, four bytes. The first is the timer tag: a row key
+-- ARGV[2] row tags, seven bytes. The first is the timer tag: a row key
 --         starting with it is a timer whose next 8 bytes are its due ms,
 --         big-endian. The second is the registry tag: the partition is in
 --         KEYS[4] while it holds a row key starting with it. The third is
@@ -15,7 +21,13 @@
 --         row key of 9 bytes starting with it is ordered by its block's
 --         entry in KEYS[2], the key with the low six bits of its last byte
 --         cleared, present while any of the block's 64 rows is (read.lua
---         reads blocks).
+--         reads blocks). The fifth is the sum tag: the change of a
+--         row starting with it (one header byte, then 8-byte counters; any
+--         other layout, or none, and a counter of 2^53 or more, counts
+--         as zeros) is added to KEYS[5] and
+--         KEYS[6]. The sixth and seventh are the flag tags: the partition
+--         is in KEYS[7] (KEYS[8]) while it holds a row key starting with
+--         the sixth (seventh), and KEYS[5] counts the members.
 -- ARGV[3] precondition kinds, one byte each: 'e' equals, 'a' absent,
 --         'r' range equals
 -- ARGV[4] write kinds, one byte each: 'p' put, 'd' delete, 'c' counter add,
@@ -66,8 +78,8 @@ local argv = ARGV
 local sbyte, ssub, schar, sfind, srep = string.byte, string.sub, string.char, string.find, string.rep
 local call, unpack = redis.call, unpack
 
-if #KEYS ~= 4 then
-  return redis.error_reply('relay apply: expected 4 keys')
+if #KEYS ~= 8 then
+  return redis.error_reply('relay apply: expected 8 keys')
 end
 local pkinds, wkinds = argv[3], argv[4]
 local np, nw = #pkinds, #wkinds
@@ -92,11 +104,11 @@ for i = r0, #argv do
     return redis.error_reply('relay apply: malformed read')
   end
 end
-if #argv[2] ~= 4 then
-  return redis.error_reply('relay apply: row tags must be four bytes')
+if #argv[2] ~= 7 then
+  return redis.error_reply('relay apply: row tags must be seven bytes')
 end
 local tag, regTag = ssub(argv[2], 1, 1), ssub(argv[2], 2, 2)
-local tagByte, regByte, unorderedByte, blockByte = sbyte(argv[2], 1, 4)
+local tagByte, regByte, unorderedByte, blockByte, sumByte, flagByte1, flagByte2 = sbyte(argv[2], 1, 7)
 local E, P, C, R, D = 101, 112, 99, 114, 100 -- 'e', 'p', 'c', 'r', 'd'
 -- Calls into C cost more than the Lua around them at this call rate, so the
 -- kinds are checked by one pattern each and read as bytes in one call each.
@@ -145,7 +157,7 @@ for i = 1, np do
     pranges[i] = {offset, bytes}
   end
 end
-local registry = false
+local registry, flagged1, flagged2, summed = false, false, false, false
 -- adds[j] = {key, header, deltas, floors} of the j-th counter add, floors[k]
 -- true for a counter that stops at 0; writes counts the writes of each key,
 -- so an added key is known to have no other, and last names each key's last
@@ -176,6 +188,12 @@ for i = 1, nw do
   end
   if b == regByte then
     registry = true
+  elseif b == flagByte1 then
+    flagged1 = true
+  elseif b == flagByte2 then
+    flagged2 = true
+  elseif b == sumByte then
+    summed = true
   end
   if b == tagByte then
     if kind == C then
@@ -502,20 +520,80 @@ elseif delDue then
   end
 end
 
--- The registry, like the due index of a batch that deletes a timer due
--- before any it puts, is read back from the rows the batch left, never
--- from the batch itself: a batch run twice, or one that puts and deletes
--- in any order, leaves the entry the rows say.
-if registry then
+-- The registry and the flag sets, like the due index of a batch that
+-- deletes a timer due before any it puts, are read back from the rows the
+-- batch left, never from the batch itself: a batch run twice, or one that
+-- puts and deletes in any order, leaves the entry the rows say.
+local function holds(tagStr, tb)
   local upper = '+'
-  if regByte < 255 then
-    upper = '(' .. schar(regByte + 1)
+  if tb < 255 then
+    upper = '(' .. schar(tb + 1)
   end
-  local first = call('ZRANGEBYLEX', KEYS[2], '[' .. regTag, upper, 'LIMIT', 0, 1)
-  if #first == 0 then
-    call('ZREM', KEYS[4], argv[1])
-  else
+  return #call('ZRANGEBYLEX', KEYS[2], '[' .. tagStr, upper, 'LIMIT', 0, 1) > 0
+end
+if registry then
+  if holds(regTag, regByte) then
     call('ZADD', KEYS[4], 0, argv[1])
+  else
+    call('ZREM', KEYS[4], argv[1])
+  end
+end
+-- A flag set's size in KEYS[5] moves only with what ZADD and ZREM report
+-- they changed, so it stays the set's size whatever the batches do.
+local function flag(tb, set, field)
+  local n
+  if holds(schar(tb), tb) then
+    n = call('ZADD', KEYS[set], 0, argv[1])
+  else
+    n = -call('ZREM', KEYS[set], argv[1])
+  end
+  if n ~= 0 then
+    call('HINCRBY', KEYS[5], field, n)
+  end
+end
+if flagged1 then
+  flag(flagByte1, 7, 'flag1')
+end
+if flagged2 then
+  flag(flagByte2, 8, 'flag2')
+end
+
+-- Summed rows: the change of each, from the row as it stood (read above:
+-- an added row is, and so is every put or deleted row but a timer, an
+-- unordered or a blocked one) to the row as the batch left it.
+if summed then
+  local function counter(v, k)
+    if not v or #v < 1 + 8 * k or (#v - 1) % 8 ~= 0 then
+      return 0
+    end
+    local n, from = 0, 2 + 8 * (k - 1)
+    local b1, b2 = sbyte(v, from, from + 1)
+    if b1 ~= 0 or b2 >= 32 then
+      -- Beyond what a counter may hold: no store write makes one.
+      return 0
+    end
+    for m = from, from + 7 do
+      n = n * 256 + sbyte(v, m)
+    end
+    return n
+  end
+  local d1, d2 = 0, 0
+  for key, v in pairs(left) do
+    if sbyte(key) == sumByte then
+      local was = at[key] and stood[at[key]]
+      d1 = d1 + counter(v, 1) - counter(was, 1)
+      d2 = d2 + counter(v, 2) - counter(was, 2)
+    end
+  end
+  if d1 ~= 0 then
+    call('HINCRBY', KEYS[5], 'sum1', string.format('%.17g', d1))
+    local n = tonumber(call('ZINCRBY', KEYS[6], string.format('%.17g', d1), argv[1]))
+    if n <= 0 then
+      call('ZREM', KEYS[6], argv[1])
+    end
+  end
+  if d2 ~= 0 then
+    call('HINCRBY', KEYS[5], 'sum2', string.format('%.17g', d2))
   end
 end
 

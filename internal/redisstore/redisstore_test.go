@@ -72,33 +72,33 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"one operation too many", append([]any{"acme", "tesl", "", strings.Repeat("p", store.MaxBatchOps+1)}, slices.Repeat([]any{"k", "v"}, store.MaxBatchOps+1)...)},
-			{"argument count short", []any{"acme", "tesl", "", "pp", "k1", "v"}},
-			{"argument count long", []any{"acme", "tesl", "", "p", "k1", "v", "extra"}},
-			{"reads fewer than counted", []any{"acme", "tesl", "", "p", "k1", "v", "2", "k1"}},
-			{"reads more than counted", []any{"acme", "tesl", "", "p", "k1", "v", "1", "k1", "k2"}},
-			{"a read count of 0", []any{"acme", "tesl", "", "p", "k1", "v", "0"}},
-			{"a read count of 65", append([]any{"acme", "tesl", "", "p", "k1", "v", "65"}, slices.Repeat([]any{"k"}, 65)...)},
-			{"a read count not in decimal", []any{"acme", "tesl", "", "p", "k1", "v", "0x1", "k1"}},
-			{"an empty read key", []any{"acme", "tesl", "", "p", "k1", "v", "1", ""}},
-			{"unknown kind in the last write", []any{"acme", "tesl", "", "px", "k1", "v", "k2", "v"}},
-			{"unknown precondition kind", []any{"acme", "tesl", "p", "p", "k0", "", "k1", "v"}},
-			{"empty precondition key", []any{"acme", "tesl", "a", "p", "", "", "k1", "v"}},
-			{"empty key in the last write", []any{"acme", "tesl", "", "pd", "k1", "v", "", ""}},
+			{"one operation too many", append([]any{"acme", "teslbfo", "", strings.Repeat("p", store.MaxBatchOps+1)}, slices.Repeat([]any{"k", "v"}, store.MaxBatchOps+1)...)},
+			{"argument count short", []any{"acme", "teslbfo", "", "pp", "k1", "v"}},
+			{"argument count long", []any{"acme", "teslbfo", "", "p", "k1", "v", "extra"}},
+			{"reads fewer than counted", []any{"acme", "teslbfo", "", "p", "k1", "v", "2", "k1"}},
+			{"reads more than counted", []any{"acme", "teslbfo", "", "p", "k1", "v", "1", "k1", "k2"}},
+			{"a read count of 0", []any{"acme", "teslbfo", "", "p", "k1", "v", "0"}},
+			{"a read count of 65", append([]any{"acme", "teslbfo", "", "p", "k1", "v", "65"}, slices.Repeat([]any{"k"}, 65)...)},
+			{"a read count not in decimal", []any{"acme", "teslbfo", "", "p", "k1", "v", "0x1", "k1"}},
+			{"an empty read key", []any{"acme", "teslbfo", "", "p", "k1", "v", "1", ""}},
+			{"unknown kind in the last write", []any{"acme", "teslbfo", "", "px", "k1", "v", "k2", "v"}},
+			{"unknown precondition kind", []any{"acme", "teslbfo", "p", "p", "k0", "", "k1", "v"}},
+			{"empty precondition key", []any{"acme", "teslbfo", "a", "p", "", "", "k1", "v"}},
+			{"empty key in the last write", []any{"acme", "teslbfo", "", "pd", "k1", "v", "", ""}},
 			{"row tags of one byte", []any{"acme", "t", "", "p", "k1", "v"}},
-			{"row tags of five bytes", []any{"acme", "teesl", "", "p", "k1", "v"}},
-			{"counter add without counters", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00"}},
-			{"counter add of a partial counter", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of a counter and a half", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
-			{"counter add of an unsigned delta", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of another sign", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
-			{"saturating counter add of 2^53", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add of 2^53", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
-			{"counter add header longer than the value", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add of nine counters", []any{"acme", "tesl", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
-			{"counter add to a timer row", []any{"acme", "tesl", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"counter add beside a put of its row", []any{"acme", "tesl", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"two counter adds of one row", []any{"acme", "tesl", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"row tags of eight bytes", []any{"acme", "teeslbfo", "", "p", "k1", "v"}},
+			{"counter add without counters", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00"}},
+			{"counter add of a partial counter", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of a counter and a half", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01+\x00\x00\x00"}},
+			{"counter add of an unsigned delta", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00 \x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of another sign", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00*\x00\x00\x00\x00\x00\x00\x00"}},
+			{"saturating counter add of 2^53", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00~\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add of 2^53", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00+\x20\x00\x00\x00\x00\x00\x00"}},
+			{"counter add header longer than the value", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x09+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add of nine counters", []any{"acme", "teslbfo", "", "pc", "k1", "v", "c", "\x00" + strings.Repeat("+\x00\x00\x00\x00\x00\x00\x01", 9)}},
+			{"counter add to a timer row", []any{"acme", "teslbfo", "", "pc", "k1", "v", "t\x00\x00\x00\x00\x00\x00\x00\x01\x00\x08", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"counter add beside a put of its row", []any{"acme", "teslbfo", "", "pc", "c", "v", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"two counter adds of one row", []any{"acme", "teslbfo", "", "cc", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01", "c", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") {
@@ -107,11 +107,11 @@ func TestScriptRefusesMalformedArgumentsBeforeWriting(t *testing.T) {
 			wantEmpty(t, s, acme)
 		}
 		// The same script commits a well-formed batch.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "a", "p", "k0", "", "k1", "v").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "teslbfo", "a", "p", "k0", "", "k1", "v").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed batch: %v, %v; want [1]", res, err)
 		}
-		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
+		res, err = s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "teslbfo", "", "c", "c", "\x01h-\x00\x00\x00\x00\x00\x00\x00+\x1f\xff\xff\xff\xff\xff\xff").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed counter add: %v, %v; want [1]", res, err)
 		}
@@ -139,19 +139,19 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			name string
 			argv []any
 		}{
-			{"put-range without its offset", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00"}},
-			{"put-range of no bytes", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00\x01"}},
-			{"put-range of 257 bytes", []any{"acme", "tesl", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
-			{"put-range past the largest row", []any{"acme", "tesl", "", "r", "r", "\x00\x40\x00\x00x"}},
-			{"put-range of a timer row", []any{"acme", "tesl", "", "r", timer, one}},
-			{"put-range of a registering row", []any{"acme", "tesl", "", "r", "ep", one}},
-			{"put-range beside a put of its row", []any{"acme", "tesl", "", "pr", "r", "0123456789", "r", one}},
-			{"put-range beside a delete of its row", []any{"acme", "tesl", "", "rd", "r", one, "r", ""}},
-			{"put-range beside a counter add of its row", []any{"acme", "tesl", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
-			{"range guard without its offset", []any{"acme", "tesl", "r", "", "r", "\x00\x00\x00"}},
-			{"range guard of no bytes", []any{"acme", "tesl", "r", "", "r", "\x00\x00\x00\x01"}},
-			{"range guard past the largest row", []any{"acme", "tesl", "r", "", "r", "\x00\x40\x00\x00x"}},
-			{"range guard of a timer row", []any{"acme", "tesl", "r", "", timer, one}},
+			{"put-range without its offset", []any{"acme", "teslbfo", "", "r", "r", "\x00\x00\x00"}},
+			{"put-range of no bytes", []any{"acme", "teslbfo", "", "r", "r", "\x00\x00\x00\x01"}},
+			{"put-range of 257 bytes", []any{"acme", "teslbfo", "", "r", "r", "\x00\x00\x00\x00" + strings.Repeat("x", 257)}},
+			{"put-range past the largest row", []any{"acme", "teslbfo", "", "r", "r", "\x00\x40\x00\x00x"}},
+			{"put-range of a timer row", []any{"acme", "teslbfo", "", "r", timer, one}},
+			{"put-range of a registering row", []any{"acme", "teslbfo", "", "r", "ep", one}},
+			{"put-range beside a put of its row", []any{"acme", "teslbfo", "", "pr", "r", "0123456789", "r", one}},
+			{"put-range beside a delete of its row", []any{"acme", "teslbfo", "", "rd", "r", one, "r", ""}},
+			{"put-range beside a counter add of its row", []any{"acme", "teslbfo", "", "rc", "r", one, "r", "\x00+\x00\x00\x00\x00\x00\x00\x01"}},
+			{"range guard without its offset", []any{"acme", "teslbfo", "r", "", "r", "\x00\x00\x00"}},
+			{"range guard of no bytes", []any{"acme", "teslbfo", "r", "", "r", "\x00\x00\x00\x01"}},
+			{"range guard past the largest row", []any{"acme", "teslbfo", "r", "", "r", "\x00\x40\x00\x00x"}},
+			{"range guard of a timer row", []any{"acme", "teslbfo", "r", "", timer, one}},
 		} {
 			err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, tc.argv...).Err()
 			if err == nil || !strings.Contains(err.Error(), "relay apply:") || strings.Contains(err.Error(), "too short") {
@@ -162,7 +162,7 @@ func TestScriptRefusesMalformedPutRangesBeforeWriting(t *testing.T) {
 			}
 		}
 		// The same script splices a well-formed put-range at its offset.
-		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "tesl", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
+		res, err := s.Client().Eval(ctx, redisstore.ApplyBody, keys, "acme", "teslbfo", "", "rr", "r", "\x00\x00\x00\x08ab", "r", "\x00\x00\x00\x00Z").Result()
 		if err != nil || fmt.Sprint(res) != "[1]" {
 			t.Fatalf("well-formed put-range: %v, %v; want [1]", res, err)
 		}
@@ -203,7 +203,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 		wantEmpty(t, s, acme)
 		// The script itself refuses it too.
 		keys := s.PartitionKeys(acme)
-		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "tesl", "", "p", string(short), "x").Err(); err == nil ||
+		if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, keys, "acme", "teslbfo", "", "p", string(short), "x").Err(); err == nil ||
 			!strings.Contains(err.Error(), "relay apply:") {
 			t.Fatalf("script answered %v for %q, want a relay apply error", err, short)
 		}
@@ -211,7 +211,7 @@ func TestShortTimerKeyIsRefused(t *testing.T) {
 	}
 	var b store.Batch
 	// The script refuses a call with the wrong number of keys before writing.
-	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "tesl", "", "p", "k", "v").Err(); err == nil {
+	if err := s.Client().Eval(t.Context(), redisstore.ApplyBody, s.PartitionKeys(acme)[:2], "acme", "teslbfo", "", "p", "k", "v").Err(); err == nil {
 		t.Fatal("apply.lua ran with two keys")
 	}
 	wantEmpty(t, s, acme)
@@ -310,6 +310,9 @@ func TestKeyLayout(t *testing.T) {
 	var b store.Batch
 	b.Put("row", nil)
 	b.Put(timerKey(1000, "ep"), store.Value{0})
+	b.Put(store.Key([]byte{store.SumTag, 'x'}), store.Value{1, 0, 0, 0, 0, 0, 0, 0, 2})
+	b.Put(store.Key([]byte{store.FlagTags[0], 'x'}), nil)
+	b.Put(store.Key([]byte{store.FlagTags[1], 'x'}), nil)
 	mustCommit(t, s, acme, b)
 
 	h := fnv.New32a()
@@ -319,7 +322,8 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatalf("bucket of acme = %d, want FNV-1a %% 64 = %d", got, bucket)
 	}
 	tag := fmt.Sprintf("relay:{%d}", bucket)
-	want := []string{"relay:buckets", "relay:format", tag + ":due", tag + ":ns:acme:keys", tag + ":ns:acme:rows"}
+	want := []string{"relay:buckets", "relay:format", "relay:totals", tag + ":due", tag + ":flag:1", tag + ":flag:2",
+		tag + ":ns:acme:keys", tag + ":ns:acme:rows", tag + ":summed", tag + ":totals"}
 	if got := m.Keys(); !slices.Equal(got, want) {
 		t.Fatalf("redis keys %q, want %q", got, want)
 	}
@@ -756,7 +760,7 @@ func TestAScriptReadsTheRowsItNeedsInOneCommand(t *testing.T) {
 		b.Put("r", store.Value("0123"))
 		mustCommit(t, s, acme, b)
 		res := applyCounting(t, s, "HMGET",
-			"acme", "tesl", "e", "crp",
+			"acme", "teslbfo", "e", "crp",
 			"g", "1",
 			"c", "\x00+\x00\x00\x00\x00\x00\x00\x01",
 			"r", "\x00\x00\x00\x01ab",
@@ -791,7 +795,7 @@ func TestOnlyABatchDeletingAnEarlierTimerReadsTheEarliestTimer(t *testing.T) {
 			{"a move of the earliest later", "dp", []any{timer(2_000, "c"), "", timer(8_000, "c"), "\x00"}, 1, 4_000},
 			{"a delete", "d", []any{timer(4_000, "b"), ""}, 1, 8_000},
 		} {
-			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
+			args := append([]any{"acme", "teslbfo", "", c.kinds}, c.pairs...)
 			res := applyCounting(t, s, "ZRANGEBYLEX", args...)
 			if res[0].(int64) != c.reads {
 				t.Errorf("%s: %d ZRANGEBYLEX, want %d", c.name, res[0], c.reads)
@@ -827,7 +831,7 @@ func TestRowsThatStoodNeedNoOrderEntry(t *testing.T) {
 			{"a new row beside them", "pp", []any{"h", "3", "g", "new"}, "[1 [1]]"},
 			{"a new counter row", "c", []any{"j", "\x01\x01+\x00\x00\x00\x00\x00\x00\x01"}, "[1 [1]]"},
 		} {
-			args := append([]any{"acme", "tesl", "", c.kinds}, c.pairs...)
+			args := append([]any{"acme", "teslbfo", "", c.kinds}, c.pairs...)
 			if got := fmt.Sprint(applyCounting(t, s, "ZADD", args...)); got != c.want {
 				t.Errorf("%s: ZADDs and reply %s, want %s", c.name, got, c.want)
 			}
@@ -866,7 +870,7 @@ func TestWritesThatChangeNothingIssueNoCommand(t *testing.T) {
 			{"a delete of a row read absent", "HDEL", "a", "d", []any{"gone", "", "gone", ""}},
 			{"a delete of a row read absent", "ZREM", "a", "d", []any{"gone", "", "gone", ""}},
 		} {
-			args := append([]any{"acme", "tesl", c.pkinds, c.kinds}, c.pairs...)
+			args := append([]any{"acme", "teslbfo", c.pkinds, c.kinds}, c.pairs...)
 			if got := fmt.Sprint(applyCounting(t, s, c.cmd, args...)); got != "[0 [1]]" {
 				t.Errorf("%s: %ss and reply %s, want none and a commit", c.name, c.cmd, got)
 			}
@@ -893,7 +897,7 @@ func TestReadsAfterTheWritesCostNoCommandOfTheirOwn(t *testing.T) {
 			{[]any{"3", "p", "g", "d"}, "[1 [1 [v 1 <nil>]]]"},
 			{[]any{"4", "u", "p", "x", "g"}, "[1 [1 [untouched v <nil> 1]]]"},
 		} {
-			args := append([]any{"acme", "tesl", "e", "pd", "g", "1", "p", "v", "d", ""}, c.reads...)
+			args := append([]any{"acme", "teslbfo", "e", "pd", "g", "1", "p", "v", "d", ""}, c.reads...)
 			if got := fmt.Sprint(applyCounting(t, s, "HMGET", args...)); got != c.want {
 				t.Errorf("reads %v: HMGETs and reply %s, want %s", c.reads, got, c.want)
 			}

@@ -139,6 +139,10 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	case errors.Is(err, redis.Nil) && used > 0:
 		return fmt.Errorf("%w: keyspace %q holds rows but records no format version (%s is unset); this relay reads format %d only", ErrFormat, s.prefix, key, Format)
 	case errors.Is(err, redis.Nil):
+		// An empty keyspace keeps its totals from its first write.
+		if err := s.client.SetNX(ctx, s.totalsMarkerKey(), "1", 0).Err(); err != nil {
+			return fmt.Errorf("redisstore: record totals marker: %w", err)
+		}
 		if err := s.client.SetNX(ctx, key, Format, 0).Err(); err != nil {
 			return fmt.Errorf("redisstore: record format version: %w", err)
 		}
@@ -197,10 +201,13 @@ func (s *Store) BucketOf(p store.Partition) int {
 }
 
 // partitionKeys are the values HASH, the order ZSET, the bucket's due
-// index and the bucket's registry of p, in the order apply.lua takes them.
+// index, registry, totals, summed set and flag sets of p, in the order
+// apply.lua takes them.
 func (s *Store) partitionKeys(p store.Partition) []string {
 	b := s.BucketOf(p)
-	return []string{s.tags[b] + ":ns:" + p.Namespace + ":rows", s.tags[b] + ":ns:" + p.Namespace + ":keys", s.dues[b], s.regs[b]}
+	t := s.tags[b]
+	return []string{t + ":ns:" + p.Namespace + ":rows", t + ":ns:" + p.Namespace + ":keys", s.dues[b], s.regs[b],
+		t + totalsSuffix, t + summedSuffix, t + flagSuffixes[0], t + flagSuffixes[1]}
 }
 
 func (s *Store) dueKey(b int) string { return s.dues[b] }
@@ -514,7 +521,7 @@ func (b *argBytes) MarshalBinary() ([]byte, error) { return *b, nil }
 
 // rowTags are the timer, registry, unordered and block tags, as apply.lua
 // takes them.
-var rowTags = string([]byte{store.TimerTag, store.RegistryTag, store.UnorderedTag, store.BlockTag})
+var rowTags = string([]byte{store.TimerTag, store.RegistryTag, store.UnorderedTag, store.BlockTag, store.SumTag, store.FlagTags[0], store.FlagTags[1]})
 
 // encodeAdd is a validated Add as apply.lua reads it: the header's length
 // and bytes, then per delta a sign and a 7-byte big-endian magnitude. A

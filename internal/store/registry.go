@@ -76,17 +76,24 @@ type RegistryPage struct {
 // returned exactly once; one registered or unregistered during it is
 // returned at most once, when its position is still ahead of the cursor.
 func ListRegistered(ctx context.Context, r Registry, from RegistryCursor, limit int) (RegistryPage, error) {
+	return listWith(ctx, r.Buckets(), from, limit, func(b int, after string, n int) ([]Partition, bool, error) {
+		return r.Registered(ctx, b, after, n)
+	})
+}
+
+// listWith walks buckets' sets with list, as ListRegistered says.
+func listWith(_ context.Context, buckets int, from RegistryCursor, limit int, list func(bucket int, after string, limit int) ([]Partition, bool, error)) (RegistryPage, error) {
 	if limit < 1 {
 		return RegistryPage{}, fmt.Errorf("list registered: limit %d must be at least 1", limit)
 	}
-	if from.Bucket < 0 || from.Bucket >= r.Buckets() {
+	if from.Bucket < 0 || from.Bucket >= buckets {
 		return RegistryPage{}, fmt.Errorf("%w: bucket out of range", ErrInvalidCursor)
 	}
 	limit = min(limit, MaxRegistryPage)
 	var page RegistryPage
 	b, after := from.Bucket, from.After
-	for read := 0; b < r.Buckets() && len(page.Partitions) < limit && read < RegistryBucketsPerPage; read++ {
-		parts, more, err := r.Registered(ctx, b, after, limit-len(page.Partitions))
+	for read := 0; b < buckets && len(page.Partitions) < limit && read < RegistryBucketsPerPage; read++ {
+		parts, more, err := list(b, after, limit-len(page.Partitions))
 		if err != nil {
 			return RegistryPage{}, err
 		}
@@ -97,7 +104,7 @@ func ListRegistered(ctx context.Context, r Registry, from RegistryCursor, limit 
 		}
 		b, after = b+1, ""
 	}
-	if b < r.Buckets() {
+	if b < buckets {
 		page.Next = &RegistryCursor{Bucket: b}
 	}
 	return page, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hookrelay/relay/internal/clock"
@@ -180,8 +181,8 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 		// again. A clock stepped forward would otherwise throw away every
 		// fire in flight.
 		b := store.Batch{
-			Preconditions: append([]store.Precondition(nil), f.Batch.Preconditions...),
-			Writes:        withNotes(f.Batch.Writes, f.Notes),
+			Preconditions: append(append([]store.Precondition(nil), f.Batch.Preconditions...), f.MarkGuards...),
+			Writes:        withNotes(append(slices.Clone(f.Batch.Writes), f.Marks...), f.Notes),
 			Settles:       f.Batch.Settles,
 		}
 		leaseGuard := len(b.Preconditions)
@@ -234,7 +235,7 @@ func complete(ctx context.Context, st store.NamespaceStore, clk clock.Clock, c C
 			// A failed call backing off: what moved under its guard, such
 			// as an append, does not change that plan, and firing again at
 			// once would call a failing endpoint at the rate of ingest.
-			out, err := release(ctx, st, c, f.DueAtMs, f.State, f.Notes)
+			out, err := releaseMarked(ctx, st, c, f)
 			if out == Replanned {
 				out = Completed
 			}
@@ -290,19 +291,35 @@ func sameAdd(ws []store.Write, n store.Write) int {
 // release puts a leased timer back, idle and due at dueAtMs, with the fire's
 // notes.
 func release(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write) (Completion, error) {
+	out, _, err := releaseWith(ctx, st, c, dueAtMs, state, notes, nil, nil)
+	return out, err
+}
+
+// releaseMarked releases the timer at the state f plans, with its marks,
+// or, when their guards fail, at the state as claimed, without them.
+func releaseMarked(ctx context.Context, st store.NamespaceStore, c Claimed, f Fired) (Completion, error) {
+	out, marksFailed, err := releaseWith(ctx, st, c, f.DueAtMs, f.State, f.Notes, f.MarkGuards, f.Marks)
+	if marksFailed {
+		return release(ctx, st, c, c.Timer.DueAtMs, c.Timer.State, f.Notes)
+	}
+	return out, err
+}
+
+func releaseWith(ctx context.Context, st store.NamespaceStore, c Claimed, dueAtMs int64, state []byte, notes []store.Write, guards []store.Precondition, marks []store.Write) (Completion, bool, error) {
 	b := store.Batch{Settles: true}
 	b.RequireEquals(c.Key, c.Value)
+	b.Preconditions = append(b.Preconditions, guards...)
 	b.Delete(c.Key)
 	b.Put(Key(dueAtMs, c.Timer.Kind, c.Timer.Reference), EncodeIdle(state))
-	b.Writes = withNotes(b.Writes, notes)
+	b.Writes = withNotes(append(b.Writes, marks...), notes)
 	res, err := st.Apply(ctx, c.Partition, b)
 	if err != nil {
-		return 0, fmt.Errorf("release timer of %s: %w", c.Partition, err)
+		return 0, false, fmt.Errorf("release timer of %s: %w", c.Partition, err)
 	}
 	if !res.Committed {
-		return LeaseLost, nil
+		return LeaseLost, res.Failed > 0, nil
 	}
-	return Replanned, nil
+	return Replanned, false, nil
 }
 
 // RunnerConfig configures a Runner.

@@ -51,6 +51,14 @@ type Fired struct {
 	// when the guard fails, with the timer's release. Only the lease guards
 	// them.
 	Notes []store.Write
+	// Marks are writes that follow the State this plan writes, applied
+	// only with it and only while MarkGuards hold: with the result, and
+	// with a Backoff reschedule's release, which writes that State too;
+	// never with a release at the timer's state as claimed. A release
+	// whose MarkGuards fail is made again without them, at the state as
+	// claimed.
+	Marks      []store.Write
+	MarkGuards []store.Precondition
 	// Replan, when set, plans the completion again against fresh rows. A
 	// completion whose handler guard failed is re-planned a few times,
 	// under the same lease, before the timer is released: the work the

@@ -6,6 +6,7 @@ import { call, grants, enc, ProblemError } from './api.js';
 import { num, bytes, when } from './fmt.js';
 import { minuteChart } from './chart.js';
 import { endpointManage, endpointCreate, endpointSettings } from './endpointform.js';
+import { fleetView, searchForm, prefixOf, withPrefix } from './fleet.js';
 
 export function problemView(err, alert = true) {
   const p = err.problem || {};
@@ -162,11 +163,11 @@ const disabledWhy = (reason) => ({
   failing: '(it delivered nothing for the disable-after period while its calls failed)',
 }[reason] || '(' + reason + ')');
 
-// The namespaces page reads one page of the list, NS_VIEW namespaces, and
-// beside it the namespaces with a failing endpoint among NS_EXAMINE: each
-// view costs relay the same whatever the number of namespaces.
+// The namespaces page reads the fleet's figures and its failing and
+// disabled namespaces (fleet.js), and one page of the list, NS_VIEW
+// namespaces: each view costs relay the same whatever the number of
+// namespaces.
 const NS_VIEW = 100;
-const NS_EXAMINE = 1000;
 
 // rankNamespaces puts those with a failing endpoint (disabled, backing off)
 // first, then the biggest backlogs, then by name.
@@ -187,7 +188,8 @@ const health = (n) => {
 
 const namespaces = {
   title: () => 'Namespaces',
-  // Each view reads NS_VIEW + NS_EXAMINE namespaces' rows.
+  // Each view reads the buckets' totals and up to NS_VIEW + 2 × FLEET_LIST
+  // namespaces' rows.
   refreshMs: 15000,
   async render(r) {
     const bound = grants().ns;
@@ -197,11 +199,7 @@ const namespaces = {
       return h('p', {}, 'Opening ', bound, '…');
     }
     const cursor = r.params.get('cursor');
-    const from = r.params.get('failing_from');
-    const [page, failingPage] = await Promise.all([
-      call('GET', '/v1/namespaces?limit=' + NS_VIEW + (cursor ? '&cursor=' + enc(cursor) : '')),
-      call('GET', '/v1/namespaces?failing=true&limit=' + NS_EXAMINE + (from ? '&cursor=' + enc(from) : '')),
-    ]);
+    const prefix = prefixOf(r);
     const row = (n) => h('tr', { class: n.failing > 0 ? 'failing' : '', 'data-key': 'ns-' + n.namespace },
       h('th', { scope: 'row', class: 'id' }, h('a', { href: nsLink(n.namespace), title: n.namespace }, n.namespace)),
       h('td', {}, health(n)),
@@ -209,25 +207,23 @@ const namespaces = {
       h('td', { class: 'n' }, num(n.backlog.rows)),
       h('td', { class: 'n' }, bytes(n.backlog.bytes)));
     const head = ['Namespace', 'Health', 'Endpoints', 'Pending rows', 'Pending bytes'];
-    const failingRows = rankNamespaces(failingPage.namespaces).map(row);
-    const where = (from ? 'Of the next ' : 'Of the first ') + num(NS_EXAMINE) + ' namespaces';
+    const [fleet, page] = await Promise.all([
+      fleetView(r, { table, row, head, rank: rankNamespaces }),
+      call('GET', withPrefix('/v1/namespaces?limit=' + NS_VIEW + (cursor ? '&cursor=' + enc(cursor) : ''), prefix)),
+    ]);
+    const here = (c) => '#/?' + (prefix ? 'prefix=' + enc(prefix) + (c ? '&' : '') : '') + (c ? 'cursor=' + enc(c) : '');
     return h('section', {},
       h('h1', {}, 'Namespaces'),
-      h('h2', {}, 'Failing'),
-      table('Namespaces with a failing endpoint, largest backlog first', head, failingRows,
-        where + ', none has a failing endpoint.'),
-      h('p', { class: 'muted' }, failingRows.length ? where + ', these have a failing endpoint. ' : '',
-        failingPage.next_cursor
-          ? h('a', { href: '#/?failing_from=' + enc(failingPage.next_cursor) + (cursor ? '&cursor=' + enc(cursor) : ''), 'data-key': 'ns-failing-next' }, 'Look at the next ' + num(NS_EXAMINE))
-          : 'Every namespace was looked at.',
-        from ? [' ', h('a', { href: '#/' + (cursor ? '?cursor=' + enc(cursor) : ''), 'data-key': 'ns-failing-first' }, 'Back to the first')] : null),
-      h('h2', {}, 'All, a page at a time'),
+      searchForm(prefix),
+      fleet,
+      h('h2', {}, prefix ? `All starting “${prefix}”, a page at a time` : 'All, a page at a time'),
       table('Namespaces, failing first, then largest backlog', head, rankNamespaces(page.namespaces).map(row),
-        cursor ? 'No namespace on this page: the list changed. Go back to the first page.'
-          : 'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
+        prefix ? `No namespace starts “${prefix}”.`
+          : cursor ? 'No namespace on this page: the list changed. Go back to the first page.'
+            : 'No namespace has an endpoint yet. Register one with PUT /v1/namespaces/{ns}/endpoints/{id}.'),
       h('nav', { class: 'pager', 'aria-label': 'Pages' },
-        cursor ? h('a', { href: '#/', 'data-key': 'ns-first' }, 'First page') : null,
-        page.next_cursor ? h('a', { href: '#/?cursor=' + enc(page.next_cursor), 'data-key': 'ns-next' }, 'Next page') : null,
+        cursor ? h('a', { href: here(''), 'data-key': 'ns-first' }, 'First page') : null,
+        page.next_cursor ? h('a', { href: here(page.next_cursor), 'data-key': 'ns-next' }, 'Next page') : null,
         h('span', { class: 'muted' }, `${num(NS_VIEW)} a page, the failing first on each.`)),
       openNamespace());
   },

@@ -53,8 +53,13 @@ func PutEndpoint(t testing.TB, st store.NamespaceStore, p store.Partition, id st
 	if err != nil {
 		t.Fatal(err)
 	}
+	old, found, err := st.Get(context.Background(), p, key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b store.Batch
 	b.Put(key, v)
+	outbox.MarkEndpoint(&b, id, outbox.ClassOf(old, found), outbox.ClassOf(v, true), false)
 	if res, err := st.Apply(context.Background(), p, b); err != nil || !res.Committed {
 		t.Fatalf("put endpoint %s: %+v %v", id, res, err)
 	}

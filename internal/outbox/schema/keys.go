@@ -20,7 +20,9 @@ const (
 	// in sequence order.
 	ClassPending Class = 'p'
 	// ClassBacklog: 'b' endpoint -> rows and bytes not yet acknowledged.
-	ClassBacklog Class = 'b'
+	// Its tag is the store's sum tag, so each bucket totals the backlogs
+	// of its namespaces (fleet.go in package outbox).
+	ClassBacklog Class = Class(store.SumTag)
 	// ClassSequence: 'q' -> the namespace's next sequence number.
 	ClassSequence Class = 'q'
 	// ClassTimer: owned by package timers (timers.Key, timers.ParseKey).
@@ -48,6 +50,13 @@ const (
 	// ClassHead: 'h' endpoint -> the sequence number from which the
 	// stream's queue is read from the log (head.go).
 	ClassHead Class = 'h'
+	// ClassFailingMark: 'f' endpoint -> empty, present while the endpoint
+	// is failing; its tag is the store's first flag tag, so each bucket
+	// keeps the set of its namespaces that have a failing endpoint.
+	ClassFailingMark Class = Class(store.FlagTagA)
+	// ClassDisabledMark: 'o' endpoint -> empty, present while an operator
+	// has the endpoint disabled; the store's second flag tag.
+	ClassDisabledMark Class = Class(store.FlagTagB)
 )
 
 // Id limits.
@@ -242,7 +251,7 @@ func Parse(key store.Key) (ParsedKey, bool) {
 			return ParsedKey{}, false
 		}
 		pk.Endpoint, pk.Seq, pk.RID = ep, binary.BigEndian.Uint64([]byte(tail[:8])), tail[8:]
-	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead, ClassFailingMark, ClassDisabledMark:
 		if !validEndpointID(rest) {
 			return ParsedKey{}, false
 		}
@@ -286,7 +295,7 @@ func (k ParsedKey) Key() store.Key {
 		return streamKey(k.Class, k.Endpoint, k.RID)
 	case ClassPending:
 		return pendingKey(k.Endpoint, k.Seq, k.RID)
-	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead:
+	case ClassBacklog, ClassEndpoint, ClassCounters, ClassJob, ClassHead, ClassFailingMark, ClassDisabledMark:
 		return k.Class.Key(k.Endpoint)
 	case ClassSequence:
 		return SequenceKey()

@@ -14,6 +14,7 @@ type Store interface {
 	store.NamespaceStore
 	store.DueIndex
 	store.Registry
+	store.Totals
 }
 
 // Run runs the whole contract suite against stores made by newStore.
@@ -87,6 +88,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ListingAcrossChangesLosesAndRepeatsNothing", testListingAcrossChangesLosesAndRepeatsNothing},
 		{"ForgedRegistryCursorsAreRefused", testForgedRegistryCursorsAreRefused},
 		{"CountRegisteredCountsEachRegisteredPartitionOnce", testCountRegisteredCountsEachRegisteredPartitionOnce},
+		{"SummedRowsMoveTheTotalsWhateverTheWrite", testSummedRowsMoveTheTotalsWhateverTheWrite},
+		{"AFailedBatchMovesNoTotal", testAFailedBatchMovesNoTotal},
+		{"FlagSetsFollowTheRows", testFlagSetsFollowTheRows},
+		{"ConcurrentWritersLeaveExactTotals", testConcurrentWritersLeaveExactTotals},
+		{"ListSetKeepsItsPrefix", testListSetKeepsItsPrefix},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

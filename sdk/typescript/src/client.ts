@@ -47,7 +47,9 @@ type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters
 /** A time as a Date or an RFC 3339 string. */
 export type TimeInput = Date | string;
 /** Pages the namespace list; cursor is the previous page's next_cursor. */
-export type NamespacesQuery = Omit<Query<"listNamespaces">, "failing"> & { failing?: boolean };
+export type NamespacesQuery = Omit<Query<"listNamespaces">, "failing" | "disabled"> & { failing?: boolean; disabled?: boolean };
+/** The fleet's figures; see getFleet. */
+export type Fleet = Schemas["Fleet"];
 /** Filters and pages the outcome list: accepted in [since, until), cursor a page's next_cursor or prev_cursor. */
 export type OutcomesQuery = Omit<Query<"listOutcomes">, "since" | "until"> & { since?: TimeInput; until?: TimeInput };
 /** Pages an endpoint's stream. */
@@ -340,8 +342,21 @@ export class RelayClient {
    */
   async listNamespaces(q: NamespacesQuery = {}, opts: CallOptions = {}): Promise<NamespacePage> {
     const op = "list namespaces";
-    const qs = query({ cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit), failing: q.failing ? "true" : undefined });
+    const qs = query({
+      cursor: cursorOf(op, q.cursor), limit: limitOf(op, q.limit), failing: q.failing ? "true" : undefined,
+      disabled: q.disabled ? "true" : undefined, prefix: q.prefix || undefined,
+    });
     return this.#json(op, "GET", "/v1/namespaces" + qs, undefined, opts, true);
+  }
+
+  /**
+   * getFleet returns how many namespaces have a failing endpoint, how many
+   * have one an operator disabled, and the backlog over every namespace
+   * (scope admin, on a token bound to no namespace): relay keeps them per
+   * bucket, so the call costs the same whatever the number of namespaces.
+   */
+  async getFleet(opts: CallOptions = {}): Promise<Fleet> {
+    return this.#json("fleet", "GET", "/v1/fleet", undefined, opts, true);
   }
 
   /** namespacePages walks the namespace list from q.cursor (or the first page) to its last page. */

@@ -44,6 +44,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/fleet": {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet's figures
+         * @description How many namespaces have a failing endpoint, how many have an
+         *     endpoint an operator disabled, and the backlog over every
+         *     namespace, as relay keeps them per bucket in the same atomic step
+         *     that changes them: the answer costs one read per bucket, whatever
+         *     the number of namespaces. `oldest_pending` is the backlog sampler's
+         *     last complete pass (every 15 s by default), null before the first
+         *     or where it does not run. Answers a token bound to a namespace,
+         *     admin or not, with 403.
+         */
+        get: operations["getFleet"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{ns}/outcomes": {
         parameters: {
             query?: never;
@@ -1403,6 +1437,20 @@ export interface components {
             /** @description The cursor of the next page; null on the last page. */
             next_cursor: string | null;
         };
+        Fleet: {
+            /** @description Namespaces with a failing endpoint (`failing` above 0 in their summary). */
+            failing_namespaces: number;
+            /** @description Namespaces with an endpoint an operator disabled (`disabled` above 0), failing or not. */
+            disabled_namespaces: number;
+            backlog: components["schemas"]["Backlog"];
+            /** @description The backlog sampler's last complete pass; null before the first, or where no sampler runs. */
+            oldest_pending: {
+                /** @description When the oldest pending row was accepted; null when none was pending. */
+                accepted_at: components["schemas"]["NullableTimestamp"];
+                /** @description When the pass ended. */
+                sampled_at: components["schemas"]["Timestamp"];
+            } | null;
+        };
         NamespacePage: {
             /** @description Namespaces in the listing's order. */
             namespaces: components["schemas"]["NamespaceSummary"][];
@@ -2159,16 +2207,29 @@ export interface operations {
             query?: {
                 /** @description Opaque; the `next_cursor` of the previous page. Any other value is 400 `invalid-request`. */
                 cursor?: string;
-                /** @description Namespaces per page; with `failing=true`, the namespaces examined. */
+                /** @description Namespaces per page. */
                 limit?: number;
                 /**
-                 * @description `true` keeps, of the `limit` namespaces the page examines, only
-                 *     those with a failing endpoint (`failing` above 0): a page may hold
-                 *     none and still have a `next_cursor`, and walking every page finds
-                 *     every failing namespace at the cost of reading every one.
-                 *     `false`, or left out, keeps all. Any other value is 400.
+                 * @description `true` lists only the namespaces with a failing endpoint, from
+                 *     the set relay keeps of them as their endpoints change, so a page
+                 *     costs what it lists however few namespaces fail. `false`, or
+                 *     left out, lists all. Any other value is 400.
                  */
                 failing?: "true" | "false";
+                /**
+                 * @description `true` lists only the namespaces with an endpoint an operator
+                 *     disabled (not failing), from the set relay keeps of them. Not
+                 *     with `failing=true` (400). Any other value than `true` or
+                 *     `false` is 400.
+                 */
+                disabled?: "true" | "false";
+                /**
+                 * @description Lists only the namespaces whose name starts with it, in the
+                 *     same order and with the same cursors; a page reads at most 64
+                 *     buckets, one range each. A value no namespace name could start
+                 *     is 400.
+                 */
+                prefix?: string;
             };
             header?: {
                 /**
@@ -2191,6 +2252,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NamespacePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getFleet: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The caller's request id, echoed in the response's `X-Request-Id`
+                 *     when it is 1 to 128 of `[A-Za-z0-9._-]`; any other value is
+                 *     replaced by a generated id, not refused.
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The fleet's figures. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Fleet"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -168,6 +168,11 @@ test("every operation sends its method, path, query and body and decodes its ans
   const cases: { name: string; call: () => Promise<unknown>; answer: unknown; status?: number; method: string; url: string; body?: unknown; auth?: boolean }[] = [
     { name: "listNamespaces", call: () => c.listNamespaces(), answer: page, method: "GET", url: "/v1/namespaces" },
     { name: "listNamespaces paged", call: () => c.listNamespaces({ cursor: "c/1+2", limit: 10, failing: true }), answer: page, method: "GET", url: "/v1/namespaces?cursor=c%2F1%2B2&limit=10&failing=true" },
+    { name: "listNamespaces disabled by prefix", call: () => c.listNamespaces({ disabled: true, prefix: "ac" }), answer: page, method: "GET", url: "/v1/namespaces?disabled=true&prefix=ac" },
+    {
+      name: "getFleet", call: () => c.getFleet(), method: "GET", url: "/v1/fleet",
+      answer: { failing_namespaces: 3, disabled_namespaces: 1, backlog: { rows: 4, bytes: 300 }, oldest_pending: { accepted_at: null, sampled_at: "2026-12-07T10:00:00.000Z" } },
+    },
     {
       name: "listOutcomes", answer: { outcomes: [{ reservation_id: "r-1", seq: 1, accepted_at: "2026-12-07T10:00:00Z", kind: "expired", endpoints: [{ endpoint: "billing", state: "delivered", at: "2026-12-07T10:00:01Z" }] }], next_cursor: "n2" },
       call: () => c.listOutcomes("acme", { endpoint: "billing", state: "delivered", since: new Date(Date.UTC(2026, 11, 7, 9)), until: "2026-12-07T11:00:00+01:00", cursor: "n1", limit: 5 }),
