@@ -117,6 +117,80 @@ func screenshotDir(t *testing.T, backend string) string {
 	return dir
 }
 
+// consoleLink mints a console link to p with relay token, signed with
+// secret for audience, granting args.
+func consoleLink(t *testing.T, p *relaytest.Relay, secret, audience string, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := token(append([]string{"--jwt-secret", secret, "--public-url", audience, "--console"}, args...), &out); err != nil {
+		t.Fatal(err)
+	}
+	_, tok, ok := strings.Cut(strings.TrimSpace(out.String()), "#token=")
+	if !ok {
+		t.Fatalf("relay token --console printed %q", out.String())
+	}
+	return p.URL + "/console/#token=" + tok
+}
+
+// tokenOf is the token a console link carries.
+func tokenOf(t *testing.T, link string) string {
+	t.Helper()
+	_, tok, _ := strings.Cut(link, "#token=")
+	tok, err := url.QueryUnescape(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// driveBrowser runs script, a node program of testdata/console, with env
+// beside the test's own and CHROMIUM, logging each line it prints. A line
+// "ASK q" is answered on its stdin with answer(q); "DONE" ends the run,
+// and the test fails unless the program printed it and exited cleanly.
+func driveBrowser(t *testing.T, chromium, script string, env []string, answer func(q string) string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "node", script)
+	cmd.Dir = consoleDir
+	cmd.Env = append(append(os.Environ(), "CHROMIUM="+chromium), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A browser's helper may keep stdout open past node's exit.
+	cmd.WaitDelay = 10 * time.Second
+	finished := false
+	lines := bufio.NewScanner(stdout)
+	for !finished && lines.Scan() {
+		l := lines.Text()
+		t.Log("browser: " + l)
+		var err error
+		if q, ok := strings.CutPrefix(l, "ASK "); ok {
+			if answer == nil {
+				t.Fatalf("the browser asked %q, which %s does not", q, script)
+			}
+			_, err = stdin.Write([]byte(answer(q) + "\n"))
+		} else if l == "DONE" {
+			finished = true
+			err = stdin.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Wait(); err != nil || !finished {
+		t.Fatalf("the browser run of %s failed: %v\n%s", script, err, stderr.String())
+	}
+}
+
 // consolePages are the screenshots the scenario takes, each at both widths.
 var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained", "outcome", "stream-recovered", "sign-in", "forbidden", "missing",
 	"namespace-wide", "stream-wide", "outcome-wide", "read-only-start", "read-only-namespace", "read-only-stream", "read-only-outcome", "read-only-missing",
@@ -126,26 +200,12 @@ var consolePages = []string{"namespaces", "namespace", "stream", "stream-drained
 // with secret for audience, and returns the screenshots' directory.
 func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, audience string, width int) string {
 	shots := screenshotDir(t, path.Base(t.Name()))
-	link := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		if err := token(append([]string{"--jwt-secret", secret, "--public-url", audience, "--console"}, args...), &out); err != nil {
-			t.Fatal(err)
-		}
-		_, tok, ok := strings.Cut(strings.TrimSpace(out.String()), "#token=")
-		if !ok {
-			t.Fatalf("relay token --console printed %q", out.String())
-		}
-		return p.URL + "/console/#token=" + tok
-	}
+	link := func(args ...string) string { return consoleLink(t, p, secret, audience, args...) }
 	adminLink, boundLink, readLink := link("--scope", "admin"), link("--scope", "admin", "--ns", "other"), link("--scope", "outbox:read")
 	// A link that lapses two minutes on: the browser's clock is moved past
 	// it, not waited for.
 	lapsingLink := link("--scope", "outbox:read", "--ns", "other", "--ttl", "2m")
-	admin, err := url.QueryUnescape(strings.SplitN(adminLink, "#token=", 2)[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := tokenOf(t, adminLink)
 
 	// held waits on other's ledger, which is disabled.
 	const stuck, done, behind, held = "c-stuck", "c-ok-1", "c-behind", "c-held"
@@ -247,57 +307,28 @@ func consoleScenario(t *testing.T, chromium string, p *relaytest.Relay, secret, 
 		return false
 	})
 
-	cmd := exec.CommandContext(ctx, "node", "drive.mjs")
-	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_BOUND_LINK="+boundLink, "CONSOLE_READ_LINK="+readLink, "CONSOLE_LAPSING_LINK="+lapsingLink, "CONSOLE_HELD_RID="+held,
-		"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_STUCK_RID="+stuck, "CONSOLE_DELIVERED_RID="+done,
-		"CONSOLE_NAMESPACE_ORDER=acme,wide,other,"+strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
-		"CONSOLE_LONG_ENDPOINT="+longEndpoint, "CONSOLE_LONG_RID="+longRID)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// A browser's helper may keep stdout open past node's exit.
-	cmd.WaitDelay = 10 * time.Second
-	finished := false
-	lines := bufio.NewScanner(stdout)
-	for !finished && lines.Scan() {
-		l := lines.Text()
-		t.Log("browser: " + l)
-		switch l {
-		case "ASK fix":
+	driveBrowser(t, chromium, "drive.mjs", []string{"CHROMIUM=" + chromium, "CONSOLE_ADMIN_LINK=" + adminLink, "CONSOLE_BOUND_LINK=" + boundLink, "CONSOLE_READ_LINK=" + readLink, "CONSOLE_LAPSING_LINK=" + lapsingLink, "CONSOLE_HELD_RID=" + held,
+		"CONSOLE_SCREENSHOTS=" + shots, "CONSOLE_STUCK_RID=" + stuck, "CONSOLE_DELIVERED_RID=" + done,
+		"CONSOLE_NAMESPACE_ORDER=acme,wide,other," + strings.Join(healthy, ","), fmt.Sprintf("CONSOLE_WIDTH=%d", width),
+		"CONSOLE_LONG_ENDPOINT=" + longEndpoint, "CONSOLE_LONG_RID=" + longRID}, func(q string) string {
+		switch q {
+		case "fix":
 			refusing.Store(false)
-			_, err = stdin.Write([]byte("fixed\n"))
-		case "ASK resent":
+			return "fixed"
+		case "resent":
 			wait(done+" resent", func() bool { return arrived(done) == 2 })
-			_, err = stdin.Write([]byte("delivered again\n"))
-		case "ASK recovered":
+			return "delivered again"
+		case "recovered":
 			// The recovery queues again every outcome billing was
 			// delivered: the three of them.
 			wait("the recovered outcomes delivered", func() bool {
 				return arrived(done) == 3 && arrived(stuck) == 2 && arrived(behind) == 2
 			})
-			_, err = stdin.Write([]byte("delivered again\n"))
-		case "DONE":
-			finished = true
-			err = stdin.Close()
+			return "delivered again"
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cmd.Wait(); err != nil || !finished {
-		t.Fatalf("the browser run failed: %v\n%s", err, stderr.String())
-	}
+		t.Fatalf("the browser asked %q", q)
+		return ""
+	})
 	// What the pages showed, the receiver saw, and no more.
 	if got := [3]int{arrived(done), arrived(stuck), arrived(behind)}; got != [3]int{3, 2, 2} {
 		t.Errorf("arrivals of %s, %s, %s: %v, want 3, 2, 2", done, stuck, behind, got)

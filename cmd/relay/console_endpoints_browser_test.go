@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hookrelay/relay/hookverify"
 	"github.com/hookrelay/relay/internal/relaytest"
@@ -60,18 +57,7 @@ func TestConsoleManagesEndpointsInChromium(t *testing.T) {
 	chromium := browserOrSkip(t)
 	clearAuthEnv(t)
 	p := relaytest.Start(t, relaytest.Config{Name: "console-endpoints", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
-	link := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		if err := token(append([]string{"--jwt-secret", testSecret, "--public-url", p.URL, "--console"}, args...), &out); err != nil {
-			t.Fatal(err)
-		}
-		_, tok, ok := strings.Cut(strings.TrimSpace(out.String()), "#token=")
-		if !ok {
-			t.Fatalf("relay token --console printed %q", out.String())
-		}
-		return p.URL + "/console/#token=" + tok
-	}
+	link := func(args ...string) string { return consoleLink(t, p, testSecret, p.URL, args...) }
 	adminLink, readLink := link("--scope", "admin"), link("--scope", "outbox:read")
 	for _, width := range []int{1280, 390} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
@@ -93,19 +79,8 @@ func TestConsoleManagesEndpointsInChromium(t *testing.T) {
 				t.Fatal(err)
 			}
 			shots := screenshotDir(t, fmt.Sprintf("endpoints-%d", width))
-			cmd := exec.CommandContext(t.Context(), "node", "endpoints.mjs")
-			cmd.Dir = consoleDir
-			cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_READ_LINK="+readLink,
-				"CONSOLE_SCREENSHOTS="+shots, "CONSOLE_NS="+ns, "RECEIVER_URL="+rc.URL, "RECEIVER_SECRET="+rc.Secret, fmt.Sprintf("CONSOLE_WIDTH=%d", width))
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			// A browser's helper may keep stdout open past node's exit.
-			cmd.WaitDelay = 10 * time.Second
-			err = cmd.Run()
-			t.Log("browser:\n" + stdout.String())
-			if err != nil || !strings.HasSuffix(strings.TrimSpace(stdout.String()), "DONE") {
-				t.Fatalf("the browser run failed: %v\n%s", err, stderr.String())
-			}
+			driveBrowser(t, chromium, "endpoints.mjs", []string{"CONSOLE_ADMIN_LINK=" + adminLink, "CONSOLE_READ_LINK=" + readLink,
+				"CONSOLE_SCREENSHOTS=" + shots, "CONSOLE_NS=" + ns, "RECEIVER_URL=" + rc.URL, "RECEIVER_SECRET=" + rc.Secret, fmt.Sprintf("CONSOLE_WIDTH=%d", width)}, nil)
 			// Two tests, each signed with the secret the receiver holds (the
 			// second after the rotation) and carrying the header the edit
 			// kept, the second with the one it changed.
@@ -128,15 +103,4 @@ func TestConsoleManagesEndpointsInChromium(t *testing.T) {
 			t.Logf("screenshots in %s", shots)
 		})
 	}
-}
-
-// tokenOf is the token a console link carries.
-func tokenOf(t *testing.T, link string) string {
-	t.Helper()
-	_, tok, _ := strings.Cut(link, "#token=")
-	tok, err := url.QueryUnescape(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }

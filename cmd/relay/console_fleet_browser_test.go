@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
 	"path"
 	"strings"
 	"sync"
@@ -28,19 +23,8 @@ func TestConsoleFleetInChromium(t *testing.T) {
 	chromium := browserOrSkip(t)
 	clearAuthEnv(t)
 	p := relaytest.Start(t, relaytest.Config{Name: "console-fleet", Env: []string{"RELAY_REDIS_URL=", "RELAY_JWT_SECRET=" + testSecret}})
-	var out bytes.Buffer
-	if err := token([]string{"--jwt-secret", testSecret, "--public-url", p.URL, "--console", "--scope", "admin"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	_, tok, ok := strings.Cut(strings.TrimSpace(out.String()), "#token=")
-	if !ok {
-		t.Fatalf("relay token --console printed %q", out.String())
-	}
-	adminLink := p.URL + "/console/#token=" + tok
-	admin, err := url.QueryUnescape(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminLink := consoleLink(t, p, testSecret, p.URL, "--scope", "admin")
+	admin := tokenOf(t, adminLink)
 	ctx := t.Context()
 	c, err := relayclient.New(p.URL, relayclient.Options{Token: admin})
 	if err != nil {
@@ -136,28 +120,7 @@ func TestConsoleFleetInChromium(t *testing.T) {
 	}
 
 	shots := screenshotDir(t, path.Base(t.Name()))
-	cmd := exec.CommandContext(ctx, "node", "fleet.mjs")
-	cmd.Dir = consoleDir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium, "CONSOLE_ADMIN_LINK="+adminLink, "CONSOLE_SCREENSHOTS="+shots,
-		"CONSOLE_FAILING="+strings.Join(failing, ","), "CONSOLE_DISABLED="+disabled)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.WaitDelay = 10 * time.Second
-	finished := false
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() {
-		t.Log("browser: " + lines.Text())
-		finished = finished || lines.Text() == "DONE"
-	}
-	if err := cmd.Wait(); err != nil || !finished {
-		t.Fatalf("the browser run failed: %v\n%s", err, stderr.String())
-	}
+	driveBrowser(t, chromium, "fleet.mjs", []string{"CONSOLE_ADMIN_LINK=" + adminLink, "CONSOLE_SCREENSHOTS=" + shots,
+		"CONSOLE_FAILING=" + strings.Join(failing, ","), "CONSOLE_DISABLED=" + disabled}, nil)
 	t.Logf("screenshots in %s", shots)
 }
