@@ -3,19 +3,10 @@
 // the links in the environment, and answers on stdin: "fix" once the
 // receiver takes the stuck outcome, "resent" and "recovered" once it saw
 // the outcomes again.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { operatorWork, wideTable } from './work.mjs';
 import { tokenWork } from './tokens.mjs';
-import { audit } from './axe.mjs';
-
-const env = (k) => {
-  if (!process.env[k]) throw new Error(k + ' is not set');
-  return process.env[k];
-};
+import { env, finish, open, shooter, viewports } from './browser.mjs';
 const adminLink = env('CONSOLE_ADMIN_LINK');
 const boundLink = env('CONSOLE_BOUND_LINK');
 const readLink = env('CONSOLE_READ_LINK');
@@ -37,25 +28,12 @@ const ask = (q) => {
   return answers.length ? Promise.resolve(answers.shift()) : new Promise((r) => (waiting = r));
 };
 
-const profile = mkdtempSync(join(tmpdir(), 'relay-console-chromium-'));
 // The scenario is driven at CONSOLE_WIDTH px (1280 unless set): the
 // console must work, not only look right, on a phone's width.
 const drivenWidth = Number(process.env.CONSOLE_WIDTH || 1280);
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: drivenWidth, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic'],
-});
-const failures = [];
-// The sizes operators use: a laptop's and a phone's.
-const viewports = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
+const run = await open('chromium', { width: drivenWidth, height: 900 });
+const { ctx, page, failures } = run;
 try {
-  const page = ctx.pages()[0] || (await ctx.newPage());
-  page.setDefaultTimeout(20000);
-  // Any script error or CSP violation fails the run.
-  page.on('pageerror', (e) => failures.push('page error: ' + e.message));
   page.on('console', (m) => {
     // 400: a recovery refused on purpose (work.mjs); 401, 403: tokens
     // refused on purpose.
@@ -69,14 +47,7 @@ try {
 
   // Each page is kept as screenshots at both sizes, and axe finds no
   // violation on it at either.
-  const shot = async (name) => {
-    for (const vp of viewports) {
-      await page.setViewportSize(vp);
-      await page.screenshot({ path: join(shots, `${name}-${vp.width}.png`), fullPage: true });
-      await audit(page, `${name} at ${vp.width}x${vp.height}`);
-    }
-    await page.setViewportSize({ width: drivenWidth, height: 900 });
-  };
+  const shot = shooter(run, shots);
   const step = (s) => console.log('STEP ' + s);
 
   step(`driven at ${drivenWidth} px wide`);
@@ -245,15 +216,6 @@ try {
   await lapsing.close();
 } catch (e) {
   failures.push(e.stack || String(e));
-} finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
 }
-if (failures.length) {
-  console.error(failures.join('\n'));
-  process.exit(1);
-}
-console.log('DONE');
-// stdin's reader would keep node alive waiting for more lines.
 stdin.close();
-process.exit(0);
+await finish(run);

@@ -4,16 +4,7 @@
 // and deleted from the page, and none of it offered to a read-only token.
 // The Go test starts relay and the receivers, passes the links in the
 // environment, and checks what the receivers got once this prints DONE.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { audit } from './axe.mjs';
-
-const env = (k) => {
-  if (!process.env[k]) throw new Error(k + ' is not set');
-  return process.env[k];
-};
+import { env, finish, open, shooter } from './browser.mjs';
 const adminLink = env('CONSOLE_ADMIN_LINK');
 const readLink = env('CONSOLE_READ_LINK');
 const shots = env('CONSOLE_SCREENSHOTS');
@@ -28,22 +19,11 @@ const fail = (msg) => {
 };
 const step = (s) => console.log('STEP ' + s);
 
-const profile = mkdtempSync(join(tmpdir(), 'relay-console-endpoints-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic'],
-});
-const failures = [];
-const viewports = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
+const run = await open('endpoints', { width, height: 900 });
+const { ctx, page, failures } = run;
 try {
   const origin = new URL(adminLink).origin;
   await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
-  const page = ctx.pages()[0] || (await ctx.newPage());
-  page.setDefaultTimeout(20000);
-  page.on('pageerror', (e) => failures.push('page error: ' + e.message));
   // The refusals this run asks for on purpose: a bad edit (400) and the
   // deleted endpoint read back (404), each by its URL.
   const refusals = [];
@@ -59,14 +39,7 @@ try {
 
   // Each state is kept as screenshots at both sizes, and axe finds no
   // violation in it at either; the page is driven at its own width again.
-  const shot = async (name) => {
-    for (const vp of viewports) {
-      await page.setViewportSize(vp);
-      await page.screenshot({ path: join(shots, `${name}-${vp.width}.png`), fullPage: true });
-      await audit(page, `${name} at ${vp.width}x${vp.height}`);
-    }
-    await page.setViewportSize({ width, height: 900 });
-  };
+  const shot = shooter(run, shots);
   const go = async (hash, heading) => {
     await page.evaluate((h) => {
       location.hash = h;
@@ -298,13 +271,5 @@ try {
   if (!same(refusals, want)) fail(`refused ${JSON.stringify(refusals)}, want ${JSON.stringify(want)}`);
 } catch (e) {
   failures.push(e.stack || String(e));
-} finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
 }
-if (failures.length) {
-  console.error(failures.join('\n'));
-  process.exit(1);
-}
-console.log('DONE');
-process.exit(0);
+await finish(run);

@@ -2,35 +2,18 @@
 // cmd/relay's TestConsoleFleetInChromium: the true failing count, though
 // the failing namespaces lie beyond the first 1,000; the namespace an
 // operator disabled listed apart from the failing; the prefix search.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { audit } from './axe.mjs';
-
-const env = (k) => {
-  if (!process.env[k]) throw new Error(k + ' is not set');
-  return process.env[k];
-};
+import { env, finish, open, viewports } from './browser.mjs';
 const adminLink = env('CONSOLE_ADMIN_LINK');
 const shots = env('CONSOLE_SCREENSHOTS');
 const failingNames = env('CONSOLE_FAILING').split(',').sort();
 const disabledName = env('CONSOLE_DISABLED');
 const step = (s) => console.log('STEP ' + s);
 
-const profile = mkdtempSync(join(tmpdir(), 'relay-console-fleet-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1280, height: 800 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic'],
-});
-const failures = [];
+const run = await open('fleet', viewports[0]);
+const { page, failures } = run;
 try {
-  const page = ctx.pages()[0] || (await ctx.newPage());
-  page.setDefaultTimeout(20000);
-  page.on('pageerror', (e) => failures.push('page error: ' + e.message));
   page.on('console', (m) => { if (m.type() === 'error') failures.push('console error: ' + m.text()); });
 
   step('the figures count every failing namespace, and the disabled one apart');
@@ -52,14 +35,14 @@ try {
   step('the namespace an operator disabled is listed apart, not failing');
   const disabled = await rowsOf('Namespaces with an endpoint disabled by an operator');
   if (disabled.join(',') !== disabledName) throw new Error('disabled table ' + disabled + ', want ' + disabledName);
-  for (const vp of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+  for (const vp of viewports) {
     await page.setViewportSize(vp);
     await page.screenshot({ path: join(shots, `fleet-${vp.width}.png`), fullPage: true });
     // The figures and the two lists, as the viewport shows them first.
     await page.screenshot({ path: join(shots, `fleet-${vp.width}-top.png`) });
     await audit(page, `fleet at ${vp.width}x${vp.height}`);
   }
-  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.setViewportSize(viewports[0]);
 
   step('the prefix search narrows the lists, the figures still count them all');
   const target = failingNames[0];
@@ -72,9 +55,7 @@ try {
   if ((await figure('fleet-failing')) !== '3') throw new Error('the search changed the fleet figure');
   await page.screenshot({ path: join(shots, 'fleet-search-1280.png'), fullPage: true });
   await audit(page, 'fleet search at 1280x800');
-  if (failures.length) throw new Error(failures.join('\n'));
-  console.log('DONE');
-} finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
+} catch (e) {
+  failures.push(e.stack || String(e));
 }
+await finish(run);

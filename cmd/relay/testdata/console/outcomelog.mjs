@@ -2,16 +2,7 @@
 // cmd/relay's TestConsoleOutcomeLogInChromium, which fills the namespace
 // shop as its comment says and passes the admin link, the second that
 // splits the two batches (CONSOLE_SPLIT) and where screenshots go.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { audit } from './axe.mjs';
-
-const env = (k) => {
-  if (!process.env[k]) throw new Error(k + ' is not set');
-  return process.env[k];
-};
+import { env, finish, open, shooter, viewports } from './browser.mjs';
 const adminLink = env('CONSOLE_ADMIN_LINK');
 const shots = env('CONSOLE_SCREENSHOTS');
 const split = new Date(env('CONSOLE_SPLIT'));
@@ -21,34 +12,14 @@ const fail = (msg) => {
 const rid = (prefix, i) => `${prefix}-${String(i).padStart(3, '0')}`;
 const kindOf = (i) => ['committed', 'aborted', 'expired'][i % 3];
 
-const profile = mkdtempSync(join(tmpdir(), 'relay-console-log-chromium-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1280, height: 800 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--disable-sync', '--no-first-run', '--disable-quic'],
-});
-const failures = [];
-const viewports = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
+const run = await open('log', viewports[0]);
+const { page, failures } = run;
 try {
-  const page = ctx.pages()[0] || (await ctx.newPage());
-  page.setDefaultTimeout(20000);
-  page.on('pageerror', (e) => failures.push('page error: ' + e.message));
   page.on('console', (m) => {
     // 400: a filter refused on purpose.
     if (m.type() === 'error' && !/status of 400/.test(m.text())) failures.push('console error: ' + m.text());
   });
-  const shot = async (name) => {
-    for (const vp of viewports) {
-      await page.setViewportSize(vp);
-      await page.screenshot({ path: join(shots, `${name}-${vp.width}.png`), fullPage: true });
-      await audit(page, `${name} at ${vp.width}x${vp.height}`);
-      const wider = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-      if (wider > 0) fail(`${name} at ${vp.width} px is ${wider} px wider than the viewport`);
-    }
-    await page.setViewportSize(viewports[0]);
-  };
+  const shot = shooter(run, shots, { fits: true });
   const step = (s) => console.log('STEP ' + s);
 
   const log = page.getByRole('region', { name: 'Outcomes, newest first' });
@@ -222,12 +193,5 @@ try {
   await shot('stream-attempts');
 } catch (e) {
   failures.push(e.stack || String(e));
-} finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
 }
-if (failures.length) {
-  console.error(failures.join('\n'));
-  process.exit(1);
-}
-console.log('DONE');
+await finish(run);
