@@ -191,6 +191,12 @@ try {
   if (!/HTTP 503/.test(text) || !/\d+ ms/.test(text)) fail('the attempt shows ' + JSON.stringify(text));
   await attempt.locator('pre.excerpt').getByText('{"error":"ledger locked, try later"}').waitFor();
   await shot('stream-attempts');
+  // On a phone the row is a card: the answer wraps inside it.
+  await page.setViewportSize(viewports[1]);
+  const [excerpt, card] = await Promise.all([attempt.locator('pre.excerpt').boundingBox(),
+    page.getByRole('region', { name: 'Pending rows in delivery order' }).locator('tbody tr').first().boundingBox()]);
+  if (excerpt.x + excerpt.width > card.x + card.width) fail(`the answer reaches ${excerpt.x + excerpt.width} px, past its card's edge at ${card.x + card.width} px`);
+  await page.setViewportSize(viewports[0]);
 } catch (e) {
   failures.push(e.stack || String(e));
 }
