@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -165,4 +167,100 @@ func (r *RecoveryRunner) plan(ctx context.Context, fc timers.FireContext, t time
 	}
 	b.Put(schema.ClassJob.Key(id), v)
 	return timers.Fired{DueAtMs: nowMs, Batch: b}, nil
+}
+
+// Recover starts a recovery of the endpoint id over outcomes accepted in
+// [sinceMs, untilMs). The range must be ordered and start within the
+// retention window (older outcomes are gone); a running recovery of the
+// endpoint is ErrRecoveryRunning.
+func (a *Admin) Recover(ctx context.Context, p store.Partition, id string, sinceMs, untilMs int64) (schema.Recovery, error) {
+	nowMs := a.Clock.Now().UnixMilli()
+	if err := a.checkRecoveryRange(sinceMs, untilMs); err != nil {
+		return schema.Recovery{}, err
+	}
+	for range adminRetries {
+		s, err := a.readStream(ctx, p, id)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		if s.ep == nil {
+			return schema.Recovery{}, ErrNotFound
+		}
+		if s.ep.ep.DisabledReason == ReasonDeleting {
+			return schema.Recovery{}, ErrDeleting
+		}
+		jobRaw, jobFound, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
+		if err != nil {
+			return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+		}
+		if jobFound {
+			if old, err := schema.DecodeRecovery(id, jobRaw); err == nil && old.State == schema.RecoveryRunning {
+				return schema.Recovery{}, ErrRecoveryRunning
+			}
+		}
+		start, err := firstAcceptedAt(ctx, a.Store, p, sinceMs-acceptSlackMs)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		var end uint64
+		if s.seq.found {
+			if end, err = schema.DecodeSequence(s.seq.raw); err != nil {
+				return schema.Recovery{}, err
+			}
+		}
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return schema.Recovery{}, fmt.Errorf("recovery id: %w", err)
+		}
+		r := schema.Recovery{
+			ID: hex.EncodeToString(raw[:]), Endpoint: id, State: schema.RecoveryRunning, SinceMs: sinceMs, UntilMs: untilMs,
+			StartSeq: start, NextSeq: start, EndSeq: max(end, start), CreatedMs: nowMs,
+		}
+		v, err := schema.EncodeRecovery(r)
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		var b store.Batch
+		b.RequireEquals(s.ep.key, s.ep.raw)
+		// The sequence as read bounds the job: guarded, so an outcome
+		// accepted meanwhile is either in it or after it.
+		b.Guard(schema.SequenceKey(), s.seq.raw, s.seq.found)
+		b.Guard(schema.ClassJob.Key(id), jobRaw, jobFound)
+		b.Put(schema.ClassJob.Key(id), v)
+		b.Put(timers.Key(nowMs, timers.KindRecovery, id), timers.EncodeIdle(nil))
+		ok, err := a.applyOwn(ctx, p, b, func(ctx context.Context) (bool, error) { return a.isJob(ctx, p, id, r.ID) })
+		if err != nil {
+			return schema.Recovery{}, err
+		}
+		if ok {
+			return r, nil
+		}
+	}
+	return schema.Recovery{}, fmt.Errorf("%w: %s", ErrContended, p)
+}
+
+// Recovery reads the recovery job of the endpoint id: the last one started,
+// running or finished.
+func (a *Admin) Recovery(ctx context.Context, p store.Partition, id, job string) (schema.Recovery, error) {
+	if err := p.Validate(); err != nil {
+		return schema.Recovery{}, err
+	}
+	if err := schema.ValidateEndpointID(id); err != nil {
+		return schema.Recovery{}, err
+	}
+	v, found, err := a.Store.Get(ctx, p, schema.ClassJob.Key(id))
+	if err != nil {
+		return schema.Recovery{}, fmt.Errorf("read recovery of %s/%s: %w", p, id, err)
+	}
+	if !found {
+		return schema.Recovery{}, ErrRecoveryNotFound
+	}
+	r, err := schema.DecodeRecovery(id, v)
+	if err != nil {
+		return schema.Recovery{}, fmt.Errorf("recovery of %s/%s: %w", p, id, err)
+	}
+	if r.ID != job {
+		return schema.Recovery{}, ErrRecoveryNotFound
+	}
+	return r, nil
 }
